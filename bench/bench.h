@@ -1,0 +1,20 @@
+/* Benchmark suites behind `piecewise bench SUITE`. Each suite prints a
+ * table (or one JSON object with --json) and returns an exit code. */
+#ifndef PW_BENCH_H
+#define PW_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef int (*pw_bench_fn)(int argc, char **argv);
+
+int pw_bench_launch(int argc, char **argv);
+
+/* Monotonic nanoseconds. */
+uint64_t pw_bench_now_ns(void);
+/* Median of n doubles (sorts in place). */
+double pw_bench_median(double *xs, size_t n);
+/* Keeps the compiler from discarding a value. */
+void pw_bench_sink(const void *p);
+
+#endif

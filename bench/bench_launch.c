@@ -1,0 +1,120 @@
+/* bench launch: what one kernel launch costs when the kernel does nothing.
+ *
+ *   eager   pw_launch on a non-capturing stream (argument copy + call)
+ *   replay  pw_graph_replay of the same launches, recorded once
+ *   hand    a hand-written C loop over the same function pointers
+ *
+ * Every figure is the median over repeated runs of ns per launch. */
+#include "bench.h"
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LAUNCHES 1024
+#define ROUNDS 2000
+#define REPEATS 15
+
+typedef struct empty_args {
+    const float *in;
+    float *out;
+    int64_t n;
+} empty_args;
+
+/* Distinct functions so the calls are as opaque to the CPU as real kernels. */
+#define EMPTY_KERNEL(i) \
+    static void empty_kernel_##i(const void *a) { pw_bench_sink(a); }
+EMPTY_KERNEL(0) EMPTY_KERNEL(1) EMPTY_KERNEL(2) EMPTY_KERNEL(3)
+
+static const pw_kernel kernels[4] = {
+    {"empty0", empty_kernel_0, NULL}, {"empty1", empty_kernel_1, NULL},
+    {"empty2", empty_kernel_2, NULL}, {"empty3", empty_kernel_3, NULL},
+};
+
+typedef struct hand_call {
+    pw_cpu_kernel_fn fn;
+    const void *args;
+} hand_call;
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: piecewise bench launch [--json]\n\n"
+               "Measures the cost per launch of an empty kernel: eager, graph replay and a\n"
+               "hand-written loop over the same function pointers (median of %d runs of\n"
+               "%d x %d launches).\n", REPEATS, ROUNDS, LAUNCHES);
+}
+
+int pw_bench_launch(int argc, char **argv) {
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) json = 1;
+        else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "piecewise bench launch: unknown option '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    pw_stream *stream = NULL;
+    pw_pool *pool = NULL;
+    pw_graph *graph = NULL;
+    pw_status s = pw_stream_new(PW_DEVICE_CPU, &stream);
+    if (s == PW_OK) s = pw_pool_new(PW_DEVICE_CPU, "bench", &pool);
+    if (s != PW_OK) return pw_cli_fail("bench launch", s);
+
+    static empty_args args[LAUNCHES];
+    static hand_call hand[LAUNCHES];
+    for (int i = 0; i < LAUNCHES; i++) args[i].n = i;
+
+    s = pw_stream_begin_capture(stream, pool);
+    for (int i = 0; i < LAUNCHES && s == PW_OK; i++)
+        s = pw_launch(stream, &kernels[i % 4], &args[i], sizeof args[i]);
+    if (s == PW_OK) s = pw_stream_end_capture(stream, &graph);
+    else pw_stream_abort_capture(stream);
+    if (s != PW_OK) return pw_cli_fail("bench launch: capture", s);
+    for (int i = 0; i < LAUNCHES; i++) {
+        const pw_kernel *k;
+        size_t nb;
+        pw_graph_launch_at(graph, (size_t)i, &k, &hand[i].args, &nb);
+        hand[i].fn = k->cpu;
+    }
+
+    double eager[REPEATS], replay[REPEATS], loop[REPEATS];
+    for (int r = 0; r < REPEATS; r++) {
+        uint64_t t0 = pw_bench_now_ns();
+        for (int k = 0; k < ROUNDS / 10; k++)
+            for (int i = 0; i < LAUNCHES; i++)
+                pw_launch(stream, &kernels[i % 4], &args[i], sizeof args[i]);
+        uint64_t t1 = pw_bench_now_ns();
+        for (int k = 0; k < ROUNDS; k++) pw_graph_replay(graph, stream);
+        uint64_t t2 = pw_bench_now_ns();
+        for (int k = 0; k < ROUNDS; k++) {
+            const hand_call *h = hand;
+            for (int i = 0; i < LAUNCHES; i++) h[i].fn(h[i].args);
+            pw_bench_sink(h);
+        }
+        uint64_t t3 = pw_bench_now_ns();
+        eager[r] = (double)(t1 - t0) / ((double)ROUNDS / 10 * LAUNCHES);
+        replay[r] = (double)(t2 - t1) / ((double)ROUNDS * LAUNCHES);
+        loop[r] = (double)(t3 - t2) / ((double)ROUNDS * LAUNCHES);
+    }
+    double e = pw_bench_median(eager, REPEATS), p = pw_bench_median(replay, REPEATS),
+           h = pw_bench_median(loop, REPEATS);
+    if (json) {
+        printf("{\"eager_ns_per_launch\":%.3f,\"replay_ns_per_launch\":%.3f,"
+               "\"hand_loop_ns_per_launch\":%.3f}\n", e, p, h);
+    } else {
+        printf("launch cost, empty CPU kernel (median of %d runs)\n", REPEATS);
+        printf("  %-8s %12s %14s\n", "way", "ns/launch", "vs hand loop");
+        printf("  %-8s %12.2f %13.2fx\n", "eager", e, e / h);
+        printf("  %-8s %12.2f %13.2fx\n", "replay", p, p / h);
+        printf("  %-8s %12.2f %13.2fx\n", "hand", h, 1.0);
+        printf("replay is %.1fx faster than eager\n", e / p);
+    }
+    pw_graph_free(graph);
+    pw_pool_free(pool);
+    pw_stream_free(stream);
+    return 0;
+}

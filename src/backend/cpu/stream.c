@@ -1,0 +1,232 @@
+/* CPU stream: eager launches, and capture into a recorded device graph.
+ *
+ * A recorded graph is an array of (function pointer, argument pointer)
+ * pairs whose argument bytes were copied into one arena at capture. Replay
+ * is a single loop over that array: no allocation, no lookup, no branch on
+ * the kernel kind. */
+#include "mem/pool_internal.h"
+
+#include <string.h>
+
+#define PW_GRAPH_INITIAL_LAUNCHES 64
+#define PW_ARENA_CHUNK 8192
+#define PW_ARG_ALIGN 16
+
+typedef struct pw_recorded_launch {
+    pw_cpu_kernel_fn fn;
+    const void *args;
+} pw_recorded_launch;
+
+struct pw_graph {
+    pw_recorded_launch *launches;
+    const pw_kernel **kernels;
+    uint32_t *argbytes;
+    size_t n, cap;
+    char *arena;
+    size_t arena_used, arena_cap;
+    pw_pool *pool;
+};
+
+struct pw_stream {
+    pw_device device;
+    pw_graph *recording;  /* non-NULL while capturing */
+    pw_status violation;  /* first illegal call during the capture */
+    char violation_msg[512];
+};
+
+static _Thread_local pw_stream *tl_capture_stream;
+
+pw_stream *pw_capturing_stream(void) { return tl_capture_stream; }
+pw_pool *pw_capture_pool(void) {
+    return tl_capture_stream ? tl_capture_stream->recording->pool : NULL;
+}
+
+static pw_status note_violation(pw_stream *s, pw_status code) {
+    if (s->violation == PW_OK) {
+        s->violation = code;
+        snprintf(s->violation_msg, sizeof s->violation_msg, "%s", pw_last_error());
+    }
+    return code;
+}
+
+pw_status pw_capture_check_alloc(pw_pool *pool) {
+    pw_stream *s = tl_capture_stream;
+    if (PW_LIKELY(!s)) return PW_OK;
+    pw_pool *cp = s->recording->pool;
+    if (pool == cp || pw_pool_device(pool) != pw_pool_device(cp)) return PW_OK;
+    pw_error(PW_ERR_CAPTURE,
+             "allocation from pool '%s' during a capture into pool '%s': a graph may only "
+             "use memory from its capture pool",
+             pw_pool_name(pool), pw_pool_name(cp));
+    return note_violation(s, PW_ERR_CAPTURE);
+}
+
+pw_status pw_stream_new(pw_device device, pw_stream **out) {
+    *out = NULL;
+    if (device != PW_DEVICE_CPU)
+        return pw_error(PW_ERR_UNSUPPORTED, "stream: %s streams are not available in this build",
+                        pw_device_name(device));
+    pw_stream *s = pw_host_calloc(1, sizeof *s);
+    if (!s) return PW_ERR_OOM;
+    s->device = device;
+    *out = s;
+    return PW_OK;
+}
+
+void pw_stream_free(pw_stream *s) {
+    if (!s) return;
+    if (s->recording) pw_stream_abort_capture(s);
+    pw_host_free(s);
+}
+
+pw_device pw_stream_device(const pw_stream *s) { return s->device; }
+bool pw_stream_is_capturing(const pw_stream *s) { return s->recording != NULL; }
+
+static void graph_destroy(pw_graph *g) {
+    if (!g) return;
+    pw_host_free(g->launches);
+    pw_host_free(g->kernels);
+    pw_host_free(g->argbytes);
+    pw_host_free(g->arena);
+    pw_host_free(g);
+}
+
+/* Arguments are copied into an arena that grows by reallocating, so the
+ * launch table keeps offsets until the capture ends and they are resolved
+ * to pointers. */
+static pw_status record(pw_stream *s, const pw_kernel *k, const void *args, size_t argbytes) {
+    pw_graph *g = s->recording;
+    if (g->n == g->cap) {
+        size_t cap = g->cap ? g->cap * 2 : PW_GRAPH_INITIAL_LAUNCHES;
+        pw_recorded_launch *l = pw_host_realloc(g->launches, cap * sizeof *l);
+        if (!l) return note_violation(s, PW_ERR_OOM);
+        g->launches = l;
+        const pw_kernel **kk = pw_host_realloc(g->kernels, cap * sizeof *kk);
+        if (!kk) return note_violation(s, PW_ERR_OOM);
+        g->kernels = kk;
+        uint32_t *ab = pw_host_realloc(g->argbytes, cap * sizeof *ab);
+        if (!ab) return note_violation(s, PW_ERR_OOM);
+        g->argbytes = ab;
+        g->cap = cap;
+    }
+    size_t off = (g->arena_used + PW_ARG_ALIGN - 1) & ~(size_t)(PW_ARG_ALIGN - 1);
+    if (off + argbytes > g->arena_cap) {
+        size_t cap = g->arena_cap ? g->arena_cap : PW_ARENA_CHUNK;
+        while (cap < off + argbytes) cap *= 2;
+        char *a = pw_host_realloc(g->arena, cap);
+        if (!a) return note_violation(s, PW_ERR_OOM);
+        g->arena = a;
+        g->arena_cap = cap;
+    }
+    if (argbytes) memcpy(g->arena + off, args, argbytes);
+    g->arena_used = off + argbytes;
+    g->launches[g->n].fn = k->cpu;
+    g->launches[g->n].args = (const void *)(uintptr_t)off;
+    g->kernels[g->n] = k;
+    g->argbytes[g->n] = (uint32_t)argbytes;
+    g->n++;
+    return PW_OK;
+}
+
+pw_status pw_launch(pw_stream *s, const pw_kernel *k, const void *args, size_t argbytes) {
+    if (PW_UNLIKELY(!k || !k->cpu))
+        return pw_error(PW_ERR_INVALID_ARG, "launch: kernel '%s' has no CPU implementation",
+                        k && k->name ? k->name : "(null)");
+    if (PW_UNLIKELY(argbytes > PW_MAX_KERNEL_ARG_BYTES))
+        return pw_error(PW_ERR_INVALID_ARG, "launch: kernel '%s' has %zu argument bytes (max %d)",
+                        k->name, argbytes, PW_MAX_KERNEL_ARG_BYTES);
+    if (s->recording) return record(s, k, args, argbytes);
+    /* Eager: the kernel sees a copy, exactly as it would at replay. */
+    _Alignas(16) unsigned char copy[PW_MAX_KERNEL_ARG_BYTES];
+    if (argbytes) memcpy(copy, args, argbytes);
+    k->cpu(copy);
+    return PW_OK;
+}
+
+pw_status pw_stream_synchronize(pw_stream *s) {
+    if (s->recording) {
+        pw_error(PW_ERR_CAPTURE,
+                 "pw_stream_synchronize called during a capture: a host synchronization "
+                 "cannot be recorded in a graph");
+        return note_violation(s, PW_ERR_CAPTURE);
+    }
+    return PW_OK;
+}
+
+pw_status pw_stream_begin_capture(pw_stream *s, pw_pool *pool) {
+    if (!pool) return pw_error(PW_ERR_INVALID_ARG, "begin_capture: pool is NULL");
+    if (s->recording || tl_capture_stream)
+        return pw_error(PW_ERR_CAPTURE,
+                        "begin_capture: a capture is already open on this thread (nested "
+                        "captures are not allowed)");
+    if (pw_pool_device(pool) != s->device)
+        return pw_error(PW_ERR_INVALID_ARG, "begin_capture: pool '%s' is %s memory, stream is %s",
+                        pw_pool_name(pool), pw_device_name(pw_pool_device(pool)),
+                        pw_device_name(s->device));
+    pw_graph *g = pw_host_calloc(1, sizeof *g);
+    if (!g) return PW_ERR_OOM;
+    g->pool = pool;
+    s->recording = g;
+    s->violation = PW_OK;
+    s->violation_msg[0] = '\0';
+    tl_capture_stream = s;
+    pw_pool_set_capturing(pool, true);
+    return PW_OK;
+}
+
+static pw_graph *detach(pw_stream *s) {
+    pw_graph *g = s->recording;
+    s->recording = NULL;
+    if (tl_capture_stream == s) tl_capture_stream = NULL;
+    pw_pool_set_capturing(g->pool, false);
+    return g;
+}
+
+void pw_stream_abort_capture(pw_stream *s) {
+    if (!s->recording) return;
+    graph_destroy(detach(s));
+}
+
+pw_status pw_stream_end_capture(pw_stream *s, pw_graph **out) {
+    *out = NULL;
+    if (!s->recording)
+        return pw_error(PW_ERR_CAPTURE, "end_capture: no capture is open on this stream");
+    pw_graph *g = detach(s);
+    if (s->violation != PW_OK) {
+        pw_status v = s->violation;
+        graph_destroy(g);
+        return pw_error(v, "capture abandoned: %s", s->violation_msg);
+    }
+    for (size_t i = 0; i < g->n; i++)
+        g->launches[i].args = g->arena + (uintptr_t)g->launches[i].args;
+    pw_pool_graph_ref(g->pool);
+    *out = g;
+    return PW_OK;
+}
+
+pw_status pw_graph_replay(pw_graph *g, pw_stream *s) {
+    (void)s;
+    const pw_recorded_launch *l = g->launches;
+    const pw_recorded_launch *end = l + g->n;
+    for (; l != end; l++) l->fn(l->args);
+    return PW_OK;
+}
+
+void pw_graph_free(pw_graph *g) {
+    if (!g) return;
+    pw_pool_graph_unref(g->pool);
+    graph_destroy(g);
+}
+
+size_t pw_graph_num_launches(const pw_graph *g) { return g->n; }
+pw_pool *pw_graph_pool(const pw_graph *g) { return g->pool; }
+
+pw_status pw_graph_launch_at(const pw_graph *g, size_t i, const pw_kernel **kernel,
+                             const void **args, size_t *argbytes) {
+    if (i >= g->n)
+        return pw_error(PW_ERR_INVALID_ARG, "graph has %zu launches, asked for #%zu", g->n, i);
+    *kernel = g->kernels[i];
+    *args = g->launches[i].args;
+    *argbytes = g->argbytes[i];
+    return PW_OK;
+}

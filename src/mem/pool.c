@@ -1,0 +1,382 @@
+/* Caching best-fit allocator with graph-pool semantics.
+ *
+ * Memory comes from the device in segments. Each segment is a doubly linked
+ * list of blocks in address order; a free block is also on the pool's free
+ * list. Allocation takes the smallest free block that fits (best fit) and
+ * splits off the remainder; release merges the block with free neighbours.
+ * A hash map from address to block makes release O(1).
+ *
+ * Graph pools: a device graph keeps a reference on the pool it was captured
+ * into. While any reference exists, trim releases nothing, so no address a
+ * graph recorded can be unmapped or handed to another pool. */
+#include "mem/pool_internal.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+#define PW_SEGMENT_MIN ((size_t)2 << 20)     /* smallest segment from the device */
+#define PW_SEGMENT_ROUND ((size_t)2 << 20)   /* segment sizes are multiples of this */
+#define PW_MAP_MIN_CAP 64
+
+typedef struct pw_block pw_block;
+typedef struct pw_segment pw_segment;
+
+struct pw_block {
+    char *ptr;
+    size_t size;
+    bool free;
+    pw_segment *segment;
+    pw_block *prev, *next;           /* neighbours in the segment */
+    pw_block *free_prev, *free_next; /* free list links */
+};
+
+struct pw_segment {
+    char *base;
+    size_t size;
+    pw_block *first;
+    pw_segment *next;
+};
+
+struct pw_pool {
+    char name[48];
+    pw_device device;
+    pw_segment *segments;
+    pw_block *free_list;
+    /* open-addressing map: block address -> live block */
+    pw_block **map;
+    size_t map_cap, map_used, map_tombs;
+    pw_pool_stats stats;
+    int graph_refs;
+    int trim_holds;
+    bool trim_pending;
+    bool capturing;
+};
+
+/* ---- device memory ------------------------------------------------------- */
+
+static pw_device_mem_ops device_ops[2];
+static atomic_llong device_fail_countdown = 0;
+
+void pw_pool_fail_nth_device_alloc(int64_t n) { atomic_store(&device_fail_countdown, (long long)n); }
+
+void pw_mem_register_device(pw_device device, pw_device_mem_ops ops) { device_ops[device] = ops; }
+
+static void *cpu_alloc(size_t bytes) { return aligned_alloc(PW_POOL_ALIGN, bytes); }
+static void cpu_free(void *p) { free(p); }
+
+static const pw_device_mem_ops *ops_for(pw_device d) {
+    if (d == PW_DEVICE_CPU && !device_ops[d].alloc) {
+        device_ops[d].alloc = cpu_alloc;
+        device_ops[d].free = cpu_free;
+    }
+    return device_ops[d].alloc ? &device_ops[d] : NULL;
+}
+
+static void *device_alloc(pw_pool *pool, size_t bytes) {
+    long long n = atomic_load_explicit(&device_fail_countdown, memory_order_relaxed);
+    if (n > 0 && atomic_fetch_sub(&device_fail_countdown, 1) == 1) return NULL;
+    return ops_for(pool->device)->alloc(bytes);
+}
+
+/* ---- address map ----------------------------------------------------------- */
+
+#define MAP_TOMB ((pw_block *)(uintptr_t)1)
+
+static size_t hash_ptr(const void *p) {
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return (size_t)x;
+}
+
+static pw_status map_grow(pw_pool *pool) {
+    size_t cap = pool->map_cap ? pool->map_cap * 2 : PW_MAP_MIN_CAP;
+    if (pool->map_used * 4 < pool->map_cap) cap = pool->map_cap; /* only tombstones: rehash */
+    pw_block **m = pw_host_calloc(cap, sizeof *m);
+    if (!m) return PW_ERR_OOM;
+    for (size_t i = 0; i < pool->map_cap; i++) {
+        pw_block *b = pool->map[i];
+        if (!b || b == MAP_TOMB) continue;
+        size_t j = hash_ptr(b->ptr) & (cap - 1);
+        while (m[j]) j = (j + 1) & (cap - 1);
+        m[j] = b;
+    }
+    pw_host_free(pool->map);
+    pool->map = m;
+    pool->map_cap = cap;
+    pool->map_tombs = 0;
+    return PW_OK;
+}
+
+static pw_status map_insert(pw_pool *pool, pw_block *b) {
+    if ((pool->map_used + pool->map_tombs + 1) * 4 > pool->map_cap * 3) PW_TRY(map_grow(pool));
+    size_t j = hash_ptr(b->ptr) & (pool->map_cap - 1);
+    while (pool->map[j] && pool->map[j] != MAP_TOMB) j = (j + 1) & (pool->map_cap - 1);
+    if (pool->map[j] == MAP_TOMB) pool->map_tombs--;
+    pool->map[j] = b;
+    pool->map_used++;
+    return PW_OK;
+}
+
+static pw_block *map_take(pw_pool *pool, const void *ptr) {
+    if (!pool->map_cap) return NULL;
+    size_t j = hash_ptr(ptr) & (pool->map_cap - 1);
+    while (pool->map[j]) {
+        pw_block *b = pool->map[j];
+        if (b != MAP_TOMB && b->ptr == ptr) {
+            pool->map[j] = MAP_TOMB;
+            pool->map_used--;
+            pool->map_tombs++;
+            return b;
+        }
+        j = (j + 1) & (pool->map_cap - 1);
+    }
+    return NULL;
+}
+
+/* ---- free list ------------------------------------------------------------------ */
+
+static void free_list_push(pw_pool *pool, pw_block *b) {
+    b->free = true;
+    b->free_prev = NULL;
+    b->free_next = pool->free_list;
+    if (pool->free_list) pool->free_list->free_prev = b;
+    pool->free_list = b;
+}
+
+static void free_list_remove(pw_pool *pool, pw_block *b) {
+    if (b->free_prev) b->free_prev->free_next = b->free_next;
+    else pool->free_list = b->free_next;
+    if (b->free_next) b->free_next->free_prev = b->free_prev;
+    b->free_prev = b->free_next = NULL;
+    b->free = false;
+}
+
+/* Ties go to the lowest address so that allocation order is reproducible. */
+static pw_block *best_fit(pw_pool *pool, size_t size) {
+    pw_block *best = NULL;
+    for (pw_block *b = pool->free_list; b; b = b->free_next) {
+        if (b->size < size) continue;
+        if (!best || b->size < best->size || (b->size == best->size && b->ptr < best->ptr)) {
+            best = b;
+            if (b->size == size) break;
+        }
+    }
+    return best;
+}
+
+/* ---- pool -------------------------------------------------------------------------- */
+
+pw_status pw_pool_new(pw_device device, const char *name, pw_pool **out) {
+    *out = NULL;
+    if ((unsigned)device > PW_DEVICE_CUDA)
+        return pw_error(PW_ERR_INVALID_ARG, "pool: unknown device %d", (int)device);
+    if (!ops_for(device))
+        return pw_error(PW_ERR_UNSUPPORTED, "pool '%s': no %s memory in this build",
+                        name ? name : "", pw_device_name(device));
+    pw_pool *pool = pw_host_calloc(1, sizeof *pool);
+    if (!pool) return PW_ERR_OOM;
+    snprintf(pool->name, sizeof pool->name, "%s", name ? name : "pool");
+    pool->device = device;
+    *out = pool;
+    return PW_OK;
+}
+
+static void segment_free_all(pw_pool *pool, pw_segment *seg) {
+    pw_block *b = seg->first;
+    while (b) {
+        pw_block *n = b->next;
+        pw_host_free(b);
+        b = n;
+    }
+    ops_for(pool->device)->free(seg->base);
+    pw_host_free(seg);
+}
+
+void pw_pool_free(pw_pool *pool) {
+    if (!pool) return;
+    if (pool->graph_refs > 0) {
+        pw_log(PW_LOG_ERROR,
+               "pool '%s' freed while %d graph(s) still use it; leaking it to keep their "
+               "addresses valid",
+               pool->name, pool->graph_refs);
+        return;
+    }
+    pw_segment *s = pool->segments;
+    while (s) {
+        pw_segment *n = s->next;
+        segment_free_all(pool, s);
+        s = n;
+    }
+    pw_host_free(pool->map);
+    pw_host_free(pool);
+}
+
+static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+static pw_status add_segment(pw_pool *pool, size_t need, pw_block **out) {
+    size_t size = need <= PW_SEGMENT_MIN ? PW_SEGMENT_MIN : round_up(need, PW_SEGMENT_ROUND);
+    pw_segment *seg = pw_host_calloc(1, sizeof *seg);
+    pw_block *b = seg ? pw_host_calloc(1, sizeof *b) : NULL;
+    char *base = b ? device_alloc(pool, size) : NULL;
+    if (!base) {
+        pw_host_free(b);
+        pw_host_free(seg);
+        return pw_error(PW_ERR_OOM, "pool '%s': out of %s memory reserving %zu bytes",
+                        pool->name, pw_device_name(pool->device), size);
+    }
+    seg->base = base;
+    seg->size = size;
+    seg->first = b;
+    seg->next = pool->segments;
+    pool->segments = seg;
+    b->ptr = base;
+    b->size = size;
+    b->segment = seg;
+    free_list_push(pool, b);
+    pool->stats.reserved += size;
+    pool->stats.n_segments++;
+    if (pool->stats.reserved > pool->stats.peak_reserved)
+        pool->stats.peak_reserved = pool->stats.reserved;
+    *out = b;
+    return PW_OK;
+}
+
+pw_status pw_pool_alloc(pw_pool *pool, size_t bytes, void **out) {
+    *out = NULL;
+    if (!pool) return pw_error(PW_ERR_INVALID_ARG, "pw_pool_alloc: pool is NULL");
+    PW_TRY(pw_capture_check_alloc(pool));
+    if (bytes > ((size_t)1 << 46))
+        return pw_error(PW_ERR_OOM, "pool '%s': request of %zu bytes is too large", pool->name,
+                        bytes);
+    size_t size = round_up(bytes ? bytes : 1, PW_POOL_ALIGN);
+    pw_block *b = best_fit(pool, size);
+    if (!b) PW_TRY(add_segment(pool, size, &b));
+    if (b->size - size >= PW_POOL_ALIGN) {
+        pw_block *rest = pw_host_calloc(1, sizeof *rest);
+        if (!rest) return PW_ERR_OOM;
+        rest->ptr = b->ptr + size;
+        rest->size = b->size - size;
+        rest->segment = b->segment;
+        rest->prev = b;
+        rest->next = b->next;
+        if (b->next) b->next->prev = rest;
+        b->next = rest;
+        b->size = size;
+        free_list_push(pool, rest);
+    }
+    free_list_remove(pool, b);
+    pw_status s = map_insert(pool, b);
+    if (s != PW_OK) {
+        free_list_push(pool, b);
+        return s;
+    }
+    pool->stats.allocated += b->size;
+    pool->stats.n_alloc_calls++;
+    pool->stats.n_live_blocks++;
+    if (pool->stats.allocated > pool->stats.peak_allocated)
+        pool->stats.peak_allocated = pool->stats.allocated;
+    *out = b->ptr;
+    return PW_OK;
+}
+
+static void merge_with_next(pw_pool *pool, pw_block *b) {
+    pw_block *n = b->next;
+    free_list_remove(pool, n);
+    b->size += n->size;
+    b->next = n->next;
+    if (n->next) n->next->prev = b;
+    pw_host_free(n);
+}
+
+pw_status pw_pool_release(pw_pool *pool, void *ptr) {
+    if (!ptr) return PW_OK;
+    pw_block *b = map_take(pool, ptr);
+    if (!b)
+        return pw_error(PW_ERR_INVALID_ARG, "pool '%s': %p was not allocated from this pool",
+                        pool->name, ptr);
+    pool->stats.allocated -= b->size;
+    pool->stats.n_live_blocks--;
+    free_list_push(pool, b);
+    if (b->next && b->next->free) merge_with_next(pool, b);
+    if (b->prev && b->prev->free) merge_with_next(pool, b->prev);
+    return PW_OK;
+}
+
+void pw_pool_get_stats(const pw_pool *pool, pw_pool_stats *out) { *out = pool->stats; }
+
+void pw_pool_reset_peak(pw_pool *pool) {
+    pool->stats.peak_allocated = pool->stats.allocated;
+    pool->stats.peak_reserved = pool->stats.reserved;
+}
+
+static size_t trim_now(pw_pool *pool) {
+    if (pool->graph_refs > 0) return 0;
+    size_t released = 0;
+    pw_segment **link = &pool->segments;
+    while (*link) {
+        pw_segment *seg = *link;
+        if (seg->first->free && seg->first->next == NULL) {
+            *link = seg->next;
+            free_list_remove(pool, seg->first);
+            released += seg->size;
+            pool->stats.reserved -= seg->size;
+            pool->stats.n_segments--;
+            segment_free_all(pool, seg);
+        } else {
+            link = &seg->next;
+        }
+    }
+    return released;
+}
+
+pw_status pw_pool_trim(pw_pool *pool, bool defer, size_t *released) {
+    if (released) *released = 0;
+    if (pool->capturing || pool->trim_holds > 0) {
+        if (!defer && pool->capturing)
+            return pw_error(PW_ERR_CAPTURE,
+                            "pool '%s': trim during a capture into this pool would free "
+                            "memory the graph records (pass defer=true to trim afterwards)",
+                            pool->name);
+        pool->trim_pending = true;
+        return PW_OK;
+    }
+    size_t r = trim_now(pool);
+    if (released) *released = r;
+    return PW_OK;
+}
+
+static void run_pending_trim(pw_pool *pool) {
+    if (pool->trim_pending && !pool->capturing && pool->trim_holds == 0) {
+        pool->trim_pending = false;
+        trim_now(pool);
+    }
+}
+
+void pw_pool_hold_trim(pw_pool *pool) { pool->trim_holds++; }
+void pw_pool_unhold_trim(pw_pool *pool) {
+    assert(pool->trim_holds > 0);
+    pool->trim_holds--;
+    run_pending_trim(pool);
+}
+
+const char *pw_pool_name(const pw_pool *pool) { return pool->name; }
+pw_device pw_pool_device(const pw_pool *pool) { return pool->device; }
+int pw_pool_graph_refs(const pw_pool *pool) { return pool->graph_refs; }
+
+void pw_pool_set_capturing(pw_pool *pool, bool on) {
+    pool->capturing = on;
+    if (!on) run_pending_trim(pool);
+}
+void pw_pool_graph_ref(pw_pool *pool) { pool->graph_refs++; }
+void pw_pool_graph_unref(pw_pool *pool) {
+    assert(pool->graph_refs > 0);
+    pool->graph_refs--;
+}
+
+bool pw_pool_owns(const pw_pool *pool, const void *ptr) {
+    for (const pw_segment *s = pool->segments; s; s = s->next)
+        if ((const char *)ptr >= s->base && (const char *)ptr < s->base + s->size) return true;
+    return false;
+}

@@ -1,0 +1,50 @@
+#include "test_util.h"
+
+int pw_test_failures = 0;
+int pw_test_checks = 0;
+
+int pw_test_finish(const char *name) {
+    if (pw_test_failures) {
+        fprintf(stderr, "%s: %d of %d checks FAILED\n", name, pw_test_failures, pw_test_checks);
+        return 1;
+    }
+    printf("%s: all %d checks passed\n", name, pw_test_checks);
+    return 0;
+}
+
+void pw_test_skip(const char *reason) {
+    printf("SKIP: %s\n", reason);
+    exit(77);
+}
+
+char *pw_test_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = '\0';
+        if (len) *len = (size_t)n;
+    }
+    return buf;
+}
+
+const char *pw_test_shared_path(const char *rel, char *buf, size_t cap) {
+    const char *dir = getenv("PW_SHARED_DIR");
+#ifdef PW_SHARED_DIR
+    if (!dir) dir = PW_SHARED_DIR;
+#endif
+    if (!dir) return NULL;
+    snprintf(buf, cap, "%s/%s", dir, rel);
+    FILE *f = fopen(buf, "rb");
+    if (!f) return NULL;
+    fclose(f);
+    return buf;
+}

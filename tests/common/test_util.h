@@ -1,0 +1,79 @@
+/* A minimal test harness: CHECK macros that report file:line and keep
+ * going, a per-file summary, and exit code 77 for "skipped". */
+#ifndef PW_TEST_UTIL_H
+#define PW_TEST_UTIL_H
+
+#include "piecewise.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern int pw_test_failures;
+extern int pw_test_checks;
+
+#define CHECK(cond)                                                                            \
+    do {                                                                                       \
+        pw_test_checks++;                                                                      \
+        if (!(cond)) {                                                                         \
+            pw_test_failures++;                                                                \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);           \
+        }                                                                                      \
+    } while (0)
+
+#define CHECK_OK(expr)                                                                         \
+    do {                                                                                       \
+        pw_test_checks++;                                                                      \
+        pw_status s_ = (expr);                                                                 \
+        if (s_ != PW_OK) {                                                                     \
+            pw_test_failures++;                                                                \
+            fprintf(stderr, "%s:%d: %s returned %s: %s\n", __FILE__, __LINE__, #expr,          \
+                    pw_status_name(s_), pw_last_error());                                      \
+        }                                                                                      \
+    } while (0)
+
+/* Checks the status and that the error message contains `needle`. */
+#define CHECK_ERR(expr, code, needle)                                                          \
+    do {                                                                                       \
+        pw_test_checks++;                                                                      \
+        pw_status s_ = (expr);                                                                 \
+        if (s_ != (code) || !strstr(pw_last_error(), (needle))) {                              \
+            pw_test_failures++;                                                                \
+            fprintf(stderr, "%s:%d: %s: expected %s containing \"%s\", got %s: \"%s\"\n",      \
+                    __FILE__, __LINE__, #expr, pw_status_name(code), (needle),                 \
+                    pw_status_name(s_), pw_last_error());                                      \
+        }                                                                                      \
+    } while (0)
+
+#define CHECK_EQ_INT(a, b)                                                                     \
+    do {                                                                                       \
+        pw_test_checks++;                                                                      \
+        long long a_ = (long long)(a), b_ = (long long)(b);                                    \
+        if (a_ != b_) {                                                                        \
+            pw_test_failures++;                                                                \
+            fprintf(stderr, "%s:%d: %s == %s failed: %lld != %lld\n", __FILE__, __LINE__, #a,  \
+                    #b, a_, b_);                                                               \
+        }                                                                                      \
+    } while (0)
+
+#define CHECK_STREQ(a, b)                                                                      \
+    do {                                                                                       \
+        pw_test_checks++;                                                                      \
+        const char *a_ = (a), *b_ = (b);                                                       \
+        if (!a_ || !b_ || strcmp(a_, b_) != 0) {                                               \
+            pw_test_failures++;                                                                \
+            fprintf(stderr, "%s:%d: strings differ:\n  %s\n  %s\n", __FILE__, __LINE__,        \
+                    a_ ? a_ : "(null)", b_ ? b_ : "(null)");                                   \
+        }                                                                                      \
+    } while (0)
+
+/* Prints a summary and returns the process exit code. */
+int pw_test_finish(const char *name);
+/* Prints "SKIP: reason" and exits 77 (CTest's skip code). */
+void pw_test_skip(const char *reason);
+/* Reads a whole file; NULL if absent. */
+char *pw_test_read_file(const char *path, size_t *len);
+/* Path to ../shared/<rel>, or NULL if that file is absent. Env PW_SHARED_DIR wins. */
+const char *pw_test_shared_path(const char *rel, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,18 @@
+/* Subcommands of the piecewise CLI. Each returns a process exit code:
+ * 0 success, 1 runtime failure, 2 usage error. */
+#ifndef PW_CLI_H
+#define PW_CLI_H
+
+#include "piecewise.h"
+
+typedef int (*pw_cli_fn)(int argc, char **argv);
+
+int pw_cmd_demo(int argc, char **argv);
+int pw_cmd_bench(int argc, char **argv);
+
+/* Prints "piecewise: <what>: <last error>" to stderr and returns 1. */
+int pw_cli_fail(const char *what, pw_status s);
+/* True if argv[i] is -h or --help. */
+int pw_cli_wants_help(int argc, char **argv);
+
+#endif

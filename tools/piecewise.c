@@ -1,0 +1,57 @@
+/* piecewise: the command-line entry point. One binary, one subcommand per
+ * concern; each lives in its own file under tools/ or bench/. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct pw_cli_command {
+    const char *name;
+    pw_cli_fn fn;
+    const char *summary;
+} pw_cli_command;
+
+static const pw_cli_command commands[] = {
+    {"demo", pw_cmd_demo, "capture and replay a small computation on the CPU, step by step"},
+    {"bench", pw_cmd_bench, "run a benchmark suite (piecewise bench --help)"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: piecewise <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nRun 'piecewise <command> --help' for a command's options.\n"
+               "Environment: PW_LOG_LEVEL=error|warn|info|debug (default warn).\n");
+}
+
+int pw_cli_fail(const char *what, pw_status s) {
+    fprintf(stderr, "piecewise: %s: %s (%s)\n", what, pw_last_error(), pw_status_name(s));
+    return 1;
+}
+
+int pw_cli_wants_help(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) return 1;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("piecewise %s\n", pw_version());
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "piecewise: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
