@@ -317,4 +317,10 @@ pw_pool *pw_graph_pool(const pw_graph *g);
 #ifdef __cplusplus
 }
 #endif
+
+/* Each layer above the core declares its public API in its own header. */
+#include "piecewise/graph.h"
+#include "piecewise/runtime.h"
+#include "piecewise/model.h"
+
 #endif /* PIECEWISE_H */
