@@ -33,7 +33,6 @@ double pw_bench_median(double *xs, size_t n) {
     return n % 2 ? xs[n / 2] : 0.5 * (xs[n / 2 - 1] + xs[n / 2]);
 }
 
-void pw_bench_sink(const void *p) { __asm__ volatile("" : : "r"(p) : "memory"); }
 
 static void usage(FILE *f) {
     fprintf(f, "usage: piecewise bench SUITE [options]\n\nsuites:\n");

@@ -36,3 +36,8 @@ pw_status pw_device_parse(const char *name, pw_device *out) {
     return pw_error(PW_ERR_INVALID_ARG, "unknown device '%s' (expected cpu or cuda)",
                     name ? name : "(null)");
 }
+
+/* The CUDA backend, when built and a GPU is present, installs its probe. */
+static bool (*cuda_probe)(void);
+void pw_backend_set_cuda_probe(bool (*probe)(void)) { cuda_probe = probe; }
+bool pw_cuda_available(void) { return cuda_probe && cuda_probe(); }

@@ -191,15 +191,17 @@ pw_status pw_stream_end_capture(pw_stream *s, pw_graph **out) {
     *out = NULL;
     if (!s->recording)
         return pw_error(PW_ERR_CAPTURE, "end_capture: no capture is open on this stream");
-    pw_graph *g = detach(s);
     if (s->violation != PW_OK) {
         pw_status v = s->violation;
-        graph_destroy(g);
+        graph_destroy(detach(s));
         return pw_error(v, "capture abandoned: %s", s->violation_msg);
     }
+    /* Reference the pool before the capture closes, so a trim deferred
+     * during the capture cannot release what the new graph uses. */
+    pw_pool_graph_ref(s->recording->pool);
+    pw_graph *g = detach(s);
     for (size_t i = 0; i < g->n; i++)
         g->launches[i].args = g->arena + (uintptr_t)g->launches[i].args;
-    pw_pool_graph_ref(g->pool);
     *out = g;
     return PW_OK;
 }

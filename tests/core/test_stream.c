@@ -1,0 +1,190 @@
+/* CPU stream: eager launch, capture, replay, frozen argument bytes, stable
+ * addresses, and every illegal call during capture. */
+#include "test_util.h"
+#include "internal.h"
+
+typedef struct scale_args {
+    const float *x;
+    float *y;
+    float factor; /* by value: frozen at capture */
+    int n;
+} scale_args;
+
+static void scale_kernel(const void *p) {
+    const scale_args *a = p;
+    for (int i = 0; i < a->n; i++) a->y[i] = a->x[i] * a->factor + 1.0f;
+}
+static const pw_kernel k_scale = {"scale", scale_kernel, NULL};
+
+typedef struct sum_args {
+    const float *x;
+    float *out;
+    int n;
+} sum_args;
+
+static void sum_kernel(const void *p) {
+    const sum_args *a = p;
+    float s = 0;
+    for (int i = 0; i < a->n; i++) s += a->x[i];
+    *a->out = s;
+}
+static const pw_kernel k_sum = {"sum", sum_kernel, NULL};
+
+#define N 100
+
+static pw_status forward(pw_stream *s, const float *x, float *tmp, float *out, float factor) {
+    scale_args a = {x, tmp, factor, N};
+    sum_args b = {tmp, out, N};
+    pw_status st = pw_launch(s, &k_scale, &a, sizeof a);
+    if (st == PW_OK) st = pw_launch(s, &k_sum, &b, sizeof b);
+    return st;
+}
+
+static void test_replay_equals_eager(void) {
+    pw_stream *s;
+    pw_pool *pool, *gpool;
+    CHECK_OK(pw_stream_new(PW_DEVICE_CPU, &s));
+    CHECK_OK(pw_pool_new(PW_DEVICE_CPU, "inputs", &pool));
+    CHECK_OK(pw_pool_new(PW_DEVICE_CPU, "graph", &gpool));
+    float *x, *tmp, *out;
+    CHECK_OK(pw_pool_alloc(pool, N * sizeof(float), (void **)&x));
+    for (int i = 0; i < N; i++) x[i] = (float)i * 0.37f;
+
+    float factor = 3.0f;
+    CHECK_OK(pw_stream_begin_capture(s, gpool));
+    CHECK(pw_stream_is_capturing(s));
+    CHECK(pw_capturing_stream() == s);
+    CHECK(pw_capture_pool() == gpool);
+    CHECK_OK(pw_pool_alloc(gpool, N * sizeof(float), (void **)&tmp));
+    CHECK_OK(pw_pool_alloc(gpool, sizeof(float), (void **)&out));
+    *out = -1.0f;
+    CHECK_OK(forward(s, x, tmp, out, factor));
+    CHECK(*out == -1.0f); /* recorded, not run */
+    pw_graph *g;
+    CHECK_OK(pw_stream_end_capture(s, &g));
+    CHECK(!pw_stream_is_capturing(s));
+    CHECK(pw_capturing_stream() == NULL);
+    CHECK_EQ_INT(pw_graph_num_launches(g), 2);
+
+    /* the host variable changes after capture; the replay keeps 3.0 */
+    factor = 100.0f;
+    float eager_out, eager_tmp[N];
+    for (int step = 0; step < 5; step++) {
+        for (int i = 0; i < N; i++) x[i] = (float)(i * (step + 1)) * 0.11f;
+        CHECK_OK(pw_graph_replay(g, s));
+        CHECK_OK(forward(s, x, eager_tmp, &eager_out, 3.0f));
+        CHECK(memcmp(&eager_out, out, sizeof eager_out) == 0);
+        CHECK(memcmp(eager_tmp, tmp, sizeof eager_tmp) == 0);
+    }
+    /* launches expose the recorded bytes for verification */
+    const pw_kernel *k;
+    const void *args;
+    size_t nb;
+    CHECK_OK(pw_graph_launch_at(g, 0, &k, &args, &nb));
+    CHECK(k == &k_scale);
+    CHECK_EQ_INT(nb, sizeof(scale_args));
+    CHECK(((const scale_args *)args)->factor == 3.0f);
+    CHECK(((const scale_args *)args)->y == tmp); /* addresses are stable */
+    CHECK_ERR(pw_graph_launch_at(g, 2, &k, &args, &nb), PW_ERR_INVALID_ARG, "has 2 launches");
+    (void)factor;
+
+    pw_graph_free(g);
+    CHECK_OK(pw_pool_release(gpool, tmp));
+    CHECK_OK(pw_pool_release(gpool, out));
+    CHECK_OK(pw_pool_release(pool, x));
+    pw_pool_free(gpool);
+    pw_pool_free(pool);
+    pw_stream_free(s);
+}
+
+static void test_capture_errors(void) {
+    pw_stream *s, *s2;
+    pw_pool *pool, *gpool;
+    pw_graph *g = NULL;
+    CHECK_OK(pw_stream_new(PW_DEVICE_CPU, &s));
+    CHECK_OK(pw_stream_new(PW_DEVICE_CPU, &s2));
+    CHECK_OK(pw_pool_new(PW_DEVICE_CPU, "eager", &pool));
+    CHECK_OK(pw_pool_new(PW_DEVICE_CPU, "graph", &gpool));
+    float buf[N];
+    scale_args a = {buf, buf, 1, N};
+
+    /* host synchronization during capture */
+    CHECK_OK(pw_stream_begin_capture(s, gpool));
+    CHECK_OK(pw_launch(s, &k_scale, &a, sizeof a));
+    CHECK_ERR(pw_stream_synchronize(s), PW_ERR_CAPTURE, "pw_stream_synchronize");
+    CHECK_ERR(pw_stream_end_capture(s, &g), PW_ERR_CAPTURE, "capture abandoned");
+    CHECK(g == NULL);
+    CHECK(!pw_stream_is_capturing(s));
+    CHECK_EQ_INT(pw_pool_graph_refs(gpool), 0);
+
+    /* allocation from a pool other than the capture pool */
+    void *p = NULL;
+    CHECK_OK(pw_stream_begin_capture(s, gpool));
+    CHECK_ERR(pw_pool_alloc(pool, 64, &p), PW_ERR_CAPTURE, "allocation from pool 'eager'");
+    CHECK(p == NULL);
+    CHECK_ERR(pw_stream_end_capture(s, &g), PW_ERR_CAPTURE, "capture into pool 'graph'");
+    CHECK(g == NULL);
+
+    /* nested capture, on the same stream or another one on this thread */
+    CHECK_OK(pw_stream_begin_capture(s, gpool));
+    CHECK_ERR(pw_stream_begin_capture(s, gpool), PW_ERR_CAPTURE, "nested");
+    CHECK_ERR(pw_stream_begin_capture(s2, gpool), PW_ERR_CAPTURE, "already open");
+    pw_stream_abort_capture(s);
+    CHECK(!pw_stream_is_capturing(s));
+
+    /* misuse */
+    CHECK_ERR(pw_stream_end_capture(s, &g), PW_ERR_CAPTURE, "no capture is open");
+    CHECK_ERR(pw_stream_begin_capture(s, NULL), PW_ERR_INVALID_ARG, "pool is NULL");
+    static const pw_kernel no_cpu = {"gpu_only", NULL, NULL};
+    CHECK_ERR(pw_launch(s, &no_cpu, &a, sizeof a), PW_ERR_INVALID_ARG, "gpu_only");
+    char big[PW_MAX_KERNEL_ARG_BYTES + 1];
+    CHECK_ERR(pw_launch(s, &k_scale, big, sizeof big), PW_ERR_INVALID_ARG, "argument bytes");
+    pw_stream *cuda = NULL;
+    if (!pw_cuda_available())
+        CHECK_ERR(pw_stream_new(PW_DEVICE_CUDA, &cuda), PW_ERR_UNSUPPORTED, "cuda");
+
+    /* after all that, a clean capture still works */
+    CHECK_OK(pw_stream_begin_capture(s, gpool));
+    CHECK_OK(pw_launch(s, &k_scale, &a, sizeof a));
+    CHECK_OK(pw_stream_end_capture(s, &g));
+    CHECK(g != NULL);
+    pw_graph_free(g);
+    /* freeing a stream with an open capture abandons it */
+    CHECK_OK(pw_stream_begin_capture(s2, gpool));
+    pw_stream_free(s2);
+    CHECK(pw_capturing_stream() == NULL);
+
+    pw_pool_free(gpool);
+    pw_pool_free(pool);
+    pw_stream_free(s);
+}
+
+/* Out-of-memory while recording: the capture fails cleanly. */
+static void test_capture_oom(void) {
+    pw_stream *s;
+    pw_pool *gpool;
+    CHECK_OK(pw_stream_new(PW_DEVICE_CPU, &s));
+    CHECK_OK(pw_pool_new(PW_DEVICE_CPU, "graph", &gpool));
+    float buf[N];
+    scale_args a = {buf, buf, 1, N};
+    for (int nth = 1; nth <= 4; nth++) {
+        pw_graph *g = NULL;
+        CHECK_OK(pw_stream_begin_capture(s, gpool));
+        pw_host_fail_nth(nth);
+        pw_status st = PW_OK;
+        for (int i = 0; i < 100 && st == PW_OK; i++) st = pw_launch(s, &k_scale, &a, sizeof a);
+        pw_host_fail_nth(0);
+        CHECK(st == PW_ERR_OOM);
+        CHECK_ERR(pw_stream_end_capture(s, &g), PW_ERR_OOM, "out of host memory");
+        CHECK(g == NULL);
+    }
+    pw_pool_free(gpool);
+    pw_stream_free(s);
+}
+
+int main(void) {
+    test_replay_equals_eager();
+    test_capture_errors();
+    test_capture_oom();
+    return pw_test_finish("core_stream");
+}
