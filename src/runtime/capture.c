@@ -1,0 +1,137 @@
+/* The capture driver: warm up and capture every descriptor the dispatcher
+ * lists, in its order, with a progress bar on a terminal. */
+#include "runtime/runtime_internal.h"
+
+#include <inttypes.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PW_PROGRESS_BAR_WIDTH 30
+
+void pw_capture_options_init(pw_capture_options *opts) {
+    memset(opts, 0, sizeof *opts);
+    opts->warmups = 1;
+    opts->progress = PW_PROGRESS_AUTO;
+    opts->print_totals = true;
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static const char *format_bytes(size_t bytes, char *buf, size_t cap) {
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    size_t u = 0;
+    while (v >= 1024.0 && u + 1 < PW_ARRAY_LEN(units)) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0) snprintf(buf, cap, "%zu B", bytes);
+    else snprintf(buf, cap, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+static void draw_progress(size_t done, size_t total, const pw_capture_item *item) {
+    size_t filled = total ? done * PW_PROGRESS_BAR_WIDTH / total : PW_PROGRESS_BAR_WIDTH;
+    char bar[PW_PROGRESS_BAR_WIDTH + 1];
+    for (size_t i = 0; i < PW_PROGRESS_BAR_WIDTH; i++) bar[i] = i < filled ? '=' : ' ';
+    bar[PW_PROGRESS_BAR_WIDTH] = '\0';
+    fprintf(stderr, "\rcapturing graphs [%s] %zu/%zu %-9s num_tokens=%-6" PRId64, bar, done,
+            total, pw_runtime_mode_name(item->mode), item->desc.num_tokens);
+    fflush(stderr);
+}
+
+/* Runs fwd once under a pushed context and checks it left the context
+ * stack as it found it. */
+static pw_status run_step(pw_forward_fn fwd, void *user, pw_runtime_mode mode,
+                          const pw_batch_desc *desc) {
+    pw_forward_context ctx = {mode, *desc, NULL};
+    PW_TRY(pw_forward_context_push(&ctx));
+    int depth = pw_forward_context_depth();
+    pw_status s = fwd(user, mode, desc);
+    int leaked = pw_forward_context_depth() - depth;
+    while (pw_forward_context_depth() > depth) pw_forward_context_pop();
+    if (pw_forward_context_depth() == depth) pw_forward_context_pop();
+    if (s == PW_OK && leaked != 0)
+        return pw_error(PW_ERR_STATE,
+                        "the forward callback changed the forward context depth by %d (every push "
+                        "needs its pop)",
+                        leaked);
+    return s;
+}
+
+pw_status pw_capture_all(const pw_dispatcher *d, pw_forward_fn fwd, void *user,
+                         const pw_capture_options *opts, pw_capture_report *out) {
+    if (!d || !fwd)
+        return pw_error(PW_ERR_INVALID_ARG, "capture_all: dispatcher and forward callback are required");
+    pw_capture_options defaults;
+    pw_capture_options_init(&defaults);
+    if (!opts) opts = &defaults;
+    if (opts->warmups < 0)
+        return pw_error(PW_ERR_INVALID_ARG, "capture_all: warmups must be >= 0, got %d",
+                        opts->warmups);
+    if (pw_capture_phase_active())
+        return pw_error(PW_ERR_STATE, "capture_all: a capture phase is already open on this thread");
+
+    size_t n = 0;
+    const pw_capture_item *items = pw_dispatcher_capture_list(d, &n);
+    bool bar = opts->progress == PW_PROGRESS_ON ||
+               (opts->progress == PW_PROGRESS_AUTO && isatty(STDERR_FILENO));
+    pw_wrapper_counters before, after;
+    pw_counters_get(&before);
+    double t0 = now_seconds();
+    pw_status s = PW_OK;
+    char d_buf[PW_BATCH_DESC_FORMAT_CAP];
+    for (size_t i = 0; i < n && s == PW_OK; i++) {
+        const pw_capture_item *it = &items[i];
+        for (int wu = 0; wu < opts->warmups && s == PW_OK; wu++) {
+            s = run_step(fwd, user, PW_MODE_NONE, &it->desc);
+            if (s != PW_OK)
+                pw_error_context(s, "capture_all: warm-up run %d of %s %s", wu + 1,
+                                 pw_runtime_mode_name(it->mode),
+                                 pw_batch_desc_format(&it->desc, d_buf, sizeof d_buf));
+        }
+        if (s != PW_OK) break;
+        pw_capture_phase_begin();
+        s = run_step(fwd, user, it->mode, &it->desc);
+        pw_capture_phase_end();
+        if (s != PW_OK) {
+            pw_error_context(s, "capture_all: capturing %s %s (%zu of %zu)",
+                             pw_runtime_mode_name(it->mode),
+                             pw_batch_desc_format(&it->desc, d_buf, sizeof d_buf), i + 1, n);
+            break;
+        }
+        if (bar) draw_progress(i + 1, n, it);
+    }
+    if (bar && n) fprintf(stderr, "\n");
+    if (s != PW_OK) return s;
+
+    double seconds = now_seconds() - t0;
+    pw_counters_get(&after);
+    pw_capture_report report;
+    memset(&report, 0, sizeof report);
+    report.descriptors = n;
+    report.graphs_captured = after.graphs_captured - before.graphs_captured;
+    report.seconds = seconds;
+    char pool_part[64] = "";
+    if (opts->graph_pool) {
+        pw_pool_stats st;
+        pw_pool_get_stats(opts->graph_pool, &st);
+        report.pool_reserved = st.reserved;
+        report.pool_peak_allocated = st.peak_allocated;
+        char b[32];
+        snprintf(pool_part, sizeof pool_part, ", graph pool %s",
+                 format_bytes(st.reserved, b, sizeof b));
+    }
+    snprintf(report.summary, sizeof report.summary,
+             "captured %" PRIu64 " graphs in %.0f ms%s", report.graphs_captured, seconds * 1e3,
+             pool_part);
+    pw_log_info("%s (%zu descriptors)", report.summary, n);
+    if (opts->print_totals) fprintf(stderr, "%s\n", report.summary);
+    if (out) *out = report;
+    return PW_OK;
+}
