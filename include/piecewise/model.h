@@ -1,4 +1,11 @@
-/* piecewise public API: model layer. Included by piecewise.h; do not include directly. */
+/* piecewise public API: model layer. Included by piecewise.h; do not include directly.
+ *
+ *   model   a Llama-family model from a GGUF file: hyperparameters, weights
+ *           (dequantized to f32 where no kernel takes the stored type),
+ *           tokenizer, and the model as an IR graph
+ *   engine  several requests at once: paged KV cache, chunked prefill mixed
+ *           with decode, the dispatcher padding each batch to a capture
+ *           size, graphs captured at start-up, sampling */
 #ifndef PIECEWISE_MODEL_H
 #define PIECEWISE_MODEL_H
 
@@ -7,6 +14,136 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ------------------------------------------------------------------------ */
+/* Model                                                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct pw_model pw_model;
+
+typedef struct pw_model_info {
+    char arch[32];        /* general.architecture ("llama") */
+    char name[96];        /* general.name, or the file name */
+    int64_t n_layers;     /* llama.block_count */
+    int64_t dim;          /* llama.embedding_length */
+    int64_t ffn_dim;      /* llama.feed_forward_length */
+    int64_t n_heads;      /* llama.attention.head_count */
+    int64_t n_kv_heads;   /* llama.attention.head_count_kv (default n_heads) */
+    int64_t head_dim;     /* dim / n_heads */
+    int64_t vocab;        /* rows of token_embd */
+    int64_t context;      /* llama.context_length */
+    float rms_eps;        /* llama.attention.layer_norm_rms_epsilon */
+    float rope_theta;     /* llama.rope.freq_base (default 10000) */
+    bool tied_embeddings; /* no output.weight: the LM head is token_embd */
+    size_t weight_bytes;  /* f32 bytes the weights occupy in memory */
+    pw_dtype file_dtype;  /* the most common weight type in the file */
+} pw_model_info;
+
+/* Maps the file, checks the architecture and every tensor's shape, and
+ * prepares the weights and the tokenizer. Errors name the file and field. */
+pw_status pw_model_load(const char *path, pw_model **out);
+void pw_model_free(pw_model *m);
+const pw_model_info *pw_model_get_info(const pw_model *m);
+
+/* The forward pass as an IR graph with a symbolic token count: placeholders
+ * input_ids then every weight; the output is the logits [s0, vocab]. */
+pw_status pw_model_build_ir(const pw_model *m, pw_ir **out);
+
+/* Tokenizer from the GGUF metadata. *ids is malloc'ed; free() it. */
+pw_status pw_model_tokenize(const pw_model *m, const char *text, bool add_bos, int32_t **ids,
+                            int64_t *n);
+/* The text of one token, for streaming (byte tokens give their byte). The
+ * pointer stays valid until the next call on this thread. */
+const char *pw_model_token_text(const pw_model *m, int32_t prev, int32_t token);
+int32_t pw_model_bos(const pw_model *m);
+int32_t pw_model_eos(const pw_model *m);
+
+/* ------------------------------------------------------------------------ */
+/* Engine                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct pw_engine pw_engine;
+
+typedef struct pw_sampling_params {
+    float temperature; /* <= 0: greedy */
+    int32_t top_k;     /* <= 0: off */
+    float top_p;       /* >= 1 or <= 0: off */
+    uint64_t seed;
+} pw_sampling_params;
+
+typedef struct pw_engine_config {
+    pw_graph_mode mode;             /* default FULL_AND_PIECEWISE */
+    int64_t max_num_seqs;           /* requests in flight (default 64) */
+    int64_t max_num_batched_tokens; /* tokens per step, bounds prefill chunks (default 128) */
+    int64_t max_model_len;          /* context per request (default: the model's, capped at 2048) */
+    int64_t block_size;             /* KV cache positions per block (default 16) */
+    int64_t kv_cache_positions;     /* KV cache size over all requests (default 16384) */
+    const int64_t *capture_sizes;   /* optional user list */
+    int n_capture_sizes;
+    int warmups;                    /* eager runs before each capture (default 1) */
+    pw_progress progress;           /* capture progress bar (default AUTO) */
+    bool verify_capture;            /* capture each descriptor twice and compare */
+    bool print_capture_totals;      /* one totals line on stderr after capture (default true) */
+} pw_engine_config;
+
+void pw_engine_config_init(pw_engine_config *cfg);
+
+typedef struct pw_engine_stats {
+    int64_t steps;
+    int64_t steps_by_mode[3];      /* indexed by pw_runtime_mode */
+    int64_t prompt_tokens;         /* prefill tokens processed */
+    int64_t generated_tokens;
+    double prefill_seconds;        /* steps that carried prefill tokens */
+    double decode_seconds;         /* pure decode steps */
+    int64_t decode_steps;
+    int64_t decode_step_tokens;    /* real tokens in pure decode steps */
+    uint64_t graphs_captured;
+    double capture_seconds;
+    size_t graph_pool_reserved;
+    size_t graph_pool_peak;
+} pw_engine_stats;
+
+/* Compiles the model (graph, split, stitching plan, one PIECEWISE wrapper
+ * per piece and a FULL wrapper around the forward), builds the KV cache,
+ * and captures every descriptor the dispatcher lists. */
+pw_status pw_engine_new(pw_model *m, const pw_engine_config *cfg, pw_engine **out);
+void pw_engine_free(pw_engine *e);
+
+/* Queues a request. The prompt must be non-empty and, with max_new_tokens,
+ * fit in max_model_len. *id (may be NULL) identifies it. */
+pw_status pw_engine_add_request(pw_engine *e, const int32_t *prompt, int64_t n_prompt,
+                                int64_t max_new_tokens, const pw_sampling_params *sp,
+                                int64_t *id);
+
+typedef struct pw_step_token {
+    int64_t request;
+    int32_t token;
+    bool finished; /* EOS or token limit reached with this token */
+} pw_step_token;
+
+/* Runs one step: schedules decode tokens and prefill chunks, dispatches,
+ * runs the forward, samples. *tokens (borrowed until the next step) lists
+ * the tokens generated in this step. */
+pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_tokens);
+bool pw_engine_has_work(const pw_engine *e);
+/* Generated tokens so far (borrowed). */
+pw_status pw_engine_request_output(const pw_engine *e, int64_t id, const int32_t **tokens,
+                                   int64_t *n);
+/* Removes a finished request and frees its KV blocks. */
+pw_status pw_engine_release_request(pw_engine *e, int64_t id);
+/* Appends tokens to a finished request's context and lets it generate
+ * again, reusing its KV cache (multi-turn chat). */
+pw_status pw_engine_continue_request(pw_engine *e, int64_t id, const int32_t *tokens,
+                                     int64_t n, int64_t max_new_tokens);
+void pw_engine_get_stats(const pw_engine *e, pw_engine_stats *out);
+void pw_engine_reset_stats(pw_engine *e);
+/* The logits of the last step for request id's last token (borrowed, vocab
+ * floats), for tests that compare modes. */
+pw_status pw_engine_last_logits(const pw_engine *e, int64_t id, const float **logits);
+const pw_dispatcher *pw_engine_dispatcher(const pw_engine *e);
+/* The compiled stitching plan and split graph (borrowed). */
+const pw_plan *pw_engine_plan(const pw_engine *e);
+const pw_ir *pw_engine_split_graph(const pw_engine *e);
 
 #ifdef __cplusplus
 }

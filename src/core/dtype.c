@@ -41,3 +41,8 @@ pw_status pw_device_parse(const char *name, pw_device *out) {
 static bool (*cuda_probe)(void);
 void pw_backend_set_cuda_probe(bool (*probe)(void)) { cuda_probe = probe; }
 bool pw_cuda_available(void) { return cuda_probe && cuda_probe(); }
+
+/* Read by the kernels; a plain int is enough since it is set before work. */
+static int num_threads = 1;
+void pw_set_num_threads(int n) { num_threads = n < 1 ? 1 : n; }
+int pw_get_num_threads(void) { return num_threads; }
