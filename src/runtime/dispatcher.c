@@ -188,12 +188,12 @@ pw_status pw_dispatcher_new(const pw_dispatcher_config *cfg, pw_dispatcher **out
     d->max_size = sizes[n - 1];
     d->sizes = pw_host_alloc((size_t)n * sizeof *d->sizes);
     d->pad_index = pw_host_alloc((size_t)(d->max_size + 1) * sizeof *d->pad_index);
+    if (d->sizes) memcpy(d->sizes, sizes, (size_t)n * sizeof *sizes);
     pw_status s = d->sizes && d->pad_index ? build_keys(d) : PW_ERR_OOM;
     if (s != PW_OK) {
         pw_dispatcher_free(d);
         return s;
     }
-    memcpy(d->sizes, sizes, (size_t)n * sizeof *sizes);
     d->pad_index[0] = 0;
     int idx = 0;
     for (int64_t t = 1; t <= d->max_size; t++) {

@@ -501,10 +501,7 @@ static const char *kernel_label(const pw_kernel *k) {
 }
 
 /* Compares a first recording with a second one, launch by launch. */
-static pw_status snapshot_compare(const pw_graph_wrapper *w, const pw_batch_desc *desc,
-                                  const launch_snapshot *a, const pw_graph *b) {
-    char d[PW_BATCH_DESC_FORMAT_CAP];
-    pw_batch_desc_format(desc, d, sizeof d);
+static pw_status snapshot_compare(const launch_snapshot *a, const pw_graph *b) {
     size_t nb_launches = pw_graph_num_launches(b);
     size_t common = a->n < nb_launches ? a->n : nb_launches;
     for (size_t i = 0; i < common; i++) {
@@ -514,16 +511,16 @@ static pw_status snapshot_compare(const pw_graph_wrapper *w, const pw_batch_desc
         PW_TRY(pw_graph_launch_at(b, i, &k, &args, &nb));
         if (k != a->kernels[i] && (!k || !a->kernels[i] || k->cpu != a->kernels[i]->cpu))
             return pw_error(PW_ERR_UNSAFE_CAPTURE,
-                            "graph wrapper '%s', descriptor %s: launch #%zu is kernel %s in the "
+                            "verify_capture: launch #%zu is kernel %s in the "
                             "first capture and kernel %s in the second: the launch sequence "
                             "depends on per-step values; capture refused",
-                            w->name, d, i, kernel_label(a->kernels[i]), kernel_label(k));
+                            i, kernel_label(a->kernels[i]), kernel_label(k));
         size_t na = a->offsets[i + 1] - a->offsets[i];
         if (na != nb)
             return pw_error(PW_ERR_UNSAFE_CAPTURE,
-                            "graph wrapper '%s', descriptor %s: launch #%zu (kernel %s): argument "
+                            "verify_capture: launch #%zu (kernel %s): argument "
                             "sizes differ between captures (%zu vs %zu bytes); capture refused",
-                            w->name, d, i, kernel_label(k), na, nb);
+                            i, kernel_label(k), na, nb);
         const unsigned char *x = a->bytes + a->offsets[i], *y = args;
         size_t lo = 0;
         while (lo < nb && x[lo] == y[lo]) lo++;
@@ -531,18 +528,18 @@ static pw_status snapshot_compare(const pw_graph_wrapper *w, const pw_batch_desc
         size_t hi = nb;
         while (x[hi - 1] == y[hi - 1]) hi--;
         return pw_error(PW_ERR_UNSAFE_CAPTURE,
-                        "graph wrapper '%s', descriptor %s: launch #%zu (kernel %s): argument "
+                        "verify_capture: launch #%zu (kernel %s): argument "
                         "bytes [%zu,%zu) differ between captures: a per-step value was baked "
                         "into the graph (read it through a persistent buffer instead); capture "
                         "refused",
-                        w->name, d, i, kernel_label(k), lo, hi);
+                        i, kernel_label(k), lo, hi);
     }
     if (a->n != nb_launches)
         return pw_error(PW_ERR_UNSAFE_CAPTURE,
-                        "graph wrapper '%s', descriptor %s: the captures recorded %zu and %zu "
+                        "verify_capture: the captures recorded %zu and %zu "
                         "launches: the launch sequence depends on per-step values; capture "
                         "refused",
-                        w->name, d, a->n, nb_launches);
+                        a->n, nb_launches);
     return PW_OK;
 }
 
@@ -556,9 +553,8 @@ static size_t pool_reserved(pw_pool *pool) {
  * compares their recordings. Every round but the last is released completely
  * (output, then graph) so the deterministic pool hands the last round the
  * same addresses. */
-static pw_status capture_verified(pw_graph_wrapper *w, const pw_batch_desc *desc,
-                                  const pw_value *args, int nargs, pw_graph **graph,
-                                  pw_value *output, pw_value *weak) {
+static pw_status capture_verified(pw_graph_wrapper *w, const pw_value *args, int nargs,
+                                  pw_graph **graph, pw_value *output, pw_value *weak) {
     launch_snapshot prev = {0};
     bool have_prev = false;
     pw_status s = PW_OK;
@@ -575,7 +571,7 @@ static pw_status capture_verified(pw_graph_wrapper *w, const pw_batch_desc *desc
         if (s != PW_OK) break;
         bool pool_grew = pool_reserved(w->pool) != reserved_before;
         if (have_prev) {
-            s = snapshot_compare(w, desc, &prev, *graph);
+            s = snapshot_compare(&prev, *graph);
             break;
         }
         if (round + 1 == PW_VERIFY_MAX_ROUNDS) {
@@ -629,7 +625,7 @@ static pw_status capture(pw_graph_wrapper *w, wrapper_entry *e, const pw_value *
     pw_value output, weak;
     w->capturing++;
     pw_status s = w->opts.verify_capture
-                      ? capture_verified(w, &e->desc, args, nargs, &graph, &output, &weak)
+                      ? capture_verified(w, args, nargs, &graph, &output, &weak)
                       : capture_once(w, args, nargs, &graph, &output, &weak);
     w->capturing--;
     if (s != PW_OK)
