@@ -14,6 +14,7 @@ typedef struct pw_bench_suite {
 
 static const pw_bench_suite suites[] = {
     {"launch", pw_bench_launch, "cost per launch: eager, replay, hand-written loop"},
+    {"wrapper", pw_bench_wrapper, "graph wrapper replay overhead and dispatch cost"},
 };
 
 uint64_t pw_bench_now_ns(void) {
