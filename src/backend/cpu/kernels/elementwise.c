@@ -1,0 +1,163 @@
+/* Row-local kernels: embedding, rms_norm, rope, silu_and_mul, add, argmax.
+ *
+ * Each output row is computed from its own input row by a loop whose order
+ * does not depend on the row count, which is all batch invariance asks of
+ * them. */
+#include "backend/cpu/kernels/kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- embedding ----------------------------------------------------------- */
+
+void pw_k_embedding(float *out, const int32_t *ids, const float *table, int64_t n_tokens,
+                    int64_t vocab, int64_t dim) {
+    for (int64_t t = 0; t < n_tokens; t++) {
+        float *row = out + t * dim;
+        int32_t id = ids[t];
+        if (id < 0 || id >= vocab) memset(row, 0, (size_t)dim * sizeof *row);
+        else memcpy(row, table + (int64_t)id * dim, (size_t)dim * sizeof *row);
+    }
+}
+
+static void embedding_launch(const void *args) {
+    const pw_k_embedding_args *a = args;
+    pw_k_embedding(a->out, a->ids, a->table, a->n_tokens, a->vocab, a->dim);
+}
+const pw_kernel pw_kernel_embedding = {"embedding", embedding_launch, NULL};
+
+/* ---- rms_norm --------------------------------------------------------------------- */
+
+/* The sum of squares is accumulated in double, in index order (as ggml does). */
+static void rms_norm_row(float *y, const float *x, const float *w, int64_t dim, float eps) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < dim; i++) sum += (double)x[i] * (double)x[i];
+    float scale = (float)(1.0 / sqrt(sum / (double)dim + (double)eps));
+    for (int64_t i = 0; i < dim; i++) y[i] = x[i] * scale * w[i];
+}
+
+void pw_k_rms_norm(float *y, const float *x, const float *w, int64_t n_tokens, int64_t dim,
+                   float eps) {
+    for (int64_t t = 0; t < n_tokens; t++) rms_norm_row(y + t * dim, x + t * dim, w, dim, eps);
+}
+
+void pw_k_add_rms_norm(float *y, float *residual, const float *x, const float *w,
+                       int64_t n_tokens, int64_t dim, float eps) {
+    for (int64_t t = 0; t < n_tokens; t++) {
+        float *r = residual + t * dim;
+        const float *xr = x + t * dim;
+        for (int64_t i = 0; i < dim; i++) r[i] = r[i] + xr[i];
+        rms_norm_row(y + t * dim, r, w, dim, eps);
+    }
+}
+
+static void rms_norm_launch(const void *args) {
+    const pw_k_rms_norm_args *a = args;
+    pw_k_rms_norm(a->y, a->x, a->w, a->n_tokens, a->dim, a->eps);
+}
+static void add_rms_norm_launch(const void *args) {
+    const pw_k_rms_norm_args *a = args;
+    pw_k_add_rms_norm(a->y, a->residual, a->x, a->w, a->n_tokens, a->dim, a->eps);
+}
+const pw_kernel pw_kernel_rms_norm = {"rms_norm", rms_norm_launch, NULL};
+const pw_kernel pw_kernel_add_rms_norm = {"add_rms_norm", add_rms_norm_launch, NULL};
+
+/* ---- rope -------------------------------------------------------------------------------- */
+
+void pw_k_rope_table(float *table, int64_t max_pos, int64_t head_dim, double theta) {
+    int64_t half = head_dim / 2;
+    for (int64_t p = 0; p < max_pos; p++) {
+        for (int64_t i = 0; i < half; i++) {
+            double inv_freq = pow(theta, -2.0 * (double)i / (double)head_dim);
+            double angle = (double)p * inv_freq;
+            table[(p * half + i) * 2 + 0] = (float)cos(angle);
+            table[(p * half + i) * 2 + 1] = (float)sin(angle);
+        }
+    }
+}
+
+void pw_k_rope(float *x, const int32_t *positions, const float *table, int64_t n_tokens,
+               int64_t n_heads, int64_t head_dim, int64_t max_pos) {
+    int64_t half = head_dim / 2;
+    for (int64_t t = 0; t < n_tokens; t++) {
+        int32_t pos = positions[t];
+        if (pos < 0 || pos >= max_pos) continue;
+        const float *cs = table + (int64_t)pos * half * 2;
+        float *row = x + t * n_heads * head_dim;
+        for (int64_t h = 0; h < n_heads; h++) {
+            float *v = row + h * head_dim;
+            for (int64_t i = 0; i < half; i++) {
+                float c = cs[2 * i], s = cs[2 * i + 1];
+                float x0 = v[2 * i], x1 = v[2 * i + 1];
+                v[2 * i] = x0 * c - x1 * s;
+                v[2 * i + 1] = x0 * s + x1 * c;
+            }
+        }
+    }
+}
+
+static void rope_launch(const void *args) {
+    const pw_k_rope_args *a = args;
+    pw_k_rope(a->x, a->positions, a->table, a->n_tokens, a->n_heads, a->head_dim, a->max_pos);
+}
+const pw_kernel pw_kernel_rope = {"rope", rope_launch, NULL};
+
+/* ---- silu_and_mul ------------------------------------------------------------------------- */
+
+static inline float silu(float v) { return v / (1.0f + expf(-v)); }
+
+void pw_k_silu_and_mul(float *out, const float *gate_up, int64_t n_tokens, int64_t f) {
+    for (int64_t t = 0; t < n_tokens; t++) {
+        const float *gate = gate_up + t * 2 * f;
+        const float *up = gate + f;
+        float *o = out + t * f;
+        for (int64_t i = 0; i < f; i++) o[i] = silu(gate[i]) * up[i];
+    }
+}
+
+void pw_k_silu_mul(float *out, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = silu(a[i]) * b[i];
+}
+
+static void silu_and_mul_launch(const void *args) {
+    const pw_k_silu_args *a = args;
+    pw_k_silu_and_mul(a->out, a->a, a->n_tokens, a->f);
+}
+static void silu_mul_launch(const void *args) {
+    const pw_k_silu_args *a = args;
+    pw_k_silu_mul(a->out, a->a, a->b, a->n_tokens * a->f);
+}
+const pw_kernel pw_kernel_silu_and_mul = {"silu_and_mul", silu_and_mul_launch, NULL};
+const pw_kernel pw_kernel_silu_mul = {"silu_mul", silu_mul_launch, NULL};
+
+/* ---- add --------------------------------------------------------------------------------- */
+
+void pw_k_add(float *out, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+static void add_launch(const void *args) {
+    const pw_k_add_args *a = args;
+    pw_k_add(a->out, a->a, a->b, a->n);
+}
+const pw_kernel pw_kernel_add = {"add", add_launch, NULL};
+
+/* ---- argmax ------------------------------------------------------------------------------ */
+
+void pw_k_argmax(int32_t *out, const float *logits, int64_t n_tokens, int64_t vocab) {
+    for (int64_t t = 0; t < n_tokens; t++) {
+        const float *row = logits + t * vocab;
+        int64_t best = -1;
+        for (int64_t i = 0; i < vocab; i++) {
+            if (isnan(row[i])) continue;
+            if (best < 0 || row[i] > row[best]) best = i;
+        }
+        out[t] = best < 0 ? 0 : (int32_t)best;
+    }
+}
+
+static void argmax_launch(const void *args) {
+    const pw_k_argmax_args *a = args;
+    pw_k_argmax(a->out, a->logits, a->n_tokens, a->vocab);
+}
+const pw_kernel pw_kernel_argmax = {"argmax", argmax_launch, NULL};

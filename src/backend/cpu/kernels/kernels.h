@@ -1,0 +1,193 @@
+/* CPU kernels for the Llama workload (f32 activations).
+ *
+ * Conventions
+ *   - Activations are row-major [T][width]; T is the (padded) token count.
+ *   - A weight W of shape [N][K] is stored row-major as in GGUF/ggml
+ *     (ne0 = K), so a matmul computes y[t][n] = sum_k x[t][k] * W[n][k].
+ *   - Every kernel is batch-invariant: row t of an output depends only on
+ *     row t of the inputs (and on the weights / KV cache), bit for bit,
+ *     whatever T is and whatever the other rows hold. docs/kernels.md gives
+ *     the argument for each kernel.
+ *
+ * Each kernel exists twice: as a plain C function (pw_k_*) and as a
+ * pw_kernel (pw_kernel_*) taking a pointer to a documented args struct so
+ * it can be launched with pw_launch and recorded into a device graph.
+ * Argument blocks are copied at capture and replayed verbatim, so they
+ * hold only shape constants and pointers. Anything that changes from step
+ * to step (positions, slot mapping, block tables, token ids) is read
+ * through a pointer to a persistent buffer. */
+#ifndef PW_KERNELS_H
+#define PW_KERNELS_H
+
+#include "piecewise.h"
+
+#include <stdint.h>
+
+/* ---- embedding ----------------------------------------------------------- */
+
+/* out[t] = table[ids[t]]; an id outside [0, vocab) yields a zero row. */
+void pw_k_embedding(float *out, const int32_t *ids, const float *table, int64_t n_tokens,
+                    int64_t vocab, int64_t dim);
+
+typedef struct pw_k_embedding_args {
+    float *out;           /* [n_tokens][dim] */
+    const int32_t *ids;   /* [n_tokens], persistent */
+    const float *table;   /* [vocab][dim] */
+    int64_t n_tokens, vocab, dim;
+} pw_k_embedding_args;
+extern const pw_kernel pw_kernel_embedding;
+
+/* ---- rms_norm ----------------------------------------------------------------- */
+
+/* y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w. y may alias x. */
+void pw_k_rms_norm(float *y, const float *x, const float *w, int64_t n_tokens, int64_t dim,
+                   float eps);
+/* residual[t] += x[t]; y[t] = rms_norm(residual[t]) * w. y may alias x. */
+void pw_k_add_rms_norm(float *y, float *residual, const float *x, const float *w,
+                       int64_t n_tokens, int64_t dim, float eps);
+
+typedef struct pw_k_rms_norm_args {
+    float *y;           /* [n_tokens][dim] */
+    float *residual;    /* [n_tokens][dim]; only for the fused add variant */
+    const float *x;     /* [n_tokens][dim] */
+    const float *w;     /* [dim] */
+    int64_t n_tokens, dim;
+    float eps;
+} pw_k_rms_norm_args;
+extern const pw_kernel pw_kernel_rms_norm;
+extern const pw_kernel pw_kernel_add_rms_norm;
+
+/* ---- matmul ----------------------------------------------------------------------- */
+
+/* Row tile of the OpenBLAS path: sgemm is only ever called with M equal to
+ * this, so the library always runs the same code path for a given (N, K). */
+#define PW_K_MATMUL_BLAS_TILE 16
+/* Weights with at least this many elements (N*K) use OpenBLAS when the build
+ * has it. The choice depends on the weight only, never on T, because the two
+ * paths round differently. */
+#define PW_K_MATMUL_BLAS_MIN_WEIGHT (1024 * 1024)
+
+/* True when pw_k_matmul takes the OpenBLAS path for an [N][K] weight. */
+bool pw_k_matmul_uses_blas(int64_t n, int64_t k);
+/* Floats of scratch pw_k_matmul needs for this shape (0 when none): room to
+ * zero-pad a partial last row tile for sgemm. */
+size_t pw_k_matmul_scratch_floats(int64_t n_tokens, int64_t n, int64_t k);
+/* y[T][N] = x[T][K] * W[N][K]^T. scratch: pw_k_matmul_scratch_floats()
+ * floats, NULL when that is 0. y must not alias x. */
+void pw_k_matmul(float *y, const float *x, const float *w, int64_t n_tokens, int64_t n,
+                 int64_t k, float *scratch);
+/* The portable register-blocked kernel alone (no BLAS whatever the shape). */
+void pw_k_matmul_own(float *y, const float *x, const float *w, int64_t n_tokens, int64_t n,
+                     int64_t k);
+
+typedef struct pw_k_matmul_args {
+    float *y;          /* [n_tokens][n] */
+    const float *x;    /* [n_tokens][k] */
+    const float *w;    /* [n][k] */
+    float *scratch;    /* persistent, pw_k_matmul_scratch_floats() floats, or NULL */
+    int64_t n_tokens, n, k;
+} pw_k_matmul_args;
+extern const pw_kernel pw_kernel_matmul;
+
+/* ---- rope ---------------------------------------------------------------------------- */
+
+/* Fills table [max_pos][head_dim/2][2] with (cos, sin) of
+ * pos * theta^(-2i/head_dim), computed in double. head_dim must be even. */
+void pw_k_rope_table(float *table, int64_t max_pos, int64_t head_dim, double theta);
+/* In place on x [n_tokens][n_heads*head_dim]: rotates each adjacent pair
+ * (x[2i], x[2i+1]) of every head by the angle of positions[t] (ggml "normal"
+ * mode, the GGUF llama layout). A position outside [0, max_pos) leaves its
+ * row unchanged. */
+void pw_k_rope(float *x, const int32_t *positions, const float *table, int64_t n_tokens,
+               int64_t n_heads, int64_t head_dim, int64_t max_pos);
+
+typedef struct pw_k_rope_args {
+    float *x;                   /* [n_tokens][n_heads*head_dim], in place */
+    const int32_t *positions;   /* [n_tokens], persistent */
+    const float *table;         /* pw_k_rope_table layout */
+    int64_t n_tokens, n_heads, head_dim, max_pos;
+} pw_k_rope_args;
+extern const pw_kernel pw_kernel_rope;
+
+/* ---- silu_and_mul ----------------------------------------------------------------------- */
+
+/* out[t][f] = silu(gate_up[t][f]) * gate_up[t][F + f]; gate_up is [T][2F]. */
+void pw_k_silu_and_mul(float *out, const float *gate_up, int64_t n_tokens, int64_t f);
+/* out[i] = silu(a[i]) * b[i] for i < n. out may alias a or b. */
+void pw_k_silu_mul(float *out, const float *a, const float *b, int64_t n);
+
+typedef struct pw_k_silu_args {
+    float *out;          /* [n_tokens][f] (silu_mul: n elements) */
+    const float *a;      /* silu_and_mul: gate_up [n_tokens][2f]; silu_mul: a [n] */
+    const float *b;      /* silu_mul only: [n] */
+    int64_t n_tokens, f; /* silu_mul: n = n_tokens * f */
+} pw_k_silu_args;
+extern const pw_kernel pw_kernel_silu_and_mul;
+extern const pw_kernel pw_kernel_silu_mul;
+
+/* ---- add ------------------------------------------------------------------------------------ */
+
+/* out[i] = a[i] + b[i]; out may alias a or b. */
+void pw_k_add(float *out, const float *a, const float *b, int64_t n);
+
+typedef struct pw_k_add_args {
+    float *out;
+    const float *a, *b;
+    int64_t n;
+} pw_k_add_args;
+extern const pw_kernel pw_kernel_add;
+
+/* ---- argmax --------------------------------------------------------------------------------- */
+
+/* out[t] = index of the largest logits[t][v]; ties go to the lowest index,
+ * NaNs are never chosen (a row of NaNs gives 0). */
+void pw_k_argmax(int32_t *out, const float *logits, int64_t n_tokens, int64_t vocab);
+
+typedef struct pw_k_argmax_args {
+    int32_t *out;          /* [n_tokens] */
+    const float *logits;   /* [n_tokens][vocab] */
+    int64_t n_tokens, vocab;
+} pw_k_argmax_args;
+extern const pw_kernel pw_kernel_argmax;
+
+/* ---- attention over a paged KV cache ------------------------------------------------------ */
+
+/* Per-step metadata. The engine rewrites the buffers these pointers name
+ * before every step; the struct itself lives in persistent memory and the
+ * attention args hold a pointer to it, so a replayed graph sees each step's
+ * values. */
+typedef struct pw_attn_meta {
+    const int32_t *positions;    /* [T] position of token t in its sequence */
+    const int32_t *slot_mapping; /* [T] cache slot to write token t into; -1 = padding */
+    const int32_t *token_seq;    /* [T] row of block_tables for token t */
+    const int32_t *block_tables; /* [max_seqs][max_blocks_per_seq] physical block ids */
+    int32_t max_blocks_per_seq;
+    int32_t block_size;
+} pw_attn_meta;
+
+/* Positions per block of scores computed before one softmax rescale; the
+ * boundaries are fixed (multiples of this from position 0), so the result
+ * for a token never depends on its batch. */
+#define PW_K_ATTN_SCORE_CHUNK 256
+
+typedef struct pw_k_attention_args {
+    float *out;                /* [n_tokens][n_heads*head_dim], written (padding rows zeroed) */
+    const float *q;            /* [n_tokens][q_stride], heads at q + h*head_dim */
+    const float *k, *v;        /* [n_tokens][kv_stride] */
+    float *k_cache, *v_cache;  /* [num_blocks][block_size][n_kv_heads][head_dim] */
+    const pw_attn_meta *meta;  /* persistent */
+    int64_t n_tokens, n_heads, n_kv_heads, head_dim;
+    int64_t q_stride, kv_stride; /* row strides in elements */
+    int64_t num_blocks, max_seqs;
+} pw_k_attention_args;
+
+/* (1) writes k[t], v[t] into slot_mapping[t] for every non-padding token;
+ * (2) for every non-padding token t and head h, attends causally over
+ * positions 0..positions[t] of its sequence (kv head h / (n_heads /
+ * n_kv_heads)), scale 1/sqrt(head_dim), into out[t]. Padding rows, and rows
+ * whose metadata is out of range (slot, position, sequence or block id),
+ * are zero. */
+void pw_k_attention(const pw_k_attention_args *a);
+extern const pw_kernel pw_kernel_attention;
+
+#endif

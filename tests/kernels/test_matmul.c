@@ -1,0 +1,118 @@
+/* matmul: against a double reference, against a scalar model of the
+ * documented per-element operation sequence (exact), and batch invariance
+ * on both the own kernel and (when built) the OpenBLAS path. */
+#include "backend/cpu/kernels/kernels.h"
+#include "kernel_test_util.h"
+
+/* The documented sequence, written out scalar: 8 lane sums in block order,
+ * a fixed tree, then the tail in order. */
+static float canonical_dot(const float *x, const float *w, int64_t k) {
+    float lane[8] = {0};
+    int64_t kv = k / 8 * 8;
+    for (int64_t i = 0; i < kv; i += 8)
+        for (int l = 0; l < 8; l++) {
+            float p = x[i + l] * w[i + l];
+            lane[l] = lane[l] + p;
+        }
+    float r = ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+    for (int64_t i = kv; i < k; i++) {
+        float p = x[i] * w[i];
+        r = r + p;
+    }
+    return r;
+}
+
+static float *run_matmul(const float *x, const float *w, int64_t t, int64_t n, int64_t k) {
+    float *y = kt_zeros((size_t)(t * n));
+    size_t sf = pw_k_matmul_scratch_floats(t, n, k);
+    float *scratch = sf ? kt_random(sf) : NULL; /* garbage in scratch must not matter */
+    pw_k_matmul(y, x, w, t, n, k, scratch);
+    free(scratch);
+    return y;
+}
+
+static void check_reference(int64_t t, int64_t n, int64_t k) {
+    float *x = kt_random((size_t)(t * k)), *w = kt_random((size_t)(n * k));
+    float *y = run_matmul(x, w, t, n, k);
+    float *own = kt_zeros((size_t)(t * n));
+    pw_k_matmul_own(own, x, w, t, n, k);
+    double *ref = malloc((size_t)(t * n) * sizeof *ref);
+    bool canonical_ok = true;
+    for (int64_t i = 0; i < t; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = 0;
+            for (int64_t q = 0; q < k; q++) s += (double)x[i * k + q] * w[j * k + q];
+            ref[i * n + j] = s;
+            float c = canonical_dot(x + i * k, w + j * k, k);
+            if (memcmp(&c, &own[i * n + j], sizeof c) != 0) canonical_ok = false;
+        }
+    double tol = 1e-5 * (double)k;
+    double err = kt_max_rel_err(y, ref, (size_t)(t * n));
+    if (!(err < tol)) fprintf(stderr, "matmul %lldx%lldx%lld: err %g\n", (long long)t,
+                              (long long)n, (long long)k, err);
+    CHECK(err < tol);
+    CHECK(kt_max_rel_err(own, ref, (size_t)(t * n)) < tol);
+    CHECK(canonical_ok);
+    free(x), free(w), free(y), free(own), free(ref);
+}
+
+/* Row r of a T-row batch, alone and at random places inside batches of
+ * other sizes filled with random rows or zero padding, must give the same
+ * bits. */
+static void check_invariance(int64_t n, int64_t k, uint64_t seed) {
+    kt_seed(seed);
+    const int64_t T = 37;
+    float *x = kt_random((size_t)(T * k)), *w = kt_random((size_t)(n * k));
+    float *y = run_matmul(x, w, T, n, k);
+    static const int64_t sizes[] = {1, 2, 3, 5, 8, 15, 16, 17, 31, 33, 48};
+    int bad = 0;
+    for (int64_t r = 0; r < T; r += 3) {
+        float *alone = run_matmul(x + r * k, w, 1, n, k);
+        if (!kt_bitwise_equal(alone, y + r * n, (size_t)n * sizeof(float))) bad++;
+        free(alone);
+        for (size_t si = 0; si < KT_LEN(sizes); si++) {
+            int64_t s = sizes[si];
+            int64_t at = (int64_t)(kt_next() % (uint32_t)s);
+            bool pad = si % 2 == 1;
+            float *bx = pad ? kt_zeros((size_t)(s * k)) : kt_random((size_t)(s * k));
+            memcpy(bx + at * k, x + r * k, (size_t)k * sizeof(float));
+            float *by = run_matmul(bx, w, s, n, k);
+            if (!kt_bitwise_equal(by + at * n, y + r * n, (size_t)n * sizeof(float))) bad++;
+            free(bx), free(by);
+        }
+    }
+    if (bad) fprintf(stderr, "matmul N=%lld K=%lld: %d non-invariant rows\n", (long long)n,
+                     (long long)k, bad);
+    CHECK_EQ_INT(bad, 0);
+    free(x), free(w), free(y);
+}
+
+int main(void) {
+    kt_seed(1);
+    /* Odd shapes reach every tile and tail path. */
+    check_reference(1, 1, 1);
+    check_reference(3, 5, 7);
+    check_reference(9, 13, 64);
+    check_reference(17, 33, 100);
+    check_reference(5, 64, 172);
+    check_invariance(64, 64, 2);
+    check_invariance(13, 77, 3);
+    check_invariance(172, 64, 4);
+
+    /* The BLAS decision depends on the weight only; the canonical check above
+     * ran against whichever clone (AVX2 or baseline) this CPU dispatched to. */
+    CHECK(!pw_k_matmul_uses_blas(64, 64));
+    CHECK(!pw_k_matmul_uses_blas(512, 512));
+    if (pw_k_matmul_uses_blas(1024, 1024)) {
+        CHECK_EQ_INT(pw_k_matmul_scratch_floats(32, 1024, 1024), 0);
+        CHECK_EQ_INT(pw_k_matmul_scratch_floats(5, 1024, 1024),
+                     PW_K_MATMUL_BLAS_TILE * (1024 + 1024));
+        check_reference(21, 1024, 1024);
+        check_invariance(1024, 1024, 5);
+        check_invariance(1040, 1030, 6);
+    } else {
+        printf("OpenBLAS not in this build: BLAS path not tested\n");
+        CHECK_EQ_INT(pw_k_matmul_scratch_floats(5, 4096, 4096), 0);
+    }
+    return pw_test_finish("kernels_matmul");
+}
