@@ -702,6 +702,71 @@ static void test_global_counters(void) {
     toy_env_free(&env);
 }
 
+/* Every host allocation on the capture path (entry table, addresses,
+ * weak aliases, verification snapshots, the recording) can fail; each
+ * failure leaves no graph, no open capture, no live block and no leak. */
+static void test_out_of_memory_paths(void) {
+    toy_env env;
+    toy_env_init(&env);
+    toy_piece p;
+    toy_piece_init(&p, &env, 2, 0);
+    pw_tensor *x = toy_input(&env, 8, 0);
+    void *warm;
+    CHECK_OK(pw_pool_alloc(env.graph_pool, 64, &warm)); /* pre-size the pool */
+    CHECK_OK(pw_pool_release(env.graph_pool, warm));
+    pw_wrapper_options o;
+    pw_wrapper_options_init(&o);
+    o.verify_capture = true;
+    int failures = 0;
+    bool succeeded = false;
+    for (int n = 1; n < 200 && !succeeded; n++) {
+        pw_graph_wrapper *w = NULL;
+        CHECK_OK(pw_graph_wrapper_new(toy_piece_callable(&p, "oom"), PW_MODE_FULL, env.stream,
+                                      env.graph_pool, &o, &w));
+        pw_value out = pw_value_none();
+        toy_push(PW_MODE_FULL, 8);
+        pw_capture_phase_begin();
+        pw_host_fail_nth(n);
+        pw_status s = call1(w, x, &out);
+        pw_host_fail_nth(0);
+        CHECK_OK(pw_capture_phase_end());
+        toy_pop();
+        if (s == PW_OK) {
+            succeeded = true;
+            pw_value_release(out);
+        } else {
+            failures++;
+            CHECK_EQ_INT(s, PW_ERR_OOM);
+            pw_pool_stats before = {0};
+            check_clean_failure(&env, w, &before);
+        }
+        pw_graph_wrapper_free(w);
+    }
+    CHECK(succeeded);
+    CHECK(failures >= 5);
+
+    /* Creating wrappers and dispatchers under OOM fails cleanly too. */
+    for (int n = 1; n < 20; n++) {
+        pw_graph_wrapper *w = NULL;
+        pw_dispatcher *d = NULL;
+        pw_dispatcher_config cfg;
+        pw_dispatcher_config_init(&cfg);
+        pw_host_fail_nth(n);
+        pw_status s1 = pw_graph_wrapper_new(toy_piece_callable(&p, "oom"), PW_MODE_FULL, env.stream,
+                                            env.graph_pool, NULL, &w);
+        pw_host_fail_nth(n);
+        pw_status s2 = pw_dispatcher_new(&cfg, &d);
+        pw_host_fail_nth(0);
+        CHECK(s1 == PW_OK || (s1 == PW_ERR_OOM && w == NULL));
+        CHECK(s2 == PW_OK || (s2 == PW_ERR_OOM && d == NULL));
+        pw_graph_wrapper_free(w);
+        pw_dispatcher_free(d);
+    }
+    CHECK_EQ_INT(pw_graph_wrappers_count(), 0);
+    pw_tensor_release(x);
+    toy_env_free(&env);
+}
+
 int main(void) {
     test_new_errors();
     test_pass_through_and_accessors();
@@ -715,5 +780,6 @@ int main(void) {
     test_clear();
     test_many_descriptors();
     test_global_counters();
+    test_out_of_memory_paths();
     return pw_test_finish("runtime_wrapper");
 }
