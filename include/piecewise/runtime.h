@@ -138,9 +138,10 @@ typedef enum pw_address_check {
     PW_ADDRESS_CHECK_ON
 } pw_address_check;
 
-/* Called before each of the two verification captures (round 0, round 1)
- * so the user can write different per-step inputs into the persistent
- * buffers. A failing status aborts the capture with that status. */
+/* Called before each verification capture (round 0, round 1; round 2 when
+ * round 0 had to grow the pool, see docs/runtime.md) so the user can write
+ * different per-step inputs into the persistent buffers. A failing status
+ * aborts the capture with that status. */
 typedef pw_status (*pw_perturb_fn)(void *user, int round);
 
 /* Zero-initialised options are the defaults. */
@@ -150,7 +151,8 @@ typedef struct pw_wrapper_options {
     bool weak_ref_output;      /* release the real output when capture ends (last piece only) */
     bool debug_log;            /* log each capture at debug level */
     pw_address_check debug_check_addresses;
-    bool verify_capture;       /* capture twice on first capture and compare the recordings */
+    bool verify_capture;       /* capture twice on first capture and compare the recordings
+                                  (argument bytes include struct padding: initialise it) */
     pw_perturb_fn perturb;     /* optional, used by verify_capture */
     void *perturb_user;
 } pw_wrapper_options;
@@ -196,7 +198,8 @@ pw_status pw_graph_wrapper_graph(const pw_graph_wrapper *w, const pw_batch_desc 
                                  pw_graph **out);
 void pw_graph_wrapper_get_counters(const pw_graph_wrapper *w, pw_wrapper_counters *out);
 /* Frees every graph (and kept output alias) of this wrapper; the next call
- * for a descriptor captures again. Refused (PW_ERR_STATE) during a call. */
+ * for a descriptor captures again. Refused (PW_ERR_STATE) while the
+ * wrapper is in the middle of its own capture. */
 pw_status pw_graph_wrapper_clear(pw_graph_wrapper *w);
 /* pw_graph_wrapper_clear on every live wrapper (e.g. before re-capture).
  * Returns the first error; clears the others regardless. */
