@@ -1,0 +1,283 @@
+/* The splitter (DESIGN §2.7): one linear walk assigns every node to a
+ * subgraph; splitting ops get their own subgraphs (consecutive ones share
+ * one), a getitem follows its producer. Then each subgraph is built with the
+ * values it needs as placeholders and the values later code needs as its
+ * output, and the stitching graph calls them in order. */
+#include "graph_internal.h"
+
+static const char *const default_split_ops[] = {
+    "attention",
+    "unified_attention",
+    "unified_attention_with_output",
+};
+
+int pw_split_default_ops(const char *const **out) {
+    *out = default_split_ops;
+    return (int)PW_ARRAY_LEN(default_split_ops);
+}
+
+bool pw_ir_target_matches(const char *target, const char *const *ops, int n) {
+    if (!target) return false;
+    const char *last = strrchr(target, '.');
+    last = last ? last + 1 : target;
+    for (int i = 0; i < n; i++)
+        if (ops[i] && (strcmp(target, ops[i]) == 0 || strcmp(last, ops[i]) == 0)) return true;
+    return false;
+}
+
+static void remap_refs(pw_ir_arg *a, const int *map) {
+    if (a->kind == PW_IR_ARG_NODE) {
+        a->as.node = map[a->as.node];
+    } else if (a->kind == PW_IR_ARG_LIST || a->kind == PW_IR_ARG_TUPLE) {
+        for (int i = 0; i < a->as.seq.n; i++) remap_refs((pw_ir_arg *)&a->as.seq.items[i], map);
+    }
+}
+
+/* Copies of a node's args and kwargs with references renumbered through map. */
+typedef struct mapped_args {
+    pw_ir_arg *args;
+    int nargs;
+    pw_ir_kwarg *kwargs;
+    int nkwargs;
+} mapped_args;
+
+static void mapped_args_free(mapped_args *m) {
+    for (int i = 0; i < m->nargs; i++) pw_ir_arg_free(&m->args[i]);
+    for (int i = 0; i < m->nkwargs; i++) pw_ir_arg_free(&m->kwargs[i].value);
+    pw_host_free(m->args);
+    pw_host_free(m->kwargs);
+    memset(m, 0, sizeof *m);
+}
+
+static pw_status map_args(const pw_ir_node *n, const int *map, mapped_args *m) {
+    memset(m, 0, sizeof *m);
+    m->args = pw_host_calloc((size_t)n->nargs + 1, sizeof *m->args);
+    m->kwargs = pw_host_calloc((size_t)n->nkwargs + 1, sizeof *m->kwargs);
+    if (!m->args || !m->kwargs) {
+        mapped_args_free(m);
+        return PW_ERR_OOM;
+    }
+    for (; m->nargs < n->nargs; m->nargs++) {
+        pw_status s = pw_ir_arg_copy(&n->args[m->nargs], &m->args[m->nargs]);
+        if (s != PW_OK) {
+            mapped_args_free(m);
+            return s;
+        }
+        remap_refs(&m->args[m->nargs], map);
+    }
+    for (; m->nkwargs < n->nkwargs; m->nkwargs++) {
+        m->kwargs[m->nkwargs].name = n->kwargs[m->nkwargs].name; /* borrowed */
+        pw_status s = pw_ir_arg_copy(&n->kwargs[m->nkwargs].value, &m->kwargs[m->nkwargs].value);
+        if (s != PW_OK) {
+            mapped_args_free(m);
+            return s;
+        }
+        remap_refs(&m->kwargs[m->nkwargs].value, map);
+    }
+    return PW_OK;
+}
+
+typedef struct split_state {
+    const pw_ir *g;
+    int *sub_of;       /* node -> subgraph id, -1 for placeholders and the output */
+    int nsubs;
+    int *stitch_of;    /* original node -> node in the stitching graph */
+    int *local;        /* original node -> node in the subgraph being built (-1: none) */
+    bool *is_output;   /* original node is needed outside its subgraph */
+    int cur_sub;
+    pw_status status;
+    int *inputs;       /* inputs of the subgraph being built, in first-use order */
+    int ninputs;
+} split_state;
+
+static pw_status collect_input(void *user, int node) {
+    split_state *st = user;
+    if (st->sub_of[node] == st->cur_sub || st->local[node] == -2) return PW_OK;
+    st->local[node] = -2; /* seen */
+    st->inputs[st->ninputs++] = node;
+    return PW_OK;
+}
+
+static pw_status mark_crossing(void *user, int node) {
+    split_state *st = user;
+    if (st->sub_of[node] >= 0 && st->sub_of[node] != st->cur_sub) st->is_output[node] = true;
+    return PW_OK;
+}
+
+static pw_status copy_comments(pw_ir *dst, const pw_ir_node *n) {
+    for (int i = 0; i < n->comments.n; i++)
+        if (n->comments.items[i]) PW_TRY(pw_ir_add_comment(dst, n->comments.items[i]));
+    return PW_OK;
+}
+
+static pw_status build_subgraph(split_state *st, int s, pw_ir *stitch) {
+    const pw_ir *g = st->g;
+    char name[PW_IR_MAX_NAME];
+    snprintf(name, sizeof name, "submod_%d", s);
+    pw_ir *sub;
+    PW_TRY(pw_ir_new(name, &sub));
+    pw_status rc = PW_OK;
+    int noutputs = 0;
+    mapped_args m = {0};
+
+    st->cur_sub = s;
+    st->ninputs = 0;
+    for (int i = 0; i < g->nnodes; i++) st->local[i] = -1;
+    for (int i = 0; i < g->nnodes; i++) {
+        if (st->sub_of[i] != s) continue;
+        const pw_ir_node *n = &g->nodes[i];
+        for (int a = 0; a < n->nargs; a++) pw_ir_arg_each_ref(&n->args[a], collect_input, st);
+        for (int a = 0; a < n->nkwargs; a++) pw_ir_arg_each_ref(&n->kwargs[a].value, collect_input, st);
+    }
+    for (int k = 0; k < st->ninputs; k++) {
+        int src = st->inputs[k];
+        if ((rc = pw_ir_add_placeholder(sub, g->nodes[src].name, &st->local[src])) != PW_OK) goto done;
+        sub->nodes[st->local[src]].type = g->nodes[src].type;
+    }
+    for (int i = 0; i < g->nnodes; i++) {
+        if (st->sub_of[i] != s) continue;
+        const pw_ir_node *n = &g->nodes[i];
+        if ((rc = copy_comments(sub, n)) != PW_OK) goto done;
+        if ((rc = map_args(n, st->local, &m)) != PW_OK) goto done;
+        if (n->kind == PW_IR_GETITEM)
+            rc = pw_ir_add_getitem(sub, n->name, m.args[0].as.node, m.args[1].as.i, &st->local[i]);
+        else
+            rc = pw_ir_add_call_function(sub, n->name, n->target, m.args, m.nargs, m.kwargs, m.nkwargs,
+                                         &st->local[i]);
+        mapped_args_free(&m);
+        if (rc != PW_OK) goto done;
+        sub->nodes[st->local[i]].type = n->type;
+        noutputs += st->is_output[i];
+    }
+
+    /* the subgraph's output: nothing, the one value, or a tuple */
+    pw_ir_arg *items = pw_host_calloc((size_t)noutputs + 1, sizeof *items);
+    if (!items) {
+        rc = PW_ERR_OOM;
+        goto done;
+    }
+    int k = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        if (st->sub_of[i] == s && st->is_output[i]) items[k++] = pw_ir_arg_node(st->local[i]);
+    rc = pw_ir_set_output(sub, noutputs == 1 ? items[0] : pw_ir_arg_tuple(items, noutputs), NULL);
+    pw_host_free(items);
+    if (rc != PW_OK) goto done;
+
+    /* the call in the stitching graph, and getitems for a tuple result */
+    pw_ir_arg *call_args = pw_host_calloc((size_t)st->ninputs + 1, sizeof *call_args);
+    if (!call_args) {
+        rc = PW_ERR_OOM;
+        goto done;
+    }
+    for (int j = 0; j < st->ninputs; j++) call_args[j] = pw_ir_arg_node(st->stitch_of[st->inputs[j]]);
+    char call_name[PW_IR_MAX_NAME];
+    pw_ir_unique_name(stitch, name, call_name, sizeof call_name);
+    int call;
+    rc = pw_ir_add_call_module(stitch, call_name, name, call_args, st->ninputs, NULL, 0, &call);
+    pw_host_free(call_args);
+    if (rc != PW_OK) goto done;
+    k = 0;
+    for (int i = 0; i < g->nnodes && rc == PW_OK; i++) {
+        if (st->sub_of[i] != s || !st->is_output[i]) continue;
+        if (noutputs == 1) {
+            st->stitch_of[i] = call;
+        } else {
+            char gi[PW_IR_MAX_NAME];
+            pw_ir_unique_name(stitch, "getitem", gi, sizeof gi);
+            rc = pw_ir_add_getitem(stitch, gi, call, k++, &st->stitch_of[i]);
+        }
+    }
+done:
+    if (rc != PW_OK) {
+        pw_ir_free(sub);
+        return rc;
+    }
+    return pw_ir_add_subgraph(stitch, sub);
+}
+
+pw_status pw_split(const pw_ir *g, const char *const *split_ops, int n_split_ops, pw_ir **out) {
+    *out = NULL;
+    if (!split_ops || n_split_ops <= 0) n_split_ops = pw_split_default_ops(&split_ops);
+    PW_TRY(pw_ir_validate(g));
+    char where[PW_IR_MAX_NAME * 2 + 64];
+    for (int i = 0; i < g->nnodes; i++)
+        if (g->nodes[i].kind == PW_IR_CALL_MODULE)
+            return pw_error(PW_ERR_INVALID_ARG, "%s: cannot split a graph that already has call_module nodes",
+                            pw_ir_where(g, i, where, sizeof where));
+
+    split_state st = {.g = g};
+    size_t n = (size_t)g->nnodes;
+    st.sub_of = pw_host_calloc(n, sizeof(int));
+    st.stitch_of = pw_host_calloc(n, sizeof(int));
+    st.local = pw_host_calloc(n, sizeof(int));
+    st.inputs = pw_host_calloc(n, sizeof(int));
+    st.is_output = pw_host_calloc(n, sizeof(bool));
+    bool *splitting_sub = pw_host_calloc(n + 1, sizeof(bool));
+    pw_ir *stitch = NULL;
+    pw_status rc = PW_ERR_OOM;
+    if (!st.sub_of || !st.stitch_of || !st.local || !st.inputs || !st.is_output || !splitting_sub)
+        goto done;
+
+    /* the walk */
+    int cur = 0;
+    bool cur_used = false, cur_splitting = false;
+    for (int i = 0; i < g->nnodes; i++) {
+        const pw_ir_node *node = &g->nodes[i];
+        st.sub_of[i] = -1;
+        if (node->kind == PW_IR_PLACEHOLDER || node->kind == PW_IR_OUTPUT) continue;
+        if (node->kind == PW_IR_GETITEM && st.sub_of[node->args[0].as.node] >= 0) {
+            st.sub_of[i] = st.sub_of[node->args[0].as.node];
+            continue;
+        }
+        bool splits = node->kind == PW_IR_CALL_FUNCTION &&
+                      pw_ir_target_matches(node->target, split_ops, n_split_ops);
+        if (cur_used && splits != cur_splitting) cur++;
+        cur_used = true;
+        cur_splitting = splits;
+        splitting_sub[cur] = splits;
+        st.sub_of[i] = cur;
+    }
+    st.nsubs = cur_used ? cur + 1 : 0;
+
+    /* values needed outside their subgraph */
+    for (int i = 0; i < g->nnodes; i++) {
+        const pw_ir_node *node = &g->nodes[i];
+        st.cur_sub = node->kind == PW_IR_OUTPUT ? -2 : st.sub_of[i];
+        for (int a = 0; a < node->nargs; a++) pw_ir_arg_each_ref(&node->args[a], mark_crossing, &st);
+        for (int a = 0; a < node->nkwargs; a++)
+            pw_ir_arg_each_ref(&node->kwargs[a].value, mark_crossing, &st);
+    }
+
+    if ((rc = pw_ir_new(g->name, &stitch)) != PW_OK) goto done;
+    if ((rc = pw_strvec_copy(&stitch->header_comments, &g->header_comments)) != PW_OK) goto done;
+    for (int i = 0; i < g->nnodes; i++) {
+        if (g->nodes[i].kind != PW_IR_PLACEHOLDER) continue;
+        if ((rc = copy_comments(stitch, &g->nodes[i])) != PW_OK) goto done;
+        if ((rc = pw_ir_add_placeholder(stitch, g->nodes[i].name, &st.stitch_of[i])) != PW_OK) goto done;
+        stitch->nodes[st.stitch_of[i]].type = g->nodes[i].type;
+    }
+    for (int s = 0; s < st.nsubs; s++) {
+        if ((rc = build_subgraph(&st, s, stitch)) != PW_OK) goto done;
+        stitch->subs[stitch->nsubs - 1]->splitting = splitting_sub[s];
+    }
+    int out_node = pw_ir_output_node(g);
+    pw_ir_arg value;
+    if ((rc = pw_ir_arg_copy(&g->nodes[out_node].args[0], &value)) != PW_OK) goto done;
+    remap_refs(&value, st.stitch_of);
+    rc = pw_ir_set_output(stitch, value, NULL);
+    pw_ir_arg_free(&value);
+
+done:
+    pw_host_free(st.sub_of);
+    pw_host_free(st.stitch_of);
+    pw_host_free(st.local);
+    pw_host_free(st.inputs);
+    pw_host_free(st.is_output);
+    pw_host_free(splitting_sub);
+    if (rc != PW_OK) {
+        pw_ir_free(stitch);
+        return rc == PW_ERR_OOM && !*pw_last_error() ? pw_error(PW_ERR_OOM, "out of memory splitting") : rc;
+    }
+    *out = stitch;
+    return PW_OK;
+}
