@@ -9,6 +9,7 @@ typedef int (*pw_cli_fn)(int argc, char **argv);
 
 int pw_cmd_demo(int argc, char **argv);
 int pw_cmd_bench(int argc, char **argv);
+int pw_cmd_run(int argc, char **argv);
 
 /* Prints "piecewise: <what>: <last error>" to stderr and returns 1. */
 int pw_cli_fail(const char *what, pw_status s);

@@ -1,0 +1,619 @@
+/* The engine: compiles a model into a stitching plan and pieces, captures
+ * graphs, and runs batches of requests through them.
+ *
+ * One step:
+ *   1. schedule: one token per decoding request, then prefill chunks up to
+ *      max_num_batched_tokens;
+ *   2. write token ids and attention metadata into persistent buffers;
+ *   3. dispatch: pad to a capture size and pick NONE, PIECEWISE or FULL;
+ *   4. push the forward context and call the FULL wrapper, which replays,
+ *      captures or passes through to the stitching plan, whose PIECEWISE
+ *      wrappers do the same for each piece, with attention eager between;
+ *   5. sample from the logits of each request's last scheduled token. */
+#include "model/engine_internal.h"
+
+#include "model/sampler.h"
+
+#include <inttypes.h>
+#include <string.h>
+#include <time.h>
+
+#define ENGINE_DEFAULT_MAX_SEQS 64
+#define ENGINE_DEFAULT_BATCHED_TOKENS 128
+#define ENGINE_DEFAULT_MAX_MODEL_LEN 2048
+#define ENGINE_DEFAULT_BLOCK_SIZE 16
+#define ENGINE_DEFAULT_KV_POSITIONS 16384
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void pw_engine_config_init(pw_engine_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->mode = PW_GRAPH_MODE_DEFAULT;
+    cfg->max_num_seqs = ENGINE_DEFAULT_MAX_SEQS;
+    cfg->max_num_batched_tokens = ENGINE_DEFAULT_BATCHED_TOKENS;
+    cfg->block_size = ENGINE_DEFAULT_BLOCK_SIZE;
+    cfg->kv_cache_positions = ENGINE_DEFAULT_KV_POSITIONS;
+    cfg->warmups = 1;
+    cfg->progress = PW_PROGRESS_AUTO;
+    cfg->print_capture_totals = true;
+}
+
+/* ---- compilation: graph -> split -> plans -> wrappers ------------------------------- */
+
+static pw_status resolve_op(void *user, const char *target, pw_callable *out) {
+    pw_engine *e = user;
+    return pw_op_resolve(&e->env, target, out);
+}
+
+static pw_status run_piece(void *user, const pw_value *args, int nargs, pw_value *out) {
+    const pw_plan *plan = user;
+    return pw_plan_run(plan, NULL, 0, args, nargs, out);
+}
+
+static pw_status run_forward(void *user, const pw_value *args, int nargs, pw_value *out) {
+    pw_engine *e = user;
+    return pw_plan_run(e->stitch_plan, e->submods, e->n_submods, args, nargs, out);
+}
+
+static pw_status compile_model(pw_engine *e) {
+    PW_TRY(pw_model_build_ir(e->model, &e->ir));
+    PW_TRY(pw_split(e->ir, NULL, 0, &e->split));
+    pw_plan_options opts = {0};
+    opts.resolve_op = resolve_op;
+    opts.user = e;
+    PW_TRY(pw_plan_build(e->split, &opts, &e->stitch_plan));
+
+    int n = pw_plan_num_submodules(e->stitch_plan);
+    e->n_submods = n;
+    e->submods = pw_host_calloc((size_t)n, sizeof *e->submods);
+    e->pieces = pw_host_calloc((size_t)n, sizeof *e->pieces);
+    if (!e->submods || !e->pieces) return PW_ERR_OOM;
+    int last_piece = -1;
+    for (int i = 0; i < n; i++)
+        if (!pw_plan_submodule_inlined(e->stitch_plan, i)) last_piece = i;
+    for (int i = 0; i < n; i++) {
+        if (pw_plan_submodule_inlined(e->stitch_plan, i)) continue;
+        const char *name = pw_plan_submodule_name(e->stitch_plan, i);
+        const pw_ir *sub = pw_ir_find_subgraph(e->split, name);
+        if (!sub) return pw_error(PW_ERR_INTERNAL, "split graph lacks submodule '%s'", name);
+        pw_piece *p = &e->pieces[i];
+        PW_TRY(pw_plan_build(sub, &opts, &p->plan));
+        pw_callable runnable = {run_piece, p->plan, pw_ir_name(sub)};
+        pw_wrapper_options wo;
+        pw_wrapper_options_init(&wo);
+        wo.name = name;
+        wo.gc_disable = true;
+        wo.weak_ref_output = (i == last_piece);
+        wo.debug_log = (i == 0);
+        PW_TRY(pw_graph_wrapper_new(runnable, PW_MODE_PIECEWISE, e->stream, e->graph_pool, &wo,
+                                    &p->wrapper));
+        e->submods[i] = pw_graph_wrapper_as_callable(p->wrapper);
+        e->n_pieces++;
+    }
+    pw_callable fwd = {run_forward, e, "forward"};
+    pw_wrapper_options wo;
+    pw_wrapper_options_init(&wo);
+    wo.name = "forward";
+    wo.gc_disable = true;
+    wo.verify_capture = e->cfg.verify_capture;
+    wo.perturb = e->cfg.verify_capture ? pw_engine_perturb_metadata : NULL;
+    wo.perturb_user = e;
+    return pw_graph_wrapper_new(fwd, PW_MODE_FULL, e->stream, e->graph_pool, &wo, &e->full);
+}
+
+/* ---- persistent buffers and KV cache ---------------------------------------------------- */
+
+static pw_status alloc_buffers(pw_engine *e) {
+    const pw_model_info *in = pw_model_get_info(e->model);
+    int64_t T = e->max_tokens, S = e->cfg.max_num_seqs;
+    e->blocks_per_seq = (e->max_model_len + e->cfg.block_size - 1) / e->cfg.block_size;
+    e->num_blocks = e->cfg.kv_cache_positions / e->cfg.block_size;
+    if (e->num_blocks < e->blocks_per_seq) e->num_blocks = e->blocks_per_seq;
+    e->input_ids = pw_host_calloc((size_t)T, sizeof(int32_t));
+    e->positions = pw_host_calloc((size_t)T, sizeof(int32_t));
+    e->slot_mapping = pw_host_calloc((size_t)T, sizeof(int32_t));
+    e->token_seq = pw_host_calloc((size_t)T, sizeof(int32_t));
+    e->block_tables = pw_host_calloc((size_t)(S * e->blocks_per_seq), sizeof(int32_t));
+    e->free_blocks = pw_host_calloc((size_t)e->num_blocks, sizeof(int32_t));
+    e->requests = pw_host_calloc((size_t)S, sizeof *e->requests);
+    e->step_tokens = pw_host_calloc((size_t)S, sizeof *e->step_tokens);
+    e->sched = pw_host_calloc((size_t)S, sizeof *e->sched);
+    e->last_logits = pw_host_calloc((size_t)(S * in->vocab), sizeof(float));
+    e->sample_scratch = pw_host_alloc(pw_sampler_scratch_bytes(in->vocab));
+    e->params = pw_host_calloc((size_t)pw_model_num_params(e->model), sizeof(pw_value));
+    e->k_cache = pw_host_calloc((size_t)in->n_layers, sizeof(float *));
+    e->v_cache = pw_host_calloc((size_t)in->n_layers, sizeof(float *));
+    if (!e->input_ids || !e->positions || !e->slot_mapping || !e->token_seq ||
+        !e->block_tables || !e->free_blocks || !e->requests || !e->step_tokens || !e->sched ||
+        !e->last_logits || !e->sample_scratch || !e->params || !e->k_cache || !e->v_cache)
+        return PW_ERR_OOM;
+    size_t layer_floats =
+        (size_t)e->num_blocks * (size_t)e->cfg.block_size * (size_t)(in->n_kv_heads * in->head_dim);
+    for (int64_t l = 0; l < in->n_layers; l++) {
+        e->k_cache[l] = pw_host_calloc(layer_floats, sizeof(float));
+        e->v_cache[l] = pw_host_calloc(layer_floats, sizeof(float));
+        if (!e->k_cache[l] || !e->v_cache[l]) return PW_ERR_OOM;
+    }
+    for (int64_t b = 0; b < e->num_blocks; b++) e->free_blocks[b] = (int32_t)(e->num_blocks - 1 - b);
+    e->n_free_blocks = e->num_blocks;
+    for (int64_t i = 0; i < S; i++) e->requests[i].id = -1;
+
+    e->rope_table = pw_host_alloc((size_t)e->max_model_len * (size_t)in->head_dim * sizeof(float));
+    if (!e->rope_table) return PW_ERR_OOM;
+    pw_k_rope_table(e->rope_table, e->max_model_len, in->head_dim, in->rope_theta);
+
+    e->meta.positions = e->positions;
+    e->meta.slot_mapping = e->slot_mapping;
+    e->meta.token_seq = e->token_seq;
+    e->meta.block_tables = e->block_tables;
+    e->meta.max_blocks_per_seq = (int32_t)e->blocks_per_seq;
+    e->meta.block_size = (int32_t)e->cfg.block_size;
+
+    int64_t shape[1] = {T};
+    PW_TRY(pw_tensor_wrap(e->input_ids, PW_DEVICE_CPU, PW_I32, 1, shape, &e->ids_tensor));
+    return pw_engine_init_op_env(e);
+}
+
+/* Padding tokens write nothing and attend to nothing. */
+static void fill_padding(pw_engine *e, int64_t from, int64_t to) {
+    for (int64_t t = from; t < to; t++) {
+        e->input_ids[t] = 0;
+        e->positions[t] = 0;
+        e->slot_mapping[t] = -1;
+        e->token_seq[t] = 0;
+    }
+}
+
+pw_status pw_engine_perturb_metadata(void *user, int round) {
+    pw_engine *e = user;
+    /* Different per-step values in every persistent buffer: a kernel that
+     * baked any of them into its launch arguments shows up as a diff. */
+    for (int64_t t = 0; t < e->max_tokens; t++) {
+        e->positions[t] = (int32_t)(round * 3 + t % 5);
+        e->token_seq[t] = (int32_t)(round % 2);
+        e->input_ids[t] = (int32_t)(round + 1);
+        e->slot_mapping[t] = -1;
+    }
+    return PW_OK;
+}
+
+/* ---- forward ------------------------------------------------------------------------------ */
+
+/* Runs the model on the first n_padded tokens of the persistent buffers
+ * under (mode, desc). *logits is a new reference. */
+static pw_status forward(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc *desc,
+                         int64_t n_padded, pw_value *logits) {
+    pw_tensor *ids = NULL;
+    *logits = pw_value_none();
+    PW_TRY(pw_tensor_slice0(e->ids_tensor, 0, n_padded, &ids));
+    int nparams = pw_model_params(e->model, e->params, ids);
+    pw_forward_context ctx = {mode, *desc, &e->meta};
+    pw_status s = pw_forward_context_push(&ctx);
+    if (s == PW_OK) {
+        s = pw_graph_wrapper_call(e->full, e->params, nparams, logits);
+        pw_forward_context_pop();
+    }
+    pw_tensor_release(ids);
+    return s;
+}
+
+static pw_status capture_forward(void *user, pw_runtime_mode mode, const pw_batch_desc *desc) {
+    pw_engine *e = user;
+    fill_padding(e, 0, desc->num_tokens);
+    pw_value logits;
+    PW_TRY(forward(e, mode, desc, desc->num_tokens, &logits));
+    pw_value_release(logits);
+    return PW_OK;
+}
+
+static pw_status capture_all(pw_engine *e) {
+    if (e->cfg.mode == PW_GRAPH_NONE) return PW_OK;
+    pw_capture_options co;
+    pw_capture_options_init(&co);
+    co.warmups = e->cfg.warmups;
+    co.progress = e->cfg.progress;
+    co.graph_pool = e->graph_pool;
+    co.print_totals = e->cfg.print_capture_totals;
+    pw_capture_report rep;
+    pw_counters_get(&e->counters_before);
+    PW_TRY(pw_capture_all(e->dispatcher, capture_forward, e, &co, &rep));
+    e->stats.graphs_captured = rep.graphs_captured;
+    e->stats.capture_seconds = rep.seconds;
+    return PW_OK;
+}
+
+/* ---- engine lifecycle ------------------------------------------------------------------------ */
+
+static pw_status check_config(const pw_engine_config *c, const pw_model_info *in) {
+    if (c->max_num_seqs < 1)
+        return pw_error(PW_ERR_INVALID_ARG, "max_num_seqs must be >= 1 (got %" PRId64 ")",
+                        c->max_num_seqs);
+    if (c->max_num_batched_tokens < c->max_num_seqs)
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "max_num_batched_tokens (%" PRId64 ") must be >= max_num_seqs (%" PRId64
+                        ")",
+                        c->max_num_batched_tokens, c->max_num_seqs);
+    if (c->block_size < 1 || c->block_size > 1024)
+        return pw_error(PW_ERR_INVALID_ARG, "block_size must be in [1, 1024] (got %" PRId64 ")",
+                        c->block_size);
+    if (c->max_model_len < 0)
+        return pw_error(PW_ERR_INVALID_ARG, "max_model_len must be >= 0 (got %" PRId64 ")",
+                        c->max_model_len);
+    if (c->warmups < 0)
+        return pw_error(PW_ERR_INVALID_ARG, "warmups must be >= 0 (got %d)", c->warmups);
+    if ((unsigned)c->mode >= PW_GRAPH_MODE_COUNT_)
+        return pw_error(PW_ERR_INVALID_ARG, "unknown graph mode %d", (int)c->mode);
+    (void)in;
+    return PW_OK;
+}
+
+pw_status pw_engine_new(pw_model *m, const pw_engine_config *cfg_in, pw_engine **out) {
+    *out = NULL;
+    if (!m) return pw_error(PW_ERR_INVALID_ARG, "pw_engine_new: model is NULL");
+    pw_engine_config cfg;
+    if (cfg_in) cfg = *cfg_in;
+    else pw_engine_config_init(&cfg);
+    const pw_model_info *in = pw_model_get_info(m);
+    PW_TRY(check_config(&cfg, in));
+    pw_engine *e = pw_host_calloc(1, sizeof *e);
+    if (!e) return PW_ERR_OOM;
+    e->model = m;
+    e->cfg = cfg;
+    e->max_model_len = cfg.max_model_len ? cfg.max_model_len : in->context;
+    if (!cfg.max_model_len && e->max_model_len > ENGINE_DEFAULT_MAX_MODEL_LEN)
+        e->max_model_len = ENGINE_DEFAULT_MAX_MODEL_LEN;
+    if (e->cfg.kv_cache_positions <= 0) e->cfg.kv_cache_positions = ENGINE_DEFAULT_KV_POSITIONS;
+    e->max_tokens = cfg.max_num_batched_tokens;
+
+    pw_dispatcher_config dc;
+    pw_dispatcher_config_init(&dc);
+    dc.mode = cfg.mode;
+    dc.max_num_seqs = cfg.max_num_seqs;
+    dc.max_num_batched_tokens = cfg.max_num_batched_tokens;
+    dc.capture_sizes = cfg.capture_sizes;
+    dc.n_capture_sizes = cfg.n_capture_sizes;
+
+    pw_status s = pw_stream_new(PW_DEVICE_CPU, &e->stream);
+    if (s == PW_OK) s = pw_pool_new(PW_DEVICE_CPU, "activations", &e->act_pool);
+    if (s == PW_OK) s = pw_pool_new(PW_DEVICE_CPU, "graphs", &e->graph_pool);
+    if (s == PW_OK) s = pw_dispatcher_new(&dc, &e->dispatcher);
+    if (s == PW_OK) s = alloc_buffers(e);
+    if (s == PW_OK) s = compile_model(e);
+    if (s == PW_OK) s = capture_all(e);
+    if (s != PW_OK) {
+        pw_engine_free(e);
+        return s;
+    }
+    pw_pool_stats ps;
+    pw_pool_get_stats(e->graph_pool, &ps);
+    e->stats.graph_pool_reserved = ps.reserved;
+    e->stats.graph_pool_peak = ps.peak_allocated;
+    *out = e;
+    return PW_OK;
+}
+
+void pw_engine_free(pw_engine *e) {
+    if (!e) return;
+    pw_graph_wrapper_free(e->full);
+    if (e->pieces) {
+        for (int i = 0; i < e->n_submods; i++) {
+            pw_graph_wrapper_free(e->pieces[i].wrapper);
+            pw_plan_free(e->pieces[i].plan);
+        }
+    }
+    pw_plan_free(e->stitch_plan);
+    pw_ir_free(e->split);
+    pw_ir_free(e->ir);
+    pw_host_free(e->pieces);
+    pw_host_free(e->submods);
+    pw_tensor_release(e->ids_tensor);
+    pw_dispatcher_free(e->dispatcher);
+    const pw_model_info *in = pw_model_get_info(e->model);
+    for (int64_t l = 0; e->k_cache && l < in->n_layers; l++) pw_host_free(e->k_cache[l]);
+    for (int64_t l = 0; e->v_cache && l < in->n_layers; l++) pw_host_free(e->v_cache[l]);
+    pw_host_free(e->k_cache);
+    pw_host_free(e->v_cache);
+    if (e->requests)
+        for (int64_t i = 0; i < e->cfg.max_num_seqs; i++) pw_host_free(e->requests[i].tokens);
+    pw_host_free(e->requests);
+    pw_host_free(e->input_ids);
+    pw_host_free(e->positions);
+    pw_host_free(e->slot_mapping);
+    pw_host_free(e->token_seq);
+    pw_host_free(e->block_tables);
+    pw_host_free(e->free_blocks);
+    pw_host_free(e->step_tokens);
+    pw_host_free(e->sched);
+    pw_host_free(e->last_logits);
+    pw_host_free(e->sample_scratch);
+    pw_host_free(e->params);
+    pw_host_free(e->rope_table);
+    pw_engine_free_op_env(e);
+    pw_pool_free(e->graph_pool);
+    pw_pool_free(e->act_pool);
+    pw_stream_free(e->stream);
+    pw_host_free(e);
+}
+
+/* ---- requests ----------------------------------------------------------------------------------- */
+
+static pw_request *find_request(const pw_engine *e, int64_t id) {
+    for (int64_t i = 0; i < e->cfg.max_num_seqs; i++)
+        if (e->requests[i].id == id) return &e->requests[i];
+    return NULL;
+}
+
+static int64_t blocks_for(const pw_engine *e, int64_t positions) {
+    return (positions + e->cfg.block_size - 1) / e->cfg.block_size;
+}
+
+static pw_status reserve_blocks(pw_engine *e, pw_request *r, int64_t positions) {
+    int64_t need = blocks_for(e, positions);
+    if (need > e->blocks_per_seq)
+        return pw_error(PW_ERR_INVALID_ARG, "request needs %" PRId64 " positions, max_model_len is %" PRId64,
+                        positions, e->max_model_len);
+    if (need - r->n_blocks > e->n_free_blocks)
+        return pw_error(PW_ERR_OOM, "KV cache full: %" PRId64 " blocks needed, %" PRId64 " free",
+                        need - r->n_blocks, e->n_free_blocks);
+    int32_t *table = &e->block_tables[r->slot * e->blocks_per_seq];
+    while (r->n_blocks < need) table[r->n_blocks++] = e->free_blocks[--e->n_free_blocks];
+    return PW_OK;
+}
+
+static void release_blocks(pw_engine *e, pw_request *r) {
+    int32_t *table = &e->block_tables[r->slot * e->blocks_per_seq];
+    while (r->n_blocks > 0) e->free_blocks[e->n_free_blocks++] = table[--r->n_blocks];
+}
+
+static pw_status ensure_capacity(pw_request *r, int64_t n) {
+    if (n <= r->cap) return PW_OK;
+    int64_t cap = r->cap ? r->cap : 64;
+    while (cap < n) cap *= 2;
+    int32_t *t = pw_host_realloc(r->tokens, (size_t)cap * sizeof(int32_t));
+    if (!t) return PW_ERR_OOM;
+    r->tokens = t;
+    r->cap = cap;
+    return PW_OK;
+}
+
+static pw_status check_tokens(const pw_engine *e, const int32_t *tokens, int64_t n) {
+    int64_t vocab = pw_model_get_info(e->model)->vocab;
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= vocab)
+            return pw_error(PW_ERR_INVALID_ARG, "token %" PRId64 " is %d, outside the vocabulary [0, %" PRId64 ")",
+                            i, tokens[i], vocab);
+    return PW_OK;
+}
+
+pw_status pw_engine_add_request(pw_engine *e, const int32_t *prompt, int64_t n_prompt,
+                                int64_t max_new_tokens, const pw_sampling_params *sp,
+                                int64_t *id) {
+    if (id) *id = -1;
+    if (!prompt || n_prompt < 1) return pw_error(PW_ERR_INVALID_ARG, "the prompt is empty");
+    if (max_new_tokens < 1)
+        return pw_error(PW_ERR_INVALID_ARG, "max_new_tokens must be >= 1 (got %" PRId64 ")",
+                        max_new_tokens);
+    if (n_prompt + max_new_tokens > e->max_model_len)
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "prompt of %" PRId64 " tokens plus %" PRId64
+                        " new tokens exceeds the context of %" PRId64 " tokens",
+                        n_prompt, max_new_tokens, e->max_model_len);
+    if (blocks_for(e, n_prompt + max_new_tokens) > e->num_blocks)
+        return pw_error(PW_ERR_INVALID_ARG, "request needs more KV cache than the engine has");
+    PW_TRY(check_tokens(e, prompt, n_prompt));
+    pw_request *r = NULL;
+    for (int64_t i = 0; i < e->cfg.max_num_seqs && !r; i++)
+        if (e->requests[i].id < 0 && !e->requests[i].queued_or_live) r = &e->requests[i];
+    if (!r)
+        return pw_error(PW_ERR_STATE, "all %" PRId64 " request slots are in use (max_num_seqs)",
+                        e->cfg.max_num_seqs);
+    PW_TRY(ensure_capacity(r, n_prompt + max_new_tokens));
+    r->slot = r - e->requests;
+    memcpy(r->tokens, prompt, (size_t)n_prompt * sizeof(int32_t));
+    r->n_tokens = n_prompt;
+    r->n_prompt = n_prompt;
+    r->n_computed = 0;
+    r->n_generated = 0;
+    r->max_new = max_new_tokens;
+    r->limit = n_prompt + max_new_tokens;
+    r->finished = false;
+    r->admitted = false;
+    r->queued_or_live = true;
+    r->sp = sp ? *sp : (pw_sampling_params){0};
+    r->id = e->next_id++;
+    r->arrival = r->id;
+    r->rng = pw_sampler_seed(r->sp.seed, r->id);
+    if (id) *id = r->id;
+    return PW_OK;
+}
+
+pw_status pw_engine_continue_request(pw_engine *e, int64_t id, const int32_t *tokens, int64_t n,
+                                     int64_t max_new_tokens) {
+    pw_request *r = find_request(e, id);
+    if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
+    if (!r->finished) return pw_error(PW_ERR_STATE, "request %" PRId64 " is still running", id);
+    if (n < 1 || max_new_tokens < 1)
+        return pw_error(PW_ERR_INVALID_ARG, "continue needs tokens and max_new_tokens >= 1");
+    if (r->n_tokens + n + max_new_tokens > e->max_model_len)
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "conversation of %" PRId64 " tokens would exceed the context of %" PRId64
+                        " tokens",
+                        r->n_tokens + n + max_new_tokens, e->max_model_len);
+    PW_TRY(check_tokens(e, tokens, n));
+    PW_TRY(ensure_capacity(r, r->n_tokens + n + max_new_tokens));
+    PW_TRY(reserve_blocks(e, r, r->n_tokens + n + max_new_tokens));
+    memcpy(r->tokens + r->n_tokens, tokens, (size_t)n * sizeof(int32_t));
+    r->n_tokens += n;
+    r->limit = r->n_tokens + max_new_tokens;
+    r->finished = false;
+    return PW_OK;
+}
+
+pw_status pw_engine_release_request(pw_engine *e, int64_t id) {
+    pw_request *r = find_request(e, id);
+    if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
+    if (!r->finished) return pw_error(PW_ERR_STATE, "request %" PRId64 " is still running", id);
+    release_blocks(e, r);
+    r->id = -1;
+    r->queued_or_live = false;
+    r->admitted = false;
+    return PW_OK;
+}
+
+pw_status pw_engine_request_output(const pw_engine *e, int64_t id, const int32_t **tokens,
+                                   int64_t *n) {
+    const pw_request *r = find_request(e, id);
+    if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
+    *tokens = r->tokens + r->n_prompt;
+    *n = r->n_tokens - r->n_prompt;
+    return PW_OK;
+}
+
+pw_status pw_engine_last_logits(const pw_engine *e, int64_t id, const float **logits) {
+    const pw_request *r = find_request(e, id);
+    if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
+    *logits = e->last_logits + r->slot * pw_model_get_info(e->model)->vocab;
+    return PW_OK;
+}
+
+bool pw_engine_has_work(const pw_engine *e) {
+    for (int64_t i = 0; i < e->cfg.max_num_seqs; i++)
+        if (e->requests[i].id >= 0 && !e->requests[i].finished) return true;
+    return false;
+}
+
+/* ---- one step ------------------------------------------------------------------------------------ */
+
+static int by_arrival(const void *a, const void *b) {
+    const pw_sched *x = a, *y = b;
+    return (x->r->arrival > y->r->arrival) - (x->r->arrival < y->r->arrival);
+}
+
+/* Decode tokens first (one per request), then prefill chunks, oldest
+ * request first, within max_num_batched_tokens. */
+static pw_status schedule(pw_engine *e, int64_t *n_sched, int64_t *n_tokens, bool *uniform) {
+    int64_t budget = e->cfg.max_num_batched_tokens, ns = 0, nt = 0;
+    bool all_decode = true;
+    for (int pass = 0; pass < 2; pass++) {
+        int64_t first = ns;
+        for (int64_t i = 0; i < e->cfg.max_num_seqs; i++) {
+            pw_request *r = &e->requests[i];
+            if (r->id < 0 || r->finished) continue;
+            int64_t pending = r->n_tokens - r->n_computed;
+            bool decode = pending == 1;
+            if ((pass == 0) != decode) continue;
+            e->sched[ns].r = r;
+            e->sched[ns].count = pending;
+            ns++;
+        }
+        qsort(e->sched + first, (size_t)(ns - first), sizeof *e->sched, by_arrival);
+    }
+    int64_t kept = 0;
+    for (int64_t i = 0; i < ns && budget > 0; i++) {
+        pw_sched *s = &e->sched[i];
+        pw_request *r = s->r;
+        if (!r->admitted) {
+            if (reserve_blocks(e, r, r->limit) != PW_OK) {
+                pw_clear_error();
+                continue; /* waits for KV blocks */
+            }
+            r->admitted = true;
+        }
+        int64_t take = s->count < budget ? s->count : budget;
+        if (take != 1 || s->count != 1) all_decode = false;
+        s->count = take;
+        s->start = nt;
+        for (int64_t j = 0; j < take; j++) {
+            int64_t pos = r->n_computed + j;
+            int64_t t = nt + j;
+            int32_t block = e->block_tables[r->slot * e->blocks_per_seq + pos / e->cfg.block_size];
+            e->input_ids[t] = r->tokens[pos];
+            e->positions[t] = (int32_t)pos;
+            e->slot_mapping[t] = (int32_t)(block * e->cfg.block_size + pos % e->cfg.block_size);
+            e->token_seq[t] = (int32_t)r->slot;
+        }
+        nt += take;
+        budget -= take;
+        e->sched[kept++] = *s;
+    }
+    *n_sched = kept;
+    *n_tokens = nt;
+    *uniform = all_decode && kept > 0;
+    return PW_OK;
+}
+
+static bool is_eos(const pw_engine *e, int32_t tok) { return tok == pw_model_eos(e->model); }
+
+pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_out) {
+    *tokens = e->step_tokens;
+    *n_out = 0;
+    int64_t ns, nt;
+    bool uniform;
+    PW_TRY(schedule(e, &ns, &nt, &uniform));
+    if (nt == 0) return PW_OK;
+    double t0 = now_seconds();
+    pw_runtime_mode mode;
+    pw_batch_desc desc;
+    PW_TRY(pw_dispatch(e->dispatcher, nt, uniform, false, &mode, &desc));
+    int64_t padded = desc.num_tokens;
+    fill_padding(e, nt, padded);
+    pw_value logits_v;
+    PW_TRY(forward(e, mode, &desc, padded, &logits_v));
+    if (logits_v.kind != PW_VAL_TENSOR) {
+        pw_value_release(logits_v);
+        return pw_error(PW_ERR_INTERNAL, "the forward returned no logits tensor");
+    }
+    const float *logits = pw_tensor_data(logits_v.as.tensor);
+    int64_t vocab = pw_model_get_info(e->model)->vocab;
+    int64_t n_new = 0, prompt_tokens = 0;
+    for (int64_t i = 0; i < ns; i++) {
+        pw_sched *s = &e->sched[i];
+        pw_request *r = s->r;
+        if (r->n_computed < r->n_prompt) prompt_tokens += s->count;
+        r->n_computed += s->count;
+        if (r->n_computed < r->n_tokens) continue; /* prefill chunk, more to come */
+        const float *row = logits + (s->start + s->count - 1) * vocab;
+        memcpy(e->last_logits + r->slot * vocab, row, (size_t)vocab * sizeof(float));
+        int32_t tok = pw_sample(row, vocab, &r->sp, &r->rng, e->sample_scratch);
+        r->tokens[r->n_tokens++] = tok;
+        r->n_generated++;
+        r->finished = is_eos(e, tok) || r->n_tokens >= r->limit;
+        e->step_tokens[n_new++] = (pw_step_token){r->id, tok, r->finished};
+    }
+    pw_value_release(logits_v);
+    double dt = now_seconds() - t0;
+    e->stats.steps++;
+    e->stats.steps_by_mode[mode]++;
+    e->stats.prompt_tokens += prompt_tokens;
+    e->stats.generated_tokens += n_new;
+    if (prompt_tokens > 0) {
+        e->stats.prefill_seconds += dt;
+    } else {
+        e->stats.decode_seconds += dt;
+        e->stats.decode_steps++;
+        e->stats.decode_step_tokens += nt;
+    }
+    *n_out = n_new;
+    return PW_OK;
+}
+
+void pw_engine_get_stats(const pw_engine *e, pw_engine_stats *out) { *out = e->stats; }
+
+void pw_engine_reset_stats(pw_engine *e) {
+    uint64_t g = e->stats.graphs_captured;
+    double c = e->stats.capture_seconds;
+    size_t r = e->stats.graph_pool_reserved, p = e->stats.graph_pool_peak;
+    memset(&e->stats, 0, sizeof e->stats);
+    e->stats.graphs_captured = g;
+    e->stats.capture_seconds = c;
+    e->stats.graph_pool_reserved = r;
+    e->stats.graph_pool_peak = p;
+}
+
+const pw_dispatcher *pw_engine_dispatcher(const pw_engine *e) { return e->dispatcher; }
+const pw_plan *pw_engine_plan(const pw_engine *e) { return e->stitch_plan; }
+const pw_ir *pw_engine_split_graph(const pw_engine *e) { return e->split; }

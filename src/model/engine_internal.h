@@ -1,0 +1,89 @@
+#ifndef PW_MODEL_ENGINE_INTERNAL_H
+#define PW_MODEL_ENGINE_INTERNAL_H
+
+#include "backend/cpu/kernels/kernels.h"
+#include "model/llama.h"
+#include "ops/ops.h"
+
+typedef struct prob_index_scratch prob_index_scratch;
+
+typedef struct pw_request {
+    int64_t id;            /* -1: free slot */
+    int64_t slot;          /* index in requests[], row of block_tables */
+    int64_t arrival;
+    int32_t *tokens;       /* prompt, then generated tokens */
+    int64_t n_tokens, cap;
+    int64_t n_prompt;
+    int64_t n_computed;    /* tokens whose K/V are in the cache */
+    int64_t n_generated;
+    int64_t max_new;
+    int64_t limit;         /* stop when n_tokens reaches this */
+    int64_t n_blocks;      /* KV blocks held */
+    bool finished;
+    bool admitted;         /* KV blocks reserved */
+    bool queued_or_live;
+    pw_sampling_params sp;
+    uint64_t rng;
+} pw_request;
+
+typedef struct pw_sched {
+    pw_request *r;
+    int64_t start; /* first token row in the batch */
+    int64_t count; /* tokens scheduled */
+} pw_sched;
+
+typedef struct pw_piece {
+    pw_plan *plan;
+    pw_graph_wrapper *wrapper;
+} pw_piece;
+
+struct pw_engine {
+    pw_model *model;
+    pw_engine_config cfg;
+    int64_t max_model_len;
+    int64_t max_tokens; /* rows of the persistent token buffers */
+
+    pw_stream *stream;
+    pw_pool *act_pool;   /* eager activations */
+    pw_pool *graph_pool; /* shared by every captured graph */
+    pw_dispatcher *dispatcher;
+
+    /* compiled model */
+    pw_ir *ir, *split;
+    pw_plan *stitch_plan;
+    pw_piece *pieces; /* indexed like the plan's submodules; inlined ones empty */
+    pw_callable *submods;
+    int n_submods, n_pieces;
+    pw_graph_wrapper *full;
+    pw_value *params;
+
+    /* persistent per-step buffers: graphs read them through pointers */
+    int32_t *input_ids, *positions, *slot_mapping, *token_seq, *block_tables;
+    pw_attn_meta meta;
+    pw_tensor *ids_tensor;
+    float **k_cache, **v_cache; /* per layer [num_blocks][block_size][n_kv_heads][head_dim] */
+    float *rope_table;
+    pw_op_env env;
+
+    /* KV blocks */
+    int64_t num_blocks, blocks_per_seq;
+    int32_t *free_blocks;
+    int64_t n_free_blocks;
+
+    /* requests */
+    pw_request *requests; /* max_num_seqs slots */
+    int64_t next_id;
+    pw_sched *sched;
+    pw_step_token *step_tokens;
+    float *last_logits; /* [max_num_seqs][vocab] */
+    prob_index_scratch *sample_scratch;
+
+    pw_engine_stats stats;
+    pw_wrapper_counters counters_before;
+};
+
+pw_status pw_engine_init_op_env(pw_engine *e);
+void pw_engine_free_op_env(pw_engine *e);
+pw_status pw_engine_perturb_metadata(void *user, int round);
+
+#endif

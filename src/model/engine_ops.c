@@ -1,0 +1,27 @@
+/* Binds the engine's persistent state (stream, pools, KV cache, attention
+ * metadata, rope table) into the op environment the plan's ops run in. */
+#include "model/engine_internal.h"
+
+pw_status pw_engine_init_op_env(pw_engine *e) {
+    const pw_model_info *in = pw_model_get_info(e->model);
+    pw_op_env *env = &e->env;
+    env->stream = e->stream;
+    env->pool = e->act_pool;
+    env->attn_meta = &e->meta;
+    env->k_cache = e->k_cache;
+    env->v_cache = e->v_cache;
+    env->n_layers = (int)in->n_layers;
+    env->n_heads = (int)in->n_heads;
+    env->n_kv_heads = (int)in->n_kv_heads;
+    env->head_dim = (int)in->head_dim;
+    env->num_blocks = e->num_blocks;
+    env->max_seqs = e->cfg.max_num_seqs;
+    env->max_tokens = e->max_tokens;
+    env->rope_table = e->rope_table;
+    env->rope_max_pos = e->max_model_len;
+    env->rms_eps = in->rms_eps;
+    env->positions = e->positions;
+    return PW_OK;
+}
+
+void pw_engine_free_op_env(pw_engine *e) { (void)e; }

@@ -1,0 +1,334 @@
+/* A Llama-family model from a GGUF file: hyperparameters, weights and the
+ * forward pass as an IR graph.
+ *
+ * Weights stay in the mapping when they are f32; every other stored type
+ * is dequantized to f32 once at load (docs/gguf.md lists the types). */
+#include "model/llama.h"
+
+#include "model/dequant.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#define LLAMA_DEFAULT_ROPE_THETA 10000.0f
+#define LLAMA_DEFAULT_RMS_EPS 1e-5f
+
+static pw_status read_hparams(pw_model *m) {
+    const pw_gguf *g = m->gguf;
+    pw_model_info *info = &m->info;
+    const char *arch = NULL;
+    if (pw_gguf_get_string(g, "general.architecture", &arch) != PW_OK)
+        return pw_error(PW_ERR_FORMAT, "missing general.architecture");
+    if (strcmp(arch, "llama") != 0)
+        return pw_error(PW_ERR_UNSUPPORTED,
+                        "unknown architecture '%s' (piecewise runs 'llama' models)", arch);
+    snprintf(info->arch, sizeof info->arch, "%s", arch);
+    const char *name = NULL;
+    if (pw_gguf_get_string(g, "general.name", &name) == PW_OK)
+        snprintf(info->name, sizeof info->name, "%s", name);
+
+    uint32_t u;
+    float f;
+#define REQUIRE_U32(key, field)                                                              \
+    do {                                                                                     \
+        pw_status s_ = pw_gguf_get_u32(g, key, &u);                                          \
+        if (s_ != PW_OK) return pw_error_context(s_, "hyperparameter");                     \
+        if (u == 0) return pw_error(PW_ERR_FORMAT, "hyperparameter %s is 0", key);          \
+        field = u;                                                                           \
+    } while (0)
+    REQUIRE_U32("llama.block_count", info->n_layers);
+    REQUIRE_U32("llama.embedding_length", info->dim);
+    REQUIRE_U32("llama.feed_forward_length", info->ffn_dim);
+    REQUIRE_U32("llama.attention.head_count", info->n_heads);
+    REQUIRE_U32("llama.context_length", info->context);
+#undef REQUIRE_U32
+    info->n_kv_heads = info->n_heads;
+    if (pw_gguf_get_u32(g, "llama.attention.head_count_kv", &u) == PW_OK) info->n_kv_heads = u;
+    info->rms_eps = LLAMA_DEFAULT_RMS_EPS;
+    if (pw_gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", &f) == PW_OK)
+        info->rms_eps = f;
+    info->rope_theta = LLAMA_DEFAULT_ROPE_THETA;
+    if (pw_gguf_get_f32(g, "llama.rope.freq_base", &f) == PW_OK) info->rope_theta = f;
+    pw_clear_error();
+
+    if (info->n_kv_heads == 0 || info->n_heads % info->n_kv_heads != 0)
+        return pw_error(PW_ERR_FORMAT,
+                        "llama.attention.head_count_kv (%" PRId64
+                        ") must divide head_count (%" PRId64 ")",
+                        info->n_kv_heads, info->n_heads);
+    if (info->dim % info->n_heads != 0 || (info->dim / info->n_heads) % 2 != 0)
+        return pw_error(PW_ERR_FORMAT,
+                        "embedding_length %" PRId64 " is not an even head size times %" PRId64
+                        " heads",
+                        info->dim, info->n_heads);
+    info->head_dim = info->dim / info->n_heads;
+    if (info->n_layers > PW_LLAMA_MAX_LAYERS)
+        return pw_error(PW_ERR_UNSUPPORTED, "%" PRId64 " layers (at most %d)", info->n_layers,
+                        PW_LLAMA_MAX_LAYERS);
+    return PW_OK;
+}
+
+/* Finds a tensor, checks its shape (ggml order: dims[0] innermost) and
+ * returns an f32 tensor over its data (mapped or dequantized). */
+static pw_status load_weight(pw_model *m, const char *name, int64_t d0, int64_t d1,
+                             pw_tensor **out) {
+    const pw_gguf_tensor *t;
+    pw_status s = pw_gguf_find_tensor(m->gguf, name, &t);
+    if (s != PW_OK) return pw_error(PW_ERR_NOT_FOUND, "missing tensor '%s'", name);
+    int64_t want_elems = d0 * (d1 ? d1 : 1);
+    if (t->dims[0] != d0 || (d1 && t->dims[1] != d1) || t->n_elements != want_elems)
+        return pw_error(PW_ERR_FORMAT,
+                        "tensor '%s' has shape [%" PRId64 ", %" PRId64 "], expected [%" PRId64
+                        ", %" PRId64 "]",
+                        name, t->dims[0], t->n_dims > 1 ? t->dims[1] : 1, d0, d1 ? d1 : 1);
+    m->dtype_counts[t->dtype]++;
+    const float *data;
+    if (t->dtype == PW_F32) {
+        data = t->data;
+    } else {
+        float *buf = pw_host_alloc((size_t)want_elems * sizeof(float));
+        if (!buf) return PW_ERR_OOM;
+        s = pw_dequantize(t->dtype, t->data, buf, want_elems);
+        if (s != PW_OK) {
+            pw_host_free(buf);
+            return pw_error_context(s, "tensor '%s'", name);
+        }
+        m->owned[m->n_owned++] = buf;
+        data = buf;
+    }
+    int64_t shape[2] = {d1 ? d1 : d0, d0};
+    s = pw_tensor_wrap((void *)data, PW_DEVICE_CPU, PW_F32, d1 ? 2 : 1, d1 ? shape : &shape[1],
+                       out);
+    if (s == PW_OK) m->info.weight_bytes += (size_t)want_elems * sizeof(float);
+    return s;
+}
+
+static pw_status load_weights(pw_model *m) {
+    const pw_model_info *in = &m->info;
+    int64_t kv_dim = in->n_kv_heads * in->head_dim;
+    const pw_gguf_tensor *embd;
+    PW_TRY(pw_gguf_find_tensor(m->gguf, "token_embd.weight", &embd));
+    m->info.vocab = embd->dims[1];
+    /* one owned buffer per weight at most */
+    m->owned = pw_host_calloc((size_t)(in->n_layers * 9 + 3), sizeof(float *));
+    if (!m->owned) return PW_ERR_OOM;
+    PW_TRY(load_weight(m, "token_embd.weight", in->dim, in->vocab, &m->tok_embd));
+    char name[96];
+    for (int64_t l = 0; l < in->n_layers; l++) {
+        pw_llama_layer *L = &m->layers[l];
+        struct {
+            const char *suffix;
+            int64_t d0, d1;
+            pw_tensor **dst;
+        } want[] = {
+            {"attn_norm", in->dim, 0, &L->attn_norm},
+            {"attn_q", in->dim, in->dim, &L->wq},
+            {"attn_k", in->dim, kv_dim, &L->wk},
+            {"attn_v", in->dim, kv_dim, &L->wv},
+            {"attn_output", in->dim, in->dim, &L->wo},
+            {"ffn_norm", in->dim, 0, &L->ffn_norm},
+            {"ffn_gate", in->dim, in->ffn_dim, &L->w_gate},
+            {"ffn_up", in->dim, in->ffn_dim, &L->w_up},
+            {"ffn_down", in->ffn_dim, in->dim, &L->w_down},
+        };
+        for (size_t i = 0; i < PW_ARRAY_LEN(want); i++) {
+            snprintf(name, sizeof name, "blk.%" PRId64 ".%s.weight", l, want[i].suffix);
+            PW_TRY(load_weight(m, name, want[i].d0, want[i].d1, want[i].dst));
+        }
+    }
+    PW_TRY(load_weight(m, "output_norm.weight", in->dim, 0, &m->output_norm));
+    const pw_gguf_tensor *head;
+    if (pw_gguf_find_tensor(m->gguf, "output.weight", &head) == PW_OK) {
+        PW_TRY(load_weight(m, "output.weight", in->dim, in->vocab, &m->output));
+    } else {
+        pw_clear_error();
+        m->info.tied_embeddings = true;
+        m->output = pw_tensor_retain(m->tok_embd);
+    }
+    int best = PW_F32;
+    for (int t = 0; t < PW_DTYPE_COUNT_; t++)
+        if (m->dtype_counts[t] > m->dtype_counts[best]) best = t;
+    m->info.file_dtype = (pw_dtype)best;
+    return PW_OK;
+}
+
+pw_status pw_model_load(const char *path, pw_model **out) {
+    *out = NULL;
+    if (!path) return pw_error(PW_ERR_INVALID_ARG, "pw_model_load: path is NULL");
+    pw_model *m = pw_host_calloc(1, sizeof *m);
+    if (!m) return PW_ERR_OOM;
+    pw_status s = pw_gguf_open(path, &m->gguf);
+    if (s == PW_OK) s = read_hparams(m);
+    if (s == PW_OK) {
+        m->layers = pw_host_calloc((size_t)m->info.n_layers, sizeof *m->layers);
+        if (!m->layers) s = PW_ERR_OOM;
+    }
+    if (s == PW_OK) s = load_weights(m);
+    if (s == PW_OK) s = pw_tokenizer_new(m->gguf, &m->tokenizer);
+    if (s != PW_OK) {
+        pw_model_free(m);
+        return pw_error_context(s, "loading '%s'", path);
+    }
+    if (!m->info.name[0]) {
+        const char *base = strrchr(path, '/');
+        snprintf(m->info.name, sizeof m->info.name, "%s", base ? base + 1 : path);
+    }
+    *out = m;
+    return PW_OK;
+}
+
+void pw_model_free(pw_model *m) {
+    if (!m) return;
+    pw_tensor_release(m->tok_embd);
+    pw_tensor_release(m->output_norm);
+    pw_tensor_release(m->output);
+    if (m->layers) {
+        for (int64_t l = 0; l < m->info.n_layers; l++) {
+            pw_llama_layer *L = &m->layers[l];
+            pw_tensor *ts[] = {L->attn_norm, L->wq,       L->wk,   L->wv,    L->wo,
+                               L->ffn_norm,  L->w_gate,   L->w_up, L->w_down};
+            for (size_t i = 0; i < PW_ARRAY_LEN(ts); i++) pw_tensor_release(ts[i]);
+        }
+    }
+    for (int i = 0; i < m->n_owned; i++) pw_host_free(m->owned[i]);
+    pw_host_free(m->owned);
+    pw_host_free(m->layers);
+    pw_tokenizer_free(m->tokenizer);
+    pw_gguf_free(m->gguf);
+    pw_host_free(m);
+}
+
+const pw_model_info *pw_model_get_info(const pw_model *m) { return &m->info; }
+
+int pw_model_num_params(const pw_model *m) { return 1 + 3 + (int)m->info.n_layers * 9; }
+
+/* Parameter order: input_ids, tok_embd, then per layer the nine weights,
+ * then output_norm and the LM head. pw_model_params fills the same order. */
+int pw_model_params(const pw_model *m, pw_value *params, pw_tensor *input_ids) {
+    int n = 0;
+    params[n++] = pw_value_tensor(input_ids);
+    params[n++] = pw_value_tensor(m->tok_embd);
+    for (int64_t l = 0; l < m->info.n_layers; l++) {
+        const pw_llama_layer *L = &m->layers[l];
+        pw_tensor *ts[] = {L->attn_norm, L->wq,     L->wk,   L->wv,    L->wo,
+                           L->ffn_norm,  L->w_gate, L->w_up, L->w_down};
+        for (size_t i = 0; i < PW_ARRAY_LEN(ts); i++) params[n++] = pw_value_tensor(ts[i]);
+    }
+    params[n++] = pw_value_tensor(m->output_norm);
+    params[n++] = pw_value_tensor(m->output);
+    return n;
+}
+
+/* ---- the forward pass as IR ----------------------------------------------------- */
+
+typedef struct ir_builder {
+    pw_ir *g;
+    pw_status status;
+    char name[64];
+} ir_builder;
+
+static int placeholder(ir_builder *b, const char *fmt, int64_t l) {
+    int node = -1;
+    if (b->status != PW_OK) return -1;
+    snprintf(b->name, sizeof b->name, fmt, l);
+    b->status = pw_ir_add_placeholder(b->g, b->name, &node);
+    return node;
+}
+
+/* call(b, "q", layer, "matmul", 2, x, w): node named q_<layer>. Integer
+ * arguments are passed as (PW_IR_ARG_INT) with the value tagged negative-free. */
+static int call(ir_builder *b, const char *name, int64_t l, const char *target,
+                const pw_ir_arg *args, int nargs) {
+    int node = -1;
+    if (b->status != PW_OK) return -1;
+    if (l >= 0) snprintf(b->name, sizeof b->name, "%s_%" PRId64, name, l);
+    else snprintf(b->name, sizeof b->name, "%s", name);
+    b->status = pw_ir_add_call_function(b->g, b->name, target, args, nargs, NULL, 0, &node);
+    return node;
+}
+
+#define N(x) pw_ir_arg_node(x)
+
+pw_status pw_model_build_ir(const pw_model *m, pw_ir **out) {
+    *out = NULL;
+    const pw_model_info *in = &m->info;
+    ir_builder b = {0};
+    PW_TRY(pw_ir_new("llama_forward", &b.g));
+    int ids = placeholder(&b, "input_ids", 0);
+    int tok_embd = placeholder(&b, "tok_embd", 0);
+    int *w = pw_host_calloc((size_t)in->n_layers * 9, sizeof(int));
+    if (!w) {
+        pw_ir_free(b.g);
+        return PW_ERR_OOM;
+    }
+    static const char *const wnames[9] = {"l%" PRId64 "_attn_norm", "l%" PRId64 "_wq",
+                                          "l%" PRId64 "_wk",        "l%" PRId64 "_wv",
+                                          "l%" PRId64 "_wo",        "l%" PRId64 "_ffn_norm",
+                                          "l%" PRId64 "_w_gate",    "l%" PRId64 "_w_up",
+                                          "l%" PRId64 "_w_down"};
+    for (int64_t l = 0; l < in->n_layers; l++)
+        for (int i = 0; i < 9; i++) w[l * 9 + i] = placeholder(&b, wnames[i], l);
+    int out_norm = placeholder(&b, "output_norm", 0);
+    int lm_head = placeholder(&b, "lm_head", 0);
+
+    pw_ir_arg a[5];
+    a[0] = N(ids), a[1] = N(tok_embd);
+    int h = call(&b, "embed", -1, PW_OP_EMBEDDING, a, 2);
+    for (int64_t l = 0; l < in->n_layers; l++) {
+        const int *lw = &w[l * 9];
+        a[0] = N(h), a[1] = N(lw[0]);
+        int x = call(&b, "attn_in", l, PW_OP_RMS_NORM, a, 2);
+        a[0] = N(x), a[1] = N(lw[1]);
+        int q = call(&b, "q", l, PW_OP_MATMUL, a, 2);
+        a[1] = N(lw[2]);
+        int k = call(&b, "k", l, PW_OP_MATMUL, a, 2);
+        a[1] = N(lw[3]);
+        int v = call(&b, "v", l, PW_OP_MATMUL, a, 2);
+        a[0] = N(q), a[1] = pw_ir_arg_int(in->n_heads);
+        int qr = call(&b, "q_rope", l, PW_OP_ROPE, a, 2);
+        a[0] = N(k), a[1] = pw_ir_arg_int(in->n_kv_heads);
+        int kr = call(&b, "k_rope", l, PW_OP_ROPE, a, 2);
+        a[0] = N(qr);
+        int o = call(&b, "attn_out", l, PW_OP_EMPTY_LIKE, a, 1);
+        a[0] = N(qr), a[1] = N(kr), a[2] = N(v), a[3] = N(o), a[4] = pw_ir_arg_int(l);
+        call(&b, "attn", l, PW_OP_ATTENTION, a, 5);
+        a[0] = N(o), a[1] = N(lw[4]);
+        int proj = call(&b, "o_proj", l, PW_OP_MATMUL, a, 2);
+        a[0] = N(h), a[1] = N(proj);
+        int h1 = call(&b, "h_attn", l, PW_OP_ADD, a, 2);
+        a[0] = N(h1), a[1] = N(lw[5]);
+        int x2 = call(&b, "ffn_in", l, PW_OP_RMS_NORM, a, 2);
+        a[0] = N(x2), a[1] = N(lw[6]);
+        int gate = call(&b, "gate", l, PW_OP_MATMUL, a, 2);
+        a[1] = N(lw[7]);
+        int up = call(&b, "up", l, PW_OP_MATMUL, a, 2);
+        a[0] = N(gate), a[1] = N(up);
+        int act = call(&b, "act", l, PW_OP_SILU_MUL, a, 2);
+        a[0] = N(act), a[1] = N(lw[8]);
+        int down = call(&b, "down", l, PW_OP_MATMUL, a, 2);
+        a[0] = N(h1), a[1] = N(down);
+        h = call(&b, "h", l, PW_OP_ADD, a, 2);
+    }
+    a[0] = N(h), a[1] = N(out_norm);
+    int xf = call(&b, "final_norm", -1, PW_OP_RMS_NORM, a, 2);
+    a[0] = N(xf), a[1] = N(lm_head);
+    int logits = call(&b, "logits", -1, PW_OP_MATMUL, a, 2);
+    if (b.status == PW_OK) b.status = pw_ir_set_output(b.g, N(logits), NULL);
+    if (b.status == PW_OK) {
+        pw_ir_type t = {PW_IR_TYPE_TENSOR, PW_F32, 2, {PW_IR_DIM_TOKENS, in->vocab}};
+        b.status = pw_ir_set_node_type(b.g, logits, &t);
+    }
+    if (b.status == PW_OK) {
+        pw_ir_type t = {PW_IR_TYPE_TENSOR, PW_I32, 1, {PW_IR_DIM_TOKENS}};
+        b.status = pw_ir_set_node_type(b.g, ids, &t);
+    }
+    if (b.status == PW_OK) b.status = pw_ir_validate(b.g);
+    pw_host_free(w);
+    if (b.status != PW_OK) {
+        pw_ir_free(b.g);
+        return pw_error_context(b.status, "building the model graph");
+    }
+    *out = b.g;
+    return PW_OK;
+}
+#undef N

@@ -1,0 +1,41 @@
+/* The model's tokenizer through the public API. */
+#include "model/llama.h"
+
+#include <string.h>
+
+pw_status pw_model_tokenize(const pw_model *m, const char *text, bool add_bos, int32_t **ids,
+                            int64_t *n) {
+    *ids = NULL;
+    *n = 0;
+    if (!text) return pw_error(PW_ERR_INVALID_ARG, "tokenize: text is NULL");
+    unsigned flags = PW_TOKENIZE_PARSE_SPECIAL;
+    if (add_bos) flags |= PW_TOKENIZE_ADD_BOS;
+    int32_t *tmp = NULL;
+    PW_TRY(pw_tokenizer_encode(m->tokenizer, text, strlen(text), flags, &tmp, n));
+    /* hand the caller a malloc'ed array, as the public API promises */
+    *ids = malloc((size_t)(*n ? *n : 1) * sizeof(int32_t));
+    if (!*ids) {
+        pw_host_free(tmp);
+        return pw_error(PW_ERR_OOM, "tokenize: out of memory");
+    }
+    memcpy(*ids, tmp, (size_t)*n * sizeof(int32_t));
+    pw_host_free(tmp);
+    return PW_OK;
+}
+
+const char *pw_model_token_text(const pw_model *m, int32_t prev, int32_t token) {
+    static _Thread_local char buf[256];
+    const char *piece;
+    size_t len;
+    if (pw_tokenizer_decode_token(m->tokenizer, prev, token, &piece, &len) != PW_OK) {
+        pw_clear_error();
+        return "";
+    }
+    if (len >= sizeof buf) len = sizeof buf - 1;
+    memcpy(buf, piece, len);
+    buf[len] = '\0';
+    return buf;
+}
+
+int32_t pw_model_bos(const pw_model *m) { return pw_tokenizer_bos(m->tokenizer); }
+int32_t pw_model_eos(const pw_model *m) { return pw_tokenizer_eos(m->tokenizer); }

@@ -1,0 +1,97 @@
+#include "cli_args.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *pw_cli_value(int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "piecewise: option %s needs a value\n", argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static int parse_int(const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end != '\0') {
+        fprintf(stderr, "piecewise: %s: '%s' is not an integer\n", opt, v);
+        return 1;
+    }
+    if (x < lo || x > hi) {
+        fprintf(stderr, "piecewise: %s: %lld is outside [%lld, %lld]\n", opt, x, (long long)lo,
+                (long long)hi);
+        return 1;
+    }
+    *out = x;
+    return 0;
+}
+
+int pw_cli_int(int argc, char **argv, int *i, int64_t lo, int64_t hi, int64_t *out) {
+    const char *opt = argv[*i];
+    const char *v = pw_cli_value(argc, argv, i);
+    return v ? parse_int(opt, v, lo, hi, out) : 1;
+}
+
+int pw_cli_double(int argc, char **argv, int *i, double lo, double hi, double *out) {
+    const char *opt = argv[*i];
+    const char *v = pw_cli_value(argc, argv, i);
+    if (!v) return 1;
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end != '\0' || x != x) {
+        fprintf(stderr, "piecewise: %s: '%s' is not a number\n", opt, v);
+        return 1;
+    }
+    if (x < lo || x > hi) {
+        fprintf(stderr, "piecewise: %s: %g is outside [%g, %g]\n", opt, x, lo, hi);
+        return 1;
+    }
+    *out = x;
+    return 0;
+}
+
+int pw_cli_int_list(const char *text, int64_t *out, int cap, const char *option) {
+    int n = 0;
+    const char *p = text;
+    while (*p) {
+        char item[32];
+        size_t len = strcspn(p, ",");
+        if (len == 0 || len >= sizeof item) {
+            fprintf(stderr, "piecewise: %s: bad list '%s' (expected e.g. 1,4,16)\n", option, text);
+            return -1;
+        }
+        memcpy(item, p, len);
+        item[len] = '\0';
+        if (n == cap) {
+            fprintf(stderr, "piecewise: %s: more than %d values\n", option, cap);
+            return -1;
+        }
+        if (parse_int(option, item, 1, 1 << 20, &out[n])) return -1;
+        n++;
+        p += len;
+        if (*p == ',') p++;
+    }
+    if (n == 0) {
+        fprintf(stderr, "piecewise: %s: empty list\n", option);
+        return -1;
+    }
+    return n;
+}
+
+int pw_cli_parse_mode(const char *text, pw_graph_mode *out) {
+    if (strcmp(text, "auto") == 0) {
+        *out = PW_GRAPH_MODE_DEFAULT;
+        return 0;
+    }
+    if (pw_graph_mode_parse(text, out) == PW_OK) return 0;
+    fprintf(stderr,
+            "piecewise: --mode: unknown mode '%s' (expected auto, none, piecewise, full, "
+            "full_decode_only or full_and_piecewise)\n",
+            text);
+    return 1;
+}

@@ -1,0 +1,18 @@
+/* Option parsing helpers shared by the subcommands. Each prints a clear
+ * message naming the option on error and returns non-zero (or NULL). */
+#ifndef PW_CLI_ARGS_H
+#define PW_CLI_ARGS_H
+
+#include "piecewise.h"
+
+/* The value after argv[*i] (advances *i), or NULL with a message. */
+const char *pw_cli_value(int argc, char **argv, int *i);
+/* Integer / float option value within [lo, hi]; 0 on success. */
+int pw_cli_int(int argc, char **argv, int *i, int64_t lo, int64_t hi, int64_t *out);
+int pw_cli_double(int argc, char **argv, int *i, double lo, double hi, double *out);
+/* "1,4,16" into out; returns the count or -1 with a message. */
+int pw_cli_int_list(const char *text, int64_t *out, int cap, const char *option);
+/* auto|none|piecewise|full|full_decode_only|full_and_piecewise; 0 on success. */
+int pw_cli_parse_mode(const char *text, pw_graph_mode *out);
+
+#endif

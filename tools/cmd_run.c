@@ -1,0 +1,254 @@
+/* piecewise run: generate text from one or more prompts with a GGUF model.
+ * All prompts run as one batch; graphs are captured at start-up. */
+#include "cli.h"
+#include "cli_args.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RUN_MAX_PROMPTS 64
+#define RUN_DEFAULT_TOKENS 64
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: piecewise run MODEL.gguf -p PROMPT [-p PROMPT ...] [options]\n"
+            "\n"
+            "Generates a continuation of each prompt. All prompts run together as one\n"
+            "batch (prefill chunks mixed with decode steps); graphs for every batch size are\n"
+            "captured at start-up.\n"
+            "\n"
+            "options:\n"
+            "  -p, --prompt TEXT          a prompt (repeat for a batch; at most %d)\n"
+            "  -n, --tokens N             new tokens per prompt (default %d)\n"
+            "  --mode MODE                auto|none|piecewise|full|full_decode_only\n"
+            "                             (auto = FULL for decode, PIECEWISE for mixed batches)\n"
+            "  --temp T                   sampling temperature, 0 = greedy (default 0)\n"
+            "  --top-k K                  keep the K most likely tokens (default off)\n"
+            "  --top-p P                  nucleus sampling threshold (default off)\n"
+            "  --seed S                   sampling seed (default 0)\n"
+            "  --threads N                threads for matrix products (default 1)\n"
+            "  --max-seqs N               requests in flight (default 64)\n"
+            "  --max-batched-tokens N     tokens per step, bounds prefill chunks (default 128)\n"
+            "  --capture-sizes A,B,...    batch sizes to capture (default: vLLM's list)\n"
+            "  --verify-capture           capture FULL graphs twice and compare the recordings\n"
+            "  --no-bos                   do not prepend the BOS token\n"
+            "  -q, --quiet                print only the generated text\n"
+            "  -h, --help                 this help\n",
+            RUN_MAX_PROMPTS, RUN_DEFAULT_TOKENS);
+}
+
+typedef struct run_options {
+    const char *model;
+    const char *prompts[RUN_MAX_PROMPTS];
+    int n_prompts;
+    int64_t tokens;
+    pw_engine_config cfg;
+    pw_sampling_params sp;
+    int threads;
+    bool add_bos;
+    bool quiet;
+    int64_t capture_sizes[PW_MAX_CAPTURE_SIZES];
+} run_options;
+
+static int parse_args(int argc, char **argv, run_options *o) {
+    memset(o, 0, sizeof *o);
+    pw_engine_config_init(&o->cfg);
+    o->tokens = RUN_DEFAULT_TOKENS;
+    o->add_bos = true;
+    o->threads = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = NULL;
+        if (strcmp(a, "-p") == 0 || strcmp(a, "--prompt") == 0) {
+            if (!(v = pw_cli_value(argc, argv, &i))) return 2;
+            if (o->n_prompts == RUN_MAX_PROMPTS) {
+                fprintf(stderr, "piecewise run: at most %d prompts\n", RUN_MAX_PROMPTS);
+                return 2;
+            }
+            o->prompts[o->n_prompts++] = v;
+        } else if (strcmp(a, "-n") == 0 || strcmp(a, "--tokens") == 0) {
+            if (pw_cli_int(argc, argv, &i, 1, 1 << 20, &o->tokens)) return 2;
+        } else if (strcmp(a, "--mode") == 0) {
+            if (!(v = pw_cli_value(argc, argv, &i))) return 2;
+            if (pw_cli_parse_mode(v, &o->cfg.mode)) return 2;
+        } else if (strcmp(a, "--temp") == 0) {
+            double t;
+            if (pw_cli_double(argc, argv, &i, 0, 100, &t)) return 2;
+            o->sp.temperature = (float)t;
+        } else if (strcmp(a, "--top-k") == 0) {
+            int64_t k;
+            if (pw_cli_int(argc, argv, &i, 0, 1 << 30, &k)) return 2;
+            o->sp.top_k = (int32_t)k;
+        } else if (strcmp(a, "--top-p") == 0) {
+            double p;
+            if (pw_cli_double(argc, argv, &i, 0, 1, &p)) return 2;
+            o->sp.top_p = (float)p;
+        } else if (strcmp(a, "--seed") == 0) {
+            int64_t s;
+            if (pw_cli_int(argc, argv, &i, 0, INT64_MAX, &s)) return 2;
+            o->sp.seed = (uint64_t)s;
+        } else if (strcmp(a, "--threads") == 0) {
+            int64_t t;
+            if (pw_cli_int(argc, argv, &i, 1, 256, &t)) return 2;
+            o->threads = (int)t;
+        } else if (strcmp(a, "--max-seqs") == 0) {
+            if (pw_cli_int(argc, argv, &i, 1, 4096, &o->cfg.max_num_seqs)) return 2;
+        } else if (strcmp(a, "--max-batched-tokens") == 0) {
+            if (pw_cli_int(argc, argv, &i, 1, 1 << 16, &o->cfg.max_num_batched_tokens)) return 2;
+        } else if (strcmp(a, "--capture-sizes") == 0) {
+            if (!(v = pw_cli_value(argc, argv, &i))) return 2;
+            int n = pw_cli_int_list(v, o->capture_sizes, PW_MAX_CAPTURE_SIZES, "--capture-sizes");
+            if (n < 0) return 2;
+            o->cfg.capture_sizes = o->capture_sizes;
+            o->cfg.n_capture_sizes = n;
+        } else if (strcmp(a, "--verify-capture") == 0) {
+            o->cfg.verify_capture = true;
+        } else if (strcmp(a, "--no-bos") == 0) {
+            o->add_bos = false;
+        } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+            o->quiet = true;
+        } else if (a[0] == '-' && a[1] != '\0') {
+            fprintf(stderr, "piecewise run: unknown option '%s' (see --help)\n", a);
+            return 2;
+        } else if (!o->model) {
+            o->model = a;
+        } else {
+            fprintf(stderr, "piecewise run: unexpected argument '%s'\n", a);
+            return 2;
+        }
+    }
+    if (!o->model) {
+        fprintf(stderr, "piecewise run: no model given\n\n");
+        usage(stderr);
+        return 2;
+    }
+    if (o->n_prompts == 0) {
+        fprintf(stderr, "piecewise run: no prompt given (use -p TEXT)\n");
+        return 2;
+    }
+    if (o->cfg.max_num_seqs < o->n_prompts) o->cfg.max_num_seqs = o->n_prompts;
+    if (o->cfg.max_num_batched_tokens < o->cfg.max_num_seqs)
+        o->cfg.max_num_batched_tokens = o->cfg.max_num_seqs;
+    return 0;
+}
+
+typedef struct run_request {
+    int64_t id;
+    int32_t prev;
+    char *text;
+    size_t len, cap;
+    bool done;
+} run_request;
+
+static void append_text(run_request *r, const char *piece) {
+    size_t n = strlen(piece);
+    if (r->len + n + 1 > r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 256;
+        while (cap < r->len + n + 1) cap *= 2;
+        char *t = realloc(r->text, cap);
+        if (!t) return;
+        r->text = t;
+        r->cap = cap;
+    }
+    memcpy(r->text + r->len, piece, n + 1);
+    r->len += n;
+}
+
+int pw_cmd_run(int argc, char **argv) {
+    if (pw_cli_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    run_options o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc) return rc;
+    pw_set_num_threads(o.threads);
+    if (o.cfg.progress == PW_PROGRESS_AUTO && o.quiet) o.cfg.progress = PW_PROGRESS_OFF;
+    o.cfg.print_capture_totals = !o.quiet;
+
+    pw_model *model = NULL;
+    pw_engine *engine = NULL;
+    run_request reqs[RUN_MAX_PROMPTS];
+    memset(reqs, 0, sizeof reqs);
+    pw_status s = pw_model_load(o.model, &model);
+    if (s != PW_OK) return pw_cli_fail("run", s);
+    s = pw_engine_new(model, &o.cfg, &engine);
+    if (s != PW_OK) {
+        rc = pw_cli_fail("run: compiling and capturing", s);
+        goto done;
+    }
+    for (int i = 0; i < o.n_prompts; i++) {
+        int32_t *ids = NULL;
+        int64_t n = 0;
+        s = pw_model_tokenize(model, o.prompts[i], o.add_bos, &ids, &n);
+        if (s == PW_OK) s = pw_engine_add_request(engine, ids, n, o.tokens, &o.sp, &reqs[i].id);
+        free(ids);
+        if (s != PW_OK) {
+            char what[64];
+            snprintf(what, sizeof what, "run: prompt %d", i + 1);
+            rc = pw_cli_fail(what, s);
+            goto done;
+        }
+        reqs[i].prev = pw_model_bos(model);
+        append_text(&reqs[i], o.prompts[i]);
+    }
+    bool stream_one = o.n_prompts == 1;
+    if (stream_one) {
+        fputs(o.prompts[0], stdout);
+        fflush(stdout);
+    }
+    int remaining = o.n_prompts;
+    while (remaining > 0) {
+        const pw_step_token *toks;
+        int64_t n;
+        s = pw_engine_step(engine, &toks, &n);
+        if (s != PW_OK) {
+            rc = pw_cli_fail("run: step", s);
+            goto done;
+        }
+        for (int64_t k = 0; k < n; k++) {
+            run_request *r = NULL;
+            for (int i = 0; i < o.n_prompts; i++)
+                if (reqs[i].id == toks[k].request) r = &reqs[i];
+            if (!r) continue;
+            bool eos = toks[k].token == pw_model_eos(model);
+            if (!eos) {
+                const char *piece = pw_model_token_text(model, r->prev, toks[k].token);
+                append_text(r, piece);
+                if (stream_one) {
+                    fputs(piece, stdout);
+                    fflush(stdout);
+                }
+            }
+            r->prev = toks[k].token;
+            if (toks[k].finished) {
+                r->done = true;
+                remaining--;
+                if (!stream_one) printf("[%d] %s\n", (int)(r - reqs) + 1, r->text);
+                pw_engine_release_request(engine, r->id);
+            }
+        }
+    }
+    if (stream_one) printf("\n");
+    fflush(stdout);
+    if (!o.quiet) {
+        pw_engine_stats st;
+        pw_engine_get_stats(engine, &st);
+        double pre = st.prefill_seconds > 0 ? st.prompt_tokens / st.prefill_seconds : 0;
+        double dec = st.decode_seconds > 0 ? st.decode_step_tokens / st.decode_seconds : 0;
+        fprintf(stderr,
+                "prompt %" PRId64 " tok at %.0f tok/s | decode %" PRId64
+                " tok at %.0f tok/s | %" PRIu64 " graphs captured in %.1f ms | steps: %" PRId64
+                " none, %" PRId64 " piecewise, %" PRId64 " full\n",
+                st.prompt_tokens, pre, st.generated_tokens, dec, st.graphs_captured,
+                st.capture_seconds * 1e3, st.steps_by_mode[PW_MODE_NONE],
+                st.steps_by_mode[PW_MODE_PIECEWISE], st.steps_by_mode[PW_MODE_FULL]);
+    }
+done:
+    for (int i = 0; i < o.n_prompts; i++) free(reqs[i].text);
+    pw_engine_free(engine);
+    pw_model_free(model);
+    return rc;
+}
