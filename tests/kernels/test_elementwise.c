@@ -70,7 +70,11 @@ static void test_rope(void) {
     float *x = kt_random(T * W), *orig = malloc(T * W * sizeof(float));
     memcpy(orig, x, T * W * sizeof(float));
     int32_t pos[T] = {0, 1, 2, 63, 64, -1, 17, 5, 5, 30, 9};
-    pw_k_rope(x, pos, table, T, HEADS, HEAD_DIM, MAX_POS);
+    float *copy = kt_zeros(T * W);
+    pw_k_rope(copy, x, pos, table, T, HEADS, HEAD_DIM, MAX_POS); /* out of place */
+    pw_k_rope(x, x, pos, table, T, HEADS, HEAD_DIM, MAX_POS);    /* in place */
+    CHECK(kt_bitwise_equal(copy, x, T * W * sizeof(float)));
+    free(copy);
     bool ok = true, unchanged_ok = true;
     for (int t = 0; t < T; t++) {
         bool in_table = pos[t] >= 0 && pos[t] < MAX_POS;
@@ -92,7 +96,7 @@ static void test_rope(void) {
     /* Same position in a different batch: same bits. */
     float alone[HEADS * HEAD_DIM];
     memcpy(alone, orig + 9 * W, sizeof alone);
-    pw_k_rope(alone, &pos[9], table, 1, HEADS, HEAD_DIM, MAX_POS);
+    pw_k_rope(alone, alone, &pos[9], table, 1, HEADS, HEAD_DIM, MAX_POS);
     CHECK(kt_bitwise_equal(alone, x + 9 * W, sizeof alone));
     free(table), free(x), free(orig);
 }

@@ -76,8 +76,8 @@ static pw_status layer_launch(layer *L, pw_stream *s, int *n_launches) {
     LAUNCH(pw_kernel_matmul, mq);
     LAUNCH(pw_kernel_matmul, mk);
     LAUNCH(pw_kernel_matmul, mv);
-    pw_k_rope_args rq = {L->q, L->positions, L->rope_table, T, N_HEADS, HD, MAX_POS};
-    pw_k_rope_args rk = {L->k, L->positions, L->rope_table, T, N_KV, HD, MAX_POS};
+    pw_k_rope_args rq = {L->q, L->q, L->positions, L->rope_table, T, N_HEADS, HD, MAX_POS};
+    pw_k_rope_args rk = {L->k, L->k, L->positions, L->rope_table, T, N_KV, HD, MAX_POS};
     LAUNCH(pw_kernel_rope, rq);
     LAUNCH(pw_kernel_rope, rk);
     pw_k_attention_args at = {L->attn, L->q, L->k, L->v, L->k_cache, L->v_cache, &L->meta, T,

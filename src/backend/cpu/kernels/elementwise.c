@@ -76,21 +76,26 @@ void pw_k_rope_table(float *table, int64_t max_pos, int64_t head_dim, double the
     }
 }
 
-void pw_k_rope(float *x, const int32_t *positions, const float *table, int64_t n_tokens,
-               int64_t n_heads, int64_t head_dim, int64_t max_pos) {
-    int64_t half = head_dim / 2;
+void pw_k_rope(float *out, const float *x, const int32_t *positions, const float *table,
+               int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t max_pos) {
+    const int64_t half = head_dim / 2, width = n_heads * head_dim;
     for (int64_t t = 0; t < n_tokens; t++) {
         int32_t pos = positions[t];
-        if (pos < 0 || pos >= max_pos) continue;
+        const float *src = x + t * width;
+        float *dst = out + t * width;
+        if (pos < 0 || pos >= max_pos) {
+            if (dst != src) memcpy(dst, src, (size_t)width * sizeof *dst);
+            continue;
+        }
         const float *cs = table + (int64_t)pos * half * 2;
-        float *row = x + t * n_heads * head_dim;
         for (int64_t h = 0; h < n_heads; h++) {
-            float *v = row + h * head_dim;
+            const float *v = src + h * head_dim;
+            float *o = dst + h * head_dim;
             for (int64_t i = 0; i < half; i++) {
                 float c = cs[2 * i], s = cs[2 * i + 1];
                 float x0 = v[2 * i], x1 = v[2 * i + 1];
-                v[2 * i] = x0 * c - x1 * s;
-                v[2 * i + 1] = x0 * s + x1 * c;
+                o[2 * i] = x0 * c - x1 * s;
+                o[2 * i + 1] = x0 * s + x1 * c;
             }
         }
     }
@@ -98,7 +103,7 @@ void pw_k_rope(float *x, const int32_t *positions, const float *table, int64_t n
 
 static void rope_launch(const void *args) {
     const pw_k_rope_args *a = args;
-    pw_k_rope(a->x, a->positions, a->table, a->n_tokens, a->n_heads, a->head_dim, a->max_pos);
+    pw_k_rope(a->out, a->x, a->positions, a->table, a->n_tokens, a->n_heads, a->head_dim, a->max_pos);
 }
 const pw_kernel pw_kernel_rope = {"rope", rope_launch, NULL};
 

@@ -94,15 +94,16 @@ extern const pw_kernel pw_kernel_matmul;
 /* Fills table [max_pos][head_dim/2][2] with (cos, sin) of
  * pos * theta^(-2i/head_dim), computed in double. head_dim must be even. */
 void pw_k_rope_table(float *table, int64_t max_pos, int64_t head_dim, double theta);
-/* In place on x [n_tokens][n_heads*head_dim]: rotates each adjacent pair
- * (x[2i], x[2i+1]) of every head by the angle of positions[t] (ggml "normal"
- * mode, the GGUF llama layout). A position outside [0, max_pos) leaves its
- * row unchanged. */
-void pw_k_rope(float *x, const int32_t *positions, const float *table, int64_t n_tokens,
-               int64_t n_heads, int64_t head_dim, int64_t max_pos);
+/* out = x [n_tokens][n_heads*head_dim] with each adjacent pair
+ * (x[2i], x[2i+1]) of every head rotated by the angle of positions[t] (ggml
+ * "normal" mode, the GGUF llama layout). A position outside [0, max_pos)
+ * copies its row unchanged. out may alias x (in place). */
+void pw_k_rope(float *out, const float *x, const int32_t *positions, const float *table,
+               int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t max_pos);
 
 typedef struct pw_k_rope_args {
-    float *x;                   /* [n_tokens][n_heads*head_dim], in place */
+    float *out;                 /* [n_tokens][n_heads*head_dim]; may equal x */
+    const float *x;             /* [n_tokens][n_heads*head_dim] */
     const int32_t *positions;   /* [n_tokens], persistent */
     const float *table;         /* pw_k_rope_table layout */
     int64_t n_tokens, n_heads, head_dim, max_pos;

@@ -1,0 +1,501 @@
+/* The op registry. One table row per op: arity, whether it splits the
+ * graph, its kernel (cpu and cuda entries), shape inference and the launch
+ * that packs the kernel's args. op_invoke is the one generic path every
+ * bound op goes through. */
+#include "ops/ops.h"
+
+#include "core/tensor.h"
+
+#include <string.h>
+
+#define PW_OP_MAX_ARGS 5
+
+typedef struct out_spec {
+    bool none;
+    pw_dtype dtype;
+    int ndim;
+    int64_t shape[PW_MAX_DIMS];
+} out_spec;
+
+typedef struct op_def {
+    const char *name;
+    int nargs;
+    const char *arg_names[PW_OP_MAX_ARGS];
+    bool splitting;
+    const pw_kernel *kernel; /* NULL: the op launches nothing (empty_like) */
+    pw_status (*infer)(const struct op_def *d, const pw_op_env *env, const pw_value *args,
+                       out_spec *spec);
+    pw_status (*launch)(const pw_op_env *env, const pw_value *args, pw_tensor *out);
+} op_def;
+
+/* ---- argument checks ------------------------------------------------------ */
+
+static const char *kind_name(pw_value_kind k) {
+    switch (k) {
+    case PW_VAL_NONE: return "none";
+    case PW_VAL_TENSOR: return "tensor";
+    case PW_VAL_TUPLE: return "tuple";
+    case PW_VAL_INT: return "int";
+    case PW_VAL_FLOAT: return "float";
+    case PW_VAL_BOOL: return "bool";
+    case PW_VAL_STRING: return "string";
+    }
+    return "?";
+}
+
+/* A tensor argument of the given dtype and rank, contiguous, on the CPU.
+ * dtype < 0 accepts any dtype, ndim < 0 any rank. */
+static pw_status arg_tensor(const op_def *d, const pw_value *args, int i, int dtype, int ndim,
+                            pw_tensor **out) {
+    const char *arg = d->arg_names[i];
+    if (args[i].kind != PW_VAL_TENSOR || !args[i].as.tensor)
+        return pw_error(PW_ERR_INVALID_ARG, "op '%s': argument %d '%s' must be a tensor, got %s",
+                        d->name, i + 1, arg, kind_name(args[i].kind));
+    pw_tensor *t = args[i].as.tensor;
+    char desc[96];
+    if ((dtype >= 0 && t->dtype != (pw_dtype)dtype) || (ndim >= 0 && t->ndim != ndim))
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "op '%s': argument %d '%s' must be a %s tensor with %d dims, got %s",
+                        d->name, i + 1, arg, dtype >= 0 ? pw_dtype_name((pw_dtype)dtype) : "any",
+                        ndim, pw_tensor_describe(t, desc, sizeof desc));
+    if (!pw_tensor_is_contiguous(t))
+        return pw_error(PW_ERR_INVALID_ARG, "op '%s': argument %d '%s' (%s) must be contiguous",
+                        d->name, i + 1, arg, pw_tensor_describe(t, desc, sizeof desc));
+    if (t->device != PW_DEVICE_CPU)
+        return pw_error(PW_ERR_UNSUPPORTED,
+                        "op '%s': argument %d '%s' is on %s; only CPU kernels exist in this build",
+                        d->name, i + 1, arg, pw_device_name(t->device));
+    *out = t;
+    return PW_OK;
+}
+
+static pw_status arg_int(const op_def *d, const pw_value *args, int i, int64_t lo, int64_t hi,
+                         int64_t *out) {
+    const char *arg = d->arg_names[i];
+    if (args[i].kind != PW_VAL_INT)
+        return pw_error(PW_ERR_INVALID_ARG, "op '%s': argument %d '%s' must be an int, got %s",
+                        d->name, i + 1, arg, kind_name(args[i].kind));
+    if (args[i].as.i < lo || args[i].as.i > hi)
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "op '%s': argument %d '%s' = %lld is out of range [%lld, %lld]", d->name,
+                        i + 1, arg, (long long)args[i].as.i, (long long)lo, (long long)hi);
+    *out = args[i].as.i;
+    return PW_OK;
+}
+
+static pw_status check_tokens(const op_def *d, const pw_op_env *env, int64_t t) {
+    if (t > env->max_tokens)
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "op '%s': %lld tokens exceed the %lld the persistent buffers hold "
+                        "(env.max_tokens)",
+                        d->name, (long long)t, (long long)env->max_tokens);
+    return PW_OK;
+}
+
+static void spec_2d(out_spec *s, pw_dtype dtype, int64_t rows, int64_t cols) {
+    s->none = false;
+    s->dtype = dtype;
+    s->ndim = 2;
+    s->shape[0] = rows;
+    s->shape[1] = cols;
+}
+
+static pw_tensor *targ(const pw_value *args, int i) { return args[i].as.tensor; }
+static float *fdata(const pw_tensor *t) { return (float *)t->data; }
+
+/* ---- embedding ---------------------------------------------------------------- */
+
+static pw_status infer_embedding(const op_def *d, const pw_op_env *env, const pw_value *args,
+                                 out_spec *s) {
+    pw_tensor *ids, *table;
+    PW_TRY(arg_tensor(d, args, 0, PW_I32, 1, &ids));
+    PW_TRY(arg_tensor(d, args, 1, PW_F32, 2, &table));
+    spec_2d(s, PW_F32, ids->shape[0], table->shape[1]);
+    return PW_OK;
+}
+
+static pw_status launch_embedding(const pw_op_env *env, const pw_value *args, pw_tensor *out) {
+    pw_tensor *ids = targ(args, 0), *table = targ(args, 1);
+    pw_k_embedding_args a = {fdata(out), ids->data, fdata(table), ids->shape[0],
+                             table->shape[0], table->shape[1]};
+    return pw_launch(env->stream, &pw_kernel_embedding, &a, sizeof a);
+}
+
+/* ---- rms_norm ------------------------------------------------------------------- */
+
+static pw_status infer_rms_norm(const op_def *d, const pw_op_env *env, const pw_value *args,
+                                out_spec *s) {
+    pw_tensor *x, *w;
+    PW_TRY(arg_tensor(d, args, 0, PW_F32, 2, &x));
+    PW_TRY(arg_tensor(d, args, 1, PW_F32, 1, &w));
+    if (w->shape[0] != x->shape[1])
+        return pw_error(PW_ERR_INVALID_ARG, "op '%s': w has %lld elements but x rows have %lld",
+                        d->name, (long long)w->shape[0], (long long)x->shape[1]);
+    if (!(env->rms_eps > 0.0f))
+        return pw_error(PW_ERR_INVALID_ARG, "op '%s': env.rms_eps must be positive", d->name);
+    spec_2d(s, PW_F32, x->shape[0], x->shape[1]);
+    return PW_OK;
+}
+
+static pw_status launch_rms_norm(const pw_op_env *env, const pw_value *args, pw_tensor *out) {
+    pw_tensor *x = targ(args, 0), *w = targ(args, 1);
+    pw_k_rms_norm_args a = {fdata(out), NULL, fdata(x), fdata(w), x->shape[0], x->shape[1],
+                            env->rms_eps};
+    return pw_launch(env->stream, &pw_kernel_rms_norm, &a, sizeof a);
+}
+
+/* ---- matmul ---------------------------------------------------------------------- */
+
+static pw_status infer_matmul(const op_def *d, const pw_op_env *env, const pw_value *args,
+                              out_spec *s) {
+    pw_tensor *x, *w;
+    PW_TRY(arg_tensor(d, args, 0, PW_F32, 2, &x));
+    PW_TRY(arg_tensor(d, args, 1, PW_F32, 2, &w));
+    if (w->shape[1] != x->shape[1])
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "op '%s': x has K=%lld columns but w [N][K] has K=%lld", d->name,
+                        (long long)x->shape[1], (long long)w->shape[1]);
+    spec_2d(s, PW_F32, x->shape[0], w->shape[0]);
+    return PW_OK;
+}
+
+static pw_pool *output_pool(const pw_op_env *env) {
+    return pw_stream_is_capturing(env->stream) ? pw_capture_pool() : env->pool;
+}
+
+/* The BLAS path's padding scratch is an ordinary short-lived block: it is
+ * dead once the kernel has run, so releasing it right after the launch is
+ * safe both eagerly and in a graph (later launches reusing the block run
+ * after this one on replay too). */
+static pw_status launch_matmul(const pw_op_env *env, const pw_value *args, pw_tensor *out) {
+    pw_tensor *x = targ(args, 0), *w = targ(args, 1);
+    int64_t t = x->shape[0], n = w->shape[0], k = w->shape[1];
+    size_t scratch_floats = pw_k_matmul_scratch_floats(t, n, k);
+    void *scratch = NULL;
+    if (scratch_floats) PW_TRY(pw_pool_alloc(output_pool(env), scratch_floats * sizeof(float), &scratch));
+    pw_k_matmul_args a = {fdata(out), fdata(x), fdata(w), scratch, t, n, k};
+    pw_status s = pw_launch(env->stream, &pw_kernel_matmul, &a, sizeof a);
+    if (scratch) pw_pool_release(output_pool(env), scratch);
+    return s;
+}
+
+/* ---- rope ---------------------------------------------------------------------------- */
+
+static const int32_t *rope_positions(const pw_op_env *env) {
+    if (env->positions) return env->positions;
+    return env->attn_meta ? env->attn_meta->positions : NULL;
+}
+
+static pw_status infer_rope(const op_def *d, const pw_op_env *env, const pw_value *args,
+                            out_spec *s) {
+    pw_tensor *x;
+    int64_t heads;
+    PW_TRY(arg_tensor(d, args, 0, PW_F32, 2, &x));
+    PW_TRY(arg_int(d, args, 1, 1, INT32_MAX, &heads));
+    if (env->head_dim <= 0 || env->head_dim % 2)
+        return pw_error(PW_ERR_INVALID_ARG, "op '%s': env.head_dim = %d must be positive and even",
+                        d->name, env->head_dim);
+    if (x->shape[1] != heads * env->head_dim)
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "op '%s': x rows have %lld values, expected n_heads * head_dim = %lld * %d",
+                        d->name, (long long)x->shape[1], (long long)heads, env->head_dim);
+    if (!env->rope_table || env->rope_max_pos <= 0 || !rope_positions(env))
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "op '%s': env has no rope table or positions buffer", d->name);
+    PW_TRY(check_tokens(d, env, x->shape[0]));
+    spec_2d(s, PW_F32, x->shape[0], x->shape[1]);
+    return PW_OK;
+}
+
+static pw_status launch_rope(const pw_op_env *env, const pw_value *args, pw_tensor *out) {
+    pw_tensor *x = targ(args, 0);
+    pw_k_rope_args a = {fdata(out),          fdata(x),      rope_positions(env),
+                        env->rope_table,     x->shape[0],   args[1].as.i,
+                        env->head_dim,       env->rope_max_pos};
+    return pw_launch(env->stream, &pw_kernel_rope, &a, sizeof a);
+}
+
+/* ---- silu ------------------------------------------------------------------------------ */
+
+static pw_status infer_silu_and_mul(const op_def *d, const pw_op_env *env, const pw_value *args,
+                                    out_spec *s) {
+    pw_tensor *gu;
+    PW_TRY(arg_tensor(d, args, 0, PW_F32, 2, &gu));
+    if (gu->shape[1] % 2)
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "op '%s': gate_up has %lld columns; it must be [T][2F]", d->name,
+                        (long long)gu->shape[1]);
+    spec_2d(s, PW_F32, gu->shape[0], gu->shape[1] / 2);
+    return PW_OK;
+}
+
+static pw_status launch_silu_and_mul(const pw_op_env *env, const pw_value *args,
+                                     pw_tensor *out) {
+    pw_tensor *gu = targ(args, 0);
+    pw_k_silu_args a = {fdata(out), fdata(gu), NULL, gu->shape[0], gu->shape[1] / 2};
+    return pw_launch(env->stream, &pw_kernel_silu_and_mul, &a, sizeof a);
+}
+
+static bool same_shape(const pw_tensor *a, const pw_tensor *b) {
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+static pw_status infer_binary(const op_def *d, const pw_op_env *env, const pw_value *args,
+                              out_spec *s) {
+    pw_tensor *a, *b;
+    PW_TRY(arg_tensor(d, args, 0, PW_F32, -1, &a));
+    PW_TRY(arg_tensor(d, args, 1, PW_F32, -1, &b));
+    if (!same_shape(a, b)) {
+        char da[96], db[96];
+        return pw_error(PW_ERR_INVALID_ARG, "op '%s': shapes differ: %s vs %s", d->name,
+                        pw_tensor_describe(a, da, sizeof da), pw_tensor_describe(b, db, sizeof db));
+    }
+    s->none = false;
+    s->dtype = PW_F32;
+    s->ndim = a->ndim;
+    memcpy(s->shape, a->shape, sizeof s->shape);
+    return PW_OK;
+}
+
+static pw_status launch_silu_mul(const pw_op_env *env, const pw_value *args, pw_tensor *out) {
+    pw_tensor *x = targ(args, 0), *y = targ(args, 1);
+    pw_k_silu_args a = {fdata(out), fdata(x), fdata(y), 1, pw_tensor_numel(x)};
+    return pw_launch(env->stream, &pw_kernel_silu_mul, &a, sizeof a);
+}
+
+static pw_status launch_add(const pw_op_env *env, const pw_value *args, pw_tensor *out) {
+    pw_tensor *x = targ(args, 0), *y = targ(args, 1);
+    pw_k_add_args a = {fdata(out), fdata(x), fdata(y), pw_tensor_numel(x)};
+    return pw_launch(env->stream, &pw_kernel_add, &a, sizeof a);
+}
+
+/* ---- empty_like ------------------------------------------------------------------------- */
+
+static pw_status infer_empty_like(const op_def *d, const pw_op_env *env, const pw_value *args,
+                                  out_spec *s) {
+    pw_tensor *x;
+    PW_TRY(arg_tensor(d, args, 0, -1, -1, &x));
+    s->none = false;
+    s->dtype = x->dtype;
+    s->ndim = x->ndim;
+    memcpy(s->shape, x->shape, sizeof s->shape);
+    return PW_OK;
+}
+
+static pw_status launch_nothing(const pw_op_env *env, const pw_value *args, pw_tensor *out) {
+    return PW_OK;
+}
+
+/* ---- attention ---------------------------------------------------------------------------- */
+
+static pw_status infer_attention(const op_def *d, const pw_op_env *env, const pw_value *args,
+                                 out_spec *s) {
+    pw_tensor *q, *k, *v, *out;
+    int64_t layer;
+    PW_TRY(arg_tensor(d, args, 0, PW_F32, 2, &q));
+    PW_TRY(arg_tensor(d, args, 1, PW_F32, 2, &k));
+    PW_TRY(arg_tensor(d, args, 2, PW_F32, 2, &v));
+    PW_TRY(arg_tensor(d, args, 3, PW_F32, 2, &out));
+    if (env->n_layers <= 0 || !env->k_cache || !env->v_cache || !env->attn_meta)
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "op '%s': env has no KV cache or attention metadata", d->name);
+    PW_TRY(arg_int(d, args, 4, 0, env->n_layers - 1, &layer));
+    if (!env->k_cache[layer] || !env->v_cache[layer])
+        return pw_error(PW_ERR_INVALID_ARG, "op '%s': layer %lld has no KV cache", d->name,
+                        (long long)layer);
+    if (env->head_dim <= 0 || env->head_dim > 512 || env->n_kv_heads <= 0 ||
+        env->n_heads % env->n_kv_heads != 0 || env->num_blocks <= 0 || env->max_seqs <= 0)
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "op '%s': env shape is invalid (heads %d, kv heads %d, head_dim %d, "
+                        "blocks %lld, seqs %lld)",
+                        d->name, env->n_heads, env->n_kv_heads, env->head_dim,
+                        (long long)env->num_blocks, (long long)env->max_seqs);
+    int64_t t = q->shape[0];
+    int64_t qw = (int64_t)env->n_heads * env->head_dim, kw = (int64_t)env->n_kv_heads * env->head_dim;
+    struct {
+        pw_tensor *tensor;
+        const char *name;
+        int64_t width;
+    } want[] = {{q, "q", qw}, {k, "k", kw}, {v, "v", kw}, {out, "out", qw}};
+    for (size_t i = 0; i < PW_ARRAY_LEN(want); i++)
+        if (want[i].tensor->shape[0] != t || want[i].tensor->shape[1] != want[i].width) {
+            char desc[96];
+            return pw_error(PW_ERR_INVALID_ARG, "op '%s': %s is %s, expected f32[%lld, %lld]",
+                            d->name, want[i].name,
+                            pw_tensor_describe(want[i].tensor, desc, sizeof desc),
+                            (long long)t, (long long)want[i].width);
+        }
+    PW_TRY(check_tokens(d, env, t));
+    s->none = true;
+    s->ndim = 0;
+    return PW_OK;
+}
+
+static pw_status launch_attention(const pw_op_env *env, const pw_value *args, pw_tensor *unused) {
+    pw_tensor *q = targ(args, 0), *k = targ(args, 1), *v = targ(args, 2), *out = targ(args, 3);
+    int64_t layer = args[4].as.i;
+    pw_k_attention_args a = {
+        .out = fdata(out), .q = fdata(q), .k = fdata(k), .v = fdata(v),
+        .k_cache = env->k_cache[layer], .v_cache = env->v_cache[layer], .meta = env->attn_meta,
+        .n_tokens = q->shape[0], .n_heads = env->n_heads, .n_kv_heads = env->n_kv_heads,
+        .head_dim = env->head_dim, .q_stride = q->shape[1], .kv_stride = k->shape[1],
+        .num_blocks = env->num_blocks, .max_seqs = env->max_seqs};
+    return pw_launch(env->stream, &pw_kernel_attention, &a, sizeof a);
+}
+
+/* ---- argmax ------------------------------------------------------------------------------- */
+
+static pw_status infer_argmax(const op_def *d, const pw_op_env *env, const pw_value *args,
+                              out_spec *s) {
+    pw_tensor *logits;
+    PW_TRY(arg_tensor(d, args, 0, PW_F32, 2, &logits));
+    if (logits->shape[1] <= 0)
+        return pw_error(PW_ERR_INVALID_ARG, "op '%s': logits have no columns", d->name);
+    s->none = false;
+    s->dtype = PW_I32;
+    s->ndim = 1;
+    s->shape[0] = logits->shape[0];
+    return PW_OK;
+}
+
+static pw_status launch_argmax(const pw_op_env *env, const pw_value *args, pw_tensor *out) {
+    pw_tensor *logits = targ(args, 0);
+    pw_k_argmax_args a = {out->data, fdata(logits), logits->shape[0], logits->shape[1]};
+    return pw_launch(env->stream, &pw_kernel_argmax, &a, sizeof a);
+}
+
+/* ---- the table ------------------------------------------------------------------------------ */
+
+enum {
+    OP_EMBEDDING, OP_RMS_NORM, OP_MATMUL, OP_ROPE, OP_SILU_AND_MUL, OP_SILU_MUL, OP_ADD,
+    OP_EMPTY_LIKE, OP_ATTENTION, OP_ARGMAX, OP_COUNT_
+};
+
+static const op_def op_defs[OP_COUNT_] = {
+    [OP_EMBEDDING] = {"embedding", 2, {"ids", "table"}, false, &pw_kernel_embedding,
+                      infer_embedding, launch_embedding},
+    [OP_RMS_NORM] = {"rms_norm", 2, {"x", "w"}, false, &pw_kernel_rms_norm, infer_rms_norm,
+                     launch_rms_norm},
+    [OP_MATMUL] = {"matmul", 2, {"x", "w"}, false, &pw_kernel_matmul, infer_matmul,
+                   launch_matmul},
+    [OP_ROPE] = {"rope", 2, {"x", "n_heads"}, false, &pw_kernel_rope, infer_rope, launch_rope},
+    [OP_SILU_AND_MUL] = {"silu_and_mul", 1, {"gate_up"}, false, &pw_kernel_silu_and_mul,
+                         infer_silu_and_mul, launch_silu_and_mul},
+    [OP_SILU_MUL] = {"silu_mul", 2, {"a", "b"}, false, &pw_kernel_silu_mul, infer_binary,
+                     launch_silu_mul},
+    [OP_ADD] = {"add", 2, {"a", "b"}, false, &pw_kernel_add, infer_binary, launch_add},
+    [OP_EMPTY_LIKE] = {"empty_like", 1, {"x"}, false, NULL, infer_empty_like, launch_nothing},
+    [OP_ATTENTION] = {"attention", 5, {"q", "k", "v", "out", "layer"}, true, &pw_kernel_attention,
+                      infer_attention, launch_attention},
+    [OP_ARGMAX] = {"argmax", 1, {"logits"}, false, &pw_kernel_argmax, infer_argmax,
+                   launch_argmax},
+};
+
+static const op_def *find_op(const char *name) {
+    if (!name) return NULL;
+    for (int i = 0; i < OP_COUNT_; i++)
+        if (strcmp(op_defs[i].name, name) == 0) return &op_defs[i];
+    return NULL;
+}
+
+static pw_status check_call(const op_def *d, const pw_op_env *env, const pw_value *args,
+                            int nargs, out_spec *spec) {
+    if (!env || !env->stream)
+        return pw_error(PW_ERR_INVALID_ARG, "op '%s': no execution environment or stream",
+                        d->name);
+    if (nargs != d->nargs || (nargs > 0 && !args))
+        return pw_error(PW_ERR_INVALID_ARG, "op '%s': expects %d argument%s, got %d", d->name,
+                        d->nargs, d->nargs == 1 ? "" : "s", nargs);
+    memset(spec, 0, sizeof *spec);
+    return d->infer(d, env, args, spec);
+}
+
+static pw_status op_invoke(const op_def *d, void *user, const pw_value *args, int nargs,
+                           pw_value *out) {
+    *out = pw_value_none();
+    const pw_op_env *env = user;
+    out_spec spec;
+    PW_TRY(check_call(d, env, args, nargs, &spec));
+    if (d->kernel && pw_stream_device(env->stream) == PW_DEVICE_CUDA && !d->kernel->cuda)
+        return pw_error(PW_ERR_UNSUPPORTED, "op '%s': no CUDA kernel", d->name);
+    pw_tensor *result = NULL;
+    if (!spec.none) {
+        pw_pool *pool = output_pool(env);
+        if (!pool)
+            return pw_error(PW_ERR_INVALID_ARG, "op '%s': env has no pool for outputs", d->name);
+        PW_TRY(pw_tensor_new(pool, spec.dtype, spec.ndim, spec.shape, &result));
+    }
+    pw_status s = d->launch(env, args, result);
+    if (s != PW_OK) {
+        pw_tensor_release(result);
+        return pw_error_context(s, "op '%s'", d->name);
+    }
+    if (result) *out = pw_value_tensor(result);
+    return PW_OK;
+}
+
+/* One trampoline per op so that a callable's user pointer can be the env
+ * itself: binding allocates nothing. */
+#define OP_TRAMPOLINE(id)                                                                      \
+    static pw_status call_##id(void *user, const pw_value *args, int nargs, pw_value *out) {   \
+        return op_invoke(&op_defs[id], user, args, nargs, out);                                \
+    }
+OP_TRAMPOLINE(OP_EMBEDDING)
+OP_TRAMPOLINE(OP_RMS_NORM)
+OP_TRAMPOLINE(OP_MATMUL)
+OP_TRAMPOLINE(OP_ROPE)
+OP_TRAMPOLINE(OP_SILU_AND_MUL)
+OP_TRAMPOLINE(OP_SILU_MUL)
+OP_TRAMPOLINE(OP_ADD)
+OP_TRAMPOLINE(OP_EMPTY_LIKE)
+OP_TRAMPOLINE(OP_ATTENTION)
+OP_TRAMPOLINE(OP_ARGMAX)
+
+static const pw_callable_fn op_fns[OP_COUNT_] = {
+    [OP_EMBEDDING] = call_OP_EMBEDDING,   [OP_RMS_NORM] = call_OP_RMS_NORM,
+    [OP_MATMUL] = call_OP_MATMUL,         [OP_ROPE] = call_OP_ROPE,
+    [OP_SILU_AND_MUL] = call_OP_SILU_AND_MUL, [OP_SILU_MUL] = call_OP_SILU_MUL,
+    [OP_ADD] = call_OP_ADD,               [OP_EMPTY_LIKE] = call_OP_EMPTY_LIKE,
+    [OP_ATTENTION] = call_OP_ATTENTION,   [OP_ARGMAX] = call_OP_ARGMAX,
+};
+
+pw_status pw_op_resolve(const pw_op_env *env, const char *name, pw_callable *out) {
+    memset(out, 0, sizeof *out);
+    if (!env) return pw_error(PW_ERR_INVALID_ARG, "pw_op_resolve: env is NULL");
+    const op_def *d = find_op(name);
+    if (!d) return pw_error(PW_ERR_NOT_FOUND, "unknown op '%s'", name ? name : "(null)");
+    out->fn = op_fns[d - op_defs];
+    out->user = (void *)env;
+    out->name = d->name;
+    return PW_OK;
+}
+
+pw_status pw_op_resolve_hook(void *env, const char *target, pw_callable *out) {
+    return pw_op_resolve(env, target, out);
+}
+
+pw_status pw_op_infer(const pw_op_env *env, const char *name, const pw_value *args, int nargs,
+                      pw_dtype *dtype, int *ndim, int64_t shape[PW_MAX_DIMS],
+                      bool *returns_none) {
+    const op_def *d = find_op(name);
+    if (!d) return pw_error(PW_ERR_NOT_FOUND, "unknown op '%s'", name ? name : "(null)");
+    out_spec spec;
+    PW_TRY(check_call(d, env, args, nargs, &spec));
+    *dtype = spec.dtype;
+    *ndim = spec.ndim;
+    memcpy(shape, spec.shape, sizeof spec.shape);
+    *returns_none = spec.none;
+    return PW_OK;
+}
+
+bool pw_op_is_splitting(const char *name) {
+    const op_def *d = find_op(name);
+    return d && d->splitting;
+}
+
+int pw_op_count(void) { return OP_COUNT_; }
+
+const char *pw_op_name(int i) { return i >= 0 && i < OP_COUNT_ ? op_defs[i].name : NULL; }

@@ -1,0 +1,73 @@
+/* The op registry: an op name maps to argument checking, output shape
+ * inference and a kernel per backend (the pw_kernel's cpu entry now; its
+ * cuda slot for the CUDA backend). pw_op_resolve binds an op to an
+ * execution environment as a pw_callable, which is what the graph plan
+ * builder calls for each call_function target.
+ *
+ * A bound op, when called: validates its arguments (PW_ERR_INVALID_ARG
+ * naming the op and the argument), infers the output shape from the input
+ * shapes (the token dimension is whatever T the inputs have), allocates the
+ * output from the capture pool when env->stream is capturing and from
+ * env->pool otherwise, packs the kernel's args (pointers and shape
+ * constants only) and launches it on env->stream. It returns the output
+ * as a new reference.
+ *
+ * Ops (T = tokens, all activations f32 row-major):
+ *   embedding(ids i32[T], table f32[V][D])           -> f32[T][D]
+ *   rms_norm(x f32[T][D], w f32[D])                  -> f32[T][D]     (eps: env)
+ *   matmul(x f32[T][K], w f32[N][K])                 -> f32[T][N]
+ *   rope(x f32[T][H*head_dim], n_heads int)          -> f32[T][H*head_dim], a new tensor
+ *                                                      (positions, table: env)
+ *   silu_and_mul(gate_up f32[T][2F])                 -> f32[T][F]
+ *   silu_mul(a f32[T][F], b f32[T][F])               -> f32[T][F]
+ *   add(a, b f32, same shape)                        -> same shape
+ *   empty_like(x)                                    -> uninitialised tensor like x
+ *   attention(q, k, v, out, layer int)               -> none; writes out (the splitting op:
+ *                                                      out comes from the piece before)
+ *   argmax(logits f32[T][V])                         -> i32[T]
+ * q/k/v stay separate matmuls, so no column slicing op is needed. */
+#ifndef PW_OPS_H
+#define PW_OPS_H
+
+#include "piecewise.h"
+#include "backend/cpu/kernels/kernels.h"
+
+/* What bound ops run against. Everything pointed to must outlive the
+ * callables (and any graph captured through them); per-step values live in
+ * the persistent buffers named here and are rewritten by the engine. */
+typedef struct pw_op_env {
+    pw_stream *stream;             /* where kernels are launched */
+    pw_pool *pool;                 /* outputs when not capturing */
+    const pw_attn_meta *attn_meta; /* persistent attention metadata */
+    float *const *k_cache;         /* [n_layers] each [num_blocks][block_size][n_kv_heads][head_dim] */
+    float *const *v_cache;         /* [n_layers] */
+    int n_layers, n_heads, n_kv_heads, head_dim;
+    int64_t num_blocks;            /* blocks per layer cache */
+    int64_t max_seqs;              /* rows of attn_meta->block_tables */
+    int64_t max_tokens;            /* capacity of the persistent per-token buffers */
+    const float *rope_table;       /* pw_k_rope_table layout, [rope_max_pos][head_dim/2][2] */
+    int64_t rope_max_pos;
+    float rms_eps;
+    const int32_t *positions;      /* [max_tokens] for rope; NULL: attn_meta->positions */
+} pw_op_env;
+
+/* Binds op `name` to env. PW_ERR_NOT_FOUND for an unknown name. The
+ * callable's user pointer is env itself. */
+pw_status pw_op_resolve(const pw_op_env *env, const char *name, pw_callable *out);
+/* The same, shaped as the graph plan builder's resolve_op hook
+ * (user = const pw_op_env *). */
+pw_status pw_op_resolve_hook(void *env, const char *target, pw_callable *out);
+
+/* Output dtype and shape of op `name` for these arguments, without
+ * allocating or launching. An op returning none gives *ndim = 0 and
+ * *returns_none = true. */
+pw_status pw_op_infer(const pw_op_env *env, const char *name, const pw_value *args, int nargs,
+                      pw_dtype *dtype, int *ndim, int64_t shape[PW_MAX_DIMS], bool *returns_none);
+
+/* True for ops that split the graph (attention). */
+bool pw_op_is_splitting(const char *name);
+/* Registry listing, for tools and tests. */
+int pw_op_count(void);
+const char *pw_op_name(int i);
+
+#endif
