@@ -107,7 +107,7 @@ static float *fdata(const pw_tensor *t) { return (float *)t->data; }
 
 static pw_status infer_embedding(const op_def *d, const pw_op_env *env, const pw_value *args,
                                  out_spec *s) {
-    pw_tensor *ids, *table;
+    pw_tensor *ids = NULL, *table = NULL;
     PW_TRY(arg_tensor(d, args, 0, PW_I32, 1, &ids));
     PW_TRY(arg_tensor(d, args, 1, PW_F32, 2, &table));
     spec_2d(s, PW_F32, ids->shape[0], table->shape[1]);
@@ -125,7 +125,7 @@ static pw_status launch_embedding(const pw_op_env *env, const pw_value *args, pw
 
 static pw_status infer_rms_norm(const op_def *d, const pw_op_env *env, const pw_value *args,
                                 out_spec *s) {
-    pw_tensor *x, *w;
+    pw_tensor *x = NULL, *w = NULL;
     PW_TRY(arg_tensor(d, args, 0, PW_F32, 2, &x));
     PW_TRY(arg_tensor(d, args, 1, PW_F32, 1, &w));
     if (w->shape[0] != x->shape[1])
@@ -148,7 +148,7 @@ static pw_status launch_rms_norm(const pw_op_env *env, const pw_value *args, pw_
 
 static pw_status infer_matmul(const op_def *d, const pw_op_env *env, const pw_value *args,
                               out_spec *s) {
-    pw_tensor *x, *w;
+    pw_tensor *x = NULL, *w = NULL;
     PW_TRY(arg_tensor(d, args, 0, PW_F32, 2, &x));
     PW_TRY(arg_tensor(d, args, 1, PW_F32, 2, &w));
     if (w->shape[1] != x->shape[1])
@@ -188,8 +188,8 @@ static const int32_t *rope_positions(const pw_op_env *env) {
 
 static pw_status infer_rope(const op_def *d, const pw_op_env *env, const pw_value *args,
                             out_spec *s) {
-    pw_tensor *x;
-    int64_t heads;
+    pw_tensor *x = NULL;
+    int64_t heads = 0;
     PW_TRY(arg_tensor(d, args, 0, PW_F32, 2, &x));
     PW_TRY(arg_int(d, args, 1, 1, INT32_MAX, &heads));
     if (env->head_dim <= 0 || env->head_dim % 2)
@@ -219,7 +219,7 @@ static pw_status launch_rope(const pw_op_env *env, const pw_value *args, pw_tens
 
 static pw_status infer_silu_and_mul(const op_def *d, const pw_op_env *env, const pw_value *args,
                                     out_spec *s) {
-    pw_tensor *gu;
+    pw_tensor *gu = NULL;
     PW_TRY(arg_tensor(d, args, 0, PW_F32, 2, &gu));
     if (gu->shape[1] % 2)
         return pw_error(PW_ERR_INVALID_ARG,
@@ -245,7 +245,7 @@ static bool same_shape(const pw_tensor *a, const pw_tensor *b) {
 
 static pw_status infer_binary(const op_def *d, const pw_op_env *env, const pw_value *args,
                               out_spec *s) {
-    pw_tensor *a, *b;
+    pw_tensor *a = NULL, *b = NULL;
     PW_TRY(arg_tensor(d, args, 0, PW_F32, -1, &a));
     PW_TRY(arg_tensor(d, args, 1, PW_F32, -1, &b));
     if (!same_shape(a, b)) {
@@ -276,7 +276,7 @@ static pw_status launch_add(const pw_op_env *env, const pw_value *args, pw_tenso
 
 static pw_status infer_empty_like(const op_def *d, const pw_op_env *env, const pw_value *args,
                                   out_spec *s) {
-    pw_tensor *x;
+    pw_tensor *x = NULL;
     PW_TRY(arg_tensor(d, args, 0, -1, -1, &x));
     s->none = false;
     s->dtype = x->dtype;
@@ -293,8 +293,8 @@ static pw_status launch_nothing(const pw_op_env *env, const pw_value *args, pw_t
 
 static pw_status infer_attention(const op_def *d, const pw_op_env *env, const pw_value *args,
                                  out_spec *s) {
-    pw_tensor *q, *k, *v, *out;
-    int64_t layer;
+    pw_tensor *q = NULL, *k = NULL, *v = NULL, *out = NULL;
+    int64_t layer = 0;
     PW_TRY(arg_tensor(d, args, 0, PW_F32, 2, &q));
     PW_TRY(arg_tensor(d, args, 1, PW_F32, 2, &k));
     PW_TRY(arg_tensor(d, args, 2, PW_F32, 2, &v));
@@ -350,7 +350,7 @@ static pw_status launch_attention(const pw_op_env *env, const pw_value *args, pw
 
 static pw_status infer_argmax(const op_def *d, const pw_op_env *env, const pw_value *args,
                               out_spec *s) {
-    pw_tensor *logits;
+    pw_tensor *logits = NULL;
     PW_TRY(arg_tensor(d, args, 0, PW_F32, 2, &logits));
     if (logits->shape[1] <= 0)
         return pw_error(PW_ERR_INVALID_ARG, "op '%s': logits have no columns", d->name);
