@@ -496,33 +496,64 @@ static size_t gpt2_match(const uint8_t *text, size_t pos, size_t end) {
     return pos - start;
 }
 
+/* Walks the pre-tokenizer's words. With split_digits each number
+ * character is a word of its own and the regex runs on the text between
+ * them, with the end of that stretch acting as the end of text. */
+typedef struct word_iter {
+    const uint8_t *text;
+    size_t len, pos, stretch_end;
+} word_iter;
+
+static bool next_word(const pw_tokenizer *t, word_iter *it, size_t *start, size_t *end) {
+    if (it->pos >= it->len) return false;
+    *start = it->pos;
+    if (!t->split_digits) {
+        it->stretch_end = it->len;
+    } else if (it->pos >= it->stretch_end) {
+        size_t cl;
+        uint32_t cp = utf8_decode(it->text + it->pos, it->len - it->pos, &cl);
+        if (is_number(cp)) {
+            it->pos += cl;
+            it->stretch_end = it->pos;
+            *end = it->pos;
+            return true;
+        }
+        size_t e = it->pos;
+        while (e < it->len) {
+            cp = utf8_decode(it->text + e, it->len - e, &cl);
+            if (is_number(cp)) break;
+            e += cl;
+        }
+        it->stretch_end = e;
+    }
+    it->pos += gpt2_match(it->text, it->pos, it->stretch_end);
+    *end = it->pos;
+    return true;
+}
+
 static pw_status bpe_encode_fragment(const pw_tokenizer *t, merge_state *m, const char *text,
                                      size_t len, id_list *out) {
-    const uint8_t *u = (const uint8_t *)text;
-    for (size_t pos = 0; pos < len;) {
-        size_t end = len;
-        if (t->split_digits) {
-            /* Each number character is a word of its own; the regex runs
-             * on the text between them. */
-            size_t cl;
-            uint32_t cp = utf8_decode(u + pos, len - pos, &cl);
-            if (is_number(cp)) {
-                PW_TRY(bpe_encode_word(t, m, text + pos, cl, out));
-                pos += cl;
-                continue;
-            }
-            for (end = pos; end < len;) {
-                uint32_t c = utf8_decode(u + end, len - end, &cl);
-                if (is_number(c)) break;
-                end += cl;
-            }
-        }
-        while (pos < end) {
-            size_t n = gpt2_match(u, pos, end);
-            PW_TRY(bpe_encode_word(t, m, text + pos, n, out));
-            pos += n;
-        }
+    word_iter it = {(const uint8_t *)text, len, 0, 0};
+    size_t start, end;
+    while (next_word(t, &it, &start, &end))
+        PW_TRY(bpe_encode_word(t, m, text + start, end - start, out));
+    return PW_OK;
+}
+
+pw_status pw_tokenizer_pretokenize(const pw_tokenizer *t, const char *text, size_t len,
+                                   size_t **ends, int64_t *n_words) {
+    if (!t || (!text && len) || !ends || !n_words)
+        return pw_error(PW_ERR_INVALID_ARG, "tokenizer: pretokenize needs text and outputs");
+    *ends = pw_host_alloc((len + 1) * sizeof **ends);
+    if (!*ends) return pw_error(PW_ERR_OOM, "tokenizer: out of memory");
+    *n_words = 0;
+    if (t->kind == PW_TOKENIZER_SPM) {
+        if (len) (*ends)[(*n_words)++] = len;
+        return PW_OK;
     }
+    word_iter it = {(const uint8_t *)text, len, 0, 0};
+    size_t start, end;
+    while (next_word(t, &it, &start, &end)) (*ends)[(*n_words)++] = end;
     return PW_OK;
 }
 

@@ -85,6 +85,12 @@ pw_status pw_tokenizer_decode_token(const pw_tokenizer *t, int32_t prev_id, int3
 pw_status pw_tokenizer_decode(const pw_tokenizer *t, const int32_t *ids, int64_t n, char **text,
                               size_t *len);
 
+/* The pre-tokenizer's word boundaries for len bytes of text (no special
+ * tokens): (*ends)[i] is the byte offset where word i ends. "llama" text is
+ * one word. *ends is a new pw_host_alloc array. For tests and debugging. */
+pw_status pw_tokenizer_pretokenize(const pw_tokenizer *t, const char *text, size_t len,
+                                   size_t **ends, int64_t *n_words);
+
 /* The raw vocabulary entry (NUL-terminated copy), NULL if id is out of range. */
 const char *pw_tokenizer_token_text(const pw_tokenizer *t, int32_t id);
 pw_token_type pw_tokenizer_token_type(const pw_tokenizer *t, int32_t id);
