@@ -72,16 +72,22 @@ static pw_status new_value(lower *L, int name, int *out) {
     return PW_OK;
 }
 
+static void free_constant_strings(pw_value v);
+static void drop_constant(pw_value v) {
+    free_constant_strings(v);
+    pw_value_release(v);
+}
+
 static pw_status add_const(lower *L, pw_value v, const pw_ir_arg *source, uint32_t *out) {
     pw_plan *p = L->p;
     if (!GROW(p->consts, p->nconsts, L->capconsts)) {
-        pw_value_release(v);
+        drop_constant(v);
         return oom();
     }
     int cap = L->capconsts;
     char **text = pw_host_realloc(p->const_text, (size_t)cap * sizeof *text);
     if (!text) {
-        pw_value_release(v);
+        drop_constant(v);
         return oom();
     }
     p->const_text = text;
@@ -89,7 +95,7 @@ static pw_status add_const(lower *L, pw_value v, const pw_ir_arg *source, uint32
     pw_ir_print_arg(&sb, L->root, source);
     pw_status s = pw_sb_finish(&sb, &p->const_text[p->nconsts]);
     if (s != PW_OK) {
-        pw_value_release(v);
+        drop_constant(v);
         return s;
     }
     p->consts[p->nconsts] = v;
@@ -131,7 +137,7 @@ static pw_status constant_value(const pw_ir_arg *a, pw_value *out) {
             pw_value item;
             pw_status s = constant_value(&a->as.seq.items[i], &item);
             if (s != PW_OK) {
-                pw_tuple_release(t);
+                drop_constant(pw_value_tuple(t));
                 return s;
             }
             pw_tuple_set(t, i, item);
@@ -164,7 +170,7 @@ static pw_status emit_op(lower *L, pw_flat_op op, const uint32_t *opnds, int n) 
         if (!grow_array((void **)&p->fopnds, &L->capfopnds, sizeof *p->fopnds, p->nfopnds + n)) return oom();
     op.first = p->nfopnds;
     op.n = n;
-    memcpy(p->fopnds + p->nfopnds, opnds, (size_t)n * sizeof *opnds);
+    if (n > 0) memcpy(p->fopnds + p->nfopnds, opnds, (size_t)n * sizeof *opnds); /* opnds may be NULL */
     p->nfopnds += n;
     p->fops[p->nfops++] = op;
     return PW_OK;
@@ -268,7 +274,10 @@ static pw_status bind_op(lower *L, const char *target, const char *where, int *o
         }
     }
     p->fns[p->nfns] = c;
-    PW_TRY(pw_strmap_put(&L->fn_index, p->fn_targets[p->nfns], p->nfns));
+    if (pw_strmap_put(&L->fn_index, p->fn_targets[p->nfns], p->nfns) != PW_OK) {
+        pw_host_free(p->fn_targets[p->nfns]);
+        return oom();
+    }
     *out = p->nfns++;
     return PW_OK;
 }
@@ -286,7 +295,10 @@ static pw_status submodule_index(lower *L, const char *target, bool inlined, int
     p->submod_inlined = inl;
     if (!(p->submod_names[p->nsubmods] = pw_host_strdup(target))) return oom();
     p->submod_inlined[p->nsubmods] = inlined;
-    PW_TRY(pw_strmap_put(&L->sub_index, p->submod_names[p->nsubmods], p->nsubmods));
+    if (pw_strmap_put(&L->sub_index, p->submod_names[p->nsubmods], p->nsubmods) != PW_OK) {
+        pw_host_free(p->submod_names[p->nsubmods]);
+        return oom();
+    }
     *out = p->nsubmods++;
     return PW_OK;
 }

@@ -572,6 +572,8 @@ static pw_status parse_line_end(parser *p, char **trailing) {
         size_t end = p->pos;
         while (end > start && (p->src[end - 1] == ' ' || p->src[end - 1] == '\t' || p->src[end - 1] == '\r'))
             end--;
+        /* comments are kept as C strings: a NUL would silently cut them */
+        if (memchr(p->src + start, 0, end - start)) return PERR(p, "NUL byte in a comment");
         *trailing = pw_host_alloc(end - start + 1);
         if (!*trailing) return PW_ERR_OOM;
         memcpy(*trailing, p->src + start, end - start);
@@ -713,6 +715,10 @@ pw_status pw_ir_parse(const char *text, size_t len, pw_ir **out) {
             size_t end = p.pos;
             while (end > start && (p.src[end - 1] == ' ' || p.src[end - 1] == '\t' || p.src[end - 1] == '\r'))
                 end--;
+            if (memchr(p.src + start, 0, end - start)) {
+                s = PERR(&p, "NUL byte in a comment");
+                break;
+            }
             char *line = pw_host_alloc(end - start + 1);
             if (!line) {
                 s = PW_ERR_OOM;

@@ -50,13 +50,14 @@ static int64_t toy_num(pw_value v) {
     case PW_VAL_BOOL: return v.as.b ? 11 : 13;
     case PW_VAL_STRING: {
         int64_t h = 17;
-        for (const char *c = v.as.s; *c; c++) h = h * 31 + (unsigned char)*c;
-        return h % 1000003;
+        for (const char *c = v.as.s; *c; c++) h = (h * 31 + (unsigned char)*c) % 1000003;
+        return h;
     }
     case PW_VAL_TUPLE: {
         int64_t h = 19;
-        for (int i = 0; i < pw_tuple_size(v.as.tuple); i++) h = h * 7 + toy_num(pw_tuple_get(v.as.tuple, i));
-        return h % 1000003;
+        for (int i = 0; i < pw_tuple_size(v.as.tuple); i++)
+            h = (h * 7 + toy_num(pw_tuple_get(v.as.tuple, i)) % 1000003) % 1000003;
+        return h;
     }
     default: return 5;
     }
@@ -78,7 +79,7 @@ static int64_t toy_record(const char *name, const pw_value *args, int nargs) {
     for (int i = 0; i < nargs; i++) {
         int64_t x = toy_num(args[i]);
         toy_log("%s%lld", i ? "," : "", (long long)x);
-        h = (h * 1000003 + x) % 998244353;
+        h = (h * 1000003 + x % 998244353) % 998244353;
     }
     toy_log(") ");
     return h;

@@ -1,0 +1,172 @@
+/* piecewise compile: read a graph in the text format, split it at the
+ * splitting ops, and print one of its forms: the graph, the split graph,
+ * the stitching plan, its C source or Graphviz DOT. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Most --split-ops names. */
+#define COMPILE_MAX_SPLIT_OPS 32
+
+static const char *const emit_forms[] = {"graph", "split", "plan", "c", "dot", "graph-dot"};
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: piecewise compile GRAPH.txt [--split-ops OP,...] [--emit FORM] [-o FILE]\n"
+            "\n"
+            "Reads a graph in the text format (docs/graph-format.md) and prints one form:\n"
+            "  graph      the graph itself, canonically formatted\n"
+            "  split      the stitching graph and its subgraphs (the default)\n"
+            "  plan       the stitching plan's instructions (docs/codegen.md)\n"
+            "  c          the stitching function as C source\n"
+            "  dot        Graphviz of the split: pieces as clusters, splitting ops highlighted\n"
+            "  graph-dot  Graphviz of the graph as given\n"
+            "A graph that already has call_module nodes is taken as a stitching graph\n"
+            "and not split again.\n"
+            "\n"
+            "options:\n"
+            "  --split-ops OP,...  splitting op targets (default: attention,unified_attention,\n"
+            "                      unified_attention_with_output)\n"
+            "  --emit FORM         what to print\n"
+            "  -o FILE             write to FILE instead of standard output\n");
+}
+
+static bool has_call_module(const pw_ir *g) {
+    for (int i = 0; i < pw_ir_num_nodes(g); i++)
+        if (pw_ir_node_kind_of(g, i) == PW_IR_CALL_MODULE) return true;
+    return false;
+}
+
+static int write_text(const char *text, const char *out_path) {
+    FILE *f = out_path ? fopen(out_path, "w") : stdout;
+    if (!f) {
+        fprintf(stderr, "piecewise compile: cannot open %s for writing\n", out_path);
+        return 1;
+    }
+    bool ok = fputs(text, f) >= 0;
+    if (out_path) ok = fclose(f) == 0 && ok;
+    else ok = fflush(f) == 0 && ok;
+    if (!ok) {
+        fprintf(stderr, "piecewise compile: error writing %s\n", out_path ? out_path : "standard output");
+        return 1;
+    }
+    return 0;
+}
+
+int pw_compile_emit(const pw_ir *g, const char *emit, const char *const *split_ops, int n_split_ops,
+                    const char *out_path) {
+    bool known = false;
+    for (size_t i = 0; i < sizeof emit_forms / sizeof emit_forms[0]; i++) known |= strcmp(emit, emit_forms[i]) == 0;
+    if (!known) {
+        fprintf(stderr, "piecewise compile: unknown form '%s' (graph, split, plan, c, dot, graph-dot)\n", emit);
+        return 2;
+    }
+    pw_status s = pw_ir_validate(g);
+    if (s != PW_OK) return pw_cli_fail("invalid graph", s);
+    char *text = NULL;
+    if (strcmp(emit, "graph") == 0 || strcmp(emit, "graph-dot") == 0) {
+        s = emit[5] ? pw_ir_to_dot(g, &text) : pw_ir_print(g, &text);
+        if (s != PW_OK) return pw_cli_fail("printing", s);
+        int rc = write_text(text, out_path);
+        free(text);
+        return rc;
+    }
+    pw_ir *split = NULL;
+    const pw_ir *stitch = g;
+    if (!has_call_module(g)) {
+        s = pw_split(g, split_ops, n_split_ops, &split);
+        if (s != PW_OK) return pw_cli_fail("splitting", s);
+        stitch = split;
+    }
+    pw_plan *plan = NULL;
+    if (strcmp(emit, "split") == 0) {
+        s = pw_ir_print(stitch, &text);
+    } else if (strcmp(emit, "dot") == 0) {
+        s = pw_ir_to_dot(stitch, &text);
+    } else {
+        /* no ops are bound: the plan is for reading, not running */
+        s = pw_plan_build(stitch, NULL, &plan);
+        if (s == PW_OK) s = strcmp(emit, "c") == 0 ? pw_plan_emit_c(plan, &text) : pw_plan_print(plan, &text);
+    }
+    int rc = s == PW_OK ? write_text(text, out_path) : pw_cli_fail(emit, s);
+    free(text);
+    pw_plan_free(plan);
+    pw_ir_free(split);
+    return rc;
+}
+
+int pw_cmd_compile(int argc, char **argv) {
+    if (pw_cli_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    const char *path = NULL, *emit = "split", *out_path = NULL;
+    char *ops_copy = NULL;
+    const char *ops[COMPILE_MAX_SPLIT_OPS];
+    int nops = 0;
+    int rc = 0;
+    for (int i = 1; i < argc && rc == 0; i++) {
+        const char *a = argv[i];
+        bool takes_value = strcmp(a, "--split-ops") == 0 || strcmp(a, "--emit") == 0 || strcmp(a, "-o") == 0;
+        if (takes_value && i + 1 >= argc) {
+            fprintf(stderr, "piecewise compile: %s needs a value\n", a);
+            rc = 2;
+        } else if (strcmp(a, "--emit") == 0) {
+            emit = argv[++i];
+        } else if (strcmp(a, "-o") == 0) {
+            out_path = argv[++i];
+        } else if (strcmp(a, "--split-ops") == 0) {
+            free(ops_copy);
+            ops_copy = strdup(argv[++i]);
+            nops = 0;
+            for (char *tok = ops_copy ? strtok(ops_copy, ",") : NULL; tok; tok = strtok(NULL, ",")) {
+                if (nops == COMPILE_MAX_SPLIT_OPS) {
+                    fprintf(stderr, "piecewise compile: more than %d split ops\n", COMPILE_MAX_SPLIT_OPS);
+                    rc = 2;
+                    break;
+                }
+                ops[nops++] = tok;
+            }
+            if (rc == 0 && nops == 0) {
+                fprintf(stderr, "piecewise compile: --split-ops needs at least one op name\n");
+                rc = 2;
+            }
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "piecewise compile: unknown option '%s'\n", a);
+            rc = 2;
+        } else if (path) {
+            fprintf(stderr, "piecewise compile: more than one graph file ('%s', '%s')\n", path, a);
+            rc = 2;
+        } else {
+            path = a;
+        }
+    }
+    if (rc == 0 && !path) {
+        fprintf(stderr, "piecewise compile: no graph file given\n");
+        rc = 2;
+    }
+    bool known = false;
+    for (size_t i = 0; i < sizeof emit_forms / sizeof emit_forms[0]; i++) known |= strcmp(emit, emit_forms[i]) == 0;
+    if (rc == 0 && !known) {
+        fprintf(stderr, "piecewise compile: unknown form '%s' (graph, split, plan, c, dot, graph-dot)\n", emit);
+        rc = 2;
+    }
+    if (rc == 2) {
+        fprintf(stderr, "\n");
+        usage(stderr);
+    }
+    if (rc == 0) {
+        pw_ir *g = NULL;
+        pw_status s = pw_ir_parse_file(path, &g);
+        if (s != PW_OK) {
+            rc = pw_cli_fail("reading the graph", s);
+        } else {
+            rc = pw_compile_emit(g, emit, nops ? ops : NULL, nops, out_path);
+            pw_ir_free(g);
+        }
+    }
+    free(ops_copy);
+    return rc;
+}
