@@ -9,6 +9,7 @@
 typedef int (*pw_bench_fn)(int argc, char **argv);
 
 int pw_bench_launch(int argc, char **argv);
+int pw_bench_stitch(int argc, char **argv);
 int pw_bench_wrapper(int argc, char **argv);
 
 /* Monotonic nanoseconds. */

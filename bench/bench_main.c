@@ -14,6 +14,7 @@ typedef struct pw_bench_suite {
 
 static const pw_bench_suite suites[] = {
     {"launch", pw_bench_launch, "cost per launch: eager, replay, hand-written loop"},
+    {"stitch", pw_bench_stitch, "cost per forward of stitching a split graph: plan, native, hand"},
     {"wrapper", pw_bench_wrapper, "graph wrapper replay overhead and dispatch cost"},
 };
 

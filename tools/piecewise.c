@@ -14,6 +14,7 @@ typedef struct pw_cli_command {
 static const pw_cli_command commands[] = {
     {"demo", pw_cmd_demo, "capture and replay a small computation on the CPU, step by step"},
     {"bench", pw_cmd_bench, "run a benchmark suite (piecewise bench --help)"},
+    {"compile", pw_cmd_compile, "split a graph and print its stitching plan, C source or DOT"},
     {"run", pw_cmd_run, "generate text from prompts with a GGUF model"},
 };
 
