@@ -16,6 +16,7 @@ static const pw_cli_command commands[] = {
     {"bench", pw_cmd_bench, "run a benchmark suite (piecewise bench --help)"},
     {"compile", pw_cmd_compile, "split a graph and print its stitching plan, C source or DOT"},
     {"run", pw_cmd_run, "generate text from prompts with a GGUF model"},
+    {"inspect", pw_cmd_inspect, "print a GGUF file's metadata, tensor table and tokenizer"},
 };
 
 static void usage(FILE *f) {

@@ -863,23 +863,27 @@ static pw_status load_merges(pw_tokenizer *t, const pw_gguf *g) {
     t->merge_mask = cap - 1;
     char *joined = NULL;
     size_t joined_cap = 0;
-    for (uint64_t r = 0; r < n; r++) {
+    pw_status st = PW_OK;
+    for (uint64_t r = 0; r < n && st == PW_OK; r++) {
         const char *s;
         size_t len;
-        PW_TRY(pw_gguf_kv_array_string(merges, r, &s, &len));
+        st = pw_gguf_kv_array_string(merges, r, &s, &len);
+        if (st != PW_OK) break;
         /* Search from index 1, as llama.cpp does. */
         const char *sp = len > 1 ? memchr(s + 1, ' ', len - 1) : NULL;
-        if (!sp)
-            return pw_error(PW_ERR_FORMAT, "tokenizer: tokenizer.ggml.merges[%" PRIu64 "] "
-                            "'%.*s' is not two tokens separated by a space", r,
-                            (int)(len < 64 ? len : 64), s);
+        if (!sp) {
+            st = pw_error(PW_ERR_FORMAT, "tokenizer: tokenizer.ggml.merges[%" PRIu64 "] "
+                          "'%.*s' is not two tokens separated by a space", r,
+                          (int)(len < 64 ? len : 64), s);
+            break;
+        }
         size_t ll = (size_t)(sp - s), rl = len - ll - 1;
         int32_t left = vocab_lookup(t, s, ll), right = vocab_lookup(t, sp + 1, rl);
         if (len > joined_cap) {
             char *j = pw_host_realloc(joined, len);
             if (!j) {
-                pw_host_free(joined);
-                return pw_error(PW_ERR_OOM, "tokenizer: out of memory for merges");
+                st = pw_error(PW_ERR_OOM, "tokenizer: out of memory for merges");
+                break;
             }
             joined = j;
             joined_cap = len;
@@ -903,7 +907,7 @@ static pw_status load_merges(pw_tokenizer *t, const pw_gguf *g) {
         }
     }
     pw_host_free(joined);
-    return PW_OK;
+    return st;
 }
 
 static pw_status load_pre_tokenizer(pw_tokenizer *t, const pw_gguf *g) {

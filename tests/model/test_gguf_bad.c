@@ -307,6 +307,44 @@ static void test_random_flips(const uint8_t *valid, size_t len) {
     printf("random flips: %d opened, %d rejected\n", ok, failed % 1000000);
 }
 
+/* Out of memory at every allocation of an open: PW_ERR_OOM, nothing leaked
+ * (ASan), and the open succeeds once allocations do. */
+static void test_out_of_memory(const uint8_t *valid, size_t len) {
+    int failures = 0, wrong = 0;
+    for (int64_t nth = 1; nth < 10000; nth++) {
+        pw_host_fail_nth(nth);
+        pw_gguf *g = NULL;
+        pw_status s = pw_gguf_open_memory(valid, len, &g);
+        pw_host_fail_nth(0);
+        if (s == PW_OK) {
+            pw_gguf_free(g);
+            break;
+        }
+        failures++;
+        if (s != PW_ERR_OOM || !strstr(pw_last_error(), "out of")) wrong++;
+    }
+    CHECK(failures > 5);
+    CHECK_EQ_INT(wrong, 0);
+
+    /* And in the writer. */
+    wrong = 0;
+    for (int64_t nth = 1; nth < 10000; nth++) {
+        pw_host_fail_nth(nth);
+        uint8_t *buf = NULL;
+        size_t n = 0;
+        pw_tiny_llama_config cfg = pw_tiny_llama_default_config();
+        cfg.n_layers = 1;
+        pw_status s = pw_tiny_llama_write_memory(&cfg, &buf, &n);
+        pw_host_fail_nth(0);
+        if (s == PW_OK) {
+            pw_host_free(buf);
+            break;
+        }
+        if (s != PW_ERR_OOM) wrong++;
+    }
+    CHECK_EQ_INT(wrong, 0);
+}
+
 int main(void) {
     size_t len = 0;
     uint8_t *valid = valid_file(&len);
@@ -316,6 +354,7 @@ int main(void) {
     test_every_prefix(valid, len);
     test_truncated_file(valid, len);
     test_random_flips(valid, len);
+    test_out_of_memory(valid, len);
     pw_host_free(valid);
     return pw_test_finish("model_gguf_bad");
 }

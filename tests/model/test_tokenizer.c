@@ -319,9 +319,40 @@ static void test_missing_byte_tokens(void) {
     }
 }
 
+/* Out of memory at every allocation of building, encoding and decoding. */
+static void test_out_of_memory(void) {
+    owned_gguf o = {0};
+    pw_tokenizer *base = tiny_tokenizer(&o);
+    pw_tokenizer_free(base);
+    if (!o.g) return;
+    int wrong = 0, attempts = 0;
+    const char *sample = "<s>Once upon a time, caf\xc3\xa9";
+    for (int64_t nth = 1; nth < 100000; nth++) {
+        pw_host_fail_nth(nth);
+        pw_tokenizer *t = NULL;
+        int32_t *ids = NULL;
+        int64_t n = 0;
+        char *text = NULL;
+        pw_status s = pw_tokenizer_new(o.g, &t);
+        if (s == PW_OK) s = pw_tokenizer_encode(t, sample, strlen(sample), 3, &ids, &n);
+        if (s == PW_OK) s = pw_tokenizer_decode(t, ids, n, &text, NULL);
+        pw_host_fail_nth(0);
+        pw_host_free(text);
+        pw_host_free(ids);
+        pw_tokenizer_free(t);
+        attempts++;
+        if (s == PW_OK) break;
+        if (s != PW_ERR_OOM) wrong++;
+    }
+    CHECK(attempts > 1000);
+    CHECK_EQ_INT(wrong, 0);
+    owned_free(&o);
+}
+
 int main(void) {
     test_tiny_spm();
     test_metadata_errors();
     test_missing_byte_tokens();
+    test_out_of_memory();
     return pw_test_finish("model_tokenizer");
 }
