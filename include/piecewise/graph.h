@@ -181,9 +181,10 @@ pw_status pw_ir_validate(const pw_ir *g);
 /* ------------------------------------------------------------------------ */
 
 /* Parses a document: the first graph is returned, later graphs become its
- * subgraphs. Syntax errors and unresolved names are PW_ERR_PARSE with
- * "line L:C"; the result is also validated. len may be (size_t)-1 for a
- * NUL-terminated text. */
+ * subgraphs. Syntax errors, undefined, forward and duplicate names are
+ * PW_ERR_PARSE with "line L:C". Meaning is pw_ir_validate's to check (so a
+ * graph that is well-formed text but invalid can still be read and
+ * reported on). len may be (size_t)-1 for a NUL-terminated text. */
 pw_status pw_ir_parse(const char *text, size_t len, pw_ir **out);
 pw_status pw_ir_parse_file(const char *path, pw_ir **out);
 /* Canonical text. print(parse(print(g))) == print(g), and a canonically
