@@ -14,6 +14,7 @@ int pw_cmd_compile(int argc, char **argv);
 int pw_compile_emit(const pw_ir *g, const char *emit, const char *const *split_ops, int n_split_ops, const char *out_path);
 int pw_cmd_run(int argc, char **argv);
 int pw_cmd_inspect(int argc, char **argv);
+int pw_cmd_chat(int argc, char **argv);
 
 /* Prints "piecewise: <what>: <last error>" to stderr and returns 1. */
 int pw_cli_fail(const char *what, pw_status s);

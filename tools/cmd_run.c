@@ -4,6 +4,7 @@
 #include "cli_args.h"
 
 #include <inttypes.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,10 +30,13 @@ static void usage(FILE *f) {
             "  --top-p P                  nucleus sampling threshold (default off)\n"
             "  --seed S                   sampling seed (default 0)\n"
             "  --threads N                threads for matrix products (default 1)\n"
-            "  --max-seqs N               requests in flight (default 64)\n"
+            "  --max-seqs N               requests in flight (default: the number of prompts)\n"
             "  --max-batched-tokens N     tokens per step, bounds prefill chunks (default 128)\n"
             "  --capture-sizes A,B,...    batch sizes to capture (default: vLLM's list)\n"
             "  --verify-capture           capture FULL graphs twice and compare the recordings\n"
+            "  --raw                      do not apply the model's chat template to the prompts\n"
+            "                             (models without one always run raw)\n"
+            "  --system TEXT              system message for the chat template\n"
             "  --no-bos                   do not prepend the BOS token\n"
             "  -q, --quiet                print only the generated text\n"
             "  -h, --help                 this help\n",
@@ -49,6 +53,8 @@ typedef struct run_options {
     int threads;
     bool add_bos;
     bool quiet;
+    bool raw;
+    const char *system;
     int64_t capture_sizes[PW_MAX_CAPTURE_SIZES];
 } run_options;
 
@@ -58,6 +64,7 @@ static int parse_args(int argc, char **argv, run_options *o) {
     o->tokens = RUN_DEFAULT_TOKENS;
     o->add_bos = true;
     o->threads = 1;
+    bool max_seqs_given = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = NULL;
@@ -95,6 +102,7 @@ static int parse_args(int argc, char **argv, run_options *o) {
             o->threads = (int)t;
         } else if (strcmp(a, "--max-seqs") == 0) {
             if (pw_cli_int(argc, argv, &i, 1, 4096, &o->cfg.max_num_seqs)) return 2;
+            max_seqs_given = true;
         } else if (strcmp(a, "--max-batched-tokens") == 0) {
             if (pw_cli_int(argc, argv, &i, 1, 1 << 16, &o->cfg.max_num_batched_tokens)) return 2;
         } else if (strcmp(a, "--capture-sizes") == 0) {
@@ -105,6 +113,10 @@ static int parse_args(int argc, char **argv, run_options *o) {
             o->cfg.n_capture_sizes = n;
         } else if (strcmp(a, "--verify-capture") == 0) {
             o->cfg.verify_capture = true;
+        } else if (strcmp(a, "--raw") == 0) {
+            o->raw = true;
+        } else if (strcmp(a, "--system") == 0) {
+            if (!(o->system = pw_cli_value(argc, argv, &i))) return 2;
         } else if (strcmp(a, "--no-bos") == 0) {
             o->add_bos = false;
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
@@ -128,7 +140,9 @@ static int parse_args(int argc, char **argv, run_options *o) {
         fprintf(stderr, "piecewise run: no prompt given (use -p TEXT)\n");
         return 2;
     }
-    if (o->cfg.max_num_seqs < o->n_prompts) o->cfg.max_num_seqs = o->n_prompts;
+    /* Without --max-seqs the batch is exactly the prompts, so only the
+     * batch sizes this run can use are captured. */
+    if (!max_seqs_given || o->cfg.max_num_seqs < o->n_prompts) o->cfg.max_num_seqs = o->n_prompts;
     if (o->cfg.max_num_batched_tokens < o->cfg.max_num_seqs)
         o->cfg.max_num_batched_tokens = o->cfg.max_num_seqs;
     return 0;
@@ -156,6 +170,29 @@ static void append_text(run_request *r, const char *piece) {
     r->len += n;
 }
 
+/* On a terminal, a batch streams as one block of lines, one per prompt,
+ * redrawn in place after every step. */
+static int redraw(const run_request *reqs, int n, int previous_lines) {
+    if (previous_lines > 0) printf("\033[%dA", previous_lines);
+    int lines = 0;
+    for (int i = 0; i < n; i++) {
+        printf("\033[J[%d] ", i + 1);
+        for (size_t k = 0; k < reqs[i].len; k++) {
+            char c = reqs[i].text[k];
+            if (c == '\n') {
+                printf("\n    ");
+                lines++;
+            } else {
+                putchar(c);
+            }
+        }
+        printf("\n");
+        lines++;
+    }
+    fflush(stdout);
+    return lines;
+}
+
 int pw_cmd_run(int argc, char **argv) {
     if (pw_cli_wants_help(argc, argv)) {
         usage(stdout);
@@ -171,9 +208,15 @@ int pw_cmd_run(int argc, char **argv) {
     pw_model *model = NULL;
     pw_engine *engine = NULL;
     run_request reqs[RUN_MAX_PROMPTS];
+    int32_t ids_last[RUN_MAX_PROMPTS];
     memset(reqs, 0, sizeof reqs);
     pw_status s = pw_model_load(o.model, &model);
     if (s != PW_OK) return pw_cli_fail("run", s);
+    bool chat = !o.raw && pw_model_has_chat_template(model);
+    if (!o.quiet)
+        fprintf(stderr, "%s: %s\n", pw_model_get_info(model)->name,
+                chat ? "prompts formatted with the model's chat template (--raw to skip)"
+                     : "raw prompts");
     s = pw_engine_new(model, &o.cfg, &engine);
     if (s != PW_OK) {
         rc = pw_cli_fail("run: compiling and capturing", s);
@@ -182,8 +225,20 @@ int pw_cmd_run(int argc, char **argv) {
     for (int i = 0; i < o.n_prompts; i++) {
         int32_t *ids = NULL;
         int64_t n = 0;
-        s = pw_model_tokenize(model, o.prompts[i], o.add_bos, &ids, &n);
+        char *formatted = NULL;
+        s = PW_OK;
+        if (chat) {
+            pw_chat_message msgs[2];
+            int nm = 0;
+            if (o.system) msgs[nm++] = (pw_chat_message){"system", o.system};
+            msgs[nm++] = (pw_chat_message){"user", o.prompts[i]};
+            s = pw_model_apply_chat_template(model, msgs, nm, true, &formatted);
+        }
+        if (s == PW_OK)
+            s = pw_model_tokenize(model, formatted ? formatted : o.prompts[i], o.add_bos, &ids, &n);
+        free(formatted);
         if (s == PW_OK) s = pw_engine_add_request(engine, ids, n, o.tokens, &o.sp, &reqs[i].id);
+        ids_last[i] = n > 0 && ids ? ids[n - 1] : -1;
         free(ids);
         if (s != PW_OK) {
             char what[64];
@@ -191,14 +246,16 @@ int pw_cmd_run(int argc, char **argv) {
             rc = pw_cli_fail(what, s);
             goto done;
         }
-        reqs[i].prev = pw_model_bos(model);
-        append_text(&reqs[i], o.prompts[i]);
+        reqs[i].prev = n > 0 ? ids_last[i] : -1;
+        if (!chat) append_text(&reqs[i], o.prompts[i]);
     }
     bool stream_one = o.n_prompts == 1;
-    if (stream_one) {
+    if (stream_one && !chat) {
         fputs(o.prompts[0], stdout);
         fflush(stdout);
     }
+    bool live = !stream_one && isatty(STDOUT_FILENO);
+    int live_lines = 0;
     int remaining = o.n_prompts;
     while (remaining > 0) {
         const pw_step_token *toks;
@@ -213,7 +270,7 @@ int pw_cmd_run(int argc, char **argv) {
             for (int i = 0; i < o.n_prompts; i++)
                 if (reqs[i].id == toks[k].request) r = &reqs[i];
             if (!r) continue;
-            bool eos = toks[k].token == pw_model_eos(model);
+            bool eos = pw_model_is_end_of_generation(model, toks[k].token);
             if (!eos) {
                 const char *piece = pw_model_token_text(model, r->prev, toks[k].token);
                 append_text(r, piece);
@@ -226,10 +283,11 @@ int pw_cmd_run(int argc, char **argv) {
             if (toks[k].finished) {
                 r->done = true;
                 remaining--;
-                if (!stream_one) printf("[%d] %s\n", (int)(r - reqs) + 1, r->text);
+                if (!stream_one && !live) printf("[%d] %s\n", (int)(r - reqs) + 1, r->text);
                 pw_engine_release_request(engine, r->id);
             }
         }
+        if (live) live_lines = redraw(reqs, o.n_prompts, live_lines);
     }
     if (stream_one) printf("\n");
     fflush(stdout);

@@ -17,6 +17,7 @@ static const pw_cli_command commands[] = {
     {"compile", pw_cmd_compile, "split a graph and print its stitching plan, C source or DOT"},
     {"run", pw_cmd_run, "generate text from prompts with a GGUF model"},
     {"inspect", pw_cmd_inspect, "print a GGUF file's metadata, tensor table and tokenizer"},
+    {"chat", pw_cmd_chat, "chat interactively with a model that has a chat template"},
 };
 
 static void usage(FILE *f) {

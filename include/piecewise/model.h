@@ -57,6 +57,28 @@ pw_status pw_model_tokenize(const pw_model *m, const char *text, bool add_bos, i
 const char *pw_model_token_text(const pw_model *m, int32_t prev, int32_t token);
 int32_t pw_model_bos(const pw_model *m);
 int32_t pw_model_eos(const pw_model *m);
+/* EOS and the other end-of-generation tokens (e.g. <|im_end|>). */
+bool pw_model_is_end_of_generation(const pw_model *m, int32_t token);
+
+/* Chat templates (tokenizer.chat_template): the chatml family (SmolLM2,
+ * with the template's default system prompt) and llama2 [INST]. Others are
+ * PW_ERR_UNSUPPORTED; a model without a template is PW_ERR_NOT_FOUND. */
+typedef struct pw_chat_message {
+    const char *role; /* "system", "user" or "assistant" */
+    const char *content;
+} pw_chat_message;
+
+bool pw_model_has_chat_template(const pw_model *m);
+/* The conversation as prompt text (*out malloc'ed; free() it), ending with
+ * the assistant's turn opener when add_generation_prompt. */
+pw_status pw_model_apply_chat_template(const pw_model *m, const pw_chat_message *msgs, int n,
+                                       bool add_generation_prompt, char **out);
+/* The text that follows an assistant answer to add the next user turn:
+ * closes the answer (unless it ended with its end-of-turn token,
+ * answer_closed) and opens the assistant's reply. For multi-turn chat that
+ * keeps the KV cache. */
+pw_status pw_model_chat_next_turn(const pw_model *m, const char *user, bool answer_closed,
+                                  char **out);
 
 /* ------------------------------------------------------------------------ */
 /* Engine                                                                    */

@@ -546,7 +546,9 @@ static pw_status schedule(pw_engine *e, int64_t *n_sched, int64_t *n_tokens, boo
     return PW_OK;
 }
 
-static bool is_eos(const pw_engine *e, int32_t tok) { return tok == pw_model_eos(e->model); }
+static bool is_eos(const pw_engine *e, int32_t tok) {
+    return pw_model_is_end_of_generation(e->model, tok);
+}
 
 pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_out) {
     *tokens = e->step_tokens;

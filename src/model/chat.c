@@ -1,0 +1,213 @@
+/* Chat templates. GGUF files carry a Jinja template in
+ * tokenizer.chat_template; rather than embed a Jinja interpreter, piecewise
+ * recognises the template families Llama-family models use and formats
+ * them natively:
+ *   chatml   <|im_start|>role\ncontent<|im_end|>\n ... (SmolLM2, Qwen, ...),
+ *            with the template's default system prompt when it has one
+ *   llama2   <s>[INST] <<SYS>>\nsystem\n<</SYS>>\n\nuser [/INST] answer </s>
+ * Any other template is PW_ERR_UNSUPPORTED naming what was seen; callers
+ * fall back to raw prompts. */
+#include "model/llama.h"
+
+#include <string.h>
+
+#define CHAT_MAX_SYSTEM 1024
+
+typedef enum chat_family { CHAT_NONE = 0, CHAT_CHATML, CHAT_LLAMA2 } chat_family;
+
+typedef struct text_buf {
+    char *s;
+    size_t len, cap;
+    pw_status status;
+} text_buf;
+
+static void put(text_buf *b, const char *s) {
+    if (b->status != PW_OK) return;
+    size_t n = strlen(s);
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *p = pw_host_realloc(b->s, cap);
+        if (!p) {
+            b->status = PW_ERR_OOM;
+            return;
+        }
+        b->s = p;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->len, s, n + 1);
+    b->len += n;
+}
+
+/* The literal default system prompt of a chatml template, e.g.
+ * {{ '<|im_start|>system\nYou are a helpful AI assistant...<|im_end|>\n' }},
+ * with the Jinja string escapes \n undone. Empty if there is none. */
+static void chatml_default_system(const char *tmpl, char *out, size_t cap) {
+    out[0] = '\0';
+    const char *start = strstr(tmpl, "'<|im_start|>system\\n");
+    if (!start) return;
+    start += strlen("'<|im_start|>system\\n");
+    const char *end = strstr(start, "<|im_end|>");
+    if (!end) return;
+    size_t n = 0;
+    for (const char *p = start; p < end && n + 1 < cap; p++) {
+        if (p[0] == '\\' && p + 1 < end && p[1] == 'n') {
+            out[n++] = '\n';
+            p++;
+        } else if (p[0] == '\\' && p + 1 < end && p[1] == '\'') {
+            out[n++] = '\'';
+            p++;
+        } else {
+            out[n++] = *p;
+        }
+    }
+    out[n] = '\0';
+}
+
+static pw_status detect(const pw_model *m, chat_family *family, char *system, size_t cap) {
+    const char *tmpl = NULL;
+    system[0] = '\0';
+    if (pw_gguf_get_string(m->gguf, "tokenizer.chat_template", &tmpl) != PW_OK || !tmpl) {
+        *family = CHAT_NONE;
+        return pw_error(PW_ERR_NOT_FOUND,
+                        "model '%s' has no chat template (tokenizer.chat_template); use raw prompts",
+                        m->info.name);
+    }
+    if (strstr(tmpl, "<|im_start|>")) {
+        *family = CHAT_CHATML;
+        chatml_default_system(tmpl, system, cap);
+        return PW_OK;
+    }
+    if (strstr(tmpl, "[INST]")) {
+        *family = CHAT_LLAMA2;
+        return PW_OK;
+    }
+    *family = CHAT_NONE;
+    char head[48];
+    snprintf(head, sizeof head, "%s", tmpl);
+    return pw_error(PW_ERR_UNSUPPORTED,
+                    "unsupported chat template (starts \"%s...\"); piecewise knows chatml and "
+                    "llama2 templates; use raw prompts",
+                    head);
+}
+
+bool pw_model_has_chat_template(const pw_model *m) {
+    chat_family f;
+    char sys[CHAT_MAX_SYSTEM];
+    bool ok = detect(m, &f, sys, sizeof sys) == PW_OK;
+    pw_clear_error();
+    return ok;
+}
+
+static pw_status check_messages(const pw_chat_message *msgs, int n) {
+    if (n < 1) return pw_error(PW_ERR_INVALID_ARG, "chat: no messages");
+    for (int i = 0; i < n; i++) {
+        if (!msgs[i].role || !msgs[i].content)
+            return pw_error(PW_ERR_INVALID_ARG, "chat: message %d has no role or content", i);
+        if (strcmp(msgs[i].role, "system") && strcmp(msgs[i].role, "user") &&
+            strcmp(msgs[i].role, "assistant"))
+            return pw_error(PW_ERR_INVALID_ARG,
+                            "chat: message %d has role '%s' (expected system, user or assistant)",
+                            i, msgs[i].role);
+    }
+    return PW_OK;
+}
+
+static void format_chatml(text_buf *b, const char *default_system, const pw_chat_message *msgs,
+                          int n, bool add_generation_prompt) {
+    if (strcmp(msgs[0].role, "system") != 0 && default_system[0]) {
+        put(b, "<|im_start|>system\n");
+        put(b, default_system);
+        put(b, "<|im_end|>\n");
+    }
+    for (int i = 0; i < n; i++) {
+        put(b, "<|im_start|>");
+        put(b, msgs[i].role);
+        put(b, "\n");
+        put(b, msgs[i].content);
+        put(b, "<|im_end|>\n");
+    }
+    if (add_generation_prompt) put(b, "<|im_start|>assistant\n");
+}
+
+/* Without BOS: the tokenizer adds it. */
+static void format_llama2(text_buf *b, const pw_chat_message *msgs, int n) {
+    const char *system = NULL;
+    int i = 0;
+    if (strcmp(msgs[0].role, "system") == 0) system = msgs[i++].content;
+    bool first = true;
+    for (; i < n; i++) {
+        if (strcmp(msgs[i].role, "user") == 0) {
+            if (!first) put(b, "<s>");
+            put(b, "[INST] ");
+            if (system && first) {
+                put(b, "<<SYS>>\n");
+                put(b, system);
+                put(b, "\n<</SYS>>\n\n");
+            }
+            put(b, msgs[i].content);
+            put(b, " [/INST]");
+            first = false;
+        } else if (strcmp(msgs[i].role, "assistant") == 0) {
+            put(b, " ");
+            put(b, msgs[i].content);
+            put(b, " </s>");
+        }
+    }
+}
+
+pw_status pw_model_apply_chat_template(const pw_model *m, const pw_chat_message *msgs, int n,
+                                       bool add_generation_prompt, char **out) {
+    *out = NULL;
+    PW_TRY(check_messages(msgs, n));
+    chat_family family;
+    char system[CHAT_MAX_SYSTEM];
+    PW_TRY(detect(m, &family, system, sizeof system));
+    text_buf b = {0};
+    if (family == CHAT_CHATML) format_chatml(&b, system, msgs, n, add_generation_prompt);
+    else format_llama2(&b, msgs, n);
+    if (b.status != PW_OK) {
+        pw_host_free(b.s);
+        return pw_error(b.status, "chat: out of memory formatting the conversation");
+    }
+    *out = malloc(b.len + 1);
+    if (!*out) {
+        pw_host_free(b.s);
+        return pw_error(PW_ERR_OOM, "chat: out of memory");
+    }
+    memcpy(*out, b.s ? b.s : "", b.len + 1);
+    pw_host_free(b.s);
+    return PW_OK;
+}
+
+pw_status pw_model_chat_next_turn(const pw_model *m, const char *user, bool answer_closed,
+                                  char **out) {
+    *out = NULL;
+    if (!user) return pw_error(PW_ERR_INVALID_ARG, "chat: no user message");
+    chat_family family;
+    char system[CHAT_MAX_SYSTEM];
+    PW_TRY(detect(m, &family, system, sizeof system));
+    text_buf b = {0};
+    if (family == CHAT_CHATML) {
+        put(&b, answer_closed ? "\n" : "<|im_end|>\n");
+        put(&b, "<|im_start|>user\n");
+        put(&b, user);
+        put(&b, "<|im_end|>\n<|im_start|>assistant\n");
+    } else {
+        put(&b, answer_closed ? "<s>[INST] " : " </s><s>[INST] ");
+        put(&b, user);
+        put(&b, " [/INST]");
+    }
+    if (b.status != PW_OK) {
+        pw_host_free(b.s);
+        return pw_error(b.status, "chat: out of memory");
+    }
+    *out = malloc(b.len + 1);
+    if (*out) memcpy(*out, b.s, b.len + 1);
+    pw_host_free(b.s);
+    return *out ? PW_OK : pw_error(PW_ERR_OOM, "chat: out of memory");
+}
+
+bool pw_model_is_end_of_generation(const pw_model *m, int32_t token) {
+    return pw_tokenizer_is_eog(m->tokenizer, token);
+}

@@ -1,0 +1,211 @@
+/* piecewise chat: an interactive multi-turn chat. The conversation is one
+ * engine request that grows turn by turn, so the KV cache of earlier turns
+ * is reused and only the new turn is prefilled. */
+#include "cli.h"
+#include "cli_args.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CHAT_LINE_MAX 4096
+#define CHAT_DEFAULT_TOKENS 256
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: piecewise chat MODEL.gguf [options]\n"
+            "\n"
+            "Chats with a model that has a chat template (e.g. SmolLM2-135M-Instruct). Type a\n"
+            "message and press Enter; the answer streams back. The KV cache is kept between\n"
+            "turns, so each turn only prefills what is new.\n"
+            "Commands: /reset starts a new conversation, /quit (or end of input) leaves.\n"
+            "\n"
+            "options:\n"
+            "  -n, --tokens N       most tokens per answer (default %d)\n"
+            "  --system TEXT        system message (default: the template's own)\n"
+            "  --mode MODE          auto|none|piecewise|full|full_decode_only (default auto)\n"
+            "  --temp T, --top-k K, --top-p P, --seed S   sampling (default greedy)\n"
+            "  --threads N          threads for matrix products (default 1)\n"
+            "  -h, --help           this help\n",
+            CHAT_DEFAULT_TOKENS);
+}
+
+typedef struct chat_options {
+    const char *model;
+    const char *system;
+    int64_t tokens;
+    pw_engine_config cfg;
+    pw_sampling_params sp;
+    int64_t threads;
+} chat_options;
+
+static int parse_args(int argc, char **argv, chat_options *o) {
+    memset(o, 0, sizeof *o);
+    pw_engine_config_init(&o->cfg);
+    o->cfg.max_num_seqs = 1;
+    o->cfg.max_num_batched_tokens = 64;
+    o->tokens = CHAT_DEFAULT_TOKENS;
+    o->threads = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (strcmp(a, "-n") == 0 || strcmp(a, "--tokens") == 0) {
+            if (pw_cli_int(argc, argv, &i, 1, 1 << 16, &o->tokens)) return 2;
+        } else if (strcmp(a, "--system") == 0) {
+            if (!(o->system = pw_cli_value(argc, argv, &i))) return 2;
+        } else if (strcmp(a, "--mode") == 0) {
+            if (!(v = pw_cli_value(argc, argv, &i)) || pw_cli_parse_mode(v, &o->cfg.mode)) return 2;
+        } else if (strcmp(a, "--temp") == 0) {
+            double t;
+            if (pw_cli_double(argc, argv, &i, 0, 100, &t)) return 2;
+            o->sp.temperature = (float)t;
+        } else if (strcmp(a, "--top-k") == 0) {
+            int64_t k;
+            if (pw_cli_int(argc, argv, &i, 0, 1 << 30, &k)) return 2;
+            o->sp.top_k = (int32_t)k;
+        } else if (strcmp(a, "--top-p") == 0) {
+            double p;
+            if (pw_cli_double(argc, argv, &i, 0, 1, &p)) return 2;
+            o->sp.top_p = (float)p;
+        } else if (strcmp(a, "--seed") == 0) {
+            int64_t s;
+            if (pw_cli_int(argc, argv, &i, 0, INT64_MAX, &s)) return 2;
+            o->sp.seed = (uint64_t)s;
+        } else if (strcmp(a, "--threads") == 0) {
+            if (pw_cli_int(argc, argv, &i, 1, 256, &o->threads)) return 2;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "piecewise chat: unknown option '%s' (see --help)\n", a);
+            return 2;
+        } else if (!o->model) {
+            o->model = a;
+        } else {
+            fprintf(stderr, "piecewise chat: unexpected argument '%s'\n", a);
+            return 2;
+        }
+    }
+    if (!o->model) {
+        fprintf(stderr, "piecewise chat: no model given\n\n");
+        usage(stderr);
+        return 2;
+    }
+    return 0;
+}
+
+/* Generates until the request finishes, streaming the answer. Returns
+ * whether the answer ended with an end-of-turn token. */
+static pw_status stream_answer(pw_model *m, pw_engine *e, int64_t id, int32_t prev, bool *closed) {
+    *closed = false;
+    while (pw_engine_has_work(e)) {
+        const pw_step_token *toks;
+        int64_t n;
+        pw_status s = pw_engine_step(e, &toks, &n);
+        if (s != PW_OK) return s;
+        for (int64_t k = 0; k < n; k++) {
+            if (toks[k].request != id) continue;
+            if (pw_model_is_end_of_generation(m, toks[k].token)) {
+                *closed = true;
+            } else {
+                fputs(pw_model_token_text(m, prev, toks[k].token), stdout);
+                fflush(stdout);
+            }
+            prev = toks[k].token;
+        }
+    }
+    printf("\n");
+    return PW_OK;
+}
+
+int pw_cmd_chat(int argc, char **argv) {
+    if (pw_cli_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    chat_options o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc) return rc;
+    pw_set_num_threads((int)o.threads);
+    bool tty = isatty(STDIN_FILENO);
+    if (!tty) o.cfg.progress = PW_PROGRESS_OFF;
+    pw_model *model = NULL;
+    pw_engine *engine = NULL;
+    pw_status s = pw_model_load(o.model, &model);
+    if (s != PW_OK) return pw_cli_fail("chat", s);
+    if (!pw_model_has_chat_template(model)) {
+        pw_chat_message probe = {"user", "hi"};
+        char *unused = NULL;
+        s = pw_model_apply_chat_template(model, &probe, 1, true, &unused);
+        free(unused);
+        rc = pw_cli_fail("chat", s);
+        pw_model_free(model);
+        return rc;
+    }
+    o.cfg.max_model_len = pw_model_get_info(model)->context;
+    if (o.cfg.max_model_len > 8192) o.cfg.max_model_len = 8192;
+    o.cfg.kv_cache_positions = o.cfg.max_model_len;
+    s = pw_engine_new(model, &o.cfg, &engine);
+    if (s != PW_OK) {
+        rc = pw_cli_fail("chat: compiling and capturing", s);
+        goto done;
+    }
+    if (tty) fprintf(stderr, "chatting with %s; /reset for a new conversation, /quit to leave\n",
+                     pw_model_get_info(model)->name);
+    char line[CHAT_LINE_MAX];
+    int64_t id = -1;
+    bool closed = true;
+    for (;;) {
+        if (tty) {
+            printf("> ");
+            fflush(stdout);
+        }
+        if (!fgets(line, sizeof line, stdin)) break;
+        line[strcspn(line, "\r\n")] = '\0';
+        if (line[0] == '\0') continue;
+        if (strcmp(line, "/quit") == 0 || strcmp(line, "/exit") == 0) break;
+        if (strcmp(line, "/reset") == 0) {
+            if (id >= 0) pw_engine_release_request(engine, id);
+            id = -1;
+            printf("(new conversation)\n");
+            continue;
+        }
+        char *text = NULL;
+        if (id < 0) {
+            pw_chat_message msgs[2];
+            int nm = 0;
+            if (o.system) msgs[nm++] = (pw_chat_message){"system", o.system};
+            msgs[nm++] = (pw_chat_message){"user", line};
+            s = pw_model_apply_chat_template(model, msgs, nm, true, &text);
+        } else {
+            s = pw_model_chat_next_turn(model, line, closed, &text);
+        }
+        int32_t *ids = NULL;
+        int64_t n = 0;
+        if (s == PW_OK) s = pw_model_tokenize(model, text, id < 0, &ids, &n);
+        free(text);
+        if (s == PW_OK) {
+            if (id < 0) s = pw_engine_add_request(engine, ids, n, o.tokens, &o.sp, &id);
+            else s = pw_engine_continue_request(engine, id, ids, n, o.tokens);
+        }
+        int32_t prev = n > 0 ? ids[n - 1] : -1;
+        free(ids);
+        if (s == PW_OK) s = stream_answer(model, engine, id, prev, &closed);
+        if (s != PW_OK) {
+            /* a full context or a bad turn ends this conversation, not the program */
+            fprintf(stderr, "piecewise chat: %s (%s); starting a new conversation\n",
+                    pw_last_error(), pw_status_name(s));
+            if (id >= 0 && pw_engine_release_request(engine, id) != PW_OK) pw_clear_error();
+            id = -1;
+        }
+    }
+    if (tty) {
+        pw_engine_stats st;
+        pw_engine_get_stats(engine, &st);
+        fprintf(stderr, "%" PRId64 " prompt tokens, %" PRId64 " generated, decode %.0f tok/s\n",
+                st.prompt_tokens, st.generated_tokens,
+                st.decode_seconds > 0 ? st.decode_step_tokens / st.decode_seconds : 0.0);
+    }
+done:
+    pw_engine_free(engine);
+    pw_model_free(model);
+    return rc;
+}
