@@ -4,6 +4,7 @@
  * bound op goes through. */
 #include "ops/ops.h"
 
+#include "backend/cuda/cuda_backend.h"
 #include "core/tensor.h"
 
 #include <string.h>
@@ -61,10 +62,6 @@ static pw_status arg_tensor(const op_def *d, const pw_value *args, int i, int dt
     if (!pw_tensor_is_contiguous(t))
         return pw_error(PW_ERR_INVALID_ARG, "op '%s': argument %d '%s' (%s) must be contiguous",
                         d->name, i + 1, arg, pw_tensor_describe(t, desc, sizeof desc));
-    if (t->device != PW_DEVICE_CPU)
-        return pw_error(PW_ERR_UNSUPPORTED,
-                        "op '%s': argument %d '%s' is on %s; only CPU kernels exist in this build",
-                        d->name, i + 1, arg, pw_device_name(t->device));
     *out = t;
     return PW_OK;
 }
@@ -170,7 +167,9 @@ static pw_pool *output_pool(const pw_op_env *env) {
 static pw_status launch_matmul(const pw_op_env *env, const pw_value *args, pw_tensor *out) {
     pw_tensor *x = targ(args, 0), *w = targ(args, 1);
     int64_t t = x->shape[0], n = w->shape[0], k = w->shape[1];
-    size_t scratch_floats = pw_k_matmul_scratch_floats(t, n, k);
+    size_t scratch_floats = pw_stream_device(env->stream) == PW_DEVICE_CUDA
+                                ? pw_cuda_matmul_scratch_floats(t, n, k)
+                                : pw_k_matmul_scratch_floats(t, n, k);
     void *scratch = NULL;
     if (scratch_floats) PW_TRY(pw_pool_alloc(output_pool(env), scratch_floats * sizeof(float), &scratch));
     pw_k_matmul_args a = {fdata(out), fdata(x), fdata(w), scratch, t, n, k};
@@ -419,8 +418,16 @@ static pw_status op_invoke(const op_def *d, void *user, const pw_value *args, in
     const pw_op_env *env = user;
     out_spec spec;
     PW_TRY(check_call(d, env, args, nargs, &spec));
-    if (d->kernel && pw_stream_device(env->stream) == PW_DEVICE_CUDA && !d->kernel->cuda)
-        return pw_error(PW_ERR_UNSUPPORTED, "op '%s': no CUDA kernel", d->name);
+    /* Kernels run where the stream is; the CUDA stream finds each kernel's
+     * CUDA implementation itself (and refuses a kernel that has none). */
+    pw_device dev = pw_stream_device(env->stream);
+    for (int i = 0; i < nargs; i++)
+        if (args[i].kind == PW_VAL_TENSOR && args[i].as.tensor &&
+            args[i].as.tensor->device != dev)
+            return pw_error(PW_ERR_INVALID_ARG,
+                            "op '%s': argument %d '%s' is %s memory but the stream is %s",
+                            d->name, i + 1, d->arg_names[i], pw_device_name(args[i].as.tensor->device),
+                            pw_device_name(dev));
     pw_tensor *result = NULL;
     if (!spec.none) {
         pw_pool *pool = output_pool(env);

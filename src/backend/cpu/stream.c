@@ -5,6 +5,7 @@
  * is a single loop over that array: no allocation, no lookup, no branch on
  * the kernel kind. */
 #include "mem/pool_internal.h"
+#include "backend/stream_backend.h"
 
 #include <string.h>
 
@@ -25,16 +26,29 @@ struct pw_graph {
     char *arena;
     size_t arena_used, arena_cap;
     pw_pool *pool;
+    const pw_stream_backend *backend; /* NULL for CPU graphs */
+    void *device_graph;
 };
 
 struct pw_stream {
     pw_device device;
+    const pw_stream_backend *backend; /* NULL for CPU streams */
+    void *impl;
     pw_graph *recording;  /* non-NULL while capturing */
     pw_status violation;  /* first illegal call during the capture */
     char violation_msg[512];
 };
 
 static _Thread_local pw_stream *tl_capture_stream;
+
+/* Indexed by pw_device; the CPU entry stays NULL (handled inline). */
+static const pw_stream_backend *device_backends[2];
+
+void pw_stream_register_backend(pw_device device, const pw_stream_backend *backend) {
+    if (device != PW_DEVICE_CPU && (unsigned)device < 2) device_backends[device] = backend;
+}
+void *pw_stream_backend_handle(const pw_stream *s) { return s->impl; }
+void *pw_graph_device_handle(const pw_graph *g) { return g->device_graph; }
 
 pw_stream *pw_capturing_stream(void) { return tl_capture_stream; }
 pw_pool *pw_capture_pool(void) {
@@ -63,12 +77,25 @@ pw_status pw_capture_check_alloc(pw_pool *pool) {
 
 pw_status pw_stream_new(pw_device device, pw_stream **out) {
     *out = NULL;
-    if (device != PW_DEVICE_CPU)
-        return pw_error(PW_ERR_UNSUPPORTED, "stream: %s streams are not available in this build",
-                        pw_device_name(device));
+    const pw_stream_backend *backend = NULL;
+    if (device != PW_DEVICE_CPU) {
+        backend = (unsigned)device < 2 ? device_backends[device] : NULL;
+        if (!backend)
+            return pw_error(PW_ERR_UNSUPPORTED,
+                            "stream: %s streams are not available in this build",
+                            pw_device_name(device));
+    }
     pw_stream *s = pw_host_calloc(1, sizeof *s);
     if (!s) return PW_ERR_OOM;
     s->device = device;
+    s->backend = backend;
+    if (backend) {
+        pw_status st = backend->stream_new(&s->impl);
+        if (st != PW_OK) {
+            pw_host_free(s);
+            return st;
+        }
+    }
     *out = s;
     return PW_OK;
 }
@@ -76,6 +103,7 @@ pw_status pw_stream_new(pw_device device, pw_stream **out) {
 void pw_stream_free(pw_stream *s) {
     if (!s) return;
     if (s->recording) pw_stream_abort_capture(s);
+    if (s->backend) s->backend->stream_free(s->impl);
     pw_host_free(s);
 }
 
@@ -84,6 +112,7 @@ bool pw_stream_is_capturing(const pw_stream *s) { return s->recording != NULL; }
 
 static void graph_destroy(pw_graph *g) {
     if (!g) return;
+    if (g->backend && g->device_graph) g->backend->graph_free(g->device_graph);
     pw_host_free(g->launches);
     pw_host_free(g->kernels);
     pw_host_free(g->argbytes);
@@ -128,7 +157,23 @@ static pw_status record(pw_stream *s, const pw_kernel *k, const void *args, size
     return PW_OK;
 }
 
+/* A device launch: recorded on the host too (for pw_graph_launch_at) and
+ * handed to the backend, which runs it or adds it to the device capture. */
+static pw_status device_launch(pw_stream *s, const pw_kernel *k, const void *args,
+                               size_t argbytes) {
+    if (!k)
+        return pw_error(PW_ERR_INVALID_ARG, "launch: kernel is NULL");
+    if (argbytes > PW_MAX_KERNEL_ARG_BYTES)
+        return pw_error(PW_ERR_INVALID_ARG, "launch: kernel '%s' has %zu argument bytes (max %d)",
+                        k->name, argbytes, PW_MAX_KERNEL_ARG_BYTES);
+    if (!s->recording) return s->backend->launch(s->impl, k, args, argbytes);
+    PW_TRY(record(s, k, args, argbytes));
+    pw_status st = s->backend->launch(s->impl, k, args, argbytes);
+    return st == PW_OK ? PW_OK : note_violation(s, st);
+}
+
 pw_status pw_launch(pw_stream *s, const pw_kernel *k, const void *args, size_t argbytes) {
+    if (PW_UNLIKELY(s->backend != NULL)) return device_launch(s, k, args, argbytes);
     if (PW_UNLIKELY(!k || !k->cpu))
         return pw_error(PW_ERR_INVALID_ARG, "launch: kernel '%s' has no CPU implementation",
                         k && k->name ? k->name : "(null)");
@@ -150,7 +195,7 @@ pw_status pw_stream_synchronize(pw_stream *s) {
                  "cannot be recorded in a graph");
         return note_violation(s, PW_ERR_CAPTURE);
     }
-    return PW_OK;
+    return s->backend ? s->backend->synchronize(s->impl) : PW_OK;
 }
 
 pw_status pw_stream_begin_capture(pw_stream *s, pw_pool *pool) {
@@ -166,6 +211,14 @@ pw_status pw_stream_begin_capture(pw_stream *s, pw_pool *pool) {
     pw_graph *g = pw_host_calloc(1, sizeof *g);
     if (!g) return PW_ERR_OOM;
     g->pool = pool;
+    g->backend = s->backend;
+    if (s->backend) {
+        pw_status st = s->backend->begin_capture(s->impl);
+        if (st != PW_OK) {
+            pw_host_free(g);
+            return st;
+        }
+    }
     s->recording = g;
     s->violation = PW_OK;
     s->violation_msg[0] = '\0';
@@ -184,7 +237,21 @@ static pw_graph *detach(pw_stream *s) {
 
 void pw_stream_abort_capture(pw_stream *s) {
     if (!s->recording) return;
+    if (s->backend) s->backend->abort_capture(s->impl);
     graph_destroy(detach(s));
+}
+
+/* Closes the device side of the capture: on failure the whole capture is
+ * dropped and the error returned. */
+static pw_status end_device_capture(pw_stream *s, void *reuse) {
+    if (!s->backend) return PW_OK;
+    pw_graph *g = s->recording;
+    pw_status st = s->backend->end_capture(s->impl, reuse, &g->device_graph);
+    if (st != PW_OK) {
+        g->device_graph = NULL;
+        graph_destroy(detach(s));
+    }
+    return st;
 }
 
 pw_status pw_stream_end_capture(pw_stream *s, pw_graph **out) {
@@ -193,9 +260,10 @@ pw_status pw_stream_end_capture(pw_stream *s, pw_graph **out) {
         return pw_error(PW_ERR_CAPTURE, "end_capture: no capture is open on this stream");
     if (s->violation != PW_OK) {
         pw_status v = s->violation;
-        graph_destroy(detach(s));
+        pw_stream_abort_capture(s);
         return pw_error(v, "capture abandoned: %s", s->violation_msg);
     }
+    PW_TRY(end_device_capture(s, NULL));
     /* Reference the pool before the capture closes, so a trim deferred
      * during the capture cannot release what the new graph uses. */
     pw_pool_graph_ref(s->recording->pool);
@@ -206,8 +274,39 @@ pw_status pw_stream_end_capture(pw_stream *s, pw_graph **out) {
     return PW_OK;
 }
 
+pw_status pw_stream_end_capture_update(pw_stream *s, pw_graph *g) {
+    if (!s->recording)
+        return pw_error(PW_ERR_CAPTURE, "end_capture: no capture is open on this stream");
+    if (g->pool != s->recording->pool || g->backend != s->backend) {
+        pw_stream_abort_capture(s);
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "end_capture_update: the graph was captured into another pool or device");
+    }
+    if (s->violation != PW_OK) {
+        pw_status v = s->violation;
+        pw_stream_abort_capture(s);
+        return pw_error(v, "capture abandoned: %s", s->violation_msg);
+    }
+    PW_TRY(end_device_capture(s, g->device_graph));
+    pw_graph *fresh = detach(s);
+    for (size_t i = 0; i < fresh->n; i++)
+        fresh->launches[i].args = fresh->arena + (uintptr_t)fresh->launches[i].args;
+    /* Swap the recordings: g keeps its identity and its pool reference. */
+    if (fresh->device_graph == g->device_graph) g->device_graph = NULL;
+    pw_graph old = *g;
+    *g = *fresh;
+    *fresh = old;
+    graph_destroy(fresh);
+    return PW_OK;
+}
+
 pw_status pw_graph_replay(pw_graph *g, pw_stream *s) {
-    (void)s;
+    if (PW_UNLIKELY(g->backend != NULL || s->backend != NULL)) {
+        if (g->backend != s->backend)
+            return pw_error(PW_ERR_INVALID_ARG, "replay: the graph and the stream are on "
+                                                "different devices");
+        return g->backend->replay(g->device_graph, s->impl);
+    }
     const pw_recorded_launch *l = g->launches;
     const pw_recorded_launch *end = l + g->n;
     for (; l != end; l++) l->fn(l->args);

@@ -1,0 +1,474 @@
+/* CUDA backend: device memory for pools, cudaStream_t streams, capture into
+ * CUDA graphs, instantiation, in-place update and replay.
+ *
+ * stream.c owns the device-independent capture state (see
+ * backend/stream_backend.h); this file only does the CUDA calls. Every
+ * CUDA or cuBLAS failure becomes PW_ERR_CUDA naming the call. */
+#include "backend/cuda/cuda_internal.h"
+#include "backend/stream_backend.h"
+#include "mem/pool_internal.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+/* cuBLAS workspace per stream: the size NVIDIA recommends for Hopper. */
+#define PW_CUDA_CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
+
+void pw_backend_set_cuda_probe(bool (*probe)(void));
+
+static atomic_ullong stat_instantiated, stat_updated, stat_update_fallbacks, stat_replays,
+    stat_graphs_live, stat_nodes_live, stat_segments;
+
+pw_status pw_cuda_check(cudaError_t err, const char *call) {
+    if (PW_LIKELY(err == cudaSuccess)) return PW_OK;
+    return pw_error(PW_ERR_CUDA, "%s failed: %s (%s)", call, cudaGetErrorName(err),
+                    cudaGetErrorString(err));
+}
+
+pw_status pw_cuda_check_blas(cublasStatus_t st, const char *call) {
+    if (PW_LIKELY(st == CUBLAS_STATUS_SUCCESS)) return PW_OK;
+    return pw_error(PW_ERR_CUDA, "%s failed: %s (%s)", call, cublasGetStatusName(st),
+                    cublasGetStatusString(st));
+}
+
+/* ---- device probe and memory ---------------------------------------------------------- */
+
+static bool probe_result;
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+
+static void probe_device(void) {
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    probe_result = err == cudaSuccess && n > 0;
+    if (err != cudaSuccess) (void)cudaGetLastError();
+}
+
+static bool cuda_probe(void) {
+    pthread_once(&probe_once, probe_device);
+    return probe_result;
+}
+
+static void *device_alloc(size_t bytes) {
+    if (!cuda_probe()) {
+        pw_error(PW_ERR_CUDA, "cudaMalloc: no CUDA device is available");
+        return NULL;
+    }
+    void *p = NULL;
+    /* cudaMalloc is allowed while this thread captures, but the strict
+     * capture mode may flag it; a relaxed window says it is intended. */
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    cudaError_t xerr = cudaThreadExchangeStreamCaptureMode(&mode);
+    cudaError_t err = cudaMalloc(&p, bytes);
+    if (xerr == cudaSuccess) (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    if (err != cudaSuccess) {
+        pw_cuda_check(err, "cudaMalloc");
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    atomic_fetch_add(&stat_segments, 1);
+    return p;
+}
+
+static void device_free(void *p) {
+    if (!p) return;
+    cudaError_t err = cudaFree(p);
+    if (err != cudaSuccess) {
+        pw_cuda_check(err, "cudaFree");
+        pw_log_warn("%s", pw_last_error());
+        return;
+    }
+    atomic_fetch_sub(&stat_segments, 1);
+}
+
+pw_status pw_cuda_host_alloc(size_t bytes, void **out) {
+    *out = NULL;
+    if (!cuda_probe()) return pw_error(PW_ERR_CUDA, "cudaMallocHost: no CUDA device is available");
+    PW_CUDA_TRY(cudaMallocHost(out, bytes ? bytes : 1));
+    return PW_OK;
+}
+
+void pw_cuda_host_free(void *ptr) {
+    if (!ptr) return;
+    cudaError_t err = cudaFreeHost(ptr);
+    if (err != cudaSuccess) {
+        pw_cuda_check(err, "cudaFreeHost");
+        pw_log_warn("%s", pw_last_error());
+    }
+}
+
+const char *pw_cuda_device_name(char *buf, size_t cap) {
+    if (cap) buf[0] = '\0';
+    struct cudaDeviceProp prop;
+    if (cuda_probe() && cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
+        snprintf(buf, cap, "%s", prop.name);
+    return buf;
+}
+
+/* ---- streams ---------------------------------------------------------------------------------- */
+
+typedef struct cuda_stream {
+    pw_cuda_stream_ctx ctx;
+    bool capturing;
+} cuda_stream;
+
+/* A captured graph: the cudaGraph_t is kept for node counts and for
+ * comparing two captures; the exec is what replays. */
+typedef struct cuda_graph {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    size_t n_nodes;
+} cuda_graph;
+
+static void stream_free(void *impl) {
+    cuda_stream *cs = impl;
+    if (!cs) return;
+    if (cs->ctx.cublas) (void)cublasDestroy(cs->ctx.cublas);
+    if (cs->ctx.stream) {
+        (void)cudaStreamSynchronize(cs->ctx.stream);
+        (void)cudaStreamDestroy(cs->ctx.stream);
+    }
+    if (cs->ctx.cublas_workspace) (void)cudaFree(cs->ctx.cublas_workspace);
+    pw_host_free(cs);
+}
+
+static pw_status stream_setup(cuda_stream *cs) {
+    PW_CUDA_TRY(cudaStreamCreateWithFlags(&cs->ctx.stream, cudaStreamNonBlocking));
+    PW_CUBLAS_TRY(cublasCreate(&cs->ctx.cublas));
+    PW_CUBLAS_TRY(cublasSetStream(cs->ctx.cublas, cs->ctx.stream));
+    /* cublasSetStream resets the workspace, so it is set after. */
+    PW_CUDA_TRY(cudaMalloc(&cs->ctx.cublas_workspace, PW_CUDA_CUBLAS_WORKSPACE_BYTES));
+    PW_CUBLAS_TRY(cublasSetWorkspace(cs->ctx.cublas, cs->ctx.cublas_workspace,
+                                     PW_CUDA_CUBLAS_WORKSPACE_BYTES));
+    /* Fixed numerics: plain FP32 (no TF32 or reduced-precision reductions),
+     * no atomics, host scalars. */
+    PW_CUBLAS_TRY(cublasSetMathMode(cs->ctx.cublas, CUBLAS_PEDANTIC_MATH));
+    PW_CUBLAS_TRY(cublasSetAtomicsMode(cs->ctx.cublas, CUBLAS_ATOMICS_NOT_ALLOWED));
+    PW_CUBLAS_TRY(cublasSetPointerMode(cs->ctx.cublas, CUBLAS_POINTER_MODE_HOST));
+    return PW_OK;
+}
+
+static pw_status stream_new(void **impl) {
+    *impl = NULL;
+    if (!cuda_probe()) return pw_error(PW_ERR_CUDA, "stream: no CUDA device is available");
+    cuda_stream *cs = pw_host_calloc(1, sizeof *cs);
+    if (!cs) return PW_ERR_OOM;
+    pw_status st = stream_setup(cs);
+    if (st != PW_OK) {
+        stream_free(cs);
+        return st;
+    }
+    *impl = cs;
+    return PW_OK;
+}
+
+const pw_cuda_kernel_impl *pw_cuda_kernel_for(const pw_kernel *k) {
+    if (!k) return NULL;
+    if (k->cuda) return k->cuda;
+    return k->name ? pw_cuda_kernel_by_name(k->name) : NULL;
+}
+
+static pw_status stream_launch(void *impl, const pw_kernel *k, const void *args, size_t argbytes) {
+    cuda_stream *cs = impl;
+    (void)argbytes;
+    const pw_cuda_kernel_impl *ki = pw_cuda_kernel_for(k);
+    if (!ki)
+        return pw_error(PW_ERR_UNSUPPORTED, "launch: kernel '%s' has no CUDA implementation",
+                        k->name ? k->name : "(unnamed)");
+    return ki->launch(args, &cs->ctx);
+}
+
+static pw_status stream_synchronize(void *impl) {
+    cuda_stream *cs = impl;
+    PW_CUDA_TRY(cudaStreamSynchronize(cs->ctx.stream));
+    return PW_OK;
+}
+
+static pw_status stream_begin_capture(void *impl) {
+    cuda_stream *cs = impl;
+    /* Thread-local mode: an unsafe call on this thread (a synchronous
+     * copy, a device synchronize) invalidates the capture and is reported
+     * at end_capture. */
+    PW_CUDA_TRY(cudaStreamBeginCapture(cs->ctx.stream, cudaStreamCaptureModeThreadLocal));
+    cs->capturing = true;
+    return PW_OK;
+}
+
+static void cuda_graph_destroy(cuda_graph *g) {
+    if (!g) return;
+    if (g->exec) {
+        (void)cudaGraphExecDestroy(g->exec);
+        atomic_fetch_sub(&stat_graphs_live, 1);
+        atomic_fetch_sub(&stat_nodes_live, g->n_nodes);
+    }
+    if (g->graph) (void)cudaGraphDestroy(g->graph);
+    pw_host_free(g);
+}
+
+static void stream_abort_capture(void *impl) {
+    cuda_stream *cs = impl;
+    if (!cs->capturing) return;
+    cudaGraph_t graph = NULL;
+    cudaError_t err = cudaStreamEndCapture(cs->ctx.stream, &graph);
+    if (graph) (void)cudaGraphDestroy(graph);
+    if (err != cudaSuccess) (void)cudaGetLastError();
+    cs->capturing = false;
+}
+
+static pw_status graph_count_nodes(cudaGraph_t graph, size_t *n) {
+    *n = 0;
+    PW_CUDA_TRY(cudaGraphGetNodes(graph, NULL, n));
+    return PW_OK;
+}
+
+/* Tries to turn `old` into the new capture in place. True on success; on a
+ * refusal (different topology) the caller instantiates afresh. */
+static bool try_update(cuda_graph *old, cudaGraph_t graph) {
+    cudaGraphExecUpdateResultInfo info;
+    cudaError_t err = cudaGraphExecUpdate(old->exec, graph, &info);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return true;
+}
+
+static pw_status stream_end_capture(void *impl, void *reuse, void **out) {
+    cuda_stream *cs = impl;
+    *out = NULL;
+    cudaGraph_t graph = NULL;
+    cs->capturing = false;
+    PW_CUDA_TRY(cudaStreamEndCapture(cs->ctx.stream, &graph));
+    size_t n_nodes = 0;
+    pw_status st = graph_count_nodes(graph, &n_nodes);
+    if (st != PW_OK) {
+        (void)cudaGraphDestroy(graph);
+        return st;
+    }
+    cuda_graph *old = reuse;
+    if (old && old->n_nodes == n_nodes && try_update(old, graph)) {
+        (void)cudaGraphDestroy(old->graph);
+        old->graph = graph;
+        atomic_fetch_add(&stat_updated, 1);
+        *out = old;
+        return PW_OK;
+    }
+    if (old) atomic_fetch_add(&stat_update_fallbacks, 1);
+    cuda_graph *g = pw_host_calloc(1, sizeof *g);
+    if (!g) {
+        (void)cudaGraphDestroy(graph);
+        return PW_ERR_OOM;
+    }
+    g->graph = graph;
+    g->n_nodes = n_nodes;
+    st = pw_cuda_check(cudaGraphInstantiate(&g->exec, graph, 0), "cudaGraphInstantiate");
+    if (st != PW_OK) {
+        g->exec = NULL;
+        cuda_graph_destroy(g);
+        return st;
+    }
+    /* Uploading now keeps the first replay as fast as the rest. */
+    st = pw_cuda_check(cudaGraphUpload(g->exec, cs->ctx.stream), "cudaGraphUpload");
+    atomic_fetch_add(&stat_instantiated, 1);
+    atomic_fetch_add(&stat_graphs_live, 1);
+    atomic_fetch_add(&stat_nodes_live, n_nodes);
+    if (st != PW_OK) {
+        cuda_graph_destroy(g);
+        return st;
+    }
+    *out = g;
+    return PW_OK;
+}
+
+static pw_status graph_replay(void *device_graph, void *impl) {
+    cuda_graph *g = device_graph;
+    cuda_stream *cs = impl;
+    PW_CUDA_TRY(cudaGraphLaunch(g->exec, cs->ctx.stream));
+    atomic_fetch_add_explicit(&stat_replays, 1, memory_order_relaxed);
+    return PW_OK;
+}
+
+static void graph_free(void *device_graph) { cuda_graph_destroy(device_graph); }
+
+static const pw_stream_backend cuda_stream_backend = {
+    .stream_new = stream_new,
+    .stream_free = stream_free,
+    .launch = stream_launch,
+    .synchronize = stream_synchronize,
+    .begin_capture = stream_begin_capture,
+    .end_capture = stream_end_capture,
+    .abort_capture = stream_abort_capture,
+    .replay = graph_replay,
+    .graph_free = graph_free,
+};
+
+/* ---- copies ----------------------------------------------------------------------------------- */
+
+static pw_status cuda_stream_of(pw_stream *s, const char *what, cudaStream_t *out) {
+    if (!s || pw_stream_device(s) != PW_DEVICE_CUDA)
+        return pw_error(PW_ERR_INVALID_ARG, "%s: needs a CUDA stream", what);
+    if (pw_stream_is_capturing(s))
+        return pw_error(PW_ERR_CAPTURE,
+                        "%s during a capture: per-step copies belong before the captured "
+                        "region",
+                        what);
+    cuda_stream *cs = pw_stream_backend_handle(s);
+    *out = cs->ctx.stream;
+    return PW_OK;
+}
+
+pw_status pw_cuda_copy_to_device(pw_stream *s, void *dst, const void *src, size_t bytes) {
+    cudaStream_t cs;
+    PW_TRY(cuda_stream_of(s, "copy to device", &cs));
+    if (bytes) PW_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cs));
+    return PW_OK;
+}
+
+pw_status pw_cuda_copy_to_host(pw_stream *s, void *dst, const void *src, size_t bytes) {
+    cudaStream_t cs;
+    PW_TRY(cuda_stream_of(s, "copy to host", &cs));
+    if (bytes) PW_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, cs));
+    PW_CUDA_TRY(cudaStreamSynchronize(cs));
+    return PW_OK;
+}
+
+pw_status pw_cuda_copy_device(pw_stream *s, void *dst, const void *src, size_t bytes) {
+    cudaStream_t cs;
+    PW_TRY(cuda_stream_of(s, "device copy", &cs));
+    if (bytes) PW_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cs));
+    return PW_OK;
+}
+
+pw_status pw_cuda_memset(pw_stream *s, void *dst, int value, size_t bytes) {
+    cudaStream_t cs;
+    PW_TRY(cuda_stream_of(s, "memset", &cs));
+    if (bytes) PW_CUDA_TRY(cudaMemsetAsync(dst, value, bytes, cs));
+    return PW_OK;
+}
+
+/* ---- graphs: counters, node counts, comparison ---------------------------------------------- */
+
+void pw_cuda_get_stats(pw_cuda_stats *out) {
+    out->graphs_instantiated = atomic_load(&stat_instantiated);
+    out->graphs_updated = atomic_load(&stat_updated);
+    out->update_fallbacks = atomic_load(&stat_update_fallbacks);
+    out->graph_replays = atomic_load(&stat_replays);
+    out->graphs_live = atomic_load(&stat_graphs_live);
+    out->graph_nodes_live = atomic_load(&stat_nodes_live);
+    out->device_segments = atomic_load(&stat_segments);
+}
+
+static pw_status cuda_graph_of(const pw_graph *g, const cuda_graph **out) {
+    *out = g ? pw_graph_device_handle(g) : NULL;
+    if (!*out) return pw_error(PW_ERR_INVALID_ARG, "not a CUDA graph");
+    return PW_OK;
+}
+
+pw_status pw_cuda_graph_num_nodes(const pw_graph *g, size_t *out) {
+    const cuda_graph *cg;
+    PW_TRY(cuda_graph_of(g, &cg));
+    *out = cg->n_nodes;
+    return PW_OK;
+}
+
+/* Compares node i of two graphs. Kernel parameters are compared by value,
+ * using the parameter sizes the runtime reports for the function. */
+static pw_status compare_node(cudaGraphNode_t a, cudaGraphNode_t b, size_t i, bool *same,
+                              char *diff, size_t cap) {
+    enum cudaGraphNodeType ta, tb;
+    PW_CUDA_TRY(cudaGraphNodeGetType(a, &ta));
+    PW_CUDA_TRY(cudaGraphNodeGetType(b, &tb));
+    if (ta != tb) {
+        *same = false;
+        snprintf(diff, cap, "node %zu: types differ (%d vs %d)", i, (int)ta, (int)tb);
+        return PW_OK;
+    }
+    if (ta == cudaGraphNodeTypeKernel) {
+        struct cudaKernelNodeParams pa, pb;
+        PW_CUDA_TRY(cudaGraphKernelNodeGetParams(a, &pa));
+        PW_CUDA_TRY(cudaGraphKernelNodeGetParams(b, &pb));
+        if (pa.func != pb.func || pa.gridDim.x != pb.gridDim.x || pa.gridDim.y != pb.gridDim.y ||
+            pa.gridDim.z != pb.gridDim.z || pa.blockDim.x != pb.blockDim.x ||
+            pa.blockDim.y != pb.blockDim.y || pa.blockDim.z != pb.blockDim.z ||
+            pa.sharedMemBytes != pb.sharedMemBytes) {
+            *same = false;
+            snprintf(diff, cap, "node %zu: kernel function or launch shape differs", i);
+            return PW_OK;
+        }
+        for (size_t p = 0;; p++) {
+            size_t offset = 0, size = 0;
+            cudaError_t err = cudaFuncGetParamInfo(pa.func, p, &offset, &size);
+            if (err == cudaErrorInvalidValue) {
+                (void)cudaGetLastError();
+                break; /* past the last parameter */
+            }
+            PW_TRY(pw_cuda_check(err, "cudaFuncGetParamInfo"));
+            if (memcmp(pa.kernelParams[p], pb.kernelParams[p], size) != 0) {
+                *same = false;
+                snprintf(diff, cap, "node %zu: kernel parameter %zu (%zu bytes) differs", i, p,
+                         size);
+                return PW_OK;
+            }
+        }
+    } else if (ta == cudaGraphNodeTypeMemcpy) {
+        struct cudaMemcpy3DParms pa, pb;
+        PW_CUDA_TRY(cudaGraphMemcpyNodeGetParams(a, &pa));
+        PW_CUDA_TRY(cudaGraphMemcpyNodeGetParams(b, &pb));
+        if (memcmp(&pa, &pb, sizeof pa) != 0) {
+            *same = false;
+            snprintf(diff, cap, "node %zu: memcpy parameters differ", i);
+        }
+    } else if (ta == cudaGraphNodeTypeMemset) {
+        struct cudaMemsetParams pa, pb;
+        PW_CUDA_TRY(cudaGraphMemsetNodeGetParams(a, &pa));
+        PW_CUDA_TRY(cudaGraphMemsetNodeGetParams(b, &pb));
+        if (pa.dst != pb.dst || pa.value != pb.value || pa.width != pb.width ||
+            pa.height != pb.height || pa.pitch != pb.pitch || pa.elementSize != pb.elementSize) {
+            *same = false;
+            snprintf(diff, cap, "node %zu: memset parameters differ", i);
+        }
+    }
+    return PW_OK;
+}
+
+pw_status pw_cuda_graph_compare(const pw_graph *a, const pw_graph *b, bool *same, char *diff,
+                                size_t diff_cap) {
+    const cuda_graph *ga, *gb;
+    PW_TRY(cuda_graph_of(a, &ga));
+    PW_TRY(cuda_graph_of(b, &gb));
+    *same = true;
+    if (diff_cap) diff[0] = '\0';
+    if (ga->n_nodes != gb->n_nodes) {
+        *same = false;
+        snprintf(diff, diff_cap, "node counts differ (%zu vs %zu)", ga->n_nodes, gb->n_nodes);
+        return PW_OK;
+    }
+    size_t n = ga->n_nodes;
+    cudaGraphNode_t *na = pw_host_calloc(n ? n : 1, sizeof *na);
+    cudaGraphNode_t *nb = pw_host_calloc(n ? n : 1, sizeof *nb);
+    pw_status st = (na && nb) ? PW_OK : PW_ERR_OOM;
+    size_t n1 = n, n2 = n;
+    /* Stream capture records in issue order on one stream, so the node
+     * arrays of two captures of the same launches line up. */
+    if (st == PW_OK) st = pw_cuda_check(cudaGraphGetNodes(ga->graph, na, &n1), "cudaGraphGetNodes");
+    if (st == PW_OK) st = pw_cuda_check(cudaGraphGetNodes(gb->graph, nb, &n2), "cudaGraphGetNodes");
+    for (size_t i = 0; st == PW_OK && *same && i < n; i++)
+        st = compare_node(na[i], nb[i], i, same, diff, diff_cap);
+    pw_host_free(na);
+    pw_host_free(nb);
+    return st;
+}
+
+/* ---- registration ----------------------------------------------------------------------------- */
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+static void register_backend(void) {
+    pw_backend_set_cuda_probe(cuda_probe);
+    pw_mem_register_device(PW_DEVICE_CUDA, (pw_device_mem_ops){device_alloc, device_free});
+    pw_stream_register_backend(PW_DEVICE_CUDA, &cuda_stream_backend);
+}
+
+void pw_cuda_init(void) { pthread_once(&init_once, register_backend); }
+
+__attribute__((constructor)) static void pw_cuda_init_at_load(void) { pw_cuda_init(); }

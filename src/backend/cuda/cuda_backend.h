@@ -1,0 +1,90 @@
+/* The CUDA backend (built when nvcc is found; see docs/cuda.md).
+ *
+ * pw_cuda_init() installs everything into the device-independent layers:
+ * the pw_cuda_available() probe, the cudaMalloc-backed device pool
+ * (pw_pool_new(PW_DEVICE_CUDA, ...)) and the cudaStream_t stream backend
+ * (pw_stream_new(PW_DEVICE_CUDA, ...), capture with cudaStreamBeginCapture,
+ * cudaGraphInstantiate, cudaGraphLaunch). It is idempotent and also runs
+ * from a constructor whenever this object is linked in.
+ *
+ * Kernels: a pw_kernel launched on a CUDA stream runs its `cuda` entry (a
+ * const pw_cuda_kernel_impl *); when that is NULL, the CUDA kernel of the
+ * same name (embedding, rms_norm, add_rms_norm, matmul, rope, silu_and_mul,
+ * silu_mul, add, argmax, attention) takes the same args struct as the CPU
+ * kernel (backend/cpu/kernels/kernels.h), with every pointer a device
+ * pointer (the attention meta struct included). */
+#ifndef PW_CUDA_BACKEND_H
+#define PW_CUDA_BACKEND_H
+
+#include "piecewise.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a CUDA launcher sees: the stream and its cuBLAS handle. */
+typedef struct pw_cuda_stream_ctx pw_cuda_stream_ctx;
+
+typedef struct pw_cuda_kernel_impl {
+    pw_status (*launch)(const void *args, const pw_cuda_stream_ctx *ctx);
+} pw_cuda_kernel_impl;
+
+void pw_cuda_init(void);
+
+/* The CUDA implementation of a kernel: k->cuda, else by name; NULL if none. */
+const pw_cuda_kernel_impl *pw_cuda_kernel_for(const pw_kernel *k);
+
+/* Copies (asynchronous on s; the host side should be pinned memory from
+ * pw_cuda_host_alloc for the copy to overlap). Refused during a capture:
+ * per-step inputs are copied before the forward, outside captured regions. */
+pw_status pw_cuda_copy_to_device(pw_stream *s, void *dst, const void *src, size_t bytes);
+/* Waits for the copy, so the host buffer can be read on return. */
+pw_status pw_cuda_copy_to_host(pw_stream *s, void *dst, const void *src, size_t bytes);
+/* Device-to-device, asynchronous on s. */
+pw_status pw_cuda_copy_device(pw_stream *s, void *dst, const void *src, size_t bytes);
+pw_status pw_cuda_memset(pw_stream *s, void *dst, int value, size_t bytes);
+
+/* Pinned (page-locked) host memory for staging per-step inputs. */
+pw_status pw_cuda_host_alloc(size_t bytes, void **out);
+void pw_cuda_host_free(void *ptr);
+
+/* Backend-wide counters (all streams). */
+typedef struct pw_cuda_stats {
+    uint64_t graphs_instantiated; /* cudaGraphInstantiate calls that succeeded */
+    uint64_t graphs_updated;      /* re-captures applied with cudaGraphExecUpdate */
+    uint64_t update_fallbacks;    /* re-captures whose update was refused (topology changed) */
+    uint64_t graph_replays;       /* cudaGraphLaunch calls */
+    uint64_t graphs_live;         /* device graphs not yet freed */
+    uint64_t graph_nodes_live;    /* nodes in those graphs */
+    uint64_t device_segments;     /* cudaMalloc blocks held by all pools */
+} pw_cuda_stats;
+void pw_cuda_get_stats(pw_cuda_stats *out);
+
+/* Name of device 0 into buf ("" when none); returns buf. */
+const char *pw_cuda_device_name(char *buf, size_t cap);
+
+/* Number of nodes in a CUDA graph's captured cudaGraph_t. */
+pw_status pw_cuda_graph_num_nodes(const pw_graph *g, size_t *out);
+
+/* Capture-safety check at the device level: compares the kernel nodes of
+ * two captures of the same thing, in order (function and parameter bytes).
+ * *same is false at the first difference, described in diff. Memcpy and
+ * memset nodes are compared by their parameters too. */
+pw_status pw_cuda_graph_compare(const pw_graph *a, const pw_graph *b, bool *same, char *diff,
+                                size_t diff_cap);
+
+/* Kernels in this backend: fixed token tile of every cuBLAS call (see
+ * docs/cuda.md: batch invariance) and the scratch a matmul needs for the
+ * zero-padded last tile. */
+#define PW_CUDA_MATMUL_TILE 16
+static inline size_t pw_cuda_matmul_scratch_floats(int64_t n_tokens, int64_t n, int64_t k) {
+    if (n_tokens % PW_CUDA_MATMUL_TILE == 0) return 0;
+    return (size_t)PW_CUDA_MATMUL_TILE * (size_t)(n + k);
+}
+#define PW_CUDA_ATTN_MAX_HEAD_DIM 256
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,459 @@
+// CUDA kernels for the Llama workload: the same args structs and semantics
+// as the CPU kernels (backend/cpu/kernels/kernels.h), every pointer a device
+// pointer.
+//
+// Batch invariance: every output row is computed by one thread block (or one
+// thread) whose work and reduction order depend only on the row's own
+// inputs and on shape constants that do not involve the token count. The
+// matmul calls cuBLAS only with a fixed token tile (PW_CUDA_MATMUL_TILE), so
+// cuBLAS sees the same (m, n, k) whatever the batch; the partial last tile
+// is zero-padded in scratch. See docs/cuda.md.
+extern "C" {
+#include "internal.h"
+}
+#include "backend/cpu/kernels/kernels.h"
+#include "backend/cuda/cuda_internal.h"
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <string.h>
+
+#define PW_CUDA_BLOCK 256
+#define PW_CUDA_ATTN_THREADS 128
+#define PW_CUDA_MAX_GRID_X 65535
+
+static pw_status last_launch(const char *kernel) {
+    cudaError_t err = cudaGetLastError();
+    if (err == cudaSuccess) return PW_OK;
+    return pw_error(PW_ERR_CUDA, "launching CUDA kernel %s failed: %s (%s)", kernel,
+                    cudaGetErrorName(err), cudaGetErrorString(err));
+}
+
+static unsigned blocks_for(int64_t n) {
+    int64_t b = (n + PW_CUDA_BLOCK - 1) / PW_CUDA_BLOCK;
+    if (b < 1) b = 1;
+    return (unsigned)(b > PW_CUDA_MAX_GRID_X ? PW_CUDA_MAX_GRID_X : b);
+}
+
+static pw_status check_rows(int64_t n_tokens, const char *kernel) {
+    if (n_tokens < 0 || n_tokens > INT32_MAX)
+        return pw_error(PW_ERR_INVALID_ARG, "CUDA kernel %s: token count %lld out of range",
+                        kernel, (long long)n_tokens);
+    return PW_OK;
+}
+
+// ---- embedding -------------------------------------------------------------
+
+__global__ void embedding_kernel(float *out, const int32_t *ids, const float *table,
+                                 int64_t vocab, int64_t dim) {
+    int64_t t = blockIdx.x;
+    int32_t id = ids[t];
+    float *row = out + t * dim;
+    bool ok = id >= 0 && id < vocab;
+    const float *src = table + (int64_t)(ok ? id : 0) * dim;
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) row[i] = ok ? src[i] : 0.0f;
+}
+
+static pw_status launch_embedding(const void *args, const pw_cuda_stream_ctx *ctx) {
+    const pw_k_embedding_args *a = (const pw_k_embedding_args *)args;
+    PW_TRY(check_rows(a->n_tokens, "embedding"));
+    if (a->n_tokens == 0) return PW_OK;
+    embedding_kernel<<<(unsigned)a->n_tokens, PW_CUDA_BLOCK, 0, ctx->stream>>>(
+        a->out, a->ids, a->table, a->vocab, a->dim);
+    return last_launch("embedding");
+}
+
+// ---- rms_norm --------------------------------------------------------------
+
+// Sum of squares in double: per-thread strided partial sums, then a fixed
+// shared-memory tree. Same order for every row and every batch.
+__device__ double block_sum_double(double v, double *shared) {
+    shared[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
+        __syncthreads();
+    }
+    double r = shared[0];
+    __syncthreads();
+    return r;
+}
+
+__global__ void rms_norm_kernel(float *y, float *residual, const float *x, const float *w,
+                                int64_t dim, float eps) {
+    __shared__ double shared[PW_CUDA_BLOCK];
+    int64_t t = blockIdx.x;
+    const float *xr = x + t * dim;
+    float *yr = y + t * dim;
+    const float *src = xr;
+    if (residual) {
+        float *r = residual + t * dim;
+        for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) r[i] = r[i] + xr[i];
+        __syncthreads();
+        src = r;
+    }
+    double part = 0.0;
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) part += (double)src[i] * (double)src[i];
+    double sum = block_sum_double(part, shared);
+    float scale = (float)(1.0 / sqrt(sum / (double)dim + (double)eps));
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = src[i] * scale * w[i];
+}
+
+static pw_status launch_rms_norm_common(const pw_k_rms_norm_args *a, float *residual,
+                                        const pw_cuda_stream_ctx *ctx, const char *name) {
+    PW_TRY(check_rows(a->n_tokens, name));
+    if (a->n_tokens == 0) return PW_OK;
+    rms_norm_kernel<<<(unsigned)a->n_tokens, PW_CUDA_BLOCK, 0, ctx->stream>>>(
+        a->y, residual, a->x, a->w, a->dim, a->eps);
+    return last_launch(name);
+}
+
+static pw_status launch_rms_norm(const void *args, const pw_cuda_stream_ctx *ctx) {
+    return launch_rms_norm_common((const pw_k_rms_norm_args *)args, NULL, ctx, "rms_norm");
+}
+
+static pw_status launch_add_rms_norm(const void *args, const pw_cuda_stream_ctx *ctx) {
+    const pw_k_rms_norm_args *a = (const pw_k_rms_norm_args *)args;
+    return launch_rms_norm_common(a, a->residual, ctx, "add_rms_norm");
+}
+
+// ---- matmul ----------------------------------------------------------------
+
+// y[T][N] = x[T][K] * W[N][K]^T. In cuBLAS's column-major terms y is N x T,
+// W is K x N (transposed in the call) and x is K x T, so the token count is
+// cuBLAS's n, always PW_CUDA_MATMUL_TILE.
+static pw_status sgemm_tile(const pw_cuda_stream_ctx *ctx, float *y, const float *x,
+                            const float *w, int64_t n, int64_t k) {
+    const float one = 1.0f, zero = 0.0f;
+    PW_CUBLAS_TRY(cublasSgemm(ctx->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, PW_CUDA_MATMUL_TILE,
+                              (int)k, &one, w, (int)k, x, (int)k, &zero, y, (int)n));
+    return PW_OK;
+}
+
+static pw_status launch_matmul(const void *args, const pw_cuda_stream_ctx *ctx) {
+    const pw_k_matmul_args *a = (const pw_k_matmul_args *)args;
+    PW_TRY(check_rows(a->n_tokens, "matmul"));
+    if (a->n > INT32_MAX || a->k > INT32_MAX || a->n < 1 || a->k < 1)
+        return pw_error(PW_ERR_INVALID_ARG, "CUDA matmul: shape [%lld][%lld] out of range",
+                        (long long)a->n, (long long)a->k);
+    const int64_t tile = PW_CUDA_MATMUL_TILE, full = a->n_tokens / tile * tile;
+    for (int64_t t0 = 0; t0 < full; t0 += tile)
+        PW_TRY(sgemm_tile(ctx, a->y + t0 * a->n, a->x + t0 * a->k, a->w, a->n, a->k));
+    int64_t rest = a->n_tokens - full;
+    if (rest == 0) return PW_OK;
+    if (!a->scratch)
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "CUDA matmul: %lld tokens is not a multiple of %d and no scratch was "
+                        "given (pw_cuda_matmul_scratch_floats)",
+                        (long long)a->n_tokens, PW_CUDA_MATMUL_TILE);
+    float *xs = a->scratch, *ys = a->scratch + tile * a->k;
+    size_t xbytes = (size_t)(tile * a->k) * sizeof(float);
+    PW_CUDA_TRY(cudaMemsetAsync(xs, 0, xbytes, ctx->stream));
+    PW_CUDA_TRY(cudaMemcpyAsync(xs, a->x + full * a->k, (size_t)(rest * a->k) * sizeof(float),
+                                cudaMemcpyDeviceToDevice, ctx->stream));
+    PW_TRY(sgemm_tile(ctx, ys, xs, a->w, a->n, a->k));
+    PW_CUDA_TRY(cudaMemcpyAsync(a->y + full * a->n, ys, (size_t)(rest * a->n) * sizeof(float),
+                                cudaMemcpyDeviceToDevice, ctx->stream));
+    return PW_OK;
+}
+
+// ---- rope ------------------------------------------------------------------
+
+__global__ void rope_kernel(float *out, const float *x, const int32_t *positions,
+                            const float *table, int64_t n_heads, int64_t head_dim,
+                            int64_t max_pos) {
+    int64_t t = blockIdx.x;
+    const int64_t half = head_dim / 2, width = n_heads * head_dim;
+    int32_t pos = positions[t];
+    const float *src = x + t * width;
+    float *dst = out + t * width;
+    bool ok = pos >= 0 && pos < max_pos;
+    const float *cs = table + (int64_t)(ok ? pos : 0) * half * 2;
+    for (int64_t j = threadIdx.x; j < n_heads * half; j += blockDim.x) {
+        int64_t h = j / half, i = j % half;
+        const float *v = src + h * head_dim;
+        float *o = dst + h * head_dim;
+        float x0 = v[2 * i], x1 = v[2 * i + 1];
+        if (!ok) {
+            o[2 * i] = x0;
+            o[2 * i + 1] = x1;
+            continue;
+        }
+        float c = cs[2 * i], s = cs[2 * i + 1];
+        o[2 * i] = x0 * c - x1 * s;
+        o[2 * i + 1] = x0 * s + x1 * c;
+    }
+}
+
+static pw_status launch_rope(const void *args, const pw_cuda_stream_ctx *ctx) {
+    const pw_k_rope_args *a = (const pw_k_rope_args *)args;
+    PW_TRY(check_rows(a->n_tokens, "rope"));
+    if (a->n_tokens == 0) return PW_OK;
+    rope_kernel<<<(unsigned)a->n_tokens, PW_CUDA_BLOCK, 0, ctx->stream>>>(
+        a->out, a->x, a->positions, a->table, a->n_heads, a->head_dim, a->max_pos);
+    return last_launch("rope");
+}
+
+// ---- silu and add ----------------------------------------------------------
+
+__device__ float silu(float v) { return v / (1.0f + expf(-v)); }
+
+__global__ void silu_and_mul_kernel(float *out, const float *gate_up, int64_t n_tokens,
+                                    int64_t f) {
+    int64_t total = n_tokens * f;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t t = i / f, j = i % f;
+        const float *row = gate_up + t * 2 * f;
+        out[i] = silu(row[j]) * row[f + j];
+    }
+}
+
+__global__ void silu_mul_kernel(float *out, const float *a, const float *b, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = silu(a[i]) * b[i];
+}
+
+__global__ void add_kernel(float *out, const float *a, const float *b, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = a[i] + b[i];
+}
+
+static pw_status launch_silu_and_mul(const void *args, const pw_cuda_stream_ctx *ctx) {
+    const pw_k_silu_args *a = (const pw_k_silu_args *)args;
+    int64_t n = a->n_tokens * a->f;
+    if (n <= 0) return PW_OK;
+    silu_and_mul_kernel<<<blocks_for(n), PW_CUDA_BLOCK, 0, ctx->stream>>>(a->out, a->a,
+                                                                          a->n_tokens, a->f);
+    return last_launch("silu_and_mul");
+}
+
+static pw_status launch_silu_mul(const void *args, const pw_cuda_stream_ctx *ctx) {
+    const pw_k_silu_args *a = (const pw_k_silu_args *)args;
+    int64_t n = a->n_tokens * a->f;
+    if (n <= 0) return PW_OK;
+    silu_mul_kernel<<<blocks_for(n), PW_CUDA_BLOCK, 0, ctx->stream>>>(a->out, a->a, a->b, n);
+    return last_launch("silu_mul");
+}
+
+static pw_status launch_add(const void *args, const pw_cuda_stream_ctx *ctx) {
+    const pw_k_add_args *a = (const pw_k_add_args *)args;
+    if (a->n <= 0) return PW_OK;
+    add_kernel<<<blocks_for(a->n), PW_CUDA_BLOCK, 0, ctx->stream>>>(a->out, a->a, a->b, a->n);
+    return last_launch("add");
+}
+
+// ---- argmax ----------------------------------------------------------------
+
+// Ties go to the lowest index and NaNs are never chosen, as on the CPU; the
+// result is order-independent, so the tree reduction gives the same index.
+__device__ bool better(float v, int64_t i, float bv, int64_t bi) {
+    if (isnan(v) || i < 0) return false;
+    if (bi < 0) return true;
+    return v > bv || (v == bv && i < bi);
+}
+
+__global__ void argmax_kernel(int32_t *out, const float *logits, int64_t vocab) {
+    __shared__ float best_v[PW_CUDA_BLOCK];
+    __shared__ int64_t best_i[PW_CUDA_BLOCK];
+    int64_t t = blockIdx.x;
+    const float *row = logits + t * vocab;
+    float bv = 0.0f;
+    int64_t bi = -1;
+    for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x)
+        if (better(row[i], i, bv, bi)) {
+            bv = row[i];
+            bi = i;
+        }
+    best_v[threadIdx.x] = bv;
+    best_i[threadIdx.x] = bi;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s &&
+            better(best_v[threadIdx.x + s], best_i[threadIdx.x + s], best_v[threadIdx.x],
+                   best_i[threadIdx.x])) {
+            best_v[threadIdx.x] = best_v[threadIdx.x + s];
+            best_i[threadIdx.x] = best_i[threadIdx.x + s];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[t] = best_i[0] < 0 ? 0 : (int32_t)best_i[0];
+}
+
+static pw_status launch_argmax(const void *args, const pw_cuda_stream_ctx *ctx) {
+    const pw_k_argmax_args *a = (const pw_k_argmax_args *)args;
+    PW_TRY(check_rows(a->n_tokens, "argmax"));
+    if (a->n_tokens == 0) return PW_OK;
+    argmax_kernel<<<(unsigned)a->n_tokens, PW_CUDA_BLOCK, 0, ctx->stream>>>(a->out, a->logits,
+                                                                           a->vocab);
+    return last_launch("argmax");
+}
+
+// ---- attention over the paged KV cache -------------------------------------
+
+// Phase 1: one block per token copies its k/v rows into its cache slot.
+__global__ void write_kv_kernel(pw_k_attention_args a) {
+    const pw_attn_meta *m = a.meta;
+    if (m->block_size <= 0) return;
+    const int64_t capacity = a.num_blocks * (int64_t)m->block_size;
+    int64_t t = blockIdx.x;
+    int64_t slot = m->slot_mapping[t];
+    if (slot < 0 || slot >= capacity) return;
+    int64_t row = a.n_kv_heads * a.head_dim;
+    for (int64_t i = threadIdx.x; i < row; i += blockDim.x) {
+        a.k_cache[slot * row + i] = a.k[t * a.kv_stride + i];
+        a.v_cache[slot * row + i] = a.v[t * a.kv_stride + i];
+    }
+}
+
+__device__ int64_t slot_of(const int32_t *table, int64_t p, int64_t block_size,
+                           int64_t num_blocks) {
+    int64_t block = table[p / block_size];
+    if (block < 0 || block >= num_blocks) return -1;
+    return block * block_size + p % block_size;
+}
+
+__device__ float block_max_float(float v, float *shared) {
+    shared[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) shared[threadIdx.x] = fmaxf(shared[threadIdx.x], shared[threadIdx.x + s]);
+        __syncthreads();
+    }
+    float r = shared[0];
+    __syncthreads();
+    return r;
+}
+
+// Phase 2: one block per (token, head). Scores of a chunk of
+// PW_K_ATTN_SCORE_CHUNK positions (fixed boundaries from position 0, as on
+// the CPU) go to shared memory, one position per thread, each dot product
+// sequential over head_dim. Each thread then owns output dimensions and
+// sums the chunk's weighted values in position order. Nothing depends on
+// the batch.
+__global__ void attend_kernel(pw_k_attention_args a, int64_t group) {
+    __shared__ float q[PW_CUDA_ATTN_MAX_HEAD_DIM];
+    __shared__ float acc[PW_CUDA_ATTN_MAX_HEAD_DIM];
+    __shared__ float scores[PW_K_ATTN_SCORE_CHUNK];
+    __shared__ float red[PW_CUDA_ATTN_THREADS];
+    __shared__ int bad;
+    const pw_attn_meta *m = a.meta;
+    const int64_t t = blockIdx.x, h = blockIdx.y, hd = a.head_dim, kv_row = a.n_kv_heads * hd;
+    float *out = a.out + t * a.n_heads * hd + h * hd;
+    const int64_t capacity = a.num_blocks * (int64_t)m->block_size;
+    const int64_t max_pos = (int64_t)m->max_blocks_per_seq * m->block_size;
+    int64_t slot = m->slot_mapping[t], pos = m->positions[t], seq = m->token_seq[t];
+    bool ok = m->block_size > 0 && slot >= 0 && slot < capacity && pos >= 0 && pos < max_pos && seq >= 0 &&
+              seq < a.max_seqs;
+    if (!ok) {
+        for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) out[i] = 0.0f;
+        return;
+    }
+    const int32_t *table = m->block_tables + seq * m->max_blocks_per_seq;
+    const int64_t kv_head = h / group;
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) {
+        q[i] = a.q[t * a.q_stride + h * hd + i];
+        acc[i] = 0.0f;
+    }
+    if (threadIdx.x == 0) bad = 0;
+    __syncthreads();
+    float running_max = -INFINITY, denom = 0.0f;
+    for (int64_t c0 = 0; c0 <= pos; c0 += PW_K_ATTN_SCORE_CHUNK) {
+        int64_t c1 = c0 + PW_K_ATTN_SCORE_CHUNK - 1 < pos ? c0 + PW_K_ATTN_SCORE_CHUNK - 1 : pos;
+        float local_max = -INFINITY;
+        for (int64_t p = c0 + threadIdx.x; p <= c1; p += blockDim.x) {
+            int64_t s = slot_of(table, p, m->block_size, a.num_blocks);
+            if (s < 0) {
+                bad = 1;
+                continue;
+            }
+            const float *k = a.k_cache + s * kv_row + kv_head * hd;
+            float d = 0.0f;
+            for (int64_t i = 0; i < hd; i++) d += q[i] * k[i];
+            d *= scale;
+            scores[p - c0] = d;
+            local_max = fmaxf(local_max, d);
+        }
+        float chunk_max = block_max_float(local_max, red);
+        if (bad) break;
+        float rescale = 1.0f;
+        if (chunk_max > running_max) {
+            if (running_max != -INFINITY) rescale = expf(running_max - chunk_max);
+            running_max = chunk_max;
+        }
+        // Every thread keeps the same denominator (same values, same order).
+        denom *= rescale;
+        for (int64_t p = c0; p <= c1; p++) denom += expf(scores[p - c0] - running_max);
+        for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) {
+            float sum = acc[i] * rescale;
+            for (int64_t p = c0; p <= c1; p++) {
+                float wgt = expf(scores[p - c0] - running_max);
+                const float *v =
+                    a.v_cache + slot_of(table, p, m->block_size, a.num_blocks) * kv_row +
+                    kv_head * hd;
+                sum += wgt * v[i];
+            }
+            acc[i] = sum;
+        }
+        __syncthreads();
+    }
+    if (bad) {
+        for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) out[i] = 0.0f;
+        return;
+    }
+    float inv = 1.0f / denom;
+    for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) out[i] = acc[i] * inv;
+}
+
+static pw_status launch_attention(const void *args, const pw_cuda_stream_ctx *ctx) {
+    const pw_k_attention_args *a = (const pw_k_attention_args *)args;
+    PW_TRY(check_rows(a->n_tokens, "attention"));
+    if (a->head_dim < 1 || a->head_dim > PW_CUDA_ATTN_MAX_HEAD_DIM || a->n_kv_heads < 1 ||
+        a->n_heads < 1 || a->n_heads % a->n_kv_heads != 0 || a->n_heads > PW_CUDA_MAX_GRID_X)
+        return pw_error(PW_ERR_UNSUPPORTED,
+                        "CUDA attention: heads %lld/%lld with head_dim %lld not supported "
+                        "(head_dim <= %d, n_heads a multiple of n_kv_heads)",
+                        (long long)a->n_heads, (long long)a->n_kv_heads, (long long)a->head_dim,
+                        PW_CUDA_ATTN_MAX_HEAD_DIM);
+    if (a->n_tokens == 0) return PW_OK;
+    // The meta struct lives in device memory (the engine rewrites what it
+    // points to each step), so block size and table width are read there.
+    write_kv_kernel<<<(unsigned)a->n_tokens, PW_CUDA_BLOCK, 0, ctx->stream>>>(*a);
+    PW_TRY(last_launch("attention (write_kv)"));
+    dim3 grid((unsigned)a->n_tokens, (unsigned)a->n_heads);
+    attend_kernel<<<grid, PW_CUDA_ATTN_THREADS, 0, ctx->stream>>>(*a, a->n_heads / a->n_kv_heads);
+    return last_launch("attention");
+}
+
+// ---- table -----------------------------------------------------------------
+
+static const pw_cuda_kernel_impl impl_embedding = {launch_embedding};
+static const pw_cuda_kernel_impl impl_rms_norm = {launch_rms_norm};
+static const pw_cuda_kernel_impl impl_add_rms_norm = {launch_add_rms_norm};
+static const pw_cuda_kernel_impl impl_matmul = {launch_matmul};
+static const pw_cuda_kernel_impl impl_rope = {launch_rope};
+static const pw_cuda_kernel_impl impl_silu_and_mul = {launch_silu_and_mul};
+static const pw_cuda_kernel_impl impl_silu_mul = {launch_silu_mul};
+static const pw_cuda_kernel_impl impl_add = {launch_add};
+static const pw_cuda_kernel_impl impl_argmax = {launch_argmax};
+static const pw_cuda_kernel_impl impl_attention = {launch_attention};
+
+static const struct {
+    const char *name;
+    const pw_cuda_kernel_impl *impl;
+} kernel_table[] = {
+    {"embedding", &impl_embedding},       {"rms_norm", &impl_rms_norm},
+    {"add_rms_norm", &impl_add_rms_norm}, {"matmul", &impl_matmul},
+    {"rope", &impl_rope},                 {"silu_and_mul", &impl_silu_and_mul},
+    {"silu_mul", &impl_silu_mul},         {"add", &impl_add},
+    {"argmax", &impl_argmax},             {"attention", &impl_attention},
+};
+
+extern "C" const pw_cuda_kernel_impl *pw_cuda_kernel_by_name(const char *name) {
+    for (size_t i = 0; i < sizeof kernel_table / sizeof kernel_table[0]; i++)
+        if (strcmp(kernel_table[i].name, name) == 0) return kernel_table[i].impl;
+    return NULL;
+}

@@ -1,0 +1,44 @@
+/* How a non-CPU backend plugs into pw_stream / pw_graph (src/backend/cpu/stream.c).
+ *
+ * stream.c keeps the device-independent part of every stream: the capture
+ * state, the thread's open capture, the capture pool and its graph
+ * references, the violation that poisons a capture, and a host record of
+ * every launch (kernel and argument bytes, so pw_graph_launch_at and the
+ * runtime's verify_capture work for any device). A backend adds the device
+ * work: its own stream handle, eager launches, device capture,
+ * instantiation and replay. */
+#ifndef PW_STREAM_BACKEND_H
+#define PW_STREAM_BACKEND_H
+
+#include "piecewise.h"
+
+typedef struct pw_stream_backend {
+    pw_status (*stream_new)(void **impl);
+    void (*stream_free)(void *impl);
+    /* Eager outside a capture; recorded into the device capture inside one. */
+    pw_status (*launch)(void *impl, const pw_kernel *k, const void *args, size_t argbytes);
+    pw_status (*synchronize)(void *impl);
+    pw_status (*begin_capture)(void *impl);
+    /* Ends the device capture. With `reuse` (a device graph from an earlier
+     * end_capture on any stream of this backend) the backend may update it
+     * in place and return it as *out; otherwise *out is a new device graph. */
+    pw_status (*end_capture)(void *impl, void *reuse, void **out);
+    void (*abort_capture)(void *impl);
+    pw_status (*replay)(void *device_graph, void *impl);
+    void (*graph_free)(void *device_graph);
+} pw_stream_backend;
+
+/* Installs the backend for `device` (PW_DEVICE_CPU cannot be replaced). */
+void pw_stream_register_backend(pw_device device, const pw_stream_backend *backend);
+
+/* The backend handle of a stream and of a graph (NULL for CPU). */
+void *pw_stream_backend_handle(const pw_stream *s);
+void *pw_graph_device_handle(const pw_graph *g);
+
+/* Ends the capture open on s and makes `g` (a graph captured earlier into
+ * the same pool on a stream of the same device) do what was just captured,
+ * updating the device graph in place where the backend can. On error g is
+ * unchanged. */
+pw_status pw_stream_end_capture_update(pw_stream *s, pw_graph *g);
+
+#endif
