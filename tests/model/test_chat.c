@@ -1,0 +1,100 @@
+/* Chat templates: chatml with the template's default system prompt,
+ * llama2, a template piecewise does not know, and none at all. */
+#include "test_util.h"
+#include "internal.h"
+
+#include "model/gguf_writer.h"
+
+#include <unistd.h>
+
+static const char *const smollm2_template =
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+    "Face<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+static char path[] = "/tmp/pw_test_chat_XXXXXX";
+
+static pw_model *model_with_template(const char *tmpl) {
+    pw_tiny_llama_config cfg = pw_tiny_llama_default_config();
+    pw_gguf_writer *w;
+    CHECK_OK(pw_gguf_writer_new(&w));
+    CHECK_OK(pw_tiny_llama_add(w, &cfg));
+    if (tmpl) CHECK_OK(pw_gguf_writer_add_string(w, "tokenizer.chat_template", tmpl));
+    CHECK_OK(pw_gguf_writer_to_file(w, path));
+    pw_gguf_writer_free(w);
+    pw_model *m = NULL;
+    CHECK_OK(pw_model_load(path, &m));
+    return m;
+}
+
+static void test_chatml(void) {
+    pw_model *m = model_with_template(smollm2_template);
+    if (!m) return;
+    CHECK(pw_model_has_chat_template(m));
+    pw_chat_message user = {"user", "What is 2+2?"};
+    char *text;
+    CHECK_OK(pw_model_apply_chat_template(m, &user, 1, true, &text));
+    CHECK_STREQ(text, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained "
+                      "by Hugging Face<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n"
+                      "<|im_start|>assistant\n");
+    free(text);
+    pw_chat_message conv[3] = {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello!"}};
+    CHECK_OK(pw_model_apply_chat_template(m, conv, 3, false, &text));
+    CHECK_STREQ(text, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                      "<|im_start|>assistant\nHello!<|im_end|>\n");
+    free(text);
+    CHECK_OK(pw_model_chat_next_turn(m, "And 3+3?", true, &text));
+    CHECK_STREQ(text, "\n<|im_start|>user\nAnd 3+3?<|im_end|>\n<|im_start|>assistant\n");
+    free(text);
+    CHECK_OK(pw_model_chat_next_turn(m, "More", false, &text));
+    CHECK_STREQ(text, "<|im_end|>\n<|im_start|>user\nMore<|im_end|>\n<|im_start|>assistant\n");
+    free(text);
+    pw_chat_message bad = {"robot", "beep"};
+    CHECK_ERR(pw_model_apply_chat_template(m, &bad, 1, true, &text), PW_ERR_INVALID_ARG,
+              "role 'robot'");
+    CHECK_ERR(pw_model_apply_chat_template(m, &bad, 0, true, &text), PW_ERR_INVALID_ARG,
+              "no messages");
+    pw_model_free(m);
+}
+
+static void test_llama2(void) {
+    pw_model *m = model_with_template("{% for m in messages %}[INST] {{ m['content'] }} [/INST]{% endfor %}");
+    if (!m) return;
+    pw_chat_message conv[4] = {
+        {"system", "Be kind."}, {"user", "Hi"}, {"assistant", "Hello"}, {"user", "Bye"}};
+    char *text;
+    CHECK_OK(pw_model_apply_chat_template(m, conv, 4, true, &text));
+    CHECK_STREQ(text, "[INST] <<SYS>>\nBe kind.\n<</SYS>>\n\nHi [/INST] Hello </s><s>[INST] Bye [/INST]");
+    free(text);
+    pw_model_free(m);
+}
+
+static void test_unsupported_and_missing(void) {
+    pw_model *m = model_with_template("{{ bos_token }}{% for x in messages %}<custom>{% endfor %}");
+    if (!m) return;
+    CHECK(!pw_model_has_chat_template(m));
+    pw_chat_message user = {"user", "hi"};
+    char *text;
+    CHECK_ERR(pw_model_apply_chat_template(m, &user, 1, true, &text), PW_ERR_UNSUPPORTED,
+              "unsupported chat template");
+    pw_model_free(m);
+    m = model_with_template(NULL);
+    if (!m) return;
+    CHECK(!pw_model_has_chat_template(m));
+    CHECK_ERR(pw_model_apply_chat_template(m, &user, 1, true, &text), PW_ERR_NOT_FOUND,
+              "has no chat template");
+    pw_model_free(m);
+}
+
+int main(void) {
+    int fd = mkstemp(path);
+    if (fd < 0) pw_test_skip("cannot create a temporary file");
+    close(fd);
+    test_chatml();
+    test_llama2();
+    test_unsupported_and_missing();
+    unlink(path);
+    return pw_test_finish("model_chat");
+}
