@@ -62,6 +62,7 @@ static pw_status run_forward(void *user, const pw_value *args, int nargs, pw_val
 static pw_status compile_model(pw_engine *e) {
     PW_TRY(pw_model_build_ir(e->model, &e->ir));
     PW_TRY(pw_split(e->ir, NULL, 0, &e->split));
+    PW_TRY(pw_check_split_for_replay(e->split));
     pw_plan_options opts = {0};
     opts.resolve_op = resolve_op;
     opts.user = e;
