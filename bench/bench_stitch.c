@@ -14,7 +14,7 @@
 #define STITCH_MAX_CASES 16
 #define STITCH_PIECE_OUTPUTS 5 /* what each piece but the last hands on (see synthetic.c) */
 /* Time one sample over about this many nanoseconds of forwards. */
-#define STITCH_SAMPLE_NS 2000000.0
+#define STITCH_SAMPLE_NS 200000.0
 
 /* The do-nothing pieces hand out references to these. */
 typedef struct stitch_world {
@@ -157,32 +157,40 @@ static pw_status forward(const stitch_case *c, stitch_form f) {
     return s;
 }
 
-/* Median ns per forward over `repeats` samples. */
-static pw_status measure(const stitch_case *c, stitch_form f, int repeats, double *ns) {
+/* Forwards per sample for about STITCH_SAMPLE_NS (after a warm-up). */
+static pw_status size_batch(const stitch_case *c, stitch_form f, int *batch) {
     uint64_t t0 = pw_bench_now_ns();
     int iters = 0;
-    while (pw_bench_now_ns() - t0 < STITCH_SAMPLE_NS / 4 || iters < 8) { /* warm up and size a sample */
+    while (pw_bench_now_ns() - t0 < STITCH_SAMPLE_NS || iters < 8) {
         PW_TRY(forward(c, f));
         iters++;
     }
     double per = (double)(pw_bench_now_ns() - t0) / iters;
-    int batch = per > 0 ? (int)(STITCH_SAMPLE_NS / per) + 1 : 1000;
-    double *samples = calloc((size_t)repeats, sizeof *samples);
-    if (!samples) return PW_ERR_OOM;
-    for (int r = 0; r < repeats; r++) {
-        uint64_t a = pw_bench_now_ns();
-        for (int i = 0; i < batch; i++) {
-            pw_status s = forward(c, f);
-            if (s != PW_OK) {
-                free(samples);
-                return s;
-            }
-        }
-        samples[r] = (double)(pw_bench_now_ns() - a) / batch;
-    }
-    *ns = pw_bench_median(samples, (size_t)repeats);
-    free(samples);
+    *batch = per > 0 ? (int)(STITCH_SAMPLE_NS / per) + 1 : 1000;
     return PW_OK;
+}
+
+static pw_status sample(const stitch_case *c, stitch_form f, int batch, double *ns) {
+    uint64_t a = pw_bench_now_ns();
+    for (int i = 0; i < batch; i++) PW_TRY(forward(c, f));
+    *ns = (double)(pw_bench_now_ns() - a) / batch;
+    return PW_OK;
+}
+
+/* Median ns per forward of each form. Samples of the three forms take
+ * turns, so a busy machine slows them alike; short samples mostly fit in
+ * one time slice. */
+static pw_status measure(const stitch_case *c, int repeats, double ns[3]) {
+    int batch[3];
+    for (int f = 0; f < 3; f++) PW_TRY(size_batch(c, (stitch_form)f, &batch[f]));
+    double *samples = calloc((size_t)repeats * 3, sizeof *samples);
+    if (!samples) return PW_ERR_OOM;
+    pw_status s = PW_OK;
+    for (int r = 0; r < repeats && s == PW_OK; r++)
+        for (int f = 0; f < 3 && s == PW_OK; f++) s = sample(c, (stitch_form)f, batch[f], &samples[f * repeats + r]);
+    for (int f = 0; f < 3 && s == PW_OK; f++) ns[f] = pw_bench_median(samples + f * repeats, (size_t)repeats);
+    free(samples);
+    return s;
 }
 
 typedef struct stitch_result {
@@ -242,9 +250,11 @@ static pw_status run_case(int layers, int repeats, stitch_result *r) {
         s = pw_error(PW_ERR_INTERNAL, "bench stitch: forms disagree on calls (%llu, %llu, %llu)",
                      (unsigned long long)calls[0], (unsigned long long)calls[1], (unsigned long long)calls[2]);
     }
-    if (s == PW_OK) s = measure(&c, FORM_PLAN, repeats, &r->plan_ns);
-    if (s == PW_OK) s = measure(&c, FORM_NATIVE, repeats, &r->native_ns);
-    if (s == PW_OK) s = measure(&c, FORM_HAND, repeats, &r->hand_ns);
+    double ns[3];
+    if (s == PW_OK) s = measure(&c, repeats, ns);
+    r->plan_ns = ns[FORM_PLAN];
+    r->native_ns = ns[FORM_NATIVE];
+    r->hand_ns = ns[FORM_HAND];
 done:
     free(submods);
     free(args);
@@ -270,7 +280,7 @@ int pw_bench_stitch(int argc, char **argv) {
         return 0;
     }
     int layers[STITCH_MAX_CASES] = {2, 8, 32, 80};
-    int ncases = 4, repeats = 15;
+    int ncases = 4, repeats = 51;
     bool json = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {

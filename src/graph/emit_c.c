@@ -4,6 +4,9 @@
  * piecewise.h; native.c checks that layout) so the native path can compile
  * it without include paths. */
 #include "plan_internal.h"
+#include "tensor.h"
+
+#include <stddef.h>
 
 #include <ctype.h>
 
@@ -26,7 +29,7 @@ const char pw_emit_c_prelude[] =
     "\n"
     "/* Services of the piecewise runtime. */\n"
     "typedef struct pw_stitch_rt {\n"
-    "    void (*retain)(pw_value v);\n"
+    "    pw_value (*retain)(pw_value v);\n"
     "    void (*release)(pw_value v);\n"
     "    /* checks that src is a tuple and index in range; retains the item */\n"
     "    pw_status (*getitem)(pw_value src, int64_t index, const char *node, pw_value *out);\n"
@@ -37,9 +40,13 @@ const char pw_emit_c_prelude[] =
     "    pw_status (*no_submodule)(int index, const char *graph, const char *node);\n"
     "} pw_stitch_rt;\n"
     "\n"
-    "#define PW_REFCOUNTED(v) ((v).kind == PW_VAL_TENSOR || (v).kind == PW_VAL_TUPLE)\n"
-    "#define PW_RETAIN(v) do { if (PW_REFCOUNTED(v)) rt->retain(v); } while (0)\n"
-    "#define PW_RELEASE(v) do { if (PW_REFCOUNTED(v)) rt->release(v); } while (0)\n"
+    "/* Tensors are counted inline (the reference count's offset in the tensor\n"
+    " * is filled in below); tuples and last releases go through the runtime. */\n"
+    "#define PW_TENSOR_REFS(v) (*(int *)((char *)(v).as.tensor + PW_TENSOR_REFCOUNT_OFFSET))\n"
+    "#define PW_RETAIN(v) do { if ((v).kind == PW_VAL_TENSOR) PW_TENSOR_REFS(v)++; \\\n"
+    "    else if ((v).kind == PW_VAL_TUPLE) rt->retain(v); } while (0)\n"
+    "#define PW_RELEASE(v) do { if ((v).kind == PW_VAL_TENSOR && PW_TENSOR_REFS(v) > 1) PW_TENSOR_REFS(v)--; \\\n"
+    "    else if ((v).kind == PW_VAL_TENSOR || (v).kind == PW_VAL_TUPLE) rt->release(v); } while (0)\n"
     "#if defined(__GNUC__)\n"
     "#define PW_FAILED(st) __builtin_expect((st) != 0, 0)\n"
     "#else\n"
@@ -235,6 +242,8 @@ pw_status pw_plan_emit_c(const pw_plan *p, char **out) {
                      " * uses are handed to the caller; parameters are never released. */\n",
                      pw_version(), p->graph_name, p->nparams, p->nsubmods, ninl, p->nfns, p->nnodes);
         pw_sb_puts(sb, pw_emit_c_prelude);
+        _Static_assert(sizeof(((struct pw_tensor *)0)->refcount) == sizeof(int), "tensor refcount is an int");
+        pw_sb_printf(sb, "#define PW_TENSOR_REFCOUNT_OFFSET %zu\n", offsetof(struct pw_tensor, refcount));
         pw_sb_puts(sb, "\n/* Submodule table (index: name):\n");
         for (int i = 0; i < p->nsubmods; i++)
             pw_sb_printf(sb, " *   %d: %s%s\n", i, p->submod_names[i], p->submod_inlined[i] ? " (inlined)" : "");

@@ -19,7 +19,7 @@ _Static_assert(PW_OK == 0, "PW_OK is 0");
 
 /* Mirrors pw_stitch_rt in the emitted prelude (emit_c.c). */
 typedef struct stitch_rt {
-    void (*retain)(pw_value v);
+    pw_value (*retain)(pw_value v);
     void (*release)(pw_value v);
     pw_status (*getitem)(pw_value src, int64_t index, const char *node, pw_value *out);
     pw_status (*tuple)(int n, const pw_value *items, pw_value *out);
@@ -32,9 +32,6 @@ typedef pw_status (*stitch_fn)(const stitch_rt *rt, const pw_callable *fn, const
 
 pw_status pw_plan_getitem(pw_value src, int64_t index, const char *node, pw_value *out);
 pw_status pw_plan_check_call(const pw_plan *p, const pw_callable *submods, int nsub, int nargs);
-
-static void rt_retain(pw_value v) { pw_value_retain(v); }
-static void rt_release(pw_value v) { pw_value_release(v); }
 
 static pw_status rt_tuple(int n, const pw_value *items, pw_value *out) {
     pw_tuple *t;
@@ -58,7 +55,7 @@ static pw_status rt_no_submodule(int index, const char *graph, const char *node)
                     node, index);
 }
 
-static const stitch_rt runtime = {rt_retain, rt_release, pw_plan_getitem, rt_tuple, rt_failed,
+static const stitch_rt runtime = {pw_value_retain, pw_value_release, pw_plan_getitem, rt_tuple, rt_failed,
                                   rt_no_submodule};
 
 struct pw_native {

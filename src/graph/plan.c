@@ -7,6 +7,7 @@
  *   registers  values share registers once freed -> compact instructions
  *   run        one dispatch loop */
 #include "plan_internal.h"
+#include "tensor.h"
 
 /* Registers kept on the C stack during a run; larger frames are allocated. */
 #define PW_PLAN_STACK_TEMPS 64
@@ -488,7 +489,7 @@ static pw_status lower_graph(lower *L, const pw_ir *g, const uint32_t *ph_opnds,
             ph++;
             break;
         case PW_IR_CALL_FUNCTION: {
-            int fn;
+            int fn = -1;
             s = bind_op(L, n->target, pw_ir_where(g, i, where, sizeof where), &fn);
             if (s == PW_OK) s = lower_call(L, env, g, i, prefix, PW_OP_CALL, fn);
             break;
@@ -502,7 +503,7 @@ static pw_status lower_graph(lower *L, const pw_ir *g, const uint32_t *ph_opnds,
             bool inl = L->opts && L->opts->should_inline
                            ? L->opts->should_inline(L->opts->user, L->root, n->target)
                            : default_should_inline(L->root, n->target);
-            int idx;
+            int idx = -1;
             s = submodule_index(L, n->target, inl, &idx);
             if (s != PW_OK) break;
             if (p->submod_inlined[idx] != inl) {
@@ -755,11 +756,20 @@ int pw_plan_num_nodes(const pw_plan *p) { return p->nnodes; }
 
 /* ---- the interpreter ------------------------------------------------------------------------ */
 
+/* Reference counting on the hot path: tensors are counted inline (the
+ * layout is the library's own, tensor.h); only a last release, and tuples,
+ * go through the core functions. Scalars and strings are not counted. */
 static inline void value_retain(pw_value v) {
-    if (v.kind == PW_VAL_TENSOR || v.kind == PW_VAL_TUPLE) pw_value_retain(v);
+    if (v.kind == PW_VAL_TENSOR) v.as.tensor->refcount++;
+    else if (v.kind == PW_VAL_TUPLE) pw_tuple_retain(v.as.tuple);
 }
 static inline void value_release(pw_value v) {
-    if (v.kind == PW_VAL_TENSOR || v.kind == PW_VAL_TUPLE) pw_value_release(v);
+    if (v.kind == PW_VAL_TENSOR) {
+        if (v.as.tensor->refcount > 1) v.as.tensor->refcount--;
+        else pw_tensor_release(v.as.tensor);
+    } else if (v.kind == PW_VAL_TUPLE) {
+        pw_tuple_release(v.as.tuple);
+    }
 }
 
 static const char *value_kind_name(pw_value_kind k) {
