@@ -15,8 +15,10 @@ static const char *const emit_forms[] = {"graph", "split", "plan", "c", "dot", "
 static void usage(FILE *f) {
     fprintf(f,
             "usage: piecewise compile GRAPH.txt [--split-ops OP,...] [--emit FORM] [-o FILE]\n"
+            "       piecewise compile --model MODEL.gguf [--emit FORM] [-o FILE]\n"
             "\n"
-            "Reads a graph in the text format (docs/graph-format.md) and prints one form:\n"
+            "Reads a graph in the text format (docs/graph-format.md), or builds the forward\n"
+            "pass of a GGUF Llama model as a graph, and prints one form:\n"
             "  graph      the graph itself, canonically formatted\n"
             "  split      the stitching graph and its subgraphs (the default)\n"
             "  plan       the stitching plan's instructions (docs/codegen.md)\n"
@@ -27,6 +29,7 @@ static void usage(FILE *f) {
             "and not split again.\n"
             "\n"
             "options:\n"
+            "  --model FILE.gguf   compile this model's forward pass instead of a graph file\n"
             "  --split-ops OP,...  splitting op targets (default: attention,unified_attention,\n"
             "                      unified_attention_with_output)\n"
             "  --emit FORM         what to print\n"
@@ -102,14 +105,15 @@ int pw_cmd_compile(int argc, char **argv) {
         usage(stdout);
         return 0;
     }
-    const char *path = NULL, *emit = "split", *out_path = NULL;
+    const char *path = NULL, *emit = "split", *out_path = NULL, *model_path = NULL;
     char *ops_copy = NULL;
     const char *ops[COMPILE_MAX_SPLIT_OPS];
     int nops = 0;
     int rc = 0;
     for (int i = 1; i < argc && rc == 0; i++) {
         const char *a = argv[i];
-        bool takes_value = strcmp(a, "--split-ops") == 0 || strcmp(a, "--emit") == 0 || strcmp(a, "-o") == 0;
+        bool takes_value = strcmp(a, "--split-ops") == 0 || strcmp(a, "--emit") == 0 ||
+                           strcmp(a, "-o") == 0 || strcmp(a, "--model") == 0;
         if (takes_value && i + 1 >= argc) {
             fprintf(stderr, "piecewise compile: %s needs a value\n", a);
             rc = 2;
@@ -117,6 +121,8 @@ int pw_cmd_compile(int argc, char **argv) {
             emit = argv[++i];
         } else if (strcmp(a, "-o") == 0) {
             out_path = argv[++i];
+        } else if (strcmp(a, "--model") == 0) {
+            model_path = argv[++i];
         } else if (strcmp(a, "--split-ops") == 0) {
             free(ops_copy);
             ops_copy = strdup(argv[++i]);
@@ -143,8 +149,12 @@ int pw_cmd_compile(int argc, char **argv) {
             path = a;
         }
     }
-    if (rc == 0 && !path) {
-        fprintf(stderr, "piecewise compile: no graph file given\n");
+    if (rc == 0 && !path && !model_path) {
+        fprintf(stderr, "piecewise compile: no graph file or --model given\n");
+        rc = 2;
+    }
+    if (rc == 0 && path && model_path) {
+        fprintf(stderr, "piecewise compile: give a graph file or --model, not both\n");
         rc = 2;
     }
     bool known = false;
@@ -157,7 +167,16 @@ int pw_cmd_compile(int argc, char **argv) {
         fprintf(stderr, "\n");
         usage(stderr);
     }
-    if (rc == 0) {
+    if (rc == 0 && model_path) {
+        pw_model *m = NULL;
+        pw_ir *g = NULL;
+        pw_status s = pw_model_load(model_path, &m);
+        if (s == PW_OK) s = pw_model_build_ir(m, &g);
+        if (s != PW_OK) rc = pw_cli_fail("compiling the model", s);
+        else rc = pw_compile_emit(g, emit, nops ? ops : NULL, nops, out_path);
+        pw_ir_free(g);
+        pw_model_free(m);
+    } else if (rc == 0) {
         pw_ir *g = NULL;
         pw_status s = pw_ir_parse_file(path, &g);
         if (s != PW_OK) {

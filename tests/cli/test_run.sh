@@ -28,6 +28,8 @@ expect_fail 1 "/no/such/model.gguf" run /no/such/model.gguf -p hi
 printf 'GGUF\x03\x00\x00\x00' > "$tmp/trunc.gguf"
 expect_fail 1 "trunc.gguf" run "$tmp/trunc.gguf" -p hi
 expect_fail 2 "unknown command 'fly'" fly
+expect_fail 1 "/no/such.gguf" compile --model /no/such.gguf --emit plan
+expect_fail 2 "not both" compile g.txt --model m.gguf
 "$bin" run --help | grep -q "usage: piecewise run" || { echo "FAIL: run --help"; fail=1; }
 
 if [ -f "$model" ]; then
@@ -39,6 +41,15 @@ if [ -f "$model" ]; then
       *) echo "FAIL: mode $mode printed: $out / $(cat "$tmp/err")"; fail=1 ;;
     esac
   done
+  # compile --model shows every stage of the model's compilation
+  for form in graph split plan c dot; do
+    "$bin" compile --model "$model" --emit "$form" >"$tmp/out" 2>"$tmp/err" \
+      || { echo "FAIL: compile --model --emit $form: $(cat "$tmp/err")"; fail=1; }
+  done
+  "$bin" compile --model "$model" --emit split | grep -q "call_module submod_1" \
+    || { echo "FAIL: compile --model split has no submodules"; fail=1; }
+  "$bin" compile --model "$model" --emit plan | grep -q "11 submodules (5 inlined)" \
+    || { echo "FAIL: compile --model plan: 5 layers should give 11 submodules, 5 inlined"; fail=1; }
   # a prompt longer than the context
   long=$(printf 'the cat %.0s' $(seq 1 1200))
   expect_fail 1 "exceeds the context" run "$model" -p "$long" -n 8
