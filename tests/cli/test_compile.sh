@@ -42,7 +42,7 @@ done
 "$bin" compile "$tmp/split.txt" --emit plan > "$tmp/plan2"
 cmp -s "$tmp/plan1" "$tmp/plan2" || { echo "FAIL: the split document gives a different plan"; fail=1; }
 
-expect_fail 2 "no graph file given" compile
+expect_fail 2 "no graph file or --model given" compile
 expect_fail 2 "unknown form 'nope'" compile "$data/seed_L2.txt" --emit nope
 expect_fail 2 "--emit needs a value" compile "$data/seed_L2.txt" --emit
 expect_fail 2 "unknown option '--bogus'" compile "$data/seed_L2.txt" --bogus
