@@ -557,7 +557,14 @@ pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_
     int64_t ns, nt;
     bool uniform;
     PW_TRY(schedule(e, &ns, &nt, &uniform));
-    if (nt == 0) return PW_OK;
+    if (nt == 0) {
+        if (pw_engine_has_work(e))
+            return pw_error(PW_ERR_STATE,
+                            "no request can run: the KV cache is held by finished requests "
+                            "(%" PRId64 " of %" PRId64 " blocks free); release them first",
+                            e->n_free_blocks, e->num_blocks);
+        return PW_OK;
+    }
     double t0 = now_seconds();
     pw_runtime_mode mode;
     pw_batch_desc desc;

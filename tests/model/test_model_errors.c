@@ -178,6 +178,24 @@ static void test_bad_requests(void) {
     CHECK_OK(pw_engine_release_request(e, id));
     pw_engine_free(e);
 
+    /* a finished request that is not released holds its KV blocks */
+    ec.kv_cache_positions = 16;
+    ec.block_size = 16;
+    ec.max_model_len = 16;
+    CHECK_OK(pw_engine_new(m, &ec, &e));
+    CHECK_OK(pw_engine_add_request(e, long_prompt, 3, 2, NULL, &id));
+    CHECK_OK(pw_engine_add_request(e, long_prompt, 3, 2, NULL, &id2));
+    const pw_step_token *t;
+    int64_t n;
+    CHECK_OK(pw_engine_step(e, &t, &n)); /* the first request takes the only block */
+    CHECK_OK(pw_engine_step(e, &t, &n));
+    CHECK_ERR(pw_engine_step(e, &t, &n), PW_ERR_STATE, "held by finished requests");
+    CHECK_OK(pw_engine_release_request(e, id));
+    while (pw_engine_has_work(e)) CHECK_OK(pw_engine_step(e, &t, &n));
+    pw_engine_free(e);
+    ec.kv_cache_positions = 0;
+    ec.max_model_len = 0;
+
     ec.max_num_batched_tokens = 1;
     CHECK_ERR(pw_engine_new(m, &ec, &e), PW_ERR_INVALID_ARG, "max_num_batched_tokens");
     ec.max_num_batched_tokens = 8;
