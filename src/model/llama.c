@@ -1,14 +1,23 @@
 /* A Llama-family model from a GGUF file: hyperparameters, weights and the
  * forward pass as an IR graph.
  *
- * Weights stay in the mapping when they are f32; every other stored type
- * is dequantized to f32 once at load (docs/gguf.md lists the types). */
+ * Weights stay in the mapping when they are f32, and so do 2-D weights in
+ * Q8_0, Q4_0 or Q4_1 blocks (the matmul and embedding ops take them as
+ * they are). Norms and every other stored type (F16, BF16) are dequantized
+ * to f32 once at load (docs/gguf.md lists the types). PW_DEQUANTIZE=1 in
+ * the environment dequantizes everything, the old behaviour, for
+ * measurement (docs/kernels.md, "Quantized weights"). */
 #include "model/llama.h"
 
+#include "backend/cpu/kernels/kernels.h"
 #include "model/dequant.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* Environment variable that turns off keeping quantized weights. */
+#define PW_ENV_DEQUANTIZE "PW_DEQUANTIZE"
 
 #define LLAMA_DEFAULT_ROPE_THETA 10000.0f
 #define LLAMA_DEFAULT_RMS_EPS 1e-5f
@@ -68,10 +77,17 @@ static pw_status read_hparams(pw_model *m) {
     return PW_OK;
 }
 
+/* True unless PW_DEQUANTIZE is set to something other than "" or "0". */
+static bool keep_quantized_weights(void) {
+    const char *v = getenv(PW_ENV_DEQUANTIZE);
+    return !v || !v[0] || strcmp(v, "0") == 0;
+}
+
 /* Finds a tensor, checks its shape (ggml order: dims[0] innermost) and
- * returns an f32 tensor over its data (mapped or dequantized). */
+ * returns a tensor over its data: the mapped blocks of a 2-D Q8_0, Q4_0 or
+ * Q4_1 weight when keep_quantized, otherwise f32 (mapped or dequantized). */
 static pw_status load_weight(pw_model *m, const char *name, int64_t d0, int64_t d1,
-                             pw_tensor **out) {
+                             bool keep_quantized, pw_tensor **out) {
     const pw_gguf_tensor *t;
     pw_status s = pw_gguf_find_tensor(m->gguf, name, &t);
     if (s != PW_OK) return pw_error(PW_ERR_NOT_FOUND, "missing tensor '%s'", name);
@@ -82,6 +98,12 @@ static pw_status load_weight(pw_model *m, const char *name, int64_t d0, int64_t 
                         ", %" PRId64 "]",
                         name, t->dims[0], t->n_dims > 1 ? t->dims[1] : 1, d0, d1 ? d1 : 1);
     m->dtype_counts[t->dtype]++;
+    int64_t shape[2] = {d1 ? d1 : d0, d0};
+    if (d1 && keep_quantized && pw_k_quant_supported(t->dtype)) {
+        s = pw_tensor_wrap((void *)t->data, PW_DEVICE_CPU, t->dtype, 2, shape, out);
+        if (s == PW_OK) m->info.weight_bytes += (size_t)pw_dtype_row_bytes(t->dtype, want_elems);
+        return s;
+    }
     const float *data;
     if (t->dtype == PW_F32) {
         data = t->data;
@@ -96,7 +118,6 @@ static pw_status load_weight(pw_model *m, const char *name, int64_t d0, int64_t 
         m->owned[m->n_owned++] = buf;
         data = buf;
     }
-    int64_t shape[2] = {d1 ? d1 : d0, d0};
     s = pw_tensor_wrap((void *)data, PW_DEVICE_CPU, PW_F32, d1 ? 2 : 1, d1 ? shape : &shape[1],
                        out);
     if (s == PW_OK) m->info.weight_bytes += (size_t)want_elems * sizeof(float);
@@ -112,7 +133,8 @@ static pw_status load_weights(pw_model *m) {
     /* one owned buffer per weight at most */
     m->owned = pw_host_calloc((size_t)(in->n_layers * 9 + 3), sizeof(float *));
     if (!m->owned) return PW_ERR_OOM;
-    PW_TRY(load_weight(m, "token_embd.weight", in->dim, in->vocab, &m->tok_embd));
+    bool keep = keep_quantized_weights();
+    PW_TRY(load_weight(m, "token_embd.weight", in->dim, in->vocab, keep, &m->tok_embd));
     char name[96];
     for (int64_t l = 0; l < in->n_layers; l++) {
         pw_llama_layer *L = &m->layers[l];
@@ -133,13 +155,13 @@ static pw_status load_weights(pw_model *m) {
         };
         for (size_t i = 0; i < PW_ARRAY_LEN(want); i++) {
             snprintf(name, sizeof name, "blk.%" PRId64 ".%s.weight", l, want[i].suffix);
-            PW_TRY(load_weight(m, name, want[i].d0, want[i].d1, want[i].dst));
+            PW_TRY(load_weight(m, name, want[i].d0, want[i].d1, keep, want[i].dst));
         }
     }
-    PW_TRY(load_weight(m, "output_norm.weight", in->dim, 0, &m->output_norm));
+    PW_TRY(load_weight(m, "output_norm.weight", in->dim, 0, keep, &m->output_norm));
     const pw_gguf_tensor *head;
     if (pw_gguf_find_tensor(m->gguf, "output.weight", &head) == PW_OK) {
-        PW_TRY(load_weight(m, "output.weight", in->dim, in->vocab, &m->output));
+        PW_TRY(load_weight(m, "output.weight", in->dim, in->vocab, keep, &m->output));
     } else {
         pw_clear_error();
         m->info.tied_embeddings = true;

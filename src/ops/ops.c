@@ -100,19 +100,38 @@ static void spec_2d(out_spec *s, pw_dtype dtype, int64_t rows, int64_t cols) {
 static pw_tensor *targ(const pw_value *args, int i) { return args[i].as.tensor; }
 static float *fdata(const pw_tensor *t) { return (float *)t->data; }
 
+/* A 2-D weight: f32, or blocks the quantized kernels take (Q8_0, Q4_0,
+ * Q4_1; the tensor layer already requires whole blocks per row). */
+static pw_status arg_weight(const op_def *d, const pw_value *args, int i, pw_tensor **out) {
+    PW_TRY(arg_tensor(d, args, i, -1, 2, out));
+    pw_dtype t = (*out)->dtype;
+    if (t != PW_F32 && !pw_k_quant_supported(t))
+        return pw_error(PW_ERR_UNSUPPORTED,
+                        "op '%s': argument %d '%s' has dtype %s; weights must be f32, q8_0, "
+                        "q4_0 or q4_1",
+                        d->name, i + 1, d->arg_names[i], pw_dtype_name(t));
+    return PW_OK;
+}
+
 /* ---- embedding ---------------------------------------------------------------- */
 
 static pw_status infer_embedding(const op_def *d, const pw_op_env *env, const pw_value *args,
                                  out_spec *s) {
     pw_tensor *ids = NULL, *table = NULL;
     PW_TRY(arg_tensor(d, args, 0, PW_I32, 1, &ids));
-    PW_TRY(arg_tensor(d, args, 1, PW_F32, 2, &table));
+    PW_TRY(arg_weight(d, args, 1, &table));
     spec_2d(s, PW_F32, ids->shape[0], table->shape[1]);
     return PW_OK;
 }
 
 static pw_status launch_embedding(const pw_op_env *env, const pw_value *args, pw_tensor *out) {
     pw_tensor *ids = targ(args, 0), *table = targ(args, 1);
+    if (table->dtype != PW_F32) {
+        pw_k_embedding_quant_args q = {fdata(out),      ids->data,       table->data,
+                                       ids->shape[0],   table->shape[0], table->shape[1],
+                                       table->dtype};
+        return pw_launch(env->stream, &pw_kernel_embedding_quant, &q, sizeof q);
+    }
     pw_k_embedding_args a = {fdata(out), ids->data, fdata(table), ids->shape[0],
                              table->shape[0], table->shape[1]};
     return pw_launch(env->stream, &pw_kernel_embedding, &a, sizeof a);
@@ -147,7 +166,7 @@ static pw_status infer_matmul(const op_def *d, const pw_op_env *env, const pw_va
                               out_spec *s) {
     pw_tensor *x = NULL, *w = NULL;
     PW_TRY(arg_tensor(d, args, 0, PW_F32, 2, &x));
-    PW_TRY(arg_tensor(d, args, 1, PW_F32, 2, &w));
+    PW_TRY(arg_weight(d, args, 1, &w));
     if (w->shape[1] != x->shape[1])
         return pw_error(PW_ERR_INVALID_ARG,
                         "op '%s': x has K=%lld columns but w [N][K] has K=%lld", d->name,
@@ -167,6 +186,10 @@ static pw_pool *output_pool(const pw_op_env *env) {
 static pw_status launch_matmul(const pw_op_env *env, const pw_value *args, pw_tensor *out) {
     pw_tensor *x = targ(args, 0), *w = targ(args, 1);
     int64_t t = x->shape[0], n = w->shape[0], k = w->shape[1];
+    if (w->dtype != PW_F32) {
+        pw_k_matmul_quant_args q = {fdata(out), fdata(x), w->data, t, n, k, w->dtype};
+        return pw_launch(env->stream, &pw_kernel_matmul_quant, &q, sizeof q);
+    }
     size_t scratch_floats = pw_stream_device(env->stream) == PW_DEVICE_CUDA
                                 ? pw_cuda_matmul_scratch_floats(t, n, k)
                                 : pw_k_matmul_scratch_floats(t, n, k);

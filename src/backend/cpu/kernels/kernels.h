@@ -191,4 +191,50 @@ typedef struct pw_k_attention_args {
 void pw_k_attention(const pw_k_attention_args *a);
 extern const pw_kernel pw_kernel_attention;
 
+/* ---- quantized weights (matmul_quant.c) ------------------------------------------------- */
+
+/* Weights and tables kept in ggml blocks of 32 (Q8_0, Q4_0, Q4_1; layouts in
+ * src/model/dequant.h); K (or dim) is a multiple of 32. Activations stay
+ * f32. docs/kernels.md ("Quantized weights") gives the operation sequence
+ * that makes the matmul batch-invariant. */
+
+/* True for the block types these kernels take. */
+bool pw_k_quant_supported(pw_dtype type);
+
+/* y[T][N] = x[T][K] * W[N][K]^T, W a row-major [N][K] array of blocks of
+ * `type`. No scratch; y must not alias x. */
+void pw_k_matmul_quant(float *y, const float *x, const void *w, pw_dtype type,
+                       int64_t n_tokens, int64_t n, int64_t k);
+
+/* Instruction-set builds of the quantized matmul. AUTO is what
+ * pw_k_matmul_quant uses (AVX2 when the CPU has it). */
+typedef enum pw_k_isa { PW_K_ISA_AUTO = 0, PW_K_ISA_BASELINE, PW_K_ISA_AVX2 } pw_k_isa;
+/* Runs one build; false (nothing written) when the CPU lacks it. Lets the
+ * tests check that the builds agree bit for bit. */
+bool pw_k_matmul_quant_isa(pw_k_isa isa, float *y, const float *x, const void *w,
+                           pw_dtype type, int64_t n_tokens, int64_t n, int64_t k);
+
+typedef struct pw_k_matmul_quant_args {
+    float *y;          /* [n_tokens][n] */
+    const float *x;    /* [n_tokens][k] */
+    const void *w;     /* [n][k / 32] blocks of type */
+    int64_t n_tokens, n, k;
+    pw_dtype type;     /* PW_Q8_0, PW_Q4_0 or PW_Q4_1 */
+} pw_k_matmul_quant_args;
+extern const pw_kernel pw_kernel_matmul_quant;
+
+/* out[t] = table[ids[t]] dequantized with pw_dequantize's arithmetic (the
+ * same bits); an id outside [0, vocab) yields a zero row. */
+void pw_k_embedding_quant(float *out, const int32_t *ids, const void *table, pw_dtype type,
+                          int64_t n_tokens, int64_t vocab, int64_t dim);
+
+typedef struct pw_k_embedding_quant_args {
+    float *out;            /* [n_tokens][dim] */
+    const int32_t *ids;    /* [n_tokens], persistent */
+    const void *table;     /* [vocab][dim / 32] blocks of type */
+    int64_t n_tokens, vocab, dim;
+    pw_dtype type;
+} pw_k_embedding_quant_args;
+extern const pw_kernel pw_kernel_embedding_quant;
+
 #endif

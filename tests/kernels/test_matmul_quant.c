@@ -1,0 +1,262 @@
+/* Quantized matmul and embedding: against a dequantize-then-double
+ * reference, against a scalar model of the documented operation sequence
+ * (exact, for every instruction-set build), bitwise batch invariance, and
+ * capture/replay through pw_launch equal to eager launches. */
+#include "backend/cpu/kernels/kernels.h"
+#include "kernel_test_util.h"
+
+#define QK 32
+
+static const pw_dtype types[] = {PW_Q8_0, PW_Q4_0, PW_Q4_1};
+
+/* IEEE half to float, written from the definition. */
+static float half(uint16_t h) {
+    int sign = h >> 15, exp = (h >> 10) & 0x1F, mant = h & 0x3FF;
+    float v = exp == 0 ? ldexpf((float)mant, -24) : ldexpf((float)(mant | 0x400), exp - 25);
+    return sign ? -v : v;
+}
+
+/* A random finite half: mostly normal magnitudes in [2^-9, 2^-1), some
+ * subnormals and zeros, either sign. */
+static uint16_t random_half(void) {
+    uint32_t r = kt_next();
+    uint16_t sign = (uint16_t)((r & 1) << 15), mant = (uint16_t)((r >> 1) & 0x3FF);
+    uint32_t kind = (r >> 11) % 16;
+    uint16_t exp = kind == 0 ? 0 : (uint16_t)(6 + (r >> 15) % 8);
+    return (uint16_t)(sign | exp << 10 | mant);
+}
+
+static void put_half(uint8_t *p, uint16_t h) {
+    p[0] = (uint8_t)h;
+    p[1] = (uint8_t)(h >> 8);
+}
+
+static uint8_t *random_blocks(pw_dtype type, int64_t rows, int64_t k) {
+    int64_t bb = pw_dtype_block_bytes(type), nb = rows * (k / QK);
+    uint8_t *w = malloc((size_t)(nb * bb));
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *blk = w + b * bb;
+        for (int64_t i = 0; i < bb; i++) blk[i] = (uint8_t)kt_next();
+        put_half(blk, random_half());
+        if (type == PW_Q4_1) put_half(blk + 2, random_half());
+    }
+    return w;
+}
+
+/* pw_dequantize's arithmetic: q*d, (nibble-8)*d, nibble*d + m. */
+static void dequant(pw_dtype type, const uint8_t *w, float *out, int64_t n) {
+    int64_t bb = pw_dtype_block_bytes(type);
+    for (int64_t b = 0; b < n / QK; b++) {
+        const uint8_t *blk = w + b * bb;
+        float d = half((uint16_t)(blk[0] | blk[1] << 8)), *o = out + b * QK;
+        if (type == PW_Q8_0) {
+            for (int j = 0; j < QK; j++) o[j] = (float)(int8_t)blk[2 + j] * d;
+        } else if (type == PW_Q4_0) {
+            for (int j = 0; j < QK / 2; j++) {
+                o[j] = (float)((blk[2 + j] & 15) - 8) * d;
+                o[j + 16] = (float)((blk[2 + j] >> 4) - 8) * d;
+            }
+        } else {
+            float m = half((uint16_t)(blk[2] | blk[3] << 8));
+            for (int j = 0; j < QK / 2; j++) {
+                o[j] = (float)(blk[4 + j] & 15) * d + m;
+                o[j + 16] = (float)(blk[4 + j] >> 4) * d + m;
+            }
+        }
+    }
+}
+
+/* Integer value of element j of a block (Q4_1: the nibble). */
+static int qval(pw_dtype type, const uint8_t *blk, int j) {
+    if (type == PW_Q8_0) return (int8_t)blk[2 + j];
+    const uint8_t *qs = blk + (type == PW_Q4_1 ? 4 : 2);
+    int nib = j < 16 ? qs[j] & 15 : qs[j - 16] >> 4;
+    return type == PW_Q4_0 ? nib - 8 : nib;
+}
+
+/* The documented sequence, scalar: per lane l and block b,
+ * s = (g0 q0 + g1 q1) + (g2 q2 + g3 q3), acc = acc + d s (Q4_1: then
+ * + m xs with xs = (g0 + g1) + (g2 + g3)); then the fixed lane tree. */
+static float canonical_dot(pw_dtype type, const float *x, const uint8_t *wrow, int64_t k) {
+    int64_t bb = pw_dtype_block_bytes(type);
+    float acc[8] = {0};
+    for (int64_t b = 0; b < k / QK; b++) {
+        const uint8_t *blk = wrow + b * bb;
+        const float *xb = x + b * QK;
+        float d = half((uint16_t)(blk[0] | blk[1] << 8));
+        float m = type == PW_Q4_1 ? half((uint16_t)(blk[2] | blk[3] << 8)) : 0.0f;
+        for (int l = 0; l < 8; l++) {
+            float p[4];
+            for (int g = 0; g < 4; g++) p[g] = xb[g * 8 + l] * (float)qval(type, blk, g * 8 + l);
+            float s1 = p[0] + p[1], s2 = p[2] + p[3], s = s1 + s2;
+            float ds = d * s;
+            float a = acc[l] + ds;
+            if (type == PW_Q4_1) {
+                float x01 = xb[l] + xb[8 + l], x23 = xb[16 + l] + xb[24 + l], xs = x01 + x23;
+                float mx = m * xs;
+                a = a + mx;
+            }
+            acc[l] = a;
+        }
+    }
+    float t1 = acc[0] + acc[4], t2 = acc[2] + acc[6], t3 = acc[1] + acc[5], t4 = acc[3] + acc[7];
+    float u1 = t1 + t2, u2 = t3 + t4;
+    return u1 + u2;
+}
+
+static float *run(pw_dtype type, const float *x, const uint8_t *w, int64_t t, int64_t n,
+                  int64_t k) {
+    float *y = kt_random((size_t)(t * n)); /* stale output must not matter */
+    pw_k_matmul_quant(y, x, w, type, t, n, k);
+    return y;
+}
+
+/* Odd shapes reach every tile and tail path: T mod 4, N mod 4, several
+ * blocks. */
+static void check_reference(pw_dtype type, int64_t t, int64_t n, int64_t k) {
+    float *x = kt_random((size_t)(t * k));
+    uint8_t *w = random_blocks(type, n, k);
+    float *wf = malloc((size_t)(n * k) * sizeof *wf);
+    dequant(type, w, wf, n * k);
+    float *y = run(type, x, w, t, n, k);
+    double *ref = malloc((size_t)(t * n) * sizeof *ref);
+    int64_t row_bytes = k / QK * pw_dtype_block_bytes(type);
+    bool canonical_ok = true, isas_ok = true;
+    for (int64_t i = 0; i < t; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = 0, mag = 0;
+            for (int64_t q = 0; q < k; q++) {
+                s += (double)x[i * k + q] * wf[j * k + q];
+                mag += fabs((double)x[i * k + q] * wf[j * k + q]);
+            }
+            ref[i * n + j] = s;
+            /* error relative to the magnitude of the terms, not the sum */
+            if (!(fabs(y[i * n + j] - s) <= 1e-5 * mag + 1e-30)) {
+                fprintf(stderr, "%s %lldx%lldx%lld [%lld][%lld]: %g vs %g\n",
+                        pw_dtype_name(type), (long long)t, (long long)n, (long long)k,
+                        (long long)i, (long long)j, y[i * n + j], s);
+                canonical_ok = false;
+            }
+            float c = canonical_dot(type, x + i * k, w + j * row_bytes, k);
+            if (memcmp(&c, &y[i * n + j], sizeof c) != 0) canonical_ok = false;
+        }
+    CHECK(canonical_ok);
+    static const pw_k_isa isas[] = {PW_K_ISA_BASELINE, PW_K_ISA_AVX2};
+    for (size_t ii = 0; ii < KT_LEN(isas); ii++) {
+        float *yi = kt_random((size_t)(t * n));
+        if (pw_k_matmul_quant_isa(isas[ii], yi, x, w, type, t, n, k))
+            isas_ok &= kt_bitwise_equal(yi, y, (size_t)(t * n) * sizeof *y);
+        else
+            fprintf(stderr, "note: this CPU has no AVX2; only the baseline build is checked\n");
+        free(yi);
+    }
+    CHECK(isas_ok);
+    free(x), free(w), free(wf), free(y), free(ref);
+}
+
+/* Row r alone, and at a random place in batches of 1..48 filled with
+ * random rows or zero padding, gives the same bits. */
+static void check_invariance(pw_dtype type, int64_t n, int64_t k, uint64_t seed) {
+    kt_seed(seed);
+    const int64_t T = 37;
+    float *x = kt_random((size_t)(T * k));
+    uint8_t *w = random_blocks(type, n, k);
+    float *y = run(type, x, w, T, n, k);
+    int bad = 0;
+    for (int64_t r = 0; r < T; r += 4) {
+        float *alone = run(type, x + r * k, w, 1, n, k);
+        if (!kt_bitwise_equal(alone, y + r * n, (size_t)n * sizeof(float))) bad++;
+        free(alone);
+        for (int64_t s = 1 + r % 5; s <= 48; s += 7) {
+            int64_t at = (int64_t)(kt_next() % (uint32_t)s);
+            bool pad = (s + r) % 2 == 1;
+            float *bx = pad ? kt_zeros((size_t)(s * k)) : kt_random((size_t)(s * k));
+            memcpy(bx + at * k, x + r * k, (size_t)k * sizeof(float));
+            float *by = run(type, bx, w, s, n, k);
+            if (!kt_bitwise_equal(by + at * n, y + r * n, (size_t)n * sizeof(float))) bad++;
+            free(bx), free(by);
+        }
+    }
+    if (bad) fprintf(stderr, "%s invariance %lldx%lld: %d mismatches\n", pw_dtype_name(type),
+                     (long long)n, (long long)k, bad);
+    CHECK_EQ_INT(bad, 0);
+    free(x), free(w), free(y);
+}
+
+static void check_embedding(pw_dtype type) {
+    const int64_t vocab = 11, dim = 96, t = 6;
+    uint8_t *table = random_blocks(type, vocab, dim);
+    float *full = malloc((size_t)(vocab * dim) * sizeof *full);
+    dequant(type, table, full, vocab * dim);
+    int32_t ids[6] = {3, 0, 10, -1, 11, 3};
+    float *out = kt_random((size_t)(t * dim));
+    pw_k_embedding_quant(out, ids, table, type, t, vocab, dim);
+    for (int64_t i = 0; i < t; i++) {
+        if (ids[i] >= 0 && ids[i] < vocab) {
+            CHECK(kt_bitwise_equal(out + i * dim, full + ids[i] * dim, (size_t)dim * sizeof *out));
+        } else {
+            float *zero = kt_zeros((size_t)dim);
+            CHECK(kt_bitwise_equal(out + i * dim, zero, (size_t)dim * sizeof *out));
+            free(zero);
+        }
+    }
+    free(table), free(full), free(out);
+}
+
+/* A table lookup feeding two quantized products, captured once and
+ * replayed with new ids: replay == eager bitwise. */
+static void check_capture(void) {
+    enum { T = 5, V = 9, D = 64, N = 96 };
+    uint8_t *table = random_blocks(PW_Q8_0, V, D), *w1 = random_blocks(PW_Q4_1, N, D);
+    uint8_t *w2 = random_blocks(PW_Q4_0, D, N);
+    static int32_t ids[T];
+    static float h[T * D], y1[T * N], y2[T * D], eager1[T * N], eager2[T * D];
+    pw_k_embedding_quant_args emb = {h, ids, table, T, V, D, PW_Q8_0};
+    pw_k_matmul_quant_args m1 = {y1, h, w1, T, N, D, PW_Q4_1};
+    pw_k_matmul_quant_args m2 = {y2, y1, w2, T, D, N, PW_Q4_0};
+    pw_pool *pool = NULL;
+    pw_stream *stream = NULL;
+    pw_graph *graph = NULL;
+    CHECK_OK(pw_pool_new(PW_DEVICE_CPU, "quant-test", &pool));
+    CHECK_OK(pw_stream_new(PW_DEVICE_CPU, &stream));
+    CHECK_OK(pw_stream_begin_capture(stream, pool));
+    CHECK_OK(pw_launch(stream, &pw_kernel_embedding_quant, &emb, sizeof emb));
+    CHECK_OK(pw_launch(stream, &pw_kernel_matmul_quant, &m1, sizeof m1));
+    CHECK_OK(pw_launch(stream, &pw_kernel_matmul_quant, &m2, sizeof m2));
+    CHECK_OK(pw_stream_end_capture(stream, &graph));
+    CHECK(graph != NULL);
+    int equal = 0;
+    for (int step = 0; step < 3 && graph; step++) {
+        for (int i = 0; i < T; i++) ids[i] = (int32_t)(kt_next() % V);
+        CHECK_OK(pw_launch(stream, &pw_kernel_embedding_quant, &emb, sizeof emb));
+        CHECK_OK(pw_launch(stream, &pw_kernel_matmul_quant, &m1, sizeof m1));
+        CHECK_OK(pw_launch(stream, &pw_kernel_matmul_quant, &m2, sizeof m2));
+        memcpy(eager1, y1, sizeof y1), memcpy(eager2, y2, sizeof y2);
+        memset(y1, 0, sizeof y1), memset(y2, 0, sizeof y2);
+        CHECK_OK(pw_graph_replay(graph, stream));
+        equal += kt_bitwise_equal(eager1, y1, sizeof y1) && kt_bitwise_equal(eager2, y2, sizeof y2);
+    }
+    CHECK_EQ_INT(equal, 3);
+    pw_graph_free(graph);
+    pw_stream_free(stream);
+    pw_pool_free(pool);
+    free(table), free(w1), free(w2);
+}
+
+int main(void) {
+    kt_seed(5);
+    for (size_t i = 0; i < KT_LEN(types); i++) {
+        CHECK(pw_k_quant_supported(types[i]));
+        static const int64_t shapes[][3] = {{1, 1, 32}, {1, 7, 64}, {3, 5, 96}, {4, 9, 32},
+                                            {6, 13, 160}, {9, 4, 256}, {13, 17, 64},
+                                            {2, 14, 64}, {5, 31, 32}};
+        for (size_t s = 0; s < KT_LEN(shapes); s++)
+            check_reference(types[i], shapes[s][0], shapes[s][1], shapes[s][2]);
+        check_invariance(types[i], 23, 128, 100 + i);
+        check_embedding(types[i]);
+    }
+    CHECK(!pw_k_quant_supported(PW_F32));
+    CHECK(!pw_k_quant_supported(PW_F16));
+    check_capture();
+    return pw_test_finish("kernels_matmul_quant");
+}
