@@ -11,6 +11,7 @@ typedef int (*pw_bench_fn)(int argc, char **argv);
 int pw_bench_launch(int argc, char **argv);
 int pw_bench_stitch(int argc, char **argv);
 int pw_bench_wrapper(int argc, char **argv);
+int pw_bench_model(int argc, char **argv);
 
 /* Monotonic nanoseconds. */
 uint64_t pw_bench_now_ns(void);

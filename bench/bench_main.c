@@ -16,6 +16,7 @@ static const pw_bench_suite suites[] = {
     {"launch", pw_bench_launch, "cost per launch: eager, replay, hand-written loop"},
     {"stitch", pw_bench_stitch, "cost per forward of stitching a split graph: plan, native, hand"},
     {"wrapper", pw_bench_wrapper, "graph wrapper replay overhead and dispatch cost"},
+    {"model", pw_bench_model, "Llama GGUF model: decode per mode and batch, prefill, capture"},
 };
 
 uint64_t pw_bench_now_ns(void) {

@@ -31,60 +31,225 @@ static void write_kv(const pw_k_attention_args *a, int64_t capacity) {
     }
 }
 
-/* Physical slot of position p of the sequence whose block table is
- * `table`, or -1 when the table does not map it. */
-static inline int64_t slot_of(const int32_t *table, int64_t p, int64_t block_size,
-                              int64_t num_blocks) {
-    int64_t block = table[p / block_size];
-    if (block < 0 || block >= num_blocks) return -1;
-    return block * block_size + p % block_size;
+/* Positions whose scores are computed together, one per vector lane. */
+#define POS_LANES 8
+typedef float v8f __attribute__((vector_size(POS_LANES * sizeof(float))));
+typedef int v8i __attribute__((vector_size(POS_LANES * sizeof(int))));
+
+/* exp(x) for x <= 0 (scores minus their running maximum), 8 lanes of IEEE
+ * multiplies and adds only (Cephes' expf: range reduction by ln 2 in two
+ * parts, a degree-5 polynomial, scaling by 2^n through the exponent bits),
+ * so every build and every lane returns the same bits for the same input.
+ * Relative error about 2 ulp; below -87.3 (and for -inf) the result is 0. */
+/* Lanes of a where mask is set (-1), of b elsewhere. */
+static inline __attribute__((always_inline)) v8f select8(v8i mask, v8f a, v8f b) {
+    v8i ai, bi;
+    memcpy(&ai, &a, sizeof ai);
+    memcpy(&bi, &b, sizeof bi);
+    v8i r = (ai & mask) | (bi & ~mask);
+    v8f out;
+    memcpy(&out, &r, sizeof out);
+    return out;
 }
 
-static inline float dot(const float *a, const float *b, int64_t n) {
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
-    return s;
+static inline __attribute__((always_inline)) v8f exp_nonpositive(v8f x) {
+    const float lo = -87.3f;
+    v8i underflow = x < lo;
+    x = select8(underflow, (v8f){0} + lo, x);
+    v8f fx = x * 1.44269504088896341f + 0.5f;
+    v8i n = __builtin_convertvector(fx, v8i); /* truncates toward zero */
+    v8f nf = __builtin_convertvector(n, v8f);
+    v8i above = nf > fx; /* floor for negative fx */
+    n = n + above;       /* comparison lanes are -1 where true */
+    nf = __builtin_convertvector(n, v8f);
+    x = x - nf * 0.693359375f;
+    x = x - nf * -2.12194440e-4f;
+    v8f z = x * x;
+    v8f y = 1.9875691500e-4f * x + 1.3981999507e-3f;
+    y = y * x + 8.3334519073e-3f;
+    y = y * x + 4.1665795894e-2f;
+    y = y * x + 1.6666665459e-1f;
+    y = y * x + 5.0000001201e-1f;
+    y = y * z + x + 1.0f;
+    v8i bits = (n + 127) << 23;
+    v8f scale;
+    memcpy(&scale, &bits, sizeof scale);
+    y = y * scale;
+    return select8(underflow, (v8f){0}, y);
 }
 
-/* Returns false (and leaves `out` to be zeroed) when a key position is not
- * mapped by the block table. */
-static bool attend_head(const pw_k_attention_args *a, const int32_t *table, int64_t pos,
-                        int64_t kv_head, const float *q, float *out) {
+/* Slots of positions c0..c1 of a sequence, filled a block at a time. False
+ * when the block table does not map one of them. */
+static bool chunk_slots(const int32_t *table, int64_t c0, int64_t c1, int64_t block_size,
+                        int64_t num_blocks, int64_t *slots) {
+    int64_t p = c0;
+    while (p <= c1) {
+        int64_t bi = p / block_size, off = p % block_size;
+        int64_t block = table[bi];
+        if (block < 0 || block >= num_blocks) return false;
+        int64_t count = block_size - off;
+        if (count > c1 - p + 1) count = c1 - p + 1;
+        int64_t base = block * block_size + off;
+        int64_t *dst = slots + (p - c0);
+        for (int64_t j = 0; j < count; j++) dst[j] = base + j;
+        p += count;
+    }
+    return true;
+}
+
+/* An unaligned 8-float vector, so that one load is one instruction. */
+typedef float v8f_u __attribute__((vector_size(POS_LANES * sizeof(float)), aligned(4)));
+
+/* Rows r[0..7] of 8 floats in, columns out: c[i][j] = r[j][i]. Shuffles
+ * only move values. */
+static inline __attribute__((always_inline)) void transpose8(const float *const *rows, v8f *c) {
+    const v8i unpack_lo = {0, 8, 1, 9, 4, 12, 5, 13}, unpack_hi = {2, 10, 3, 11, 6, 14, 7, 15};
+    const v8i pair_lo = {0, 1, 8, 9, 4, 5, 12, 13}, pair_hi = {2, 3, 10, 11, 6, 7, 14, 15};
+    const v8i half_lo = {0, 1, 2, 3, 8, 9, 10, 11}, half_hi = {4, 5, 6, 7, 12, 13, 14, 15};
+    v8f t[8], u[8];
+    for (int j = 0; j < 8; j += 2) {
+        v8f r0 = *(const v8f_u *)rows[j], r1 = *(const v8f_u *)rows[j + 1];
+        t[j] = __builtin_shuffle(r0, r1, unpack_lo);
+        t[j + 1] = __builtin_shuffle(r0, r1, unpack_hi);
+    }
+    for (int j = 0; j < 8; j += 4) {
+        u[j] = __builtin_shuffle(t[j], t[j + 2], pair_lo);
+        u[j + 1] = __builtin_shuffle(t[j], t[j + 2], pair_hi);
+        u[j + 2] = __builtin_shuffle(t[j + 1], t[j + 3], pair_lo);
+        u[j + 3] = __builtin_shuffle(t[j + 1], t[j + 3], pair_hi);
+    }
+    for (int i = 0; i < 4; i++) {
+        c[i] = __builtin_shuffle(u[i], u[i + 4], half_lo);
+        c[i + 4] = __builtin_shuffle(u[i], u[i + 4], half_hi);
+    }
+}
+
+/* Query heads attended together: the heads that share one kv head, in
+ * groups of at most this many. They share the slots, the transposed keys
+ * and the value loads, and their accumulation chains interleave. */
+#define HEAD_GROUP_MAX 8
+
+typedef struct head_state {
+    float running_max, denom;
+    float acc[PW_K_ATTN_MAX_HEAD_DIM];
+    float scores[PW_K_ATTN_SCORE_CHUNK + POS_LANES]; /* whole vectors are stored */
+} head_state;
+
+/* Scores of up to POS_LANES positions for g query heads: lane j of s[h] is
+ * q_h[0]*k_j[0] + q_h[1]*k_j[1] + ... in index order (a multiply then an
+ * add each), times scale; missing lanes are -inf. Keys are read 8
+ * dimensions at a time and transposed so that lanes are positions. */
+static inline __attribute__((always_inline)) void score_lanes(const float *q, int64_t g,
+                                                             const float *k_cache,
+                                                             const int64_t *slots, int lanes,
+                                                             int64_t row, int64_t hd,
+                                                             float scale, v8f *s) {
+    const float *krow[POS_LANES];
+    for (int j = 0; j < POS_LANES; j++) krow[j] = k_cache + slots[j < lanes ? j : 0] * row;
+    for (int64_t h = 0; h < g; h++) s[h] = (v8f){0};
+    int64_t hv = hd / 8 * 8, i = 0;
+    for (; i < hv; i += 8) {
+        const float *rows[POS_LANES];
+        for (int j = 0; j < POS_LANES; j++) rows[j] = krow[j] + i;
+        v8f c[8];
+        transpose8(rows, c);
+        for (int64_t h = 0; h < g; h++) {
+            const float *qh = q + h * hd + i;
+            v8f acc = s[h];
+            for (int d = 0; d < 8; d++) acc = acc + qh[d] * c[d];
+            s[h] = acc;
+        }
+    }
+    for (; i < hd; i++) {
+        v8f kv;
+        for (int j = 0; j < POS_LANES; j++) kv[j] = krow[j][i];
+        for (int64_t h = 0; h < g; h++) s[h] = s[h] + q[h * hd + i] * kv;
+    }
+    for (int64_t h = 0; h < g; h++) {
+        s[h] = s[h] * scale;
+        for (int j = lanes; j < POS_LANES; j++) s[h][j] = -INFINITY;
+    }
+}
+
+/* Attends g (<= HEAD_GROUP_MAX) query heads that share kv head kv_head.
+ * Each head runs exactly the sequence of a lone head; grouping only
+ * interleaves them. Returns false (and leaves `out` to be zeroed) when a
+ * key position is not mapped by the block table. Built for the baseline
+ * ISA and for AVX2: both run the same lane-wise IEEE operations, so they
+ * return the same bits. */
+__attribute__((target_clones("avx2", "default")))
+static bool attend_group(const pw_k_attention_args *a, const int32_t *table, int64_t pos,
+                         int64_t kv_head, int64_t g, const float *q, float *out) {
     const pw_attn_meta *m = a->meta;
     const int64_t hd = a->head_dim, row = a->n_kv_heads * hd;
     const float scale = 1.0f / sqrtf((float)hd);
-    float scores[PW_K_ATTN_SCORE_CHUNK];
-    float acc[PW_K_ATTN_MAX_HEAD_DIM];
-    float running_max = -INFINITY, denom = 0.0f;
-    memset(acc, 0, (size_t)hd * sizeof *acc);
+    const float *k_base = a->k_cache + kv_head * hd, *v_base = a->v_cache + kv_head * hd;
+    int64_t slots[PW_K_ATTN_SCORE_CHUNK];
+    head_state st[HEAD_GROUP_MAX];
+    for (int64_t h = 0; h < g; h++) {
+        st[h].running_max = -INFINITY;
+        st[h].denom = 0.0f;
+        memset(st[h].acc, 0, (size_t)hd * sizeof(float));
+    }
     for (int64_t c0 = 0; c0 <= pos; c0 += PW_K_ATTN_SCORE_CHUNK) {
         int64_t c1 = c0 + PW_K_ATTN_SCORE_CHUNK - 1 < pos ? c0 + PW_K_ATTN_SCORE_CHUNK - 1 : pos;
-        float chunk_max = -INFINITY;
-        for (int64_t p = c0; p <= c1; p++) {
-            int64_t slot = slot_of(table, p, m->block_size, a->num_blocks);
-            if (slot < 0) return false;
-            float s = dot(q, a->k_cache + slot * row + kv_head * hd, hd) * scale;
-            scores[p - c0] = s;
-            if (s > chunk_max) chunk_max = s;
-        }
-        if (chunk_max > running_max) {
-            if (running_max != -INFINITY) {
-                float r = expf(running_max - chunk_max);
-                denom *= r;
-                for (int64_t i = 0; i < hd; i++) acc[i] *= r;
+        int64_t n = c1 - c0 + 1;
+        if (!chunk_slots(table, c0, c1, m->block_size, a->num_blocks, slots)) return false;
+        v8f lane_max[HEAD_GROUP_MAX];
+        for (int64_t h = 0; h < g; h++) lane_max[h] = (v8f){0} - INFINITY;
+        for (int64_t j = 0; j < n; j += POS_LANES) {
+            int lanes = n - j < POS_LANES ? (int)(n - j) : POS_LANES;
+            v8f s[HEAD_GROUP_MAX];
+            score_lanes(q, g, k_base, slots + j, lanes, row, hd, scale, s);
+            for (int64_t h = 0; h < g; h++) {
+                memcpy(st[h].scores + j, &s[h], sizeof s[h]);
+                lane_max[h] = select8(s[h] > lane_max[h], s[h], lane_max[h]);
             }
-            running_max = chunk_max;
         }
-        for (int64_t p = c0; p <= c1; p++) {
-            float wgt = expf(scores[p - c0] - running_max);
-            denom += wgt;
-            const float *v = a->v_cache + slot_of(table, p, m->block_size, a->num_blocks) * row +
-                             kv_head * hd;
-            for (int64_t i = 0; i < hd; i++) acc[i] += wgt * v[i];
+        for (int64_t h = 0; h < g; h++) {
+            head_state *hs = &st[h];
+            float chunk_max = -INFINITY;
+            for (int l = 0; l < POS_LANES; l++)
+                if (lane_max[h][l] > chunk_max) chunk_max = lane_max[h][l];
+            if (chunk_max > hs->running_max) {
+                if (hs->running_max != -INFINITY) {
+                    v8f r = exp_nonpositive((v8f){0} + (hs->running_max - chunk_max));
+                    hs->denom *= r[0];
+                    for (int64_t i = 0; i < hd; i++) hs->acc[i] *= r[0];
+                }
+                hs->running_max = chunk_max;
+            }
+            /* Scores become weights in place. */
+            for (int64_t j = 0; j < n; j += POS_LANES) {
+                v8f sv;
+                memcpy(&sv, hs->scores + j, sizeof sv);
+                v8f wgt = exp_nonpositive(sv - hs->running_max);
+                memcpy(hs->scores + j, &wgt, sizeof wgt);
+            }
+            for (int64_t j = 0; j < n; j++) hs->denom += hs->scores[j];
         }
+        /* Weighted sum of values: every acc element adds its terms in
+         * position order; walking 8 dimensions at a time over all positions
+         * keeps that slice of each head's acc in a register. */
+        int64_t hv = hd / 8 * 8;
+        for (int64_t i = 0; i < hv; i += 8) {
+            v8f av[HEAD_GROUP_MAX];
+            for (int64_t h = 0; h < g; h++) memcpy(&av[h], st[h].acc + i, sizeof av[h]);
+            for (int64_t j = 0; j < n; j++) {
+                v8f vv = *(const v8f_u *)(v_base + slots[j] * row + i);
+                for (int64_t h = 0; h < g; h++) av[h] = av[h] + st[h].scores[j] * vv;
+            }
+            for (int64_t h = 0; h < g; h++) memcpy(st[h].acc + i, &av[h], sizeof av[h]);
+        }
+        for (int64_t h = 0; h < g; h++)
+            for (int64_t i = hv; i < hd; i++)
+                for (int64_t j = 0; j < n; j++)
+                    st[h].acc[i] += st[h].scores[j] * v_base[slots[j] * row + i];
     }
-    float inv = 1.0f / denom;
-    for (int64_t i = 0; i < hd; i++) out[i] = acc[i] * inv;
+    for (int64_t h = 0; h < g; h++) {
+        float inv = 1.0f / st[h].denom;
+        for (int64_t i = 0; i < hd; i++) out[h * hd + i] = st[h].acc[i] * inv;
+    }
     return true;
 }
 
@@ -106,9 +271,14 @@ void pw_k_attention(const pw_k_attention_args *a) {
         if (ok) {
             const int32_t *table = m->block_tables + seq * m->max_blocks_per_seq;
             const float *q = a->q + t * a->q_stride;
-            for (int64_t h = 0; h < a->n_heads && ok; h++)
-                ok = attend_head(a, table, pos, h / group, q + h * a->head_dim,
-                                 out + h * a->head_dim);
+            int64_t g = 0;
+            /* Heads h0 .. h0+g-1 share kv head h0 / group. */
+            for (int64_t h0 = 0; h0 < a->n_heads && ok; h0 += g) {
+                g = group - h0 % group;
+                if (g > HEAD_GROUP_MAX) g = HEAD_GROUP_MAX;
+                ok = attend_group(a, table, pos, h0 / group, g, q + h0 * a->head_dim,
+                                  out + h0 * a->head_dim);
+            }
         }
         if (!ok) memset(out, 0, (size_t)out_row * sizeof *out);
     }

@@ -32,90 +32,135 @@
 #define LANES 8
 typedef float v8f __attribute__((vector_size(LANES * sizeof(float))));
 
-/* Register tile: rows x columns of accumulators. Sized so that the
- * accumulators plus one vector per row and column fit the register file
- * (16 registers; each 8-float vector takes one AVX or two SSE registers). */
-#define TILE_ROWS 2
-#define TILE_COLS 2
-
 /* Columns processed together so their weight rows stay in L2 while every
  * row tile of x streams past them. */
 #define COL_BLOCK_BYTES (128 * 1024)
+
+/* Accumulators of one register tile: rows x cols = 8, one 8-lane vector
+ * each, reduced together by reduce8 below. With one x vector and the
+ * column vectors in flight this fills the 16 AVX registers. */
+#define TILE_ACCS 8
+/* Tile shapes: 2 rows x 4 columns for batches, 1 row x 8 columns for the
+ * last odd row (decode, T = 1, is all that path). */
+#define BATCH_TILE_ROWS 2
+#define BATCH_TILE_COLS 4
+#define ROW_TILE_COLS 8
 
 /* Vectors travel through pointers and memcpy, never by value across a
  * function boundary, so the calling convention does not depend on -mavx. */
 #define LOAD8(dst, p) memcpy(&(dst), (p), sizeof(v8f))
 
-static inline float finish(const v8f *acc, const float *x, const float *w, int64_t k0,
-                           int64_t k) {
-    const v8f a = *acc;
-    float r = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
-    for (int64_t i = k0; i < k; i++) r += x[i] * w[i];
-    return r;
+typedef int v8i __attribute__((vector_size(LANES * sizeof(int))));
+
+/* The tree of eight lane sums, for eight accumulators at once: lane e of
+ * the result is ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)) of acc[e], the same
+ * adds in the same order as the scalar tree, only with values moved
+ * between lanes by shuffles (which round nothing). Pairing acc[e] with
+ * acc[e+4] in the first step makes the result come out in order. */
+static inline __attribute__((always_inline)) void reduce8(const v8f *acc, v8f *out) {
+    const v8i lo_lo = {0, 1, 2, 3, 8, 9, 10, 11}, hi_hi = {4, 5, 6, 7, 12, 13, 14, 15};
+    v8f p[4]; /* p[e] = [acc[e]: a0+a4, a1+a5, a2+a6, a3+a7 | acc[e+4]: same] */
+    for (int e = 0; e < 4; e++)
+        p[e] = __builtin_shuffle(acc[e], acc[e + 4], lo_lo) +
+               __builtin_shuffle(acc[e], acc[e + 4], hi_hi);
+    /* q = [(p0+p2), (p1+p3) of the first element, the same of the second |
+     *      the same for the two upper halves] */
+    const v8i even_pairs = {0, 1, 8, 9, 4, 5, 12, 13}, odd_pairs = {2, 3, 10, 11, 6, 7, 14, 15};
+    v8f q01 = __builtin_shuffle(p[0], p[1], even_pairs) + __builtin_shuffle(p[0], p[1], odd_pairs);
+    v8f q23 = __builtin_shuffle(p[2], p[3], even_pairs) + __builtin_shuffle(p[2], p[3], odd_pairs);
+    const v8i firsts = {0, 2, 8, 10, 4, 6, 12, 14}, seconds = {1, 3, 9, 11, 5, 7, 13, 15};
+    *out = __builtin_shuffle(q01, q23, firsts) + __builtin_shuffle(q01, q23, seconds);
 }
 
-/* One output element by the canonical sequence. */
-static float dot_one(const float *x, const float *w, int64_t k) {
-    int64_t kv = k / LANES * LANES;
-    v8f acc = {0};
-    for (int64_t i = 0; i < kv; i += LANES) {
-        v8f xv, wv;
-        LOAD8(xv, x + i);
-        LOAD8(wv, w + i);
-        acc += xv * wv;
-    }
-    return finish(&acc, x, w, kv, k);
-}
-
-/* A rows x cols block of outputs. Always inlined with constant rows/cols so
- * each call site becomes a fully unrolled register tile. */
+/* A rows x cols block of outputs (rows <= 2, rows * cols <= TILE_ACCS). Always
+ * inlined with constant shapes so each call site becomes a fully unrolled
+ * register tile; unused accumulators stay zero and are never stored. */
 static inline __attribute__((always_inline)) void tile(float *y, const float *x, const float *w,
                                                       int64_t ldy, int64_t k, int rows,
                                                       int cols) {
     int64_t kv = k / LANES * LANES;
-    v8f acc[TILE_ROWS][TILE_COLS];
+    v8f acc[TILE_ACCS];
     memset(acc, 0, sizeof acc);
     for (int64_t i = 0; i < kv; i += LANES) {
-        v8f wv[TILE_COLS];
-        for (int c = 0; c < cols; c++) LOAD8(wv[c], w + c * k + i);
-        for (int r = 0; r < rows; r++) {
-            v8f xv;
-            LOAD8(xv, x + r * k + i);
-            for (int c = 0; c < cols; c++) acc[r][c] += xv * wv[c];
+        v8f x0, x1 = {0};
+        LOAD8(x0, x + i);
+        if (rows > 1) LOAD8(x1, x + k + i);
+        for (int c = 0; c < cols; c++) {
+            v8f wv;
+            LOAD8(wv, w + c * k + i);
+            acc[c] += x0 * wv;
+            if (rows > 1) acc[cols + c] += x1 * wv;
         }
     }
+    v8f sums;
+    reduce8(acc, &sums);
     for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++)
-            y[r * ldy + c] = finish(&acc[r][c], x + r * k, w + c * k, kv, k);
+        for (int c = 0; c < cols; c++) {
+            float v = sums[r * cols + c];
+            const float *xr = x + r * k, *wc = w + c * k;
+            for (int64_t i = kv; i < k; i++) v += xr[i] * wc[i];
+            y[r * ldy + c] = v;
+        }
+}
+
+/* Columns [j0, j1) of two rows: 2 x 4 tiles, then one narrower tile. */
+static inline __attribute__((always_inline)) void tile_row_pair(float *y, const float *x,
+                                                               const float *w, int64_t n,
+                                                               int64_t k, int64_t j0,
+                                                               int64_t j1) {
+    int64_t j = j0;
+    for (; j + BATCH_TILE_COLS <= j1; j += BATCH_TILE_COLS)
+        tile(y + j, x, w + j * k, n, k, BATCH_TILE_ROWS, BATCH_TILE_COLS);
+    switch (j1 - j) {
+    case 0: break;
+    case 1: tile(y + j, x, w + j * k, n, k, BATCH_TILE_ROWS, 1); break;
+    case 2: tile(y + j, x, w + j * k, n, k, BATCH_TILE_ROWS, 2); break;
+    default: tile(y + j, x, w + j * k, n, k, BATCH_TILE_ROWS, 3); break;
+    }
+}
+
+/* Columns [j0, j1) of one row: 1 x 8 tiles, then one narrower tile. */
+static inline __attribute__((always_inline)) void tile_row_single(float *y, const float *x,
+                                                                 const float *w, int64_t n,
+                                                                 int64_t k, int64_t j0,
+                                                                 int64_t j1) {
+    int64_t j = j0;
+    for (; j + ROW_TILE_COLS <= j1; j += ROW_TILE_COLS)
+        tile(y + j, x, w + j * k, n, k, 1, ROW_TILE_COLS);
+    switch (j1 - j) {
+    case 0: break;
+    case 1: tile(y + j, x, w + j * k, n, k, 1, 1); break;
+    case 2: tile(y + j, x, w + j * k, n, k, 1, 2); break;
+    case 3: tile(y + j, x, w + j * k, n, k, 1, 3); break;
+    case 4: tile(y + j, x, w + j * k, n, k, 1, 4); break;
+    case 5: tile(y + j, x, w + j * k, n, k, 1, 5); break;
+    case 6: tile(y + j, x, w + j * k, n, k, 1, 6); break;
+    default: tile(y + j, x, w + j * k, n, k, 1, 7); break;
+    }
+}
+
+/* Rows [0, n_tokens), columns [j0, j1): the unit of work of one thread. */
+__attribute__((target_clones("avx2", "default")))
+static void matmul_own_cols(float *y, const float *x, const float *w, int64_t n_tokens,
+                            int64_t n, int64_t k, int64_t j0, int64_t j1) {
+    int64_t col_block = COL_BLOCK_BYTES / ((k > 0 ? k : 1) * (int64_t)sizeof(float));
+    col_block = col_block < ROW_TILE_COLS ? ROW_TILE_COLS : col_block / ROW_TILE_COLS * ROW_TILE_COLS;
+    int64_t t_full = n_tokens / BATCH_TILE_ROWS * BATCH_TILE_ROWS;
+    for (int64_t n0 = j0; n0 < j1; n0 += col_block) {
+        int64_t n1 = n0 + col_block < j1 ? n0 + col_block : j1;
+        for (int64_t t = 0; t < t_full; t += BATCH_TILE_ROWS)
+            tile_row_pair(y + t * n, x + t * k, w, n, k, n0, n1);
+        if (t_full < n_tokens) tile_row_single(y + t_full * n, x + t_full * k, w, n, k, n0, n1);
+    }
 }
 
 /* Built for the baseline ISA and for AVX2, chosen once at load time. The
  * AVX2 clone runs the same lane-wise multiplies and adds (no FMA: the
  * target adds no fused instructions and ISO C forbids contraction), so
  * both clones return the same bits. */
-__attribute__((target_clones("avx2", "default")))
 void pw_k_matmul_own(float *y, const float *x, const float *w, int64_t n_tokens, int64_t n,
                      int64_t k) {
-    int64_t col_block = COL_BLOCK_BYTES / ((k > 0 ? k : 1) * (int64_t)sizeof(float));
-    col_block = col_block < TILE_COLS ? TILE_COLS
-                                           : col_block / TILE_COLS * TILE_COLS;
-    int64_t t_full = n_tokens / TILE_ROWS * TILE_ROWS;
-    for (int64_t n0 = 0; n0 < n; n0 += col_block) {
-        int64_t n1 = n0 + col_block < n ? n0 + col_block : n;
-        int64_t n_tiled = n0 + (n1 - n0) / TILE_COLS * TILE_COLS;
-        for (int64_t t = 0; t < t_full; t += TILE_ROWS) {
-            for (int64_t j = n0; j < n_tiled; j += TILE_COLS)
-                tile(y + t * n + j, x + t * k, w + j * k, n, k, TILE_ROWS, TILE_COLS);
-            for (int64_t j = n_tiled; j < n1; j++)
-                for (int r = 0; r < TILE_ROWS; r++)
-                    y[(t + r) * n + j] = dot_one(x + (t + r) * k, w + j * k, k);
-        }
-        /* Leftover rows: one element at a time. A 1 x TILE_COLS tile measured
-         * slower than this (decode, T = 1, is this path). */
-        for (int64_t t = t_full; t < n_tokens; t++) {
-            for (int64_t j = n0; j < n1; j++) y[t * n + j] = dot_one(x + t * k, w + j * k, k);
-        }
-    }
+    matmul_own_cols(y, x, w, n_tokens, n, k, 0, n);
 }
 
 bool pw_k_matmul_uses_blas(int64_t n, int64_t k) {

@@ -1,0 +1,384 @@
+/* bench model: a Llama GGUF model end to end through the engine.
+ *
+ *   decode    for each mode (none, piecewise, full) and each batch size b:
+ *             b requests, each a one-token prompt (BOS), greedy, decoding
+ *             --tokens tokens (llama-bench's tg128 at b = 1). tokens/s and
+ *             ms per step over the pure decode steps (the engine's own step
+ *             timer: schedule, dispatch, forward, sampling), median of
+ *             --repeats runs. Speed-up is over none at the same batch.
+ *   prefill   one request whose prompt fills max_num_batched_tokens, in the
+ *             default mode (FULL_AND_PIECEWISE: a prefill step runs
+ *             PIECEWISE), median of --repeats runs.
+ *   capture   an engine in the default mode with the default capture list:
+ *             graphs kept, total ms, ms per graph, the graph pool's peak.
+ *             The largest single capture is measured on a second engine
+ *             whose capture list holds only the largest size, in the same
+ *             mode (so it captures that size's PIECEWISE and FULL graphs).
+ *
+ * Every engine is created (and captures) before any timed region. */
+#include "bench.h"
+#include "cli.h"
+
+#include "piecewise.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_BATCHES 16
+#define DEFAULT_TOKENS 128
+#define DEFAULT_REPEATS 5
+#define MODES 3
+#define ENGINE_MIN_SEQS 64
+#define ENGINE_MIN_BATCHED_TOKENS 128
+
+#define TRY(expr)                                                                              \
+    do {                                                                                       \
+        pw_status s_ = (expr);                                                                 \
+        if (s_ != PW_OK) return s_;                                                            \
+    } while (0)
+
+typedef struct model_opts {
+    const char *path;
+    int64_t batches[MAX_BATCHES];
+    int n_batches;
+    int threads;
+    int64_t tokens;
+    int repeats;
+    int json;
+} model_opts;
+
+typedef struct decode_result {
+    double tok_s, step_ms; /* wall clock, the engine's step timer */
+    double cpu_tok_s;      /* process CPU time: less sensitive to a loaded machine */
+} decode_result;
+
+static const pw_graph_mode bench_modes[MODES] = {PW_GRAPH_NONE, PW_GRAPH_PIECEWISE,
+                                                 PW_GRAPH_FULL};
+static const char *const mode_names[MODES] = {"none", "piecewise", "full"};
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: piecewise bench model MODEL.gguf [--batch 1,4,16,64] [--threads N]\n"
+            "                             [--tokens %d] [--repeats %d] [--json]\n\n"
+            "Decode tokens/s and ms per step per mode (none, piecewise, full) and batch\n"
+            "size (each request: BOS prompt, greedy, --tokens new tokens), prefill tokens/s,\n"
+            "capture count and time, and the graph pool's peak over all capture sizes\n"
+            "against the largest size alone. Figures are medians of --repeats runs.\n",
+            DEFAULT_TOKENS, DEFAULT_REPEATS);
+}
+
+static int parse_int(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "piecewise bench model: %s expects an integer in [%" PRId64 ", %" PRId64
+                        "], got '%s'\n",
+                flag, lo, hi, s);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+static int parse_batches(const char *s, model_opts *o) {
+    o->n_batches = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (o->n_batches == MAX_BATCHES) {
+            fprintf(stderr, "piecewise bench model: at most %d batch sizes\n", MAX_BATCHES);
+            return 0;
+        }
+        if (!parse_int("--batch", tok, 1, 4096, &o->batches[o->n_batches])) return 0;
+        o->n_batches++;
+    }
+    if (o->n_batches == 0) {
+        fprintf(stderr, "piecewise bench model: --batch needs at least one size\n");
+        return 0;
+    }
+    return 1;
+}
+
+/* 0: run, 1: exit 0 (help), 2: usage error. */
+static int parse_args(int argc, char **argv, model_opts *o) {
+    static const int64_t default_batches[] = {1, 4, 16, 64};
+    memset(o, 0, sizeof *o);
+    memcpy(o->batches, default_batches, sizeof default_batches);
+    o->n_batches = (int)(sizeof default_batches / sizeof default_batches[0]);
+    o->threads = 1;
+    o->tokens = DEFAULT_TOKENS;
+    o->repeats = DEFAULT_REPEATS;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int64_t v;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 1;
+        } else if (strcmp(a, "--json") == 0) {
+            o->json = 1;
+        } else if (i + 1 < argc && strcmp(a, "--batch") == 0) {
+            if (!parse_batches(argv[++i], o)) return 2;
+        } else if (i + 1 < argc && strcmp(a, "--threads") == 0) {
+            if (!parse_int(a, argv[++i], 1, 256, &v)) return 2;
+            o->threads = (int)v;
+        } else if (i + 1 < argc && strcmp(a, "--tokens") == 0) {
+            if (!parse_int(a, argv[++i], 1, 1 << 20, &o->tokens)) return 2;
+        } else if (i + 1 < argc && strcmp(a, "--repeats") == 0) {
+            if (!parse_int(a, argv[++i], 1, 1000, &v)) return 2;
+            o->repeats = (int)v;
+        } else if (a[0] != '-' && !o->path) {
+            o->path = a;
+        } else {
+            fprintf(stderr, "piecewise bench model: unexpected argument '%s'\n\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!o->path) {
+        usage(stderr);
+        return 2;
+    }
+    return 0;
+}
+
+static int64_t max_batch(const model_opts *o) {
+    int64_t m = 1;
+    for (int i = 0; i < o->n_batches; i++)
+        if (o->batches[i] > m) m = o->batches[i];
+    return m;
+}
+
+static void quiet_config(pw_engine_config *cfg) {
+    pw_engine_config_init(cfg);
+    cfg->progress = PW_PROGRESS_OFF;
+    cfg->print_capture_totals = false;
+}
+
+/* An engine that holds every decode batch of the run at once. */
+static pw_status decode_engine(pw_model *m, const model_opts *o, pw_graph_mode mode,
+                               pw_engine **out) {
+    pw_engine_config cfg;
+    quiet_config(&cfg);
+    int64_t b = max_batch(o);
+    const pw_model_info *in = pw_model_get_info(m);
+    cfg.mode = mode;
+    cfg.max_num_seqs = b > ENGINE_MIN_SEQS ? b : ENGINE_MIN_SEQS;
+    cfg.max_num_batched_tokens =
+        cfg.max_num_seqs > ENGINE_MIN_BATCHED_TOKENS ? cfg.max_num_seqs : ENGINE_MIN_BATCHED_TOKENS;
+    int64_t per_request = o->tokens + 1 + cfg.block_size;
+    cfg.kv_cache_positions = cfg.max_num_seqs * per_request;
+    if (o->tokens + 1 > in->context) cfg.max_model_len = o->tokens + 1;
+    return pw_engine_new(m, &cfg, out);
+}
+
+static double cpu_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Adds n requests with the given prompt and runs until all finish, then
+ * releases them. *decode_cpu (may be NULL) gets the process CPU time of
+ * every step after the first (the prompt's). */
+static pw_status run_requests(pw_engine *e, const int32_t *prompt, int64_t n_prompt, int64_t n,
+                              int64_t max_new, double *decode_cpu) {
+    pw_sampling_params sp = {0};
+    int64_t ids[4096];
+    double cpu = 0;
+    for (int64_t i = 0; i < n; i++) TRY(pw_engine_add_request(e, prompt, n_prompt, max_new, &sp, &ids[i]));
+    for (int64_t step = 0; pw_engine_has_work(e); step++) {
+        const pw_step_token *toks;
+        int64_t nt;
+        double c0 = cpu_seconds();
+        TRY(pw_engine_step(e, &toks, &nt));
+        if (step > 0) cpu += cpu_seconds() - c0;
+    }
+    for (int64_t i = 0; i < n; i++) TRY(pw_engine_release_request(e, ids[i]));
+    if (decode_cpu) *decode_cpu = cpu;
+    return PW_OK;
+}
+
+static pw_status measure_decode(pw_engine *e, pw_model *m, const model_opts *o, int64_t batch,
+                                decode_result *out) {
+    double tok_s[1000], step_ms[1000], cpu_tok_s[1000];
+    int32_t bos = pw_model_bos(m);
+    /* One unmeasured run warms caches and the pools' free lists. */
+    TRY(run_requests(e, &bos, 1, batch, o->tokens, NULL));
+    for (int r = 0; r < o->repeats; r++) {
+        double cpu = 0;
+        pw_engine_reset_stats(e);
+        TRY(run_requests(e, &bos, 1, batch, o->tokens, &cpu));
+        pw_engine_stats st;
+        pw_engine_get_stats(e, &st);
+        double secs = st.decode_seconds > 0 ? st.decode_seconds : 1e-12;
+        tok_s[r] = (double)st.decode_step_tokens / secs;
+        step_ms[r] = st.decode_steps ? 1e3 * st.decode_seconds / (double)st.decode_steps : 0;
+        cpu_tok_s[r] = (double)st.decode_step_tokens / (cpu > 0 ? cpu : 1e-12);
+    }
+    out->tok_s = pw_bench_median(tok_s, (size_t)o->repeats);
+    out->step_ms = pw_bench_median(step_ms, (size_t)o->repeats);
+    out->cpu_tok_s = pw_bench_median(cpu_tok_s, (size_t)o->repeats);
+    return PW_OK;
+}
+
+typedef struct capture_result {
+    uint64_t graphs;
+    double ms;
+    size_t pool_peak, largest_single;
+    int64_t largest_size;
+    int n_sizes;
+    double prefill_tok_s;
+    int64_t prefill_tokens;
+} capture_result;
+
+static pw_status measure_prefill(pw_engine *e, pw_model *m, const model_opts *o,
+                                 capture_result *c) {
+    const pw_model_info *in = pw_model_get_info(m);
+    int64_t n = ENGINE_MIN_BATCHED_TOKENS;
+    if (n + 1 > in->context) n = in->context - 1;
+    int32_t prompt[ENGINE_MIN_BATCHED_TOKENS];
+    /* Deterministic tokens spread over the vocabulary; BOS first. */
+    prompt[0] = pw_model_bos(m);
+    for (int64_t i = 1; i < n; i++) prompt[i] = (int32_t)((i * 7919) % in->vocab);
+    double tok_s[1000];
+    TRY(run_requests(e, prompt, n, 1, 1, NULL));
+    for (int r = 0; r < o->repeats; r++) {
+        pw_engine_reset_stats(e);
+        TRY(run_requests(e, prompt, n, 1, 1, NULL));
+        pw_engine_stats st;
+        pw_engine_get_stats(e, &st);
+        tok_s[r] = (double)st.prompt_tokens / (st.prefill_seconds > 0 ? st.prefill_seconds : 1e-12);
+    }
+    c->prefill_tok_s = pw_bench_median(tok_s, (size_t)o->repeats);
+    c->prefill_tokens = n;
+    return PW_OK;
+}
+
+/* Default-mode engine with the default capture list, then one with only
+ * the largest size. */
+static pw_status measure_capture(pw_model *m, const model_opts *o, capture_result *c) {
+    pw_engine_config cfg;
+    quiet_config(&cfg);
+    pw_engine *e = NULL;
+    TRY(pw_engine_new(m, &cfg, &e));
+    pw_engine_stats st;
+    pw_engine_get_stats(e, &st);
+    c->graphs = st.graphs_captured;
+    c->ms = st.capture_seconds * 1e3;
+    c->pool_peak = st.graph_pool_peak;
+    int n_sizes = 0;
+    pw_dispatcher_capture_sizes(pw_engine_dispatcher(e), &n_sizes);
+    c->n_sizes = n_sizes;
+    c->largest_size = pw_dispatcher_max_capture_size(pw_engine_dispatcher(e));
+    pw_status s = measure_prefill(e, m, o, c);
+    pw_engine_free(e);
+    TRY(s);
+
+    int64_t only[1] = {c->largest_size};
+    cfg.capture_sizes = only;
+    cfg.n_capture_sizes = 1;
+    TRY(pw_engine_new(m, &cfg, &e));
+    pw_engine_get_stats(e, &st);
+    c->largest_single = st.graph_pool_peak;
+    pw_engine_free(e);
+    return PW_OK;
+}
+
+static void print_table(const model_opts *o, const pw_model_info *in,
+                        decode_result res[MODES][MAX_BATCHES], const capture_result *c) {
+    printf("model %s: %" PRId64 " layers, dim %" PRId64 ", ffn %" PRId64 ", vocab %" PRId64
+           "; %d thread%s, %" PRId64 " tokens per request, median of %d\n\n",
+           in->name, in->n_layers, in->dim, in->ffn_dim, in->vocab, o->threads,
+           o->threads == 1 ? "" : "s", o->tokens, o->repeats);
+    printf("%-10s %6s %14s %10s %9s %14s\n", "mode", "batch", "decode tok/s", "ms/step", "vs none",
+           "cpu-time tok/s");
+    for (int b = 0; b < o->n_batches; b++)
+        for (int mi = 0; mi < MODES; mi++) {
+            const decode_result *r = &res[mi][b];
+            printf("%-10s %6" PRId64 " %14.0f %10.4f %8.2fx %14.0f\n", mode_names[mi],
+                   o->batches[b], r->tok_s, r->step_ms, r->tok_s / res[0][b].tok_s, r->cpu_tok_s);
+        }
+    printf("\npiecewise - full per step (eager attention between pieces, stitching):\n");
+    for (int b = 0; b < o->n_batches; b++)
+        printf("  batch %-4" PRId64 " %8.1f us per step, %6.2f us per layer\n", o->batches[b],
+               1e3 * (res[1][b].step_ms - res[2][b].step_ms),
+               1e3 * (res[1][b].step_ms - res[2][b].step_ms) / (double)in->n_layers);
+    printf("none - full per step (per-op dispatch: checks, allocation, launch):\n");
+    for (int b = 0; b < o->n_batches; b++)
+        printf("  batch %-4" PRId64 " %8.1f us per step\n", o->batches[b],
+               1e3 * (res[0][b].step_ms - res[2][b].step_ms));
+    int last = o->n_batches - 1;
+    printf("full: batch %" PRId64 " throughput is %.2fx batch %" PRId64 "\n", o->batches[last],
+           res[2][last].tok_s / res[2][0].tok_s, o->batches[0]);
+    printf("\nprefill   %" PRId64 "-token prompt: %.0f tok/s\n", c->prefill_tokens,
+           c->prefill_tok_s);
+    printf("capture   %" PRIu64 " graphs (%d sizes, PIECEWISE and FULL) in %.1f ms, %.3f ms/graph\n",
+           c->graphs, c->n_sizes, c->ms, c->graphs ? c->ms / (double)c->graphs : 0.0);
+    printf("graph pool peak %.1f KiB over all sizes, %.1f KiB for size %" PRId64
+           " alone: %.2fx\n",
+           (double)c->pool_peak / 1024.0, (double)c->largest_single / 1024.0, c->largest_size,
+           c->largest_single ? (double)c->pool_peak / (double)c->largest_single : 0.0);
+}
+
+static void print_json(const model_opts *o, decode_result res[MODES][MAX_BATCHES],
+                       const capture_result *c) {
+    printf("{\"runs\":[");
+    int first = 1;
+    for (int mi = 0; mi < MODES; mi++)
+        for (int b = 0; b < o->n_batches; b++) {
+            const decode_result *r = &res[mi][b];
+            printf("%s{\"mode\":\"%s\",\"batch\":%" PRId64
+                   ",\"decode_tok_s\":%.1f,\"step_ms\":%.5f,\"speedup_vs_none\":%.3f,"
+                   "\"decode_tok_s_cpu\":%.1f}",
+                   first ? "" : ",", mode_names[mi], o->batches[b], r->tok_s, r->step_ms,
+                   r->tok_s / res[0][b].tok_s, r->cpu_tok_s);
+            first = 0;
+        }
+    printf("],\"threads\":%d,\"tokens\":%" PRId64 ",\"prefill_tok_s\":%.1f,", o->threads,
+           o->tokens, c->prefill_tok_s);
+    printf("\"capture\":{\"graphs\":%" PRIu64 ",\"ms\":%.3f,\"ms_per_graph\":%.4f,"
+           "\"pool_peak_bytes\":%zu,\"largest_single_bytes\":%zu,\"largest_size\":%" PRId64 "}}\n",
+           c->graphs, c->ms, c->graphs ? c->ms / (double)c->graphs : 0.0, c->pool_peak,
+           c->largest_single, c->largest_size);
+}
+
+int pw_bench_model(int argc, char **argv) {
+    model_opts o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc) return rc == 1 ? 0 : 2;
+    pw_set_num_threads(o.threads);
+    pw_model *m = NULL;
+    pw_status s = pw_model_load(o.path, &m);
+    if (s != PW_OK) return pw_cli_fail("bench model: loading the model", s);
+    const pw_model_info *in = pw_model_get_info(m);
+    if (o.tokens + 1 > in->context) {
+        fprintf(stderr, "piecewise bench model: --tokens %" PRId64 " exceeds the context of %" PRId64 "\n",
+                o.tokens, in->context);
+        pw_model_free(m);
+        return 2;
+    }
+    decode_result res[MODES][MAX_BATCHES];
+    capture_result cap = {0};
+    for (int mi = 0; mi < MODES && s == PW_OK; mi++) {
+        pw_engine *e = NULL;
+        s = decode_engine(m, &o, bench_modes[mi], &e);
+        for (int b = 0; b < o.n_batches && s == PW_OK; b++)
+            s = measure_decode(e, m, &o, o.batches[b], &res[mi][b]);
+        pw_engine_free(e);
+    }
+    if (s == PW_OK) s = measure_capture(m, &o, &cap);
+    if (s != PW_OK) {
+        pw_model_free(m);
+        return pw_cli_fail("bench model", s);
+    }
+    if (o.json) print_json(&o, res, &cap);
+    else print_table(&o, in, res, &cap);
+    pw_model_free(m);
+    return 0;
+}
