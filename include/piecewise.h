@@ -103,6 +103,9 @@ const char *pw_device_name(pw_device d);
 pw_status pw_device_parse(const char *name, pw_device *out);
 /* True if this build has the CUDA backend and a GPU is usable now. */
 bool pw_cuda_available(void);
+/* Why pw_cuda_available() is false: "built without the CUDA backend" or
+ * "no CUDA device" (with the runtime's reason); "" when it is true. */
+const char *pw_cuda_unavailable_reason(void);
 /* Threads the CPU kernels may use (matrix products); default 1. */
 void pw_set_num_threads(int n);
 int pw_get_num_threads(void);

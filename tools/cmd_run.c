@@ -23,6 +23,7 @@ static void usage(FILE *f) {
             "options:\n"
             "  -p, --prompt TEXT          a prompt (repeat for a batch; at most %d)\n"
             "  -n, --tokens N             new tokens per prompt (default %d)\n"
+            "  --device DEV               cpu|cuda (default cpu; cuda needs a GPU)\n"
             "  --mode MODE                auto|none|piecewise|full|full_decode_only\n"
             "                             (auto = FULL for decode, PIECEWISE for mixed batches)\n"
             "  --temp T                   sampling temperature, 0 = greedy (default 0)\n"
@@ -80,6 +81,12 @@ static int parse_args(int argc, char **argv, run_options *o) {
         } else if (strcmp(a, "--mode") == 0) {
             if (!(v = pw_cli_value(argc, argv, &i))) return 2;
             if (pw_cli_parse_mode(v, &o->cfg.mode)) return 2;
+        } else if (strcmp(a, "--device") == 0) {
+            if (!(v = pw_cli_value(argc, argv, &i))) return 2;
+            if (pw_device_parse(v, &o->cfg.device) != PW_OK) {
+                fprintf(stderr, "piecewise run: --device: %s\n", pw_last_error());
+                return 2;
+            }
         } else if (strcmp(a, "--temp") == 0) {
             double t;
             if (pw_cli_double(argc, argv, &i, 0, 100, &t)) return 2;

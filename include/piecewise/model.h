@@ -100,6 +100,7 @@ typedef struct pw_sampling_params {
 } pw_sampling_params;
 
 typedef struct pw_engine_config {
+    pw_device device;               /* default cpu; cuda needs the CUDA backend and a GPU */
     pw_graph_mode mode;             /* default FULL_AND_PIECEWISE */
     int64_t max_num_seqs;           /* requests in flight (default 64) */
     int64_t max_num_batched_tokens; /* tokens per step, bounds prefill chunks (default 128) */

@@ -41,6 +41,11 @@ pw_status pw_device_parse(const char *name, pw_device *out) {
 static bool (*cuda_probe)(void);
 void pw_backend_set_cuda_probe(bool (*probe)(void)) { cuda_probe = probe; }
 bool pw_cuda_available(void) { return cuda_probe && cuda_probe(); }
+const char *pw_cuda_unavailable_reason(void) {
+    if (!cuda_probe) return "this build has no CUDA backend (configure with nvcc and -DPW_CUDA=ON)";
+    if (!cuda_probe()) return "no CUDA device is available on this machine";
+    return "";
+}
 
 /* Read by the kernels; a plain int is enough since it is set before work. */
 static int num_threads = 1;

@@ -132,20 +132,9 @@ static pw_status alloc_buffers(pw_engine *e) {
         !e->block_tables || !e->free_blocks || !e->requests || !e->step_tokens || !e->sched ||
         !e->last_logits || !e->sample_scratch || !e->params || !e->k_cache || !e->v_cache)
         return PW_ERR_OOM;
-    size_t layer_floats =
-        (size_t)e->num_blocks * (size_t)e->cfg.block_size * (size_t)(in->n_kv_heads * in->head_dim);
-    for (int64_t l = 0; l < in->n_layers; l++) {
-        e->k_cache[l] = pw_host_calloc(layer_floats, sizeof(float));
-        e->v_cache[l] = pw_host_calloc(layer_floats, sizeof(float));
-        if (!e->k_cache[l] || !e->v_cache[l]) return PW_ERR_OOM;
-    }
     for (int64_t b = 0; b < e->num_blocks; b++) e->free_blocks[b] = (int32_t)(e->num_blocks - 1 - b);
     e->n_free_blocks = e->num_blocks;
     for (int64_t i = 0; i < S; i++) e->requests[i].id = -1;
-
-    e->rope_table = pw_host_alloc((size_t)e->max_model_len * (size_t)in->head_dim * sizeof(float));
-    if (!e->rope_table) return PW_ERR_OOM;
-    pw_k_rope_table(e->rope_table, e->max_model_len, in->head_dim, in->rope_theta);
 
     e->meta.positions = e->positions;
     e->meta.slot_mapping = e->slot_mapping;
@@ -154,6 +143,22 @@ static pw_status alloc_buffers(pw_engine *e) {
     e->meta.max_blocks_per_seq = (int32_t)e->blocks_per_seq;
     e->meta.block_size = (int32_t)e->cfg.block_size;
 
+    if (e->device == PW_DEVICE_CUDA) {
+        PW_TRY(pw_engine_cuda_setup(e));
+        return pw_engine_init_op_env(e);
+    }
+    size_t layer_floats =
+        (size_t)e->num_blocks * (size_t)e->cfg.block_size * (size_t)(in->n_kv_heads * in->head_dim);
+    for (int64_t l = 0; l < in->n_layers; l++) {
+        e->k_cache[l] = pw_host_calloc(layer_floats, sizeof(float));
+        e->v_cache[l] = pw_host_calloc(layer_floats, sizeof(float));
+        if (!e->k_cache[l] || !e->v_cache[l]) return PW_ERR_OOM;
+    }
+    e->rope_table = pw_host_alloc((size_t)e->max_model_len * (size_t)in->head_dim * sizeof(float));
+    if (!e->rope_table) return PW_ERR_OOM;
+    pw_k_rope_table(e->rope_table, e->max_model_len, in->head_dim, in->rope_theta);
+    e->kernel_meta = &e->meta;
+    e->kernel_positions = e->positions;
     int64_t shape[1] = {T};
     PW_TRY(pw_tensor_wrap(e->input_ids, PW_DEVICE_CPU, PW_I32, 1, shape, &e->ids_tensor));
     return pw_engine_init_op_env(e);
@@ -190,9 +195,11 @@ static pw_status forward(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc
                          int64_t n_padded, pw_value *logits) {
     pw_tensor *ids = NULL;
     *logits = pw_value_none();
+    if (e->cuda) PW_TRY(pw_engine_cuda_stage_inputs(e, n_padded));
     PW_TRY(pw_tensor_slice0(e->ids_tensor, 0, n_padded, &ids));
     int nparams = pw_model_params(e->model, e->params, ids);
-    pw_forward_context ctx = {mode, *desc, &e->meta};
+    if (e->cuda) pw_engine_cuda_params(e, e->params, nparams);
+    pw_forward_context ctx = {mode, *desc, e->kernel_meta};
     pw_status s = pw_forward_context_push(&ctx);
     if (s == PW_OK) {
         s = pw_graph_wrapper_call(e->full, e->params, nparams, logits);
@@ -246,6 +253,11 @@ static pw_status check_config(const pw_engine_config *c, const pw_model_info *in
                         c->max_model_len);
     if (c->warmups < 0)
         return pw_error(PW_ERR_INVALID_ARG, "warmups must be >= 0 (got %d)", c->warmups);
+    if (c->device != PW_DEVICE_CPU && c->device != PW_DEVICE_CUDA)
+        return pw_error(PW_ERR_INVALID_ARG, "unknown device %d", (int)c->device);
+    if (c->device == PW_DEVICE_CUDA && !pw_cuda_available())
+        return pw_error(PW_ERR_UNSUPPORTED,
+                        "device cuda: %s", pw_cuda_unavailable_reason());
     if ((unsigned)c->mode >= PW_GRAPH_MODE_COUNT_)
         return pw_error(PW_ERR_INVALID_ARG, "unknown graph mode %d", (int)c->mode);
     (void)in;
@@ -278,9 +290,10 @@ pw_status pw_engine_new(pw_model *m, const pw_engine_config *cfg_in, pw_engine *
     dc.capture_sizes = cfg.capture_sizes;
     dc.n_capture_sizes = cfg.n_capture_sizes;
 
-    pw_status s = pw_stream_new(PW_DEVICE_CPU, &e->stream);
-    if (s == PW_OK) s = pw_pool_new(PW_DEVICE_CPU, "activations", &e->act_pool);
-    if (s == PW_OK) s = pw_pool_new(PW_DEVICE_CPU, "graphs", &e->graph_pool);
+    e->device = cfg.device;
+    pw_status s = pw_stream_new(e->device, &e->stream);
+    if (s == PW_OK) s = pw_pool_new(e->device, "activations", &e->act_pool);
+    if (s == PW_OK) s = pw_pool_new(e->device, "graphs", &e->graph_pool);
     if (s == PW_OK) s = pw_dispatcher_new(&dc, &e->dispatcher);
     if (s == PW_OK) s = alloc_buffers(e);
     if (s == PW_OK) s = compile_model(e);
@@ -314,8 +327,13 @@ void pw_engine_free(pw_engine *e) {
     pw_tensor_release(e->ids_tensor);
     pw_dispatcher_free(e->dispatcher);
     const pw_model_info *in = pw_model_get_info(e->model);
-    for (int64_t l = 0; e->k_cache && l < in->n_layers; l++) pw_host_free(e->k_cache[l]);
-    for (int64_t l = 0; e->v_cache && l < in->n_layers; l++) pw_host_free(e->v_cache[l]);
+    if (e->device == PW_DEVICE_CUDA) {
+        pw_engine_cuda_free(e); /* device KV cache and rope table live in its pool */
+    } else {
+        for (int64_t l = 0; e->k_cache && l < in->n_layers; l++) pw_host_free(e->k_cache[l]);
+        for (int64_t l = 0; e->v_cache && l < in->n_layers; l++) pw_host_free(e->v_cache[l]);
+        pw_host_free(e->rope_table);
+    }
     pw_host_free(e->k_cache);
     pw_host_free(e->v_cache);
     if (e->requests)
@@ -332,7 +350,6 @@ void pw_engine_free(pw_engine *e) {
     pw_host_free(e->last_logits);
     pw_host_free(e->sample_scratch);
     pw_host_free(e->params);
-    pw_host_free(e->rope_table);
     pw_engine_free_op_env(e);
     pw_pool_free(e->graph_pool);
     pw_pool_free(e->act_pool);
@@ -578,6 +595,13 @@ pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_
         return pw_error(PW_ERR_INTERNAL, "the forward returned no logits tensor");
     }
     const float *logits = pw_tensor_data(logits_v.as.tensor);
+    if (e->cuda) {
+        pw_status cs = pw_engine_cuda_logits(e, logits_v.as.tensor, padded, &logits);
+        if (cs != PW_OK) {
+            pw_value_release(logits_v);
+            return cs;
+        }
+    }
     int64_t vocab = pw_model_get_info(e->model)->vocab;
     int64_t n_new = 0, prompt_tokens = 0;
     for (int64_t i = 0; i < ns; i++) {

@@ -57,13 +57,19 @@ struct pw_engine {
     pw_graph_wrapper *full;
     pw_value *params;
 
-    /* persistent per-step buffers: graphs read them through pointers */
+    /* persistent per-step buffers: graphs read them through pointers. The
+     * engine writes the host arrays; on CUDA they are staged to device
+     * mirrors before each forward. */
     int32_t *input_ids, *positions, *slot_mapping, *token_seq, *block_tables;
-    pw_attn_meta meta;
-    pw_tensor *ids_tensor;
-    float **k_cache, **v_cache; /* per layer [num_blocks][block_size][n_kv_heads][head_dim] */
-    float *rope_table;
+    pw_attn_meta meta;           /* host view (CPU kernels read this one) */
+    const pw_attn_meta *kernel_meta; /* what kernels read: &meta, or a device copy */
+    const int32_t *kernel_positions;
+    pw_tensor *ids_tensor;       /* over the kernel-visible token ids */
+    float **k_cache, **v_cache;  /* per layer [num_blocks][block_size][n_kv_heads][head_dim] */
+    float *rope_table;           /* kernel-visible */
     pw_op_env env;
+    pw_device device;
+    struct pw_engine_cuda *cuda; /* device state; NULL on the CPU */
 
     /* KV blocks */
     int64_t num_blocks, blocks_per_seq;
@@ -83,6 +89,17 @@ struct pw_engine {
 };
 
 pw_status pw_engine_init_op_env(pw_engine *e);
+
+/* CUDA (engine_cuda.c; without the backend they report PW_ERR_UNSUPPORTED):
+ * device buffers, KV cache, rope table and weights; per-step staging of
+ * the host inputs; the logits copied back. */
+pw_status pw_engine_cuda_setup(pw_engine *e);
+void pw_engine_cuda_free(pw_engine *e);
+pw_status pw_engine_cuda_stage_inputs(pw_engine *e, int64_t n_padded);
+/* Replaces the weight parameters (all but params[0]) with device copies. */
+void pw_engine_cuda_params(pw_engine *e, pw_value *params, int nparams);
+pw_status pw_engine_cuda_logits(pw_engine *e, const pw_tensor *logits, int64_t n_padded,
+                                const float **host);
 void pw_engine_free_op_env(pw_engine *e);
 pw_status pw_engine_perturb_metadata(void *user, int round);
 
