@@ -26,6 +26,7 @@ static void usage(FILE *f) {
             "  -n, --tokens N       most tokens per answer (default %d)\n"
             "  --system TEXT        system message (default: the template's own)\n"
             "  --mode MODE          auto|none|piecewise|full|full_decode_only (default auto)\n"
+            "  --device DEV         cpu|cuda (default cpu)\n"
             "  --temp T, --top-k K, --top-p P, --seed S   sampling (default greedy)\n"
             "  --threads N          threads for matrix products (default 1)\n"
             "  -h, --help           this help\n",
@@ -56,6 +57,12 @@ static int parse_args(int argc, char **argv, chat_options *o) {
             if (!(o->system = pw_cli_value(argc, argv, &i))) return 2;
         } else if (strcmp(a, "--mode") == 0) {
             if (!(v = pw_cli_value(argc, argv, &i)) || pw_cli_parse_mode(v, &o->cfg.mode)) return 2;
+        } else if (strcmp(a, "--device") == 0) {
+            if (!(v = pw_cli_value(argc, argv, &i))) return 2;
+            if (pw_device_parse(v, &o->cfg.device) != PW_OK) {
+                fprintf(stderr, "piecewise chat: --device: %s\n", pw_last_error());
+                return 2;
+            }
         } else if (strcmp(a, "--temp") == 0) {
             double t;
             if (pw_cli_double(argc, argv, &i, 0, 100, &t)) return 2;

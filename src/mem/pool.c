@@ -54,21 +54,19 @@ struct pw_pool {
 
 /* ---- device memory ------------------------------------------------------- */
 
-static pw_device_mem_ops device_ops[2];
+static void *cpu_alloc(size_t bytes) { return aligned_alloc(PW_POOL_ALIGN, bytes); }
+static void cpu_free(void *p) { free(p); }
+
+/* CPU memory is there from the start (no lazy setup that threads could
+ * race on); a device backend registers itself once, from its constructor. */
+static pw_device_mem_ops device_ops[2] = {[PW_DEVICE_CPU] = {cpu_alloc, cpu_free}};
 static atomic_llong device_fail_countdown = 0;
 
 void pw_pool_fail_nth_device_alloc(int64_t n) { atomic_store(&device_fail_countdown, (long long)n); }
 
 void pw_mem_register_device(pw_device device, pw_device_mem_ops ops) { device_ops[device] = ops; }
 
-static void *cpu_alloc(size_t bytes) { return aligned_alloc(PW_POOL_ALIGN, bytes); }
-static void cpu_free(void *p) { free(p); }
-
 static const pw_device_mem_ops *ops_for(pw_device d) {
-    if (d == PW_DEVICE_CPU && !device_ops[d].alloc) {
-        device_ops[d].alloc = cpu_alloc;
-        device_ops[d].free = cpu_free;
-    }
     return device_ops[d].alloc ? &device_ops[d] : NULL;
 }
 

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# piecewise chat: usage errors, a model without a chat template, and (when
+# SmolLM2 has been fetched) two turns over one KV cache.
+set -u
+bin=$1
+shared="${PW_SHARED_DIR:-../shared}"
+smol="${PW_SOURCE_DIR:-.}/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+"$bin" chat >"$tmp/out" 2>"$tmp/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "no model given" "$tmp/err" || { echo "FAIL: chat without model: $rc $(cat "$tmp/err")"; fail=1; }
+"$bin" chat x.gguf --device tpu >"$tmp/out" 2>"$tmp/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "unknown device 'tpu'" "$tmp/err" || { echo "FAIL: bad device: $rc $(cat "$tmp/err")"; fail=1; }
+if [ -f "$shared/models/stories260K.gguf" ]; then
+  echo hi | "$bin" chat "$shared/models/stories260K.gguf" >"$tmp/out" 2>"$tmp/err"; rc=$?
+  [ $rc -eq 1 ] && grep -q "no chat template" "$tmp/err" || { echo "FAIL: chat on a model without template: $rc $(cat "$tmp/err")"; fail=1; }
+fi
+if [ -f "$smol" ]; then
+  printf 'What is the capital of France?\nAnd of Italy?\n/quit\n' | "$bin" chat "$smol" -n 24 >"$tmp/out" 2>"$tmp/err" \
+    || { echo "FAIL: chat run: $(cat "$tmp/err")"; fail=1; }
+  grep -q "Paris" "$tmp/out" || { echo "FAIL: first answer lacks Paris: $(cat "$tmp/out")"; fail=1; }
+  grep -q "Rome" "$tmp/out" || { echo "FAIL: second turn lacks Rome: $(cat "$tmp/out")"; fail=1; }
+else
+  echo "SmolLM2 not fetched: two-turn chat check skipped"
+fi
+[ $fail -eq 0 ] && echo "cli_chat: all checks passed"
+exit $fail
