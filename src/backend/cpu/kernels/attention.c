@@ -13,6 +13,7 @@
  * raises the maximum. For contexts up to one chunk this is the plain
  * two-pass softmax with max subtraction. */
 #include "backend/cpu/kernels/kernels.h"
+#include "backend/cpu/kernels/vec_math.h"
 
 #include <math.h>
 #include <string.h>
@@ -32,51 +33,13 @@ static void write_kv(const pw_k_attention_args *a, int64_t capacity) {
 }
 
 /* Positions whose scores are computed together, one per vector lane. */
-#define POS_LANES 8
-typedef float v8f __attribute__((vector_size(POS_LANES * sizeof(float))));
-typedef int v8i __attribute__((vector_size(POS_LANES * sizeof(int))));
-
-/* exp(x) for x <= 0 (scores minus their running maximum), 8 lanes of IEEE
- * multiplies and adds only (Cephes' expf: range reduction by ln 2 in two
- * parts, a degree-5 polynomial, scaling by 2^n through the exponent bits),
- * so every build and every lane returns the same bits for the same input.
- * Relative error about 2 ulp; below -87.3 (and for -inf) the result is 0. */
-/* Lanes of a where mask is set (-1), of b elsewhere. */
-static inline __attribute__((always_inline)) v8f select8(v8i mask, v8f a, v8f b) {
-    v8i ai, bi;
-    memcpy(&ai, &a, sizeof ai);
-    memcpy(&bi, &b, sizeof bi);
-    v8i r = (ai & mask) | (bi & ~mask);
-    v8f out;
-    memcpy(&out, &r, sizeof out);
-    return out;
-}
-
-static inline __attribute__((always_inline)) v8f exp_nonpositive(v8f x) {
-    const float lo = -87.3f;
-    v8i underflow = x < lo;
-    x = select8(underflow, (v8f){0} + lo, x);
-    v8f fx = x * 1.44269504088896341f + 0.5f;
-    v8i n = __builtin_convertvector(fx, v8i); /* truncates toward zero */
-    v8f nf = __builtin_convertvector(n, v8f);
-    v8i above = nf > fx; /* floor for negative fx */
-    n = n + above;       /* comparison lanes are -1 where true */
-    nf = __builtin_convertvector(n, v8f);
-    x = x - nf * 0.693359375f;
-    x = x - nf * -2.12194440e-4f;
-    v8f z = x * x;
-    v8f y = 1.9875691500e-4f * x + 1.3981999507e-3f;
-    y = y * x + 8.3334519073e-3f;
-    y = y * x + 4.1665795894e-2f;
-    y = y * x + 1.6666665459e-1f;
-    y = y * x + 5.0000001201e-1f;
-    y = y * z + x + 1.0f;
-    v8i bits = (n + 127) << 23;
-    v8f scale;
-    memcpy(&scale, &bits, sizeof scale);
-    y = y * scale;
-    return select8(underflow, (v8f){0}, y);
-}
+#define POS_LANES PW_VEC_LANES
+typedef pw_v8f v8f;
+typedef pw_v8i v8i;
+typedef pw_v8f_u v8f_u;
+#define select8 pw_v8_select
+/* Softmax weights: exp of scores minus their running maximum (<= 0). */
+#define exp_nonpositive pw_v8_exp
 
 /* Slots of positions c0..c1 of a sequence, filled a block at a time. False
  * when the block table does not map one of them. */
@@ -96,9 +59,6 @@ static bool chunk_slots(const int32_t *table, int64_t c0, int64_t c1, int64_t bl
     }
     return true;
 }
-
-/* An unaligned 8-float vector, so that one load is one instruction. */
-typedef float v8f_u __attribute__((vector_size(POS_LANES * sizeof(float)), aligned(4)));
 
 /* Rows r[0..7] of 8 floats in, columns out: c[i][j] = r[j][i]. Shuffles
  * only move values. */

@@ -4,6 +4,7 @@
  * does not depend on the row count, which is all batch invariance asks of
  * them. */
 #include "backend/cpu/kernels/kernels.h"
+#include "backend/cpu/kernels/vec_math.h"
 
 #include <math.h>
 #include <string.h>
@@ -109,19 +110,32 @@ const pw_kernel pw_kernel_rope = {"rope", rope_launch, NULL};
 
 /* ---- silu_and_mul ------------------------------------------------------------------------- */
 
-static inline float silu(float v) { return v / (1.0f + expf(-v)); }
+/* silu(v) * u = v / (1 + exp(-v)) * u, eight lanes at a time through
+ * pw_v8_exp. A partial last vector goes through the same code (padded), so
+ * an element's bits never depend on where it falls in the array. */
+PW_VEC_INLINE pw_v8f silu_mul8(pw_v8f v, pw_v8f u) {
+    return v / (1.0f + pw_v8_exp(-v)) * u;
+}
 
-void pw_k_silu_and_mul(float *out, const float *gate_up, int64_t n_tokens, int64_t f) {
-    for (int64_t t = 0; t < n_tokens; t++) {
-        const float *gate = gate_up + t * 2 * f;
-        const float *up = gate + f;
-        float *o = out + t * f;
-        for (int64_t i = 0; i < f; i++) o[i] = silu(gate[i]) * up[i];
+__attribute__((target_clones("avx2", "default")))
+void pw_k_silu_mul(float *out, const float *a, const float *b, int64_t n) {
+    int64_t nv = n / PW_VEC_LANES * PW_VEC_LANES;
+    for (int64_t i = 0; i < nv; i += PW_VEC_LANES) {
+        pw_v8f r = silu_mul8(*(const pw_v8f_u *)(a + i), *(const pw_v8f_u *)(b + i));
+        memcpy(out + i, &r, sizeof r);
+    }
+    if (nv < n) {
+        pw_v8f va = {0}, vb = {0};
+        memcpy(&va, a + nv, (size_t)(n - nv) * sizeof(float));
+        memcpy(&vb, b + nv, (size_t)(n - nv) * sizeof(float));
+        pw_v8f r = silu_mul8(va, vb);
+        memcpy(out + nv, &r, (size_t)(n - nv) * sizeof(float));
     }
 }
 
-void pw_k_silu_mul(float *out, const float *a, const float *b, int64_t n) {
-    for (int64_t i = 0; i < n; i++) out[i] = silu(a[i]) * b[i];
+void pw_k_silu_and_mul(float *out, const float *gate_up, int64_t n_tokens, int64_t f) {
+    for (int64_t t = 0; t < n_tokens; t++)
+        pw_k_silu_mul(out + t * f, gate_up + t * 2 * f, gate_up + t * 2 * f + f, f);
 }
 
 static void silu_and_mul_launch(const void *args) {

@@ -1,0 +1,66 @@
+/* Eight-lane float helpers shared by the kernels (private to this folder).
+ *
+ * Everything here is lane-wise IEEE multiplies, adds, compares and exact
+ * conversions, with no fused multiply-add (the build is ISO C, so GCC does
+ * not contract), so a lane's result depends on that lane's input alone and
+ * every instruction-set build returns the same bits. That is what lets a
+ * kernel feed a partial last vector through the same code as the others
+ * and stay batch-invariant. */
+#ifndef PW_KERNELS_VEC_MATH_H
+#define PW_KERNELS_VEC_MATH_H
+
+#include <string.h>
+
+#define PW_VEC_LANES 8
+typedef float pw_v8f __attribute__((vector_size(PW_VEC_LANES * sizeof(float))));
+typedef int pw_v8i __attribute__((vector_size(PW_VEC_LANES * sizeof(int))));
+/* Unaligned, so that one load is one instruction. */
+typedef float pw_v8f_u __attribute__((vector_size(PW_VEC_LANES * sizeof(float)), aligned(4)));
+
+#define PW_VEC_INLINE static inline __attribute__((always_inline))
+
+/* Lanes of a where mask is set (-1), of b elsewhere. */
+PW_VEC_INLINE pw_v8f pw_v8_select(pw_v8i mask, pw_v8f a, pw_v8f b) {
+    pw_v8i ai, bi;
+    memcpy(&ai, &a, sizeof ai);
+    memcpy(&bi, &b, sizeof bi);
+    pw_v8i r = (ai & mask) | (bi & ~mask);
+    pw_v8f out;
+    memcpy(&out, &r, sizeof out);
+    return out;
+}
+
+PW_VEC_INLINE pw_v8f pw_v8_splat(float v) { return (pw_v8f){0} + v; }
+
+/* exp(x): Cephes' expf (range reduction by ln 2 in two parts, a degree-5
+ * polynomial, scaling by 2^n through the exponent bits). Relative error
+ * about 2 ulp. Below -87.3 (and -inf) the result is 0, above 88.37 (and
+ * +inf) it is +inf; NaN stays NaN. */
+PW_VEC_INLINE pw_v8f pw_v8_exp(pw_v8f x) {
+    const float lo = -87.3f, hi = 88.3762626647949f;
+    pw_v8i underflow = x < lo, overflow = x > hi;
+    x = pw_v8_select(underflow, pw_v8_splat(lo), x);
+    x = pw_v8_select(overflow, pw_v8_splat(hi), x);
+    pw_v8f fx = x * 1.44269504088896341f + 0.5f;
+    pw_v8i n = __builtin_convertvector(fx, pw_v8i); /* truncates toward zero */
+    pw_v8f nf = __builtin_convertvector(n, pw_v8f);
+    n = n + (nf > fx); /* floor for negative fx: comparison lanes are -1 where true */
+    nf = __builtin_convertvector(n, pw_v8f);
+    x = x - nf * 0.693359375f;
+    x = x - nf * -2.12194440e-4f;
+    pw_v8f z = x * x;
+    pw_v8f y = 1.9875691500e-4f * x + 1.3981999507e-3f;
+    y = y * x + 8.3334519073e-3f;
+    y = y * x + 4.1665795894e-2f;
+    y = y * x + 1.6666665459e-1f;
+    y = y * x + 5.0000001201e-1f;
+    y = y * z + x + 1.0f;
+    pw_v8i bits = (n + 127) << 23;
+    pw_v8f scale;
+    memcpy(&scale, &bits, sizeof scale);
+    y = y * scale;
+    y = pw_v8_select(underflow, (pw_v8f){0}, y);
+    return pw_v8_select(overflow, pw_v8_splat(__builtin_inff()), y);
+}
+
+#endif
