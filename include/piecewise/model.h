@@ -35,7 +35,7 @@ typedef struct pw_model_info {
     float rms_eps;        /* llama.attention.layer_norm_rms_epsilon */
     float rope_theta;     /* llama.rope.freq_base (default 10000) */
     bool tied_embeddings; /* no output.weight: the LM head is token_embd */
-    size_t weight_bytes;  /* f32 bytes the weights occupy in memory */
+    size_t weight_bytes;  /* bytes the weights occupy (quantized types stay quantized) */
     pw_dtype file_dtype;  /* the most common weight type in the file */
 } pw_model_info;
 
