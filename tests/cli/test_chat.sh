@@ -4,7 +4,7 @@
 set -u
 bin=$1
 shared="${PW_SHARED_DIR:-../shared}"
-smol="${PW_SOURCE_DIR:-.}/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+smol="${PW_SMOLLM2_GGUF:-${PW_SOURCE_DIR:-.}/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
 fail=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
