@@ -213,20 +213,24 @@ static bool attend_group(const pw_k_attention_args *a, const int32_t *table, int
     return true;
 }
 
-void pw_k_attention(const pw_k_attention_args *a) {
+typedef struct attn_job {
+    const pw_k_attention_args *a;
+    bool shape_ok;
+} attn_job;
+
+/* Attention for tokens [begin, end); the K/V writes are already done. */
+static void attend_tokens(void *ctx, int64_t begin, int64_t end) {
+    const attn_job *job = ctx;
+    const pw_k_attention_args *a = job->a;
     const pw_attn_meta *m = a->meta;
     const int64_t out_row = a->n_heads * a->head_dim;
     const int64_t capacity = a->num_blocks * (int64_t)m->block_size;
     const int64_t max_pos = (int64_t)m->max_blocks_per_seq * m->block_size;
     const int64_t group = a->n_kv_heads > 0 ? a->n_heads / a->n_kv_heads : 1;
-    const bool shape_ok = a->head_dim > 0 && a->head_dim <= PW_K_ATTN_MAX_HEAD_DIM &&
-                          a->n_kv_heads > 0 && group > 0 && a->n_heads % a->n_kv_heads == 0 &&
-                          m->block_size > 0;
-    if (shape_ok) write_kv(a, capacity);
-    for (int64_t t = 0; t < a->n_tokens; t++) {
+    for (int64_t t = begin; t < end; t++) {
         float *out = a->out + t * out_row;
         int64_t slot = m->slot_mapping[t], pos = m->positions[t], seq = m->token_seq[t];
-        bool ok = shape_ok && slot >= 0 && slot < capacity && pos >= 0 && pos < max_pos &&
+        bool ok = job->shape_ok && slot >= 0 && slot < capacity && pos >= 0 && pos < max_pos &&
                   seq >= 0 && seq < a->max_seqs;
         if (ok) {
             const int32_t *table = m->block_tables + seq * m->max_blocks_per_seq;
@@ -242,6 +246,23 @@ void pw_k_attention(const pw_k_attention_args *a) {
         }
         if (!ok) memset(out, 0, (size_t)out_row * sizeof *out);
     }
+}
+
+/* Every token's K/V is written before any token attends (a token reads
+ * its own and earlier positions back from the cache); then tokens are
+ * independent and may be split across threads. */
+void pw_k_attention(const pw_k_attention_args *a) {
+    const pw_attn_meta *m = a->meta;
+    const int64_t group = a->n_kv_heads > 0 ? a->n_heads / a->n_kv_heads : 1;
+    const bool shape_ok = a->head_dim > 0 && a->head_dim <= PW_K_ATTN_MAX_HEAD_DIM &&
+                          a->n_kv_heads > 0 && group > 0 && a->n_heads % a->n_kv_heads == 0 &&
+                          m->block_size > 0;
+    if (shape_ok) write_kv(a, a->num_blocks * (int64_t)m->block_size);
+    attn_job job = {a, shape_ok};
+    if (a->n_tokens >= PW_K_PARALLEL_MIN_TOKENS && pw_k_parallel_threads() > 1)
+        pw_k_parallel_for(a->n_tokens, attend_tokens, &job);
+    else
+        attend_tokens(&job, 0, a->n_tokens);
 }
 
 static void attention_launch(const void *args) { pw_k_attention(args); }

@@ -23,6 +23,26 @@
 
 #include <stdint.h>
 
+/* ---- threads ------------------------------------------------------------- */
+
+/* Work on items [begin, end) of a split job. */
+typedef void (*pw_k_range_fn)(void *ctx, int64_t begin, int64_t end);
+/* Threads the kernels split work across: pw_get_num_threads(), at least 1.
+ * The worker pool is started on first parallel use and sized by the
+ * thread count at that moment. */
+int pw_k_parallel_threads(void);
+/* Runs fn over [0, n) split into one contiguous range per thread, the
+ * calling thread taking the first; returns when all are done. Runs fn(ctx,
+ * 0, n) on the calling thread when one thread is set or another job is in
+ * flight. Kernels split only work whose elements are computed by the same
+ * code whatever the split, so the thread count never changes a bit. */
+void pw_k_parallel_for(int64_t n, pw_k_range_fn fn, void *ctx);
+/* Multiply-adds from which a matmul is split across threads, and tokens
+ * from which attention is: below these, waking workers costs more than it
+ * saves. */
+#define PW_K_PARALLEL_MIN_MACS (128 * 1024)
+#define PW_K_PARALLEL_MIN_TOKENS 2
+
 /* ---- embedding ----------------------------------------------------------- */
 
 /* out[t] = table[ids[t]]; an id outside [0, vocab) yields a zero row. */

@@ -158,8 +158,30 @@ static void matmul_own_cols(float *y, const float *x, const float *w, int64_t n_
  * AVX2 clone runs the same lane-wise multiplies and adds (no FMA: the
  * target adds no fused instructions and ISO C forbids contraction), so
  * both clones return the same bits. */
+typedef struct cols_job {
+    float *y;
+    const float *x, *w;
+    int64_t n_tokens, n, k;
+} cols_job;
+
+/* Items are groups of ROW_TILE_COLS columns. */
+static void cols_range(void *ctx, int64_t begin, int64_t end) {
+    const cols_job *j = ctx;
+    int64_t j1 = end * ROW_TILE_COLS < j->n ? end * ROW_TILE_COLS : j->n;
+    matmul_own_cols(j->y, j->x, j->w, j->n_tokens, j->n, j->k, begin * ROW_TILE_COLS, j1);
+}
+
+/* With several threads, large products are split by output columns in
+ * groups of 8: each element is still computed by the canonical sequence,
+ * so the split changes no bit. */
 void pw_k_matmul_own(float *y, const float *x, const float *w, int64_t n_tokens, int64_t n,
                      int64_t k) {
+    int64_t groups = (n + ROW_TILE_COLS - 1) / ROW_TILE_COLS;
+    if (groups > 1 && n_tokens * n * k >= PW_K_PARALLEL_MIN_MACS && pw_k_parallel_threads() > 1) {
+        cols_job job = {y, x, w, n_tokens, n, k};
+        pw_k_parallel_for(groups, cols_range, &job);
+        return;
+    }
     matmul_own_cols(y, x, w, n_tokens, n, k, 0, n);
 }
 

@@ -1,0 +1,127 @@
+/* The kernels' thread pool: every item is covered exactly once whatever
+ * the thread count, and the kernels that split work across threads
+ * (matmul by output columns, attention by tokens) return the same bits
+ * with 1, 3 and 4 threads, including inside a captured graph replayed
+ * under a different thread count. */
+#include "backend/cpu/kernels/kernels.h"
+#include "kernel_test_util.h"
+
+static void count_items(void *ctx, int64_t begin, int64_t end) {
+    int *hits = ctx;
+    for (int64_t i = begin; i < end; i++) hits[i]++;
+}
+
+static void test_cover(void) {
+    static const int threads[] = {1, 2, 3, 4, 7};
+    static const int64_t sizes[] = {0, 1, 2, 3, 5, 64, 1001};
+    for (size_t ti = 0; ti < KT_LEN(threads); ti++) {
+        pw_set_num_threads(threads[ti]);
+        CHECK_EQ_INT(pw_k_parallel_threads(), threads[ti]);
+        for (size_t si = 0; si < KT_LEN(sizes); si++) {
+            int64_t n = sizes[si];
+            int *hits = calloc((size_t)n + 1, sizeof *hits);
+            pw_k_parallel_for(n, count_items, hits);
+            int bad = 0;
+            for (int64_t i = 0; i < n; i++) bad += hits[i] != 1;
+            CHECK_EQ_INT(bad, 0);
+            free(hits);
+        }
+    }
+}
+
+static float *matmul_with(int threads, const float *x, const float *w, int64_t t, int64_t n,
+                          int64_t k) {
+    pw_set_num_threads(threads);
+    float *y = kt_zeros((size_t)(t * n));
+    pw_k_matmul_own(y, x, w, t, n, k);
+    return y;
+}
+
+static void test_matmul(void) {
+    /* Above PW_K_PARALLEL_MIN_MACS, with a column count that leaves a
+     * partial group of 8. */
+    const int64_t t = 33, n = 101, k = 72;
+    CHECK(t * n * k >= PW_K_PARALLEL_MIN_MACS);
+    float *x = kt_random((size_t)(t * k)), *w = kt_random((size_t)(n * k));
+    float *one = matmul_with(1, x, w, t, n, k);
+    float *three = matmul_with(3, x, w, t, n, k);
+    float *four = matmul_with(4, x, w, t, n, k);
+    CHECK(kt_bitwise_equal(one, three, (size_t)(t * n) * sizeof(float)));
+    CHECK(kt_bitwise_equal(one, four, (size_t)(t * n) * sizeof(float)));
+    /* A row alone (below the threshold: serial) matches its row in the
+     * split batch. */
+    float *alone = matmul_with(4, x + 17 * k, w, 1, n, k);
+    CHECK(kt_bitwise_equal(alone, four + 17 * n, (size_t)n * sizeof(float)));
+    free(x), free(w), free(one), free(three), free(four), free(alone);
+}
+
+enum { HEADS = 4, KV_HEADS = 2, HD = 8, BLOCK = 16, BLOCKS = 8, TOKENS = 40 };
+
+/* One sequence prefilled in one step: every token attends over its
+ * prefix, so the split over tokens is exercised with real work. */
+static float *attention_with(int threads, const float *q, const float *k, const float *v) {
+    pw_set_num_threads(threads);
+    size_t cache = (size_t)BLOCKS * BLOCK * KV_HEADS * HD;
+    float *k_cache = kt_zeros(cache), *v_cache = kt_zeros(cache);
+    float *out = kt_random((size_t)TOKENS * HEADS * HD);
+    int32_t pos[TOKENS], slot[TOKENS], seq[TOKENS], table[BLOCKS];
+    for (int b = 0; b < BLOCKS; b++) table[b] = BLOCKS - 1 - b;
+    for (int t = 0; t < TOKENS; t++) {
+        pos[t] = t, seq[t] = 0;
+        slot[t] = table[t / BLOCK] * BLOCK + t % BLOCK;
+    }
+    pw_attn_meta meta = {pos, slot, seq, table, BLOCKS, BLOCK};
+    pw_k_attention_args a = {out, q, k, v, k_cache, v_cache, &meta, TOKENS, HEADS, KV_HEADS,
+                             HD, HEADS * HD, KV_HEADS * HD, BLOCKS, 1};
+    pw_k_attention(&a);
+    free(k_cache), free(v_cache);
+    return out;
+}
+
+static void test_attention(void) {
+    float *q = kt_random((size_t)TOKENS * HEADS * HD), *k = kt_random((size_t)TOKENS * KV_HEADS * HD),
+          *v = kt_random((size_t)TOKENS * KV_HEADS * HD);
+    float *one = attention_with(1, q, k, v), *three = attention_with(3, q, k, v),
+          *four = attention_with(4, q, k, v);
+    size_t bytes = (size_t)TOKENS * HEADS * HD * sizeof(float);
+    CHECK(kt_bitwise_equal(one, three, bytes));
+    CHECK(kt_bitwise_equal(one, four, bytes));
+    free(q), free(k), free(v), free(one), free(three), free(four);
+}
+
+/* A graph captured with one thread count and replayed under another gives
+ * the eager result: the thread count is read at run time, never baked
+ * into the recorded arguments. */
+static void test_replay(void) {
+    const int64_t t = 32, n = 64, k = 80;
+    float *x = kt_random((size_t)(t * k)), *w = kt_random((size_t)(n * k));
+    float *y = kt_zeros((size_t)(t * n));
+    float *ref = matmul_with(1, x, w, t, n, k);
+    pw_stream *s = NULL;
+    pw_pool *pool = NULL;
+    pw_graph *g = NULL;
+    CHECK_OK(pw_stream_new(PW_DEVICE_CPU, &s));
+    CHECK_OK(pw_pool_new(PW_DEVICE_CPU, "graph", &pool));
+    pw_set_num_threads(1);
+    CHECK_OK(pw_stream_begin_capture(s, pool));
+    pw_k_matmul_args args = {y, x, w, NULL, t, n, k};
+    CHECK_OK(pw_launch(s, &pw_kernel_matmul, &args, sizeof args));
+    CHECK_OK(pw_stream_end_capture(s, &g));
+    pw_set_num_threads(4);
+    CHECK_OK(pw_graph_replay(g, s));
+    CHECK(kt_bitwise_equal(y, ref, (size_t)(t * n) * sizeof(float)));
+    pw_graph_free(g);
+    pw_pool_free(pool);
+    pw_stream_free(s);
+    free(x), free(w), free(y), free(ref);
+}
+
+int main(void) {
+    kt_seed(11);
+    test_cover();
+    test_matmul();
+    test_attention();
+    test_replay();
+    pw_set_num_threads(1);
+    return pw_test_finish("kernels_parallel");
+}
