@@ -239,7 +239,7 @@ static pw_status new_tensor(pw_gguf_writer *w, const char *name, pw_dtype dtype,
 
 pw_status pw_gguf_writer_add_tensor(pw_gguf_writer *w, const char *name, pw_dtype dtype,
                                     int n_dims, const int64_t *dims, const void *data) {
-    int64_t n;
+    int64_t n = 0;
     uint8_t *dst;
     PW_TRY(tensor_shape(name, dtype, n_dims, dims, &n));
     if (!data && n) return pw_error(PW_ERR_INVALID_ARG, "gguf writer: tensor '%s': NULL data", name);
@@ -250,7 +250,7 @@ pw_status pw_gguf_writer_add_tensor(pw_gguf_writer *w, const char *name, pw_dtyp
 
 pw_status pw_gguf_writer_add_tensor_f32(pw_gguf_writer *w, const char *name, pw_dtype dtype,
                                         int n_dims, const int64_t *dims, const float *values) {
-    int64_t n;
+    int64_t n = 0;
     uint8_t *dst;
     PW_TRY(tensor_shape(name, dtype, n_dims, dims, &n));
     if (!values && n) return pw_error(PW_ERR_INVALID_ARG, "gguf writer: tensor '%s': NULL data", name);
