@@ -95,3 +95,36 @@ int pw_cli_parse_mode(const char *text, pw_graph_mode *out) {
             text);
     return 1;
 }
+
+int pw_cli_generation_option(int argc, char **argv, int *i, pw_engine_config *cfg,
+                             pw_sampling_params *sp, int64_t *threads) {
+    const char *a = argv[*i], *v;
+    double d;
+    int64_t n;
+    if (strcmp(a, "--mode") == 0) {
+        if (!(v = pw_cli_value(argc, argv, i)) || pw_cli_parse_mode(v, &cfg->mode)) return -1;
+    } else if (strcmp(a, "--device") == 0) {
+        if (!(v = pw_cli_value(argc, argv, i))) return -1;
+        if (pw_device_parse(v, &cfg->device) != PW_OK) {
+            fprintf(stderr, "piecewise: --device: %s\n", pw_last_error());
+            return -1;
+        }
+    } else if (strcmp(a, "--temp") == 0) {
+        if (pw_cli_double(argc, argv, i, 0, 100, &d)) return -1;
+        sp->temperature = (float)d;
+    } else if (strcmp(a, "--top-k") == 0) {
+        if (pw_cli_int(argc, argv, i, 0, 1 << 30, &n)) return -1;
+        sp->top_k = (int32_t)n;
+    } else if (strcmp(a, "--top-p") == 0) {
+        if (pw_cli_double(argc, argv, i, 0, 1, &d)) return -1;
+        sp->top_p = (float)d;
+    } else if (strcmp(a, "--seed") == 0) {
+        if (pw_cli_int(argc, argv, i, 0, INT64_MAX, &n)) return -1;
+        sp->seed = (uint64_t)n;
+    } else if (strcmp(a, "--threads") == 0) {
+        if (pw_cli_int(argc, argv, i, 1, 256, threads)) return -1;
+    } else {
+        return 0;
+    }
+    return 1;
+}

@@ -15,4 +15,11 @@ int pw_cli_int_list(const char *text, int64_t *out, int cap, const char *option)
 /* auto|none|piecewise|full|full_decode_only|full_and_piecewise; 0 on success. */
 int pw_cli_parse_mode(const char *text, pw_graph_mode *out);
 
+/* The generation options run and chat share: --mode, --device, --temp,
+ * --top-k, --top-p, --seed, --threads. Returns 1 if argv[*i] was one of
+ * them (consumed, advancing *i), 0 if not, -1 on a bad value (message
+ * printed). */
+int pw_cli_generation_option(int argc, char **argv, int *i, pw_engine_config *cfg,
+                             pw_sampling_params *sp, int64_t *threads);
+
 #endif

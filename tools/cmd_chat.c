@@ -50,37 +50,14 @@ static int parse_args(int argc, char **argv, chat_options *o) {
     o->tokens = CHAT_DEFAULT_TOKENS;
     o->threads = 1;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
+        const char *a = argv[i];
+        int gen = pw_cli_generation_option(argc, argv, &i, &o->cfg, &o->sp, &o->threads);
+        if (gen < 0) return 2;
+        if (gen > 0) continue;
         if (strcmp(a, "-n") == 0 || strcmp(a, "--tokens") == 0) {
             if (pw_cli_int(argc, argv, &i, 1, 1 << 16, &o->tokens)) return 2;
         } else if (strcmp(a, "--system") == 0) {
             if (!(o->system = pw_cli_value(argc, argv, &i))) return 2;
-        } else if (strcmp(a, "--mode") == 0) {
-            if (!(v = pw_cli_value(argc, argv, &i)) || pw_cli_parse_mode(v, &o->cfg.mode)) return 2;
-        } else if (strcmp(a, "--device") == 0) {
-            if (!(v = pw_cli_value(argc, argv, &i))) return 2;
-            if (pw_device_parse(v, &o->cfg.device) != PW_OK) {
-                fprintf(stderr, "piecewise chat: --device: %s\n", pw_last_error());
-                return 2;
-            }
-        } else if (strcmp(a, "--temp") == 0) {
-            double t;
-            if (pw_cli_double(argc, argv, &i, 0, 100, &t)) return 2;
-            o->sp.temperature = (float)t;
-        } else if (strcmp(a, "--top-k") == 0) {
-            int64_t k;
-            if (pw_cli_int(argc, argv, &i, 0, 1 << 30, &k)) return 2;
-            o->sp.top_k = (int32_t)k;
-        } else if (strcmp(a, "--top-p") == 0) {
-            double p;
-            if (pw_cli_double(argc, argv, &i, 0, 1, &p)) return 2;
-            o->sp.top_p = (float)p;
-        } else if (strcmp(a, "--seed") == 0) {
-            int64_t s;
-            if (pw_cli_int(argc, argv, &i, 0, INT64_MAX, &s)) return 2;
-            o->sp.seed = (uint64_t)s;
-        } else if (strcmp(a, "--threads") == 0) {
-            if (pw_cli_int(argc, argv, &i, 1, 256, &o->threads)) return 2;
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "piecewise chat: unknown option '%s' (see --help)\n", a);
             return 2;

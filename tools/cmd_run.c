@@ -51,7 +51,7 @@ typedef struct run_options {
     int64_t tokens;
     pw_engine_config cfg;
     pw_sampling_params sp;
-    int threads;
+    int64_t threads;
     bool add_bos;
     bool quiet;
     bool raw;
@@ -69,6 +69,9 @@ static int parse_args(int argc, char **argv, run_options *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = NULL;
+        int gen = pw_cli_generation_option(argc, argv, &i, &o->cfg, &o->sp, &o->threads);
+        if (gen < 0) return 2;
+        if (gen > 0) continue;
         if (strcmp(a, "-p") == 0 || strcmp(a, "--prompt") == 0) {
             if (!(v = pw_cli_value(argc, argv, &i))) return 2;
             if (o->n_prompts == RUN_MAX_PROMPTS) {
@@ -78,35 +81,6 @@ static int parse_args(int argc, char **argv, run_options *o) {
             o->prompts[o->n_prompts++] = v;
         } else if (strcmp(a, "-n") == 0 || strcmp(a, "--tokens") == 0) {
             if (pw_cli_int(argc, argv, &i, 1, 1 << 20, &o->tokens)) return 2;
-        } else if (strcmp(a, "--mode") == 0) {
-            if (!(v = pw_cli_value(argc, argv, &i))) return 2;
-            if (pw_cli_parse_mode(v, &o->cfg.mode)) return 2;
-        } else if (strcmp(a, "--device") == 0) {
-            if (!(v = pw_cli_value(argc, argv, &i))) return 2;
-            if (pw_device_parse(v, &o->cfg.device) != PW_OK) {
-                fprintf(stderr, "piecewise run: --device: %s\n", pw_last_error());
-                return 2;
-            }
-        } else if (strcmp(a, "--temp") == 0) {
-            double t;
-            if (pw_cli_double(argc, argv, &i, 0, 100, &t)) return 2;
-            o->sp.temperature = (float)t;
-        } else if (strcmp(a, "--top-k") == 0) {
-            int64_t k;
-            if (pw_cli_int(argc, argv, &i, 0, 1 << 30, &k)) return 2;
-            o->sp.top_k = (int32_t)k;
-        } else if (strcmp(a, "--top-p") == 0) {
-            double p;
-            if (pw_cli_double(argc, argv, &i, 0, 1, &p)) return 2;
-            o->sp.top_p = (float)p;
-        } else if (strcmp(a, "--seed") == 0) {
-            int64_t s;
-            if (pw_cli_int(argc, argv, &i, 0, INT64_MAX, &s)) return 2;
-            o->sp.seed = (uint64_t)s;
-        } else if (strcmp(a, "--threads") == 0) {
-            int64_t t;
-            if (pw_cli_int(argc, argv, &i, 1, 256, &t)) return 2;
-            o->threads = (int)t;
         } else if (strcmp(a, "--max-seqs") == 0) {
             if (pw_cli_int(argc, argv, &i, 1, 4096, &o->cfg.max_num_seqs)) return 2;
             max_seqs_given = true;
@@ -208,7 +182,7 @@ int pw_cmd_run(int argc, char **argv) {
     run_options o;
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc;
-    pw_set_num_threads(o.threads);
+    pw_set_num_threads((int)o.threads);
     if (o.cfg.progress == PW_PROGRESS_AUTO && o.quiet) o.cfg.progress = PW_PROGRESS_OFF;
     o.cfg.print_capture_totals = !o.quiet;
 
