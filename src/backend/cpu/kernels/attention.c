@@ -134,12 +134,12 @@ static inline __attribute__((always_inline)) void score_lanes(const float *q, in
 /* Attends g (<= HEAD_GROUP_MAX) query heads that share kv head kv_head.
  * Each head runs exactly the sequence of a lone head; grouping only
  * interleaves them. Returns false (and leaves `out` to be zeroed) when a
- * key position is not mapped by the block table. Built for the baseline
- * ISA and for AVX2: both run the same lane-wise IEEE operations, so they
- * return the same bits. */
-__attribute__((target_clones("avx2", "default")))
-static bool attend_group(const pw_k_attention_args *a, const int32_t *table, int64_t pos,
-                         int64_t kv_head, int64_t g, const float *q, float *out) {
+ * key position is not mapped by the block table. attend_group builds it
+ * for the baseline ISA and for AVX2: both run the same lane-wise IEEE
+ * operations, so they return the same bits. */
+static inline __attribute__((always_inline)) bool attend_group_n(
+    const pw_k_attention_args *a, const int32_t *table, int64_t pos, int64_t kv_head,
+    const int64_t g, const float *q, float *out) {
     const pw_attn_meta *m = a->meta;
     const int64_t hd = a->head_dim, row = a->n_kv_heads * hd;
     const float scale = 1.0f / sqrtf((float)hd);
@@ -211,6 +211,23 @@ static bool attend_group(const pw_k_attention_args *a, const int32_t *table, int
         for (int64_t i = 0; i < hd; i++) out[h * hd + i] = st[h].acc[i] * inv;
     }
     return true;
+}
+
+/* attend_group_n with the group size a constant, so the per-head loops
+ * unroll and each head's accumulator slice stays in a register. */
+__attribute__((target_clones("avx2", "default")))
+static bool attend_group(const pw_k_attention_args *a, const int32_t *table, int64_t pos,
+                         int64_t kv_head, int64_t g, const float *q, float *out) {
+    switch (g) {
+    case 1: return attend_group_n(a, table, pos, kv_head, 1, q, out);
+    case 2: return attend_group_n(a, table, pos, kv_head, 2, q, out);
+    case 3: return attend_group_n(a, table, pos, kv_head, 3, q, out);
+    case 4: return attend_group_n(a, table, pos, kv_head, 4, q, out);
+    case 5: return attend_group_n(a, table, pos, kv_head, 5, q, out);
+    case 6: return attend_group_n(a, table, pos, kv_head, 6, q, out);
+    case 7: return attend_group_n(a, table, pos, kv_head, 7, q, out);
+    default: return attend_group_n(a, table, pos, kv_head, HEAD_GROUP_MAX, q, out);
+    }
 }
 
 typedef struct attn_job {
