@@ -81,13 +81,17 @@ static inline __attribute__((always_inline)) void tile(float *y, const float *x,
     int64_t kv = k / LANES * LANES;
     v8f acc[TILE_ACCS];
     memset(acc, 0, sizeof acc);
-    for (int64_t i = 0; i < kv; i += LANES) {
+    /* Pointers to the ends of the rows and an index counting up to zero:
+     * no loop bound to keep, so the column pointers stay in registers. */
+    const float *xe = x + kv, *we[TILE_ACCS];
+    for (int c = 0; c < cols; c++) we[c] = w + c * k + kv;
+    for (int64_t i = -kv; i < 0; i += LANES) {
         v8f x0, x1 = {0};
-        LOAD8(x0, x + i);
-        if (rows > 1) LOAD8(x1, x + k + i);
+        LOAD8(x0, xe + i);
+        if (rows > 1) LOAD8(x1, xe + k + i);
         for (int c = 0; c < cols; c++) {
             v8f wv;
-            LOAD8(wv, w + c * k + i);
+            LOAD8(wv, we[c] + i);
             acc[c] += x0 * wv;
             if (rows > 1) acc[cols + c] += x1 * wv;
         }
@@ -103,8 +107,12 @@ static inline __attribute__((always_inline)) void tile(float *y, const float *x,
         }
 }
 
-/* Columns [j0, j1) of two rows: 2 x 4 tiles, then one narrower tile. */
-static inline __attribute__((always_inline)) void tile_row_pair(float *y, const float *x,
+/* Columns [j0, j1) of two rows: 2 x 4 tiles, then one narrower tile. The
+ * row functions are built for the baseline ISA and for AVX2 and kept out
+ * of line, so that each gets the whole register file for its tile's
+ * column pointers. */
+__attribute__((noinline, target_clones("avx2", "default")))
+static void tile_row_pair(float *y, const float *x,
                                                                const float *w, int64_t n,
                                                                int64_t k, int64_t j0,
                                                                int64_t j1) {
@@ -120,7 +128,8 @@ static inline __attribute__((always_inline)) void tile_row_pair(float *y, const 
 }
 
 /* Columns [j0, j1) of one row: 1 x 8 tiles, then one narrower tile. */
-static inline __attribute__((always_inline)) void tile_row_single(float *y, const float *x,
+__attribute__((noinline, target_clones("avx2", "default")))
+static void tile_row_single(float *y, const float *x,
                                                                  const float *w, int64_t n,
                                                                  int64_t k, int64_t j0,
                                                                  int64_t j1) {
@@ -140,7 +149,6 @@ static inline __attribute__((always_inline)) void tile_row_single(float *y, cons
 }
 
 /* Rows [0, n_tokens), columns [j0, j1): the unit of work of one thread. */
-__attribute__((target_clones("avx2", "default")))
 static void matmul_own_cols(float *y, const float *x, const float *w, int64_t n_tokens,
                             int64_t n, int64_t k, int64_t j0, int64_t j1) {
     int64_t col_block = COL_BLOCK_BYTES / ((k > 0 ? k : 1) * (int64_t)sizeof(float));
