@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# piecewise bench model: argument errors with exit codes and messages, and a
+# short run whose JSON has the documented shape (no timing assertions).
+# Usage: test_bench_model.sh PATH/TO/piecewise
+set -u
+bin=$1
+model="${PW_SHARED_DIR:-../shared}/models/stories260K.gguf"
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+expect_fail() { # code, message substring, args...
+  local code=$1 msg=$2; shift 2
+  "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
+  if [ "$rc" -ne "$code" ] || ! grep -qF -- "$msg" "$tmp/err"; then
+    echo "FAIL: piecewise $* -> exit $rc (want $code), stderr: $(cat "$tmp/err")"; fail=1
+  fi
+}
+
+expect_fail 2 "usage: piecewise bench model" bench model
+expect_fail 2 "--batch expects an integer in [1, 4096], got '0'" bench model m.gguf --batch 1,0
+expect_fail 2 "--batch expects an integer in [1, 4096], got 'x'" bench model m.gguf --batch x
+expect_fail 2 "--batch needs at least one size" bench model m.gguf --batch ,
+expect_fail 2 "--threads expects an integer in [1, 256], got '0'" bench model m.gguf --threads 0
+expect_fail 2 "--repeats expects an integer" bench model m.gguf --repeats many
+expect_fail 2 "unexpected argument '--bogus'" bench model m.gguf --bogus
+expect_fail 1 "/no/such/model.gguf" bench model /no/such/model.gguf
+"$bin" bench model --help | grep -q "usage: piecewise bench model" || { echo "FAIL: --help"; fail=1; }
+
+if [ -f "$model" ]; then
+  expect_fail 2 "exceeds the context" bench model "$model" --tokens 100000
+  if ! "$bin" bench model "$model" --batch 1,2 --tokens 4 --repeats 1 --json >"$tmp/json" 2>"$tmp/err"; then
+    echo "FAIL: short run: $(cat "$tmp/err")"; fail=1
+  elif command -v python3 >/dev/null; then
+    python3 - "$tmp/json" <<'PY' || fail=1
+import json, sys
+d = json.load(open(sys.argv[1]))
+runs = d["runs"]
+assert [(r["mode"], r["batch"]) for r in runs] == [
+    (m, b) for m in ("none", "piecewise", "full") for b in (1, 2)], runs
+for r in runs:
+    assert r["decode_tok_s"] > 0 and r["step_ms"] > 0, r
+assert d["prefill_tok_s"] > 0
+c = d["capture"]
+assert c["graphs"] > 0 and c["ms"] > 0 and c["largest_size"] > 0, c
+assert 0 < c["largest_single_bytes"] <= c["pool_peak_bytes"], c
+PY
+  fi
+else
+  echo "stories260K not found: short run skipped"
+fi
+exit $fail
