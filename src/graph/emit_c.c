@@ -108,7 +108,8 @@ static void emit_name_literal(emitter *e, int name) {
 static void emit_op(emitter *e, const pw_flat_op *op) {
     const pw_plan *p = e->p;
     pw_sb *sb = &e->sb;
-    const uint32_t *o = p->fopnds + op->first;
+    /* a plan whose ops take no operands has no operand array at all */
+    const uint32_t *o = p->fopnds ? p->fopnds + op->first : NULL;
     switch ((pw_opcode)op->op) {
     case PW_OP_CALL:
     case PW_OP_CALLSUB: {

@@ -248,7 +248,17 @@ pw_status pw_split(const pw_ir *g, const char *const *split_ops, int n_split_ops
             pw_ir_arg_each_ref(&node->kwargs[a].value, mark_crossing, &st);
     }
 
-    if ((rc = pw_ir_new(g->name, &stitch)) != PW_OK) goto done;
+    /* The subgraphs are named submod_<i>; a graph that already has one of
+     * those names would make the split document ambiguous, so its stitching
+     * graph takes a suffix instead. */
+    char stitch_name[PW_IR_MAX_NAME + 8];
+    int taken = -1;
+    char tail = 0;
+    if (sscanf(g->name, "submod_%d%c", &taken, &tail) == 1 && taken >= 0 && taken < st.nsubs)
+        snprintf(stitch_name, sizeof stitch_name, "%s_split", g->name);
+    else
+        snprintf(stitch_name, sizeof stitch_name, "%s", g->name);
+    if ((rc = pw_ir_new(stitch_name, &stitch)) != PW_OK) goto done;
     if ((rc = pw_strvec_copy(&stitch->header_comments, &g->header_comments)) != PW_OK) goto done;
     for (int i = 0; i < g->nnodes; i++) {
         if (g->nodes[i].kind != PW_IR_PLACEHOLDER) continue;

@@ -144,7 +144,33 @@ static void test_split_errors(void) {
     CHECK_STREQ(ops[0], "attention");
 }
 
+/* Found by fuzzing: a graph named like a generated submodule. The split
+ * document must still parse back, so the stitching graph gets a suffix. */
+static void test_name_collision(void) {
+    static const char *text =
+        "graph submod_0:\n"
+        "    %a = placeholder\n"
+        "    %b = call_function mm(%a, %a)\n"
+        "    %c = call_function attention(%b, %b, %b)\n"
+        "    return %c\n";
+    pw_ir *g = NULL, *split = NULL, *back = NULL;
+    char *printed = NULL;
+    CHECK_OK(pw_ir_parse(text, (size_t)-1, &g));
+    if (!g) return;
+    CHECK_OK(pw_split(g, NULL, 0, &split));
+    if (split) {
+        CHECK_STREQ(pw_ir_name(split), "submod_0_split");
+        CHECK_OK(pw_ir_print(split, &printed));
+        if (printed) CHECK_OK(pw_ir_parse(printed, (size_t)-1, &back));
+    }
+    free(printed);
+    pw_ir_free(back);
+    pw_ir_free(split);
+    pw_ir_free(g);
+}
+
 int main(void) {
+    test_name_collision();
     test_consecutive_and_getitem();
     test_custom_ops_and_edges();
     test_synthetic_shape();

@@ -63,24 +63,21 @@ static bool chunk_slots(const int32_t *table, int64_t c0, int64_t c1, int64_t bl
 /* Rows r[0..7] of 8 floats in, columns out: c[i][j] = r[j][i]. Shuffles
  * only move values. */
 static inline __attribute__((always_inline)) void transpose8(const float *const *rows, v8f *c) {
-    const v8i unpack_lo = {0, 8, 1, 9, 4, 12, 5, 13}, unpack_hi = {2, 10, 3, 11, 6, 14, 7, 15};
-    const v8i pair_lo = {0, 1, 8, 9, 4, 5, 12, 13}, pair_hi = {2, 3, 10, 11, 6, 7, 14, 15};
-    const v8i half_lo = {0, 1, 2, 3, 8, 9, 10, 11}, half_hi = {4, 5, 6, 7, 12, 13, 14, 15};
     v8f t[8], u[8];
     for (int j = 0; j < 8; j += 2) {
         v8f r0 = *(const v8f_u *)rows[j], r1 = *(const v8f_u *)rows[j + 1];
-        t[j] = __builtin_shuffle(r0, r1, unpack_lo);
-        t[j + 1] = __builtin_shuffle(r0, r1, unpack_hi);
+        t[j] = __builtin_shufflevector(r0, r1, 0, 8, 1, 9, 4, 12, 5, 13);
+        t[j + 1] = __builtin_shufflevector(r0, r1, 2, 10, 3, 11, 6, 14, 7, 15);
     }
     for (int j = 0; j < 8; j += 4) {
-        u[j] = __builtin_shuffle(t[j], t[j + 2], pair_lo);
-        u[j + 1] = __builtin_shuffle(t[j], t[j + 2], pair_hi);
-        u[j + 2] = __builtin_shuffle(t[j + 1], t[j + 3], pair_lo);
-        u[j + 3] = __builtin_shuffle(t[j + 1], t[j + 3], pair_hi);
+        u[j] = __builtin_shufflevector(t[j], t[j + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+        u[j + 1] = __builtin_shufflevector(t[j], t[j + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        u[j + 2] = __builtin_shufflevector(t[j + 1], t[j + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+        u[j + 3] = __builtin_shufflevector(t[j + 1], t[j + 3], 2, 3, 10, 11, 6, 7, 14, 15);
     }
     for (int i = 0; i < 4; i++) {
-        c[i] = __builtin_shuffle(u[i], u[i + 4], half_lo);
-        c[i + 4] = __builtin_shuffle(u[i], u[i + 4], half_hi);
+        c[i] = __builtin_shufflevector(u[i], u[i + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+        c[i + 4] = __builtin_shufflevector(u[i], u[i + 4], 4, 5, 6, 7, 12, 13, 14, 15);
     }
 }
 

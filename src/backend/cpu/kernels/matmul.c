@@ -58,18 +58,15 @@ typedef int v8i __attribute__((vector_size(LANES * sizeof(int))));
  * between lanes by shuffles (which round nothing). Pairing acc[e] with
  * acc[e+4] in the first step makes the result come out in order. */
 static inline __attribute__((always_inline)) void reduce8(const v8f *acc, v8f *out) {
-    const v8i lo_lo = {0, 1, 2, 3, 8, 9, 10, 11}, hi_hi = {4, 5, 6, 7, 12, 13, 14, 15};
     v8f p[4]; /* p[e] = [acc[e]: a0+a4, a1+a5, a2+a6, a3+a7 | acc[e+4]: same] */
     for (int e = 0; e < 4; e++)
-        p[e] = __builtin_shuffle(acc[e], acc[e + 4], lo_lo) +
-               __builtin_shuffle(acc[e], acc[e + 4], hi_hi);
+        p[e] = __builtin_shufflevector(acc[e], acc[e + 4], 0, 1, 2, 3, 8, 9, 10, 11) +
+               __builtin_shufflevector(acc[e], acc[e + 4], 4, 5, 6, 7, 12, 13, 14, 15);
     /* q = [(p0+p2), (p1+p3) of the first element, the same of the second |
      *      the same for the two upper halves] */
-    const v8i even_pairs = {0, 1, 8, 9, 4, 5, 12, 13}, odd_pairs = {2, 3, 10, 11, 6, 7, 14, 15};
-    v8f q01 = __builtin_shuffle(p[0], p[1], even_pairs) + __builtin_shuffle(p[0], p[1], odd_pairs);
-    v8f q23 = __builtin_shuffle(p[2], p[3], even_pairs) + __builtin_shuffle(p[2], p[3], odd_pairs);
-    const v8i firsts = {0, 2, 8, 10, 4, 6, 12, 14}, seconds = {1, 3, 9, 11, 5, 7, 13, 15};
-    *out = __builtin_shuffle(q01, q23, firsts) + __builtin_shuffle(q01, q23, seconds);
+    v8f q01 = __builtin_shufflevector(p[0], p[1], 0, 1, 8, 9, 4, 5, 12, 13) + __builtin_shufflevector(p[0], p[1], 2, 3, 10, 11, 6, 7, 14, 15);
+    v8f q23 = __builtin_shufflevector(p[2], p[3], 0, 1, 8, 9, 4, 5, 12, 13) + __builtin_shufflevector(p[2], p[3], 2, 3, 10, 11, 6, 7, 14, 15);
+    *out = __builtin_shufflevector(q01, q23, 0, 2, 8, 10, 4, 6, 12, 14) + __builtin_shufflevector(q01, q23, 1, 3, 9, 11, 5, 7, 13, 15);
 }
 
 /* A rows x cols block of outputs (rows <= 2, rows * cols <= TILE_ACCS). Always
@@ -111,7 +108,14 @@ static inline __attribute__((always_inline)) void tile(float *y, const float *x,
  * row functions are built for the baseline ISA and for AVX2 and kept out
  * of line, so that each gets the whole register file for its tile's
  * column pointers. */
-__attribute__((noinline, target_clones("avx2", "default")))
+#if defined(__clang__)
+/* clang never inlines a multiversioned function and refuses noinline on one */
+#define ROW_FN_ATTRS __attribute__((target_clones("avx2", "default")))
+#else
+#define ROW_FN_ATTRS __attribute__((noinline, target_clones("avx2", "default")))
+#endif
+
+ROW_FN_ATTRS
 static void tile_row_pair(float *y, const float *x,
                                                                const float *w, int64_t n,
                                                                int64_t k, int64_t j0,
@@ -128,7 +132,7 @@ static void tile_row_pair(float *y, const float *x,
 }
 
 /* Columns [j0, j1) of one row: 1 x 8 tiles, then one narrower tile. */
-__attribute__((noinline, target_clones("avx2", "default")))
+ROW_FN_ATTRS
 static void tile_row_single(float *y, const float *x,
                                                                  const float *w, int64_t n,
                                                                  int64_t k, int64_t j0,

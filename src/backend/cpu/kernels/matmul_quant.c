@@ -78,16 +78,13 @@ static inline __attribute__((always_inline)) float f16_to_f32(const uint8_t *p) 
 /* Same tree as the f32 kernel: lane e of out is the documented reduction
  * of acc[e], with values moved between lanes only by shuffles. */
 static inline __attribute__((always_inline)) void reduce8(const v8f *acc, v8f *out) {
-    const v8i lo_lo = {0, 1, 2, 3, 8, 9, 10, 11}, hi_hi = {4, 5, 6, 7, 12, 13, 14, 15};
     v8f p[4];
     for (int e = 0; e < 4; e++)
-        p[e] = __builtin_shuffle(acc[e], acc[e + 4], lo_lo) +
-               __builtin_shuffle(acc[e], acc[e + 4], hi_hi);
-    const v8i even_pairs = {0, 1, 8, 9, 4, 5, 12, 13}, odd_pairs = {2, 3, 10, 11, 6, 7, 14, 15};
-    v8f q01 = __builtin_shuffle(p[0], p[1], even_pairs) + __builtin_shuffle(p[0], p[1], odd_pairs);
-    v8f q23 = __builtin_shuffle(p[2], p[3], even_pairs) + __builtin_shuffle(p[2], p[3], odd_pairs);
-    const v8i firsts = {0, 2, 8, 10, 4, 6, 12, 14}, seconds = {1, 3, 9, 11, 5, 7, 13, 15};
-    *out = __builtin_shuffle(q01, q23, firsts) + __builtin_shuffle(q01, q23, seconds);
+        p[e] = __builtin_shufflevector(acc[e], acc[e + 4], 0, 1, 2, 3, 8, 9, 10, 11) +
+               __builtin_shufflevector(acc[e], acc[e + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+    v8f q01 = __builtin_shufflevector(p[0], p[1], 0, 1, 8, 9, 4, 5, 12, 13) + __builtin_shufflevector(p[0], p[1], 2, 3, 10, 11, 6, 7, 14, 15);
+    v8f q23 = __builtin_shufflevector(p[2], p[3], 0, 1, 8, 9, 4, 5, 12, 13) + __builtin_shufflevector(p[2], p[3], 2, 3, 10, 11, 6, 7, 14, 15);
+    *out = __builtin_shufflevector(q01, q23, 0, 2, 8, 10, 4, 6, 12, 14) + __builtin_shufflevector(q01, q23, 1, 3, 9, 11, 5, 7, 13, 15);
 }
 
 /* The four groups of a block's values as floats, and its scales. */
@@ -262,9 +259,11 @@ __attribute__((target("avx2,f16c"), flatten)) static void matmul_quant_avx2(floa
 #undef ISA
 }
 
+/* Every x86 CPU with AVX2 also has F16C (Haswell, Excavator and later),
+ * and clang's __builtin_cpu_supports does not know "f16c". */
 static bool cpu_has_avx2(void) {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    return __builtin_cpu_supports("avx2");
 }
 
 bool pw_k_quant_supported(pw_dtype type) {
