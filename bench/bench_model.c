@@ -65,10 +65,13 @@ static const pw_graph_mode bench_modes[MODES] = {PW_GRAPH_NONE, PW_GRAPH_PIECEWI
                                                  PW_GRAPH_FULL};
 static const char *const mode_names[MODES] = {"none", "piecewise", "full"};
 
+/* --device: every engine of the run uses it. */
+static pw_device bench_device = PW_DEVICE_CPU;
+
 static void usage(FILE *f) {
     fprintf(f,
             "usage: piecewise bench model MODEL.gguf [--batch 1,4,16,64] [--threads N]\n"
-            "                             [--tokens %d] [--repeats %d] [--json]\n\n"
+            "                             [--tokens %d] [--repeats %d] [--device cpu|cuda] [--json]\n\n"
             "Decode tokens/s and ms per step per mode (none, piecewise, full) and batch\n"
             "size (each request: BOS prompt, greedy, --tokens new tokens), prefill tokens/s,\n"
             "capture count and time, and the graph pool's peak over all capture sizes\n"
@@ -132,6 +135,11 @@ static int parse_args(int argc, char **argv, model_opts *o) {
         } else if (i + 1 < argc && strcmp(a, "--threads") == 0) {
             if (!parse_int(a, argv[++i], 1, 256, &v)) return 2;
             o->threads = (int)v;
+        } else if (i + 1 < argc && strcmp(a, "--device") == 0) {
+            if (pw_device_parse(argv[++i], &bench_device) != PW_OK) {
+                fprintf(stderr, "piecewise bench model: --device: %s\n", pw_last_error());
+                return 2;
+            }
         } else if (i + 1 < argc && strcmp(a, "--tokens") == 0) {
             if (!parse_int(a, argv[++i], 1, 1 << 20, &o->tokens)) return 2;
         } else if (i + 1 < argc && strcmp(a, "--repeats") == 0) {
@@ -161,6 +169,7 @@ static int64_t max_batch(const model_opts *o) {
 
 static void quiet_config(pw_engine_config *cfg) {
     pw_engine_config_init(cfg);
+    cfg->device = bench_device;
     cfg->progress = PW_PROGRESS_OFF;
     cfg->print_capture_totals = false;
 }

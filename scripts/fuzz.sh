@@ -63,9 +63,12 @@ for t in "${targets[@]}"; do
   fi
   # New inputs go to a scratch directory so the committed corpus stays small.
   work="$build/corpus/$t"
+  rm -rf "$work"
   mkdir -p "$work"
   echo "== fuzz $t (${seconds}s)"
-  if ! "$build/fuzz_$t" "$work" "$seeds" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  # A fixed seed (PW_FUZZ_SEED, default 1) makes a run repeatable on the
+  # same machine: CI explores the same inputs every time.
+  if ! "$build/fuzz_$t" "$work" "$seeds" -seed="${PW_FUZZ_SEED:-1}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
        -max_len=65536 -print_final_stats=1 -artifact_prefix="$artifacts/$t-" \
        >"$build/fuzz_$t.log" 2>&1; then
     tail -n 60 "$build/fuzz_$t.log"
