@@ -95,6 +95,24 @@ static inline __attribute__((always_inline)) void tile(float *y, const float *x,
     }
     v8f sums;
     reduce8(acc, &sums);
+    if (rows * cols == TILE_ACCS) {
+        /* A full tile: lane e is output (e / cols, e % cols). The tail's
+         * multiply-adds run lane-wise, v = v + x[i] * w[i] per lane in
+         * index order as in the scalar loop below (same bits), and the
+         * results leave in one store per row instead of a lane extraction
+         * and a scalar store per output. */
+        for (int64_t i = kv; i < k; i++) {
+            v8f xt, wt;
+            for (int e = 0; e < TILE_ACCS; e++) {
+                xt[e] = x[(e / cols) * k + i];
+                wt[e] = w[(e % cols) * k + i];
+            }
+            sums += xt * wt;
+        }
+        for (int r = 0; r < rows; r++)
+            memcpy(y + r * ldy, (const float *)&sums + r * cols, (size_t)cols * sizeof(float));
+        return;
+    }
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < cols; c++) {
             float v = sums[r * cols + c];
