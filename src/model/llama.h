@@ -18,6 +18,10 @@
 #define PW_OP_ATTENTION "attention"
 #define PW_OP_ADD "add"
 #define PW_OP_SILU_MUL "silu_mul"
+/* Fused forms (src/ops/ops.h): one launch each, the same bits. */
+#define PW_OP_ADD_RMS_NORM "add_rms_norm"
+#define PW_OP_QKV_ROPE "qkv_rope"
+#define PW_OP_GATE_UP_SILU "gate_up_silu"
 
 typedef struct pw_llama_layer {
     pw_tensor *attn_norm; /* (dim) */

@@ -9,13 +9,18 @@
 
 #include <string.h>
 
-#define PW_OP_MAX_ARGS 5
+#define PW_OP_MAX_ARGS 6
+/* Most tensors a tuple-returning op yields. */
+#define PW_OP_MAX_OUTPUTS 3
 
 typedef struct out_spec {
     bool none;
     pw_dtype dtype;
     int ndim;
     int64_t shape[PW_MAX_DIMS];
+    /* A tuple-returning op: n_tuple f32 tensors [shape[0]][tuple_cols[i]]. */
+    int n_tuple;
+    int64_t tuple_cols[PW_OP_MAX_OUTPUTS];
 } out_spec;
 
 typedef struct op_def {
@@ -27,6 +32,8 @@ typedef struct op_def {
     pw_status (*infer)(const struct op_def *d, const pw_op_env *env, const pw_value *args,
                        out_spec *spec);
     pw_status (*launch)(const pw_op_env *env, const pw_value *args, pw_tensor *out);
+    /* Instead of launch, for ops returning a tuple (spec.n_tuple outputs). */
+    pw_status (*launch_tuple)(const pw_op_env *env, const pw_value *args, pw_tensor *const *outs);
 } op_def;
 
 /* ---- argument checks ------------------------------------------------------ */
@@ -183,11 +190,11 @@ static pw_pool *output_pool(const pw_op_env *env) {
  * dead once the kernel has run, so releasing it right after the launch is
  * safe both eagerly and in a graph (later launches reusing the block run
  * after this one on replay too). */
-static pw_status launch_matmul(const pw_op_env *env, const pw_value *args, pw_tensor *out) {
-    pw_tensor *x = targ(args, 0), *w = targ(args, 1);
+static pw_status matmul_into(const pw_op_env *env, float *y, const pw_tensor *x,
+                             const pw_tensor *w) {
     int64_t t = x->shape[0], n = w->shape[0], k = w->shape[1];
     if (w->dtype != PW_F32) {
-        pw_k_matmul_quant_args q = {fdata(out), fdata(x), w->data, t, n, k, w->dtype};
+        pw_k_matmul_quant_args q = {y, fdata(x), w->data, t, n, k, w->dtype};
         return pw_launch(env->stream, &pw_kernel_matmul_quant, &q, sizeof q);
     }
     size_t scratch_floats = pw_stream_device(env->stream) == PW_DEVICE_CUDA
@@ -195,10 +202,14 @@ static pw_status launch_matmul(const pw_op_env *env, const pw_value *args, pw_te
                                 : pw_k_matmul_scratch_floats(t, n, k);
     void *scratch = NULL;
     if (scratch_floats) PW_TRY(pw_pool_alloc(output_pool(env), scratch_floats * sizeof(float), &scratch));
-    pw_k_matmul_args a = {fdata(out), fdata(x), fdata(w), scratch, t, n, k};
+    pw_k_matmul_args a = {y, fdata(x), fdata(w), scratch, t, n, k};
     pw_status s = pw_launch(env->stream, &pw_kernel_matmul, &a, sizeof a);
     if (scratch) pw_pool_release(output_pool(env), scratch);
     return s;
+}
+
+static pw_status launch_matmul(const pw_op_env *env, const pw_value *args, pw_tensor *out) {
+    return matmul_into(env, fdata(out), targ(args, 0), targ(args, 1));
 }
 
 /* ---- rope ---------------------------------------------------------------------------- */
@@ -389,11 +400,189 @@ static pw_status launch_argmax(const pw_op_env *env, const pw_value *args, pw_te
     return pw_launch(env->stream, &pw_kernel_argmax, &a, sizeof a);
 }
 
+/* ---- fused ops ------------------------------------------------------------------------------
+ * One CPU launch each instead of two to five (kernels/fused.c runs the
+ * constituent kernels, so the bits are the unfused ops'). On a stream of
+ * another device they launch the constituent kernels one by one, which
+ * every backend has. */
+
+static bool fused_on_cpu(const pw_op_env *env) {
+    return pw_stream_device(env->stream) == PW_DEVICE_CPU;
+}
+
+/* Scratch for a fused launch, from the pool outputs come from. Like the
+ * matmul's BLAS padding it is dead once the launch has run, so it is
+ * released right after (safe eagerly and in a captured graph alike). */
+static pw_status fused_scratch(const pw_op_env *env, size_t floats, float **out) {
+    *out = NULL;
+    if (floats == 0) return PW_OK;
+    void *p = NULL;
+    PW_TRY(pw_pool_alloc(output_pool(env), floats * sizeof(float), &p));
+    *out = p;
+    return PW_OK;
+}
+
+static void fused_scratch_release(const pw_op_env *env, float *p) {
+    if (p) pw_pool_release(output_pool(env), p);
+}
+
+static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
+
+/* add_rms_norm(a, b, w) -> (a + b, rms_norm(a + b) * w) */
+static pw_status infer_add_rms_norm(const op_def *d, const pw_op_env *env, const pw_value *args,
+                                    out_spec *s) {
+    pw_tensor *a = NULL, *w = NULL;
+    PW_TRY(arg_tensor(d, args, 0, PW_F32, 2, &a));
+    PW_TRY(infer_binary(d, env, args, s));
+    PW_TRY(arg_tensor(d, args, 2, PW_F32, 1, &w));
+    if (w->shape[0] != s->shape[1])
+        return pw_error(PW_ERR_INVALID_ARG, "op '%s': w has %lld elements but x rows have %lld",
+                        d->name, (long long)w->shape[0], (long long)s->shape[1]);
+    if (!(env->rms_eps > 0.0f))
+        return pw_error(PW_ERR_INVALID_ARG, "op '%s': env.rms_eps must be positive", d->name);
+    s->n_tuple = 2;
+    s->tuple_cols[0] = s->tuple_cols[1] = s->shape[1];
+    return PW_OK;
+}
+
+static pw_status launch_add_rms_norm(const pw_op_env *env, const pw_value *args,
+                                     pw_tensor *const *outs) {
+    pw_tensor *a = targ(args, 0), *b = targ(args, 1), *w = targ(args, 2);
+    int64_t t = a->shape[0], dim = a->shape[1];
+    if (fused_on_cpu(env)) {
+        pw_k_sum_rms_norm_args k = {fdata(outs[1]), fdata(outs[0]), fdata(a), fdata(b),
+                                    fdata(w),       t,              dim,      env->rms_eps};
+        return pw_launch(env->stream, &pw_kernel_sum_rms_norm, &k, sizeof k);
+    }
+    pw_k_add_args add = {fdata(outs[0]), fdata(a), fdata(b), t * dim};
+    PW_TRY(pw_launch(env->stream, &pw_kernel_add, &add, sizeof add));
+    pw_k_rms_norm_args norm = {fdata(outs[1]), NULL, fdata(outs[0]), fdata(w), t, dim,
+                               env->rms_eps};
+    return pw_launch(env->stream, &pw_kernel_rms_norm, &norm, sizeof norm);
+}
+
+/* A weight whose columns match x's, with `rows` rows (any when negative).
+ * The messages are the matmul's and the attention's. */
+static pw_status arg_weight_rows(const op_def *d, const pw_value *args, int i, const pw_tensor *x,
+                                 int64_t rows, pw_tensor **out) {
+    PW_TRY(arg_weight(d, args, i, out));
+    if ((*out)->shape[1] != x->shape[1])
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "op '%s': x has K=%lld columns but w [N][K] has K=%lld", d->name,
+                        (long long)x->shape[1], (long long)(*out)->shape[1]);
+    char desc[96];
+    if (rows >= 0 && (*out)->shape[0] != rows)
+        return pw_error(PW_ERR_INVALID_ARG, "op '%s': %s is %s, expected f32[%lld, %lld]",
+                        d->name, d->arg_names[i], pw_tensor_describe(*out, desc, sizeof desc),
+                        (long long)rows, (long long)x->shape[1]);
+    return PW_OK;
+}
+
+/* qkv_rope(x, wq, wk, wv, n_heads, n_kv_heads) -> (rope(x wq^T), rope(x wk^T), x wv^T) */
+static pw_status infer_qkv_rope(const op_def *d, const pw_op_env *env, const pw_value *args,
+                                out_spec *s) {
+    pw_tensor *x = NULL, *wq = NULL, *wk = NULL, *wv = NULL;
+    int64_t heads = 0, kv_heads = 0;
+    PW_TRY(arg_tensor(d, args, 0, PW_F32, 2, &x));
+    PW_TRY(arg_int(d, args, 4, 1, INT32_MAX / 1024, &heads));
+    PW_TRY(arg_int(d, args, 5, 1, INT32_MAX / 1024, &kv_heads));
+    if (env->head_dim <= 0 || env->head_dim % 2)
+        return pw_error(PW_ERR_INVALID_ARG, "op '%s': env.head_dim = %d must be positive and even",
+                        d->name, env->head_dim);
+    PW_TRY(arg_weight_rows(d, args, 1, x, heads * env->head_dim, &wq));
+    PW_TRY(arg_weight_rows(d, args, 2, x, kv_heads * env->head_dim, &wk));
+    PW_TRY(arg_weight_rows(d, args, 3, x, kv_heads * env->head_dim, &wv));
+    if (!env->rope_table || env->rope_max_pos <= 0 || !rope_positions(env))
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "op '%s': env has no rope table or positions buffer", d->name);
+    PW_TRY(check_tokens(d, env, x->shape[0]));
+    spec_2d(s, PW_F32, x->shape[0], wq->shape[0]);
+    s->n_tuple = 3;
+    s->tuple_cols[0] = wq->shape[0];
+    s->tuple_cols[1] = wk->shape[0];
+    s->tuple_cols[2] = wv->shape[0];
+    return PW_OK;
+}
+
+static pw_status launch_qkv_rope(const pw_op_env *env, const pw_value *args,
+                                 pw_tensor *const *outs) {
+    pw_tensor *x = targ(args, 0), *wq = targ(args, 1), *wk = targ(args, 2), *wv = targ(args, 3);
+    int64_t t = x->shape[0], heads = args[4].as.i, kv_heads = args[5].as.i;
+    if (!fused_on_cpu(env)) {
+        for (int i = 0; i < 3; i++) PW_TRY(matmul_into(env, fdata(outs[i]), x, targ(args, 1 + i)));
+        int64_t rope_heads[2] = {heads, kv_heads};
+        for (int i = 0; i < 2; i++) {
+            pw_k_rope_args r = {fdata(outs[i]), fdata(outs[i]), rope_positions(env),
+                                env->rope_table, t, rope_heads[i], env->head_dim,
+                                env->rope_max_pos};
+            PW_TRY(pw_launch(env->stream, &pw_kernel_rope, &r, sizeof r));
+        }
+        return PW_OK;
+    }
+    size_t floats = 0;
+    for (int i = 1; i <= 3; i++) {
+        pw_tensor *w = targ(args, i);
+        floats = max_size(floats, pw_k_matmul_any_scratch_floats(w->dtype, t, w->shape[0],
+                                                                 w->shape[1]));
+    }
+    float *scratch = NULL;
+    PW_TRY(fused_scratch(env, floats, &scratch));
+    pw_k_qkv_rope_args k = {
+        .q = fdata(outs[0]), .k = fdata(outs[1]), .v = fdata(outs[2]), .x = fdata(x),
+        .wq = wq->data, .wk = wk->data, .wv = wv->data,
+        .tq = wq->dtype, .tk = wk->dtype, .tv = wv->dtype, .scratch = scratch,
+        .positions = rope_positions(env), .rope_table = env->rope_table,
+        .n_tokens = t, .dim = x->shape[1], .n_heads = heads, .n_kv_heads = kv_heads,
+        .head_dim = env->head_dim, .max_pos = env->rope_max_pos};
+    pw_status s = pw_launch(env->stream, &pw_kernel_qkv_rope, &k, sizeof k);
+    fused_scratch_release(env, scratch);
+    return s;
+}
+
+/* gate_up_silu(x, w_gate, w_up) -> silu(x w_gate^T) * (x w_up^T) */
+static pw_status infer_gate_up_silu(const op_def *d, const pw_op_env *env, const pw_value *args,
+                                    out_spec *s) {
+    pw_tensor *x = NULL, *wg = NULL, *wu = NULL;
+    PW_TRY(arg_tensor(d, args, 0, PW_F32, 2, &x));
+    PW_TRY(arg_weight_rows(d, args, 1, x, -1, &wg));
+    PW_TRY(arg_weight_rows(d, args, 2, x, wg->shape[0], &wu));
+    spec_2d(s, PW_F32, x->shape[0], wg->shape[0]);
+    return PW_OK;
+}
+
+static pw_status launch_gate_up_silu(const pw_op_env *env, const pw_value *args,
+                                     pw_tensor *out) {
+    pw_tensor *x = targ(args, 0), *wg = targ(args, 1), *wu = targ(args, 2);
+    int64_t t = x->shape[0], f = wg->shape[0], dim = x->shape[1];
+    size_t up_floats = (size_t)(t * f);
+    size_t mm_floats = max_size(pw_k_matmul_any_scratch_floats(wg->dtype, t, f, dim),
+                                pw_k_matmul_any_scratch_floats(wu->dtype, t, f, dim));
+    float *up = NULL;
+    PW_TRY(fused_scratch(env, up_floats + (fused_on_cpu(env) ? mm_floats : 0), &up));
+    pw_status s;
+    if (fused_on_cpu(env)) {
+        pw_k_gate_up_silu_args k = {fdata(out), fdata(x), wg->data, wu->data, wg->dtype,
+                                    wu->dtype,  up,       mm_floats ? up + up_floats : NULL,
+                                    t,          dim,      f};
+        s = pw_launch(env->stream, &pw_kernel_gate_up_silu, &k, sizeof k);
+    } else {
+        s = matmul_into(env, fdata(out), x, wg);
+        if (s == PW_OK) s = matmul_into(env, up, x, wu);
+        if (s == PW_OK) {
+            pw_k_silu_args k = {fdata(out), fdata(out), up, 1, t * f};
+            s = pw_launch(env->stream, &pw_kernel_silu_mul, &k, sizeof k);
+        }
+    }
+    fused_scratch_release(env, up);
+    return s;
+}
+
 /* ---- the table ------------------------------------------------------------------------------ */
 
 enum {
     OP_EMBEDDING, OP_RMS_NORM, OP_MATMUL, OP_ROPE, OP_SILU_AND_MUL, OP_SILU_MUL, OP_ADD,
-    OP_EMPTY_LIKE, OP_ATTENTION, OP_ARGMAX, OP_COUNT_
+    OP_EMPTY_LIKE, OP_ATTENTION, OP_ARGMAX, OP_ADD_RMS_NORM, OP_QKV_ROPE, OP_GATE_UP_SILU,
+    OP_COUNT_
 };
 
 static const op_def op_defs[OP_COUNT_] = {
@@ -414,6 +603,12 @@ static const op_def op_defs[OP_COUNT_] = {
                       infer_attention, launch_attention},
     [OP_ARGMAX] = {"argmax", 1, {"logits"}, false, &pw_kernel_argmax, infer_argmax,
                    launch_argmax},
+    [OP_ADD_RMS_NORM] = {"add_rms_norm", 3, {"a", "b", "w"}, false, &pw_kernel_sum_rms_norm,
+                         infer_add_rms_norm, NULL, launch_add_rms_norm},
+    [OP_QKV_ROPE] = {"qkv_rope", 6, {"x", "wq", "wk", "wv", "n_heads", "n_kv_heads"}, false,
+                     &pw_kernel_qkv_rope, infer_qkv_rope, NULL, launch_qkv_rope},
+    [OP_GATE_UP_SILU] = {"gate_up_silu", 3, {"x", "w_gate", "w_up"}, false,
+                         &pw_kernel_gate_up_silu, infer_gate_up_silu, launch_gate_up_silu},
 };
 
 static const op_def *find_op(const char *name) {
@@ -435,6 +630,30 @@ static pw_status check_call(const op_def *d, const pw_op_env *env, const pw_valu
     return d->infer(d, env, args, spec);
 }
 
+/* A tuple-returning op: every output allocated, one launch, the tuple. */
+static pw_status invoke_tuple(const op_def *d, const pw_op_env *env, const pw_value *args,
+                              const out_spec *spec, pw_value *out) {
+    pw_pool *pool = output_pool(env);
+    if (!pool) return pw_error(PW_ERR_INVALID_ARG, "op '%s': env has no pool for outputs", d->name);
+    pw_tuple *tuple = NULL;
+    PW_TRY(pw_tuple_new(spec->n_tuple, &tuple));
+    pw_tensor *outs[PW_OP_MAX_OUTPUTS] = {0};
+    pw_status s = PW_OK;
+    for (int i = 0; i < spec->n_tuple && s == PW_OK; i++) {
+        int64_t shape[PW_MAX_DIMS] = {spec->shape[0], spec->tuple_cols[i]};
+        s = pw_tensor_new(pool, PW_F32, 2, shape, &outs[i]);
+        /* the tuple takes the reference */
+        if (s == PW_OK) pw_tuple_set(tuple, i, pw_value_tensor(outs[i]));
+    }
+    if (s == PW_OK) s = d->launch_tuple(env, args, outs);
+    if (s != PW_OK) {
+        pw_tuple_release(tuple);
+        return pw_error_context(s, "op '%s'", d->name);
+    }
+    *out = pw_value_tuple(tuple);
+    return PW_OK;
+}
+
 static pw_status op_invoke(const op_def *d, void *user, const pw_value *args, int nargs,
                            pw_value *out) {
     *out = pw_value_none();
@@ -451,6 +670,7 @@ static pw_status op_invoke(const op_def *d, void *user, const pw_value *args, in
                             "op '%s': argument %d '%s' is %s memory but the stream is %s",
                             d->name, i + 1, d->arg_names[i], pw_device_name(args[i].as.tensor->device),
                             pw_device_name(dev));
+    if (spec.n_tuple > 0) return invoke_tuple(d, env, args, &spec, out);
     pw_tensor *result = NULL;
     if (!spec.none) {
         pw_pool *pool = output_pool(env);
@@ -483,6 +703,9 @@ OP_TRAMPOLINE(OP_ADD)
 OP_TRAMPOLINE(OP_EMPTY_LIKE)
 OP_TRAMPOLINE(OP_ATTENTION)
 OP_TRAMPOLINE(OP_ARGMAX)
+OP_TRAMPOLINE(OP_ADD_RMS_NORM)
+OP_TRAMPOLINE(OP_QKV_ROPE)
+OP_TRAMPOLINE(OP_GATE_UP_SILU)
 
 static const pw_callable_fn op_fns[OP_COUNT_] = {
     [OP_EMBEDDING] = call_OP_EMBEDDING,   [OP_RMS_NORM] = call_OP_RMS_NORM,
@@ -490,6 +713,8 @@ static const pw_callable_fn op_fns[OP_COUNT_] = {
     [OP_SILU_AND_MUL] = call_OP_SILU_AND_MUL, [OP_SILU_MUL] = call_OP_SILU_MUL,
     [OP_ADD] = call_OP_ADD,               [OP_EMPTY_LIKE] = call_OP_EMPTY_LIKE,
     [OP_ATTENTION] = call_OP_ATTENTION,   [OP_ARGMAX] = call_OP_ARGMAX,
+    [OP_ADD_RMS_NORM] = call_OP_ADD_RMS_NORM, [OP_QKV_ROPE] = call_OP_QKV_ROPE,
+    [OP_GATE_UP_SILU] = call_OP_GATE_UP_SILU,
 };
 
 pw_status pw_op_resolve(const pw_op_env *env, const char *name, pw_callable *out) {

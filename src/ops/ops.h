@@ -25,7 +25,15 @@
  *   attention(q, k, v, out, layer int)               -> none; writes out (the splitting op:
  *                                                      out comes from the piece before)
  *   argmax(logits f32[T][V])                         -> i32[T]
- * q/k/v stay separate matmuls, so no column slicing op is needed. */
+ * Fused ops (one CPU launch each, the same bits as the ops they replace;
+ * on another device they launch those ops' kernels one by one). Weights
+ * may be f32, q8_0, q4_0 or q4_1, each independently:
+ *   add_rms_norm(a, b f32[T][D], w f32[D])           -> (a + b, rms_norm(a + b, w))
+ *   qkv_rope(x f32[T][K], wq f32[Hq*hd][K], wk, wv f32[Hkv*hd][K], n_heads, n_kv_heads)
+ *                                                    -> (rope(x wq^T), rope(x wk^T), x wv^T)
+ *   gate_up_silu(x f32[T][K], w_gate, w_up f32[F][K]) -> silu(x w_gate^T) * (x w_up^T)
+ * A tuple-returning op's pw_op_infer reports its first output. q/k/v are
+ * separate outputs, so no column slicing op is needed. */
 #ifndef PW_OPS_H
 #define PW_OPS_H
 

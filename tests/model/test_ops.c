@@ -325,7 +325,7 @@ static void test_errors(world *w) {
     CHECK(pw_op_is_splitting("attention"));
     CHECK(!pw_op_is_splitting("matmul"));
     CHECK(!pw_op_is_splitting("nope"));
-    bool all_resolve = pw_op_count() == 10;
+    bool all_resolve = pw_op_count() == 13;
     for (int i = 0; i < pw_op_count(); i++)
         all_resolve &= pw_op_resolve(&w->env, pw_op_name(i), &c) == PW_OK;
     CHECK(all_resolve);
@@ -339,6 +339,78 @@ static void test_errors(world *w) {
     for (size_t i = 0; i < sizeof vals / sizeof *vals; i++) pw_value_release(vals[i]);
 }
 
+
+static bool same_floats(pw_value v, const float *want, size_t n) {
+    return v.kind == PW_VAL_TENSOR && pw_tensor_nbytes(v.as.tensor) == n * sizeof(float) &&
+           memcmp(pw_tensor_data(v.as.tensor), want, n * sizeof(float)) == 0;
+}
+
+/* The fused ops return exactly what the chains they replace return. */
+static void test_fused_ops(world *w) {
+    static const int step[T][2] = {{0, 0}, {0, 1}, {0, 2}, {1, 0}, {1, 1}, {-1, 0}};
+    set_step(w, step);
+    pw_value x = OP("embedding", T_(w->t_ids), T_(w->embed));
+    pw_value qkv = OP("qkv_rope", x, T_(w->wq), T_(w->wk), T_(w->wv), pw_value_int(N_HEADS),
+                      pw_value_int(N_KV));
+    CHECK(qkv.kind == PW_VAL_TUPLE && pw_tuple_size(qkv.as.tuple) == 3);
+    if (qkv.kind == PW_VAL_TUPLE) {
+        pw_value q0 = OP("matmul", x, T_(w->wq)), k0 = OP("matmul", x, T_(w->wk));
+        pw_value v = OP("matmul", x, T_(w->wv));
+        pw_value q = OP("rope", q0, pw_value_int(N_HEADS)), k = OP("rope", k0, pw_value_int(N_KV));
+        CHECK(same_data(pw_tuple_get(qkv.as.tuple, 0), q));
+        CHECK(same_data(pw_tuple_get(qkv.as.tuple, 1), k));
+        CHECK(same_data(pw_tuple_get(qkv.as.tuple, 2), v));
+        /* add_rms_norm(x, q, w) = (x + q, rms_norm(x + q, w)) */
+        pw_value sum = OP("add", x, q);
+        pw_value normed = OP("rms_norm", sum, T_(w->norm_w));
+        pw_value an = OP("add_rms_norm", x, q, T_(w->norm_w));
+        CHECK(an.kind == PW_VAL_TUPLE && pw_tuple_size(an.as.tuple) == 2);
+        if (an.kind == PW_VAL_TUPLE) {
+            CHECK(same_data(pw_tuple_get(an.as.tuple, 0), sum));
+            CHECK(same_data(pw_tuple_get(an.as.tuple, 1), normed));
+        }
+        pw_value vals[] = {q0, k0, v, q, k, sum, normed, an};
+        for (size_t i = 0; i < sizeof vals / sizeof *vals; i++) pw_value_release(vals[i]);
+    }
+    /* gate_up_silu(x, wg, wu) = silu(x wg^T) * (x wu^T); wgu is [2FF][DIM] */
+    pw_value gate = OP("matmul", x, T_(w->wgu));
+    pw_value g = OP("gate_up_silu", x, T_(w->wgu), T_(w->wgu));
+    float *want = malloc((size_t)T * 2 * FF * sizeof(float));
+    pw_k_silu_mul(want, pw_tensor_data(gate.as.tensor), pw_tensor_data(gate.as.tensor),
+                  T * 2 * FF);
+    CHECK(same_floats(g, want, (size_t)T * 2 * FF));
+    free(want);
+
+    /* Errors: the messages of the ops they fuse. */
+    CHECK_ERR(RAW("qkv_rope", x, T_(w->wq), T_(w->wq), T_(w->wv), pw_value_int(N_HEADS),
+                  pw_value_int(N_KV)),
+              PW_ERR_INVALID_ARG, "op 'qkv_rope': wk is f32[32, 32], expected f32[16, 32]");
+    CHECK_ERR(RAW("qkv_rope", gate, T_(w->wq), T_(w->wk), T_(w->wv), pw_value_int(N_HEADS),
+                  pw_value_int(N_KV)),
+              PW_ERR_INVALID_ARG, "op 'qkv_rope': x has K=48 columns but w [N][K] has K=32");
+    CHECK_ERR(RAW("qkv_rope", x, T_(w->wq), T_(w->wk), T_(w->wv), pw_value_int(N_HEADS)),
+              PW_ERR_INVALID_ARG, "op 'qkv_rope': expects 6 arguments, got 5");
+    CHECK_ERR(RAW("gate_up_silu", x, T_(w->wgu), T_(w->wq)), PW_ERR_INVALID_ARG,
+              "op 'gate_up_silu': w_up is f32[32, 32], expected f32[48, 32]");
+    CHECK_ERR(RAW("add_rms_norm", x, gate, T_(w->norm_w)), PW_ERR_INVALID_ARG,
+              "op 'add_rms_norm': shapes differ");
+    CHECK_ERR(RAW("add_rms_norm", x, x, T_(w->wq)), PW_ERR_INVALID_ARG, "argument 3 'w'");
+    pw_op_env bare = w->env;
+    bare.rope_table = NULL;
+    bare.rms_eps = 0;
+    pw_callable c;
+    pw_value out;
+    pw_op_resolve(&bare, "qkv_rope", &c);
+    CHECK_ERR(c.fn(c.user, (pw_value[]){x, T_(w->wq), T_(w->wk), T_(w->wv),
+                                        pw_value_int(N_HEADS), pw_value_int(N_KV)},
+                   6, &out),
+              PW_ERR_INVALID_ARG, "env has no rope table");
+    pw_op_resolve(&bare, "add_rms_norm", &c);
+    CHECK_ERR(c.fn(c.user, (pw_value[]){x, x, T_(w->norm_w)}, 3, &out), PW_ERR_INVALID_ARG,
+              "env.rms_eps must be positive");
+    pw_value_release(x), pw_value_release(qkv), pw_value_release(gate), pw_value_release(g);
+}
+
 int main(void) {
     pw_stream *stream = NULL;
     pw_pool *pool = NULL;
@@ -349,6 +421,7 @@ int main(void) {
     test_eager_matches_kernels(&w);
     test_capture_replay(&w, stream);
     test_errors(&w);
+    test_fused_ops(&w);
     world_free(&w);
     pw_pool_free(pool);
     pw_stream_free(stream);

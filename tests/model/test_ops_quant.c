@@ -71,6 +71,23 @@ int main(void) {
                              K * sizeof(float)) == 0;
         CHECK(rows_ok);
         pw_value_release(e);
+
+        /* The fused gate_up_silu with a quantized gate and an f32 up gives
+         * the bits of the two matmuls and silu_mul. */
+        pw_callable c;
+        pw_value g = pw_value_none();
+        pw_tensor *twf = wrap(wf, PW_F32, N, K);
+        CHECK_OK(pw_op_resolve(&env, "gate_up_silu", &c));
+        CHECK_OK(c.fn(c.user, (pw_value[]){pw_value_tensor(tx), pw_value_tensor(tw),
+                                           pw_value_tensor(twf)},
+                      3, &g));
+        pw_tensor_release(twf);
+        float up[T * N];
+        pw_k_matmul(up, x, wf, T, N, K, NULL);
+        pw_k_silu_mul(direct, direct, up, T * N);
+        CHECK(g.kind == PW_VAL_TENSOR &&
+              memcmp(pw_tensor_data(g.as.tensor), direct, sizeof direct) == 0);
+        pw_value_release(g);
         pw_tensor_release(tw);
         pw_tensor_release(tt);
     }

@@ -257,4 +257,61 @@ typedef struct pw_k_embedding_quant_args {
 } pw_k_embedding_quant_args;
 extern const pw_kernel pw_kernel_embedding_quant;
 
+/* ---- fused launches (fused.c) ------------------------------------------------------------- */
+
+/* Each runs, in one launch, exactly the kernels it replaces in the same
+ * order on the same values, so its outputs are bit for bit those of the
+ * separate launches (and batch-invariant because they are). Weights may be
+ * f32 or a block type pw_k_quant_supported() takes, each independently. */
+
+/* sum = a + b; y = rms_norm(sum) * w (pw_k_add then pw_k_rms_norm). sum may
+ * alias a or b; y must not alias sum. */
+void pw_k_sum_rms_norm(float *y, float *sum, const float *a, const float *b, const float *w,
+                       int64_t n_tokens, int64_t dim, float eps);
+
+typedef struct pw_k_sum_rms_norm_args {
+    float *y, *sum;       /* [n_tokens][dim] */
+    const float *a, *b;   /* [n_tokens][dim] */
+    const float *w;       /* [dim] */
+    int64_t n_tokens, dim;
+    float eps;
+} pw_k_sum_rms_norm_args;
+extern const pw_kernel pw_kernel_sum_rms_norm;
+
+/* y = x W^T for W f32 (pw_k_matmul, scratch as it needs) or quantized
+ * (pw_k_matmul_quant). */
+void pw_k_matmul_any(float *y, const float *x, const void *w, pw_dtype type, int64_t n_tokens,
+                     int64_t n, int64_t k, float *scratch);
+/* Scratch floats pw_k_matmul_any needs. */
+size_t pw_k_matmul_any_scratch_floats(pw_dtype type, int64_t n_tokens, int64_t n, int64_t k);
+
+/* q = rope(x Wq^T), k = rope(x Wk^T), v = x Wv^T: the attention inputs of
+ * one layer (three matmuls and two ropes). */
+typedef struct pw_k_qkv_rope_args {
+    float *q, *k, *v;           /* [n_tokens][n_heads*head_dim], [n_tokens][n_kv_heads*head_dim] x2 */
+    const float *x;             /* [n_tokens][dim] */
+    const void *wq, *wk, *wv;   /* [rows][dim] of their types */
+    pw_dtype tq, tk, tv;
+    float *scratch;             /* persistent, the largest pw_k_matmul_any_scratch_floats, or NULL */
+    const int32_t *positions;   /* [n_tokens], persistent */
+    const float *rope_table;    /* pw_k_rope_table layout */
+    int64_t n_tokens, dim, n_heads, n_kv_heads, head_dim, max_pos;
+} pw_k_qkv_rope_args;
+void pw_k_qkv_rope(const pw_k_qkv_rope_args *a);
+extern const pw_kernel pw_kernel_qkv_rope;
+
+/* out = silu(x Wg^T) * (x Wu^T): the feed-forward input side (two matmuls
+ * and silu_mul). */
+typedef struct pw_k_gate_up_silu_args {
+    float *out;                 /* [n_tokens][f] */
+    const float *x;             /* [n_tokens][dim] */
+    const void *w_gate, *w_up;  /* [f][dim] of their types */
+    pw_dtype t_gate, t_up;
+    float *up;                  /* persistent scratch, [n_tokens][f] */
+    float *scratch;             /* persistent, the larger pw_k_matmul_any_scratch_floats, or NULL */
+    int64_t n_tokens, dim, f;
+} pw_k_gate_up_silu_args;
+void pw_k_gate_up_silu(const pw_k_gate_up_silu_args *a);
+extern const pw_kernel pw_kernel_gate_up_silu;
+
 #endif

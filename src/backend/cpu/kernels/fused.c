@@ -1,0 +1,58 @@
+/* Fused launches: several kernels run back to back inside one launch.
+ *
+ * They exist to cut launches and per-op dispatch (eagerly, every op costs
+ * argument checks, an output allocation and a launch; in a replayed graph
+ * every launch still costs a call through its recorded args). The
+ * arithmetic is the constituent kernels' own, called in the same order on
+ * the same values, so the bits are theirs and so is the batch-invariance
+ * argument (docs/kernels.md). */
+#include "backend/cpu/kernels/kernels.h"
+
+
+void pw_k_sum_rms_norm(float *y, float *sum, const float *a, const float *b, const float *w,
+                       int64_t n_tokens, int64_t dim, float eps) {
+    /* Row by row, so the sum is still in cache when the norm reads it. */
+    for (int64_t t = 0; t < n_tokens; t++) {
+        pw_k_add(sum + t * dim, a + t * dim, b + t * dim, dim);
+        pw_k_rms_norm(y + t * dim, sum + t * dim, w, 1, dim, eps);
+    }
+}
+
+static void sum_rms_norm_launch(const void *args) {
+    const pw_k_sum_rms_norm_args *a = args;
+    pw_k_sum_rms_norm(a->y, a->sum, a->a, a->b, a->w, a->n_tokens, a->dim, a->eps);
+}
+const pw_kernel pw_kernel_sum_rms_norm = {"sum_rms_norm", sum_rms_norm_launch, NULL};
+
+void pw_k_matmul_any(float *y, const float *x, const void *w, pw_dtype type, int64_t n_tokens,
+                     int64_t n, int64_t k, float *scratch) {
+    if (type == PW_F32) pw_k_matmul(y, x, w, n_tokens, n, k, scratch);
+    else pw_k_matmul_quant(y, x, w, type, n_tokens, n, k);
+}
+
+size_t pw_k_matmul_any_scratch_floats(pw_dtype type, int64_t n_tokens, int64_t n, int64_t k) {
+    return type == PW_F32 ? pw_k_matmul_scratch_floats(n_tokens, n, k) : 0;
+}
+
+void pw_k_qkv_rope(const pw_k_qkv_rope_args *a) {
+    const int64_t t = a->n_tokens, qw = a->n_heads * a->head_dim,
+                  kw = a->n_kv_heads * a->head_dim;
+    pw_k_matmul_any(a->q, a->x, a->wq, a->tq, t, qw, a->dim, a->scratch);
+    pw_k_matmul_any(a->k, a->x, a->wk, a->tk, t, kw, a->dim, a->scratch);
+    pw_k_matmul_any(a->v, a->x, a->wv, a->tv, t, kw, a->dim, a->scratch);
+    pw_k_rope(a->q, a->q, a->positions, a->rope_table, t, a->n_heads, a->head_dim, a->max_pos);
+    pw_k_rope(a->k, a->k, a->positions, a->rope_table, t, a->n_kv_heads, a->head_dim,
+              a->max_pos);
+}
+
+static void qkv_rope_launch(const void *args) { pw_k_qkv_rope(args); }
+const pw_kernel pw_kernel_qkv_rope = {"qkv_rope", qkv_rope_launch, NULL};
+
+void pw_k_gate_up_silu(const pw_k_gate_up_silu_args *a) {
+    pw_k_matmul_any(a->out, a->x, a->w_gate, a->t_gate, a->n_tokens, a->f, a->dim, a->scratch);
+    pw_k_matmul_any(a->up, a->x, a->w_up, a->t_up, a->n_tokens, a->f, a->dim, a->scratch);
+    pw_k_silu_mul(a->out, a->out, a->up, a->n_tokens * a->f);
+}
+
+static void gate_up_silu_launch(const void *args) { pw_k_gate_up_silu(args); }
+const pw_kernel pw_kernel_gate_up_silu = {"gate_up_silu", gate_up_silu_launch, NULL};
