@@ -143,6 +143,14 @@ int pw_cmd_chat(int argc, char **argv) {
             fflush(stdout);
         }
         if (!fgets(line, sizeof line, stdin)) break;
+        if (!strchr(line, '\n') && !feof(stdin)) {
+            /* one turn is one line: refuse an overlong one whole */
+            int c;
+            while ((c = getchar()) != EOF && c != '\n') {}
+            fprintf(stderr, "piecewise chat: a message is at most %d bytes; ignored\n",
+                    CHAT_LINE_MAX - 2);
+            continue;
+        }
         line[strcspn(line, "\r\n")] = '\0';
         if (line[0] == '\0') continue;
         if (strcmp(line, "/quit") == 0 || strcmp(line, "/exit") == 0) break;
@@ -177,7 +185,7 @@ int pw_cmd_chat(int argc, char **argv) {
             /* a full context or a bad turn ends this conversation, not the program */
             fprintf(stderr, "piecewise chat: %s (%s); starting a new conversation\n",
                     pw_last_error(), pw_status_name(s));
-            if (id >= 0 && pw_engine_release_request(engine, id) != PW_OK) pw_clear_error();
+            if (id >= 0 && pw_engine_cancel_request(engine, id) != PW_OK) pw_clear_error();
             id = -1;
         }
     }

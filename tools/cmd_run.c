@@ -264,7 +264,7 @@ int pw_cmd_run(int argc, char **argv) {
             if (toks[k].finished) {
                 r->done = true;
                 remaining--;
-                if (!stream_one && !live) printf("[%d] %s\n", (int)(r - reqs) + 1, r->text);
+                if (!stream_one && !live) printf("[%d] %s\n", (int)(r - reqs) + 1, r->text ? r->text : "");
                 pw_engine_release_request(engine, r->id);
             }
         }

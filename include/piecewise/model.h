@@ -160,6 +160,8 @@ pw_status pw_engine_request_output(const pw_engine *e, int64_t id, const int32_t
                                    int64_t *n);
 /* Removes a finished request and frees its KV blocks. */
 pw_status pw_engine_release_request(pw_engine *e, int64_t id);
+/* Stops a request whether or not it has finished, and releases it. */
+pw_status pw_engine_cancel_request(pw_engine *e, int64_t id);
 /* Appends tokens to a finished request's context and lets it generate
  * again, reusing its KV cache (multi-turn chat). */
 pw_status pw_engine_continue_request(pw_engine *e, int64_t id, const int32_t *tokens,

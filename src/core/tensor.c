@@ -27,6 +27,8 @@ static pw_status check_shape(pw_dtype dtype, int ndim, const int64_t *shape, int
         n *= shape[i];
     }
     int64_t be = pw_dtype_block_elems(dtype);
+    if (n / be > INT64_MAX / pw_dtype_block_bytes(dtype))
+        return pw_error(PW_ERR_INVALID_ARG, "tensor: byte size overflows");
     if (ndim > 0 && shape[ndim - 1] % be != 0)
         return pw_error(PW_ERR_INVALID_ARG,
                         "tensor: last dim %" PRId64 " is not a multiple of the %s block (%" PRId64

@@ -251,9 +251,15 @@ pw_status pw_pool_alloc(pw_pool *pool, size_t bytes, void **out) {
     size_t size = round_up(bytes ? bytes : 1, PW_POOL_ALIGN);
     pw_block *b = best_fit(pool, size);
     if (!b) PW_TRY(add_segment(pool, size, &b));
+    /* Register the address first: if that fails nothing has been split, so
+     * the free block stays whole and its segment can still be trimmed. */
+    PW_TRY(map_insert(pool, b));
     if (b->size - size >= PW_POOL_ALIGN) {
         pw_block *rest = pw_host_calloc(1, sizeof *rest);
-        if (!rest) return PW_ERR_OOM;
+        if (!rest) {
+            map_take(pool, b->ptr);
+            return PW_ERR_OOM;
+        }
         rest->ptr = b->ptr + size;
         rest->size = b->size - size;
         rest->segment = b->segment;
@@ -265,11 +271,6 @@ pw_status pw_pool_alloc(pw_pool *pool, size_t bytes, void **out) {
         free_list_push(pool, rest);
     }
     free_list_remove(pool, b);
-    pw_status s = map_insert(pool, b);
-    if (s != PW_OK) {
-        free_list_push(pool, b);
-        return s;
-    }
     pool->stats.allocated += b->size;
     pool->stats.n_alloc_calls++;
     pool->stats.n_live_blocks++;

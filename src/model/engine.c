@@ -378,6 +378,7 @@ static pw_status reserve_blocks(pw_engine *e, pw_request *r, int64_t positions) 
         return pw_error(PW_ERR_OOM, "KV cache full: %" PRId64 " blocks needed, %" PRId64 " free",
                         need - r->n_blocks, e->n_free_blocks);
     int32_t *table = &e->block_tables[r->slot * e->blocks_per_seq];
+    if (r->n_blocks < need) e->block_tables_dirty = true;
     while (r->n_blocks < need) table[r->n_blocks++] = e->free_blocks[--e->n_free_blocks];
     return PW_OK;
 }
@@ -415,7 +416,8 @@ pw_status pw_engine_add_request(pw_engine *e, const int32_t *prompt, int64_t n_p
     if (max_new_tokens < 1)
         return pw_error(PW_ERR_INVALID_ARG, "max_new_tokens must be >= 1 (got %" PRId64 ")",
                         max_new_tokens);
-    if (n_prompt + max_new_tokens > e->max_model_len)
+    /* compared by subtraction: the sum of two user values may overflow */
+    if (n_prompt > e->max_model_len || max_new_tokens > e->max_model_len - n_prompt)
         return pw_error(PW_ERR_INVALID_ARG,
                         "prompt of %" PRId64 " tokens plus %" PRId64
                         " new tokens exceeds the context of %" PRId64 " tokens",
@@ -456,11 +458,12 @@ pw_status pw_engine_continue_request(pw_engine *e, int64_t id, const int32_t *to
     if (!r->finished) return pw_error(PW_ERR_STATE, "request %" PRId64 " is still running", id);
     if (n < 1 || max_new_tokens < 1)
         return pw_error(PW_ERR_INVALID_ARG, "continue needs tokens and max_new_tokens >= 1");
-    if (r->n_tokens + n + max_new_tokens > e->max_model_len)
+    int64_t room = e->max_model_len - r->n_tokens;
+    if (n > room || max_new_tokens > room - n)
         return pw_error(PW_ERR_INVALID_ARG,
-                        "conversation of %" PRId64 " tokens would exceed the context of %" PRId64
-                        " tokens",
-                        r->n_tokens + n + max_new_tokens, e->max_model_len);
+                        "conversation of %" PRId64 " tokens plus %" PRId64 " new and %" PRId64
+                        " to generate would exceed the context of %" PRId64 " tokens",
+                        r->n_tokens, n, max_new_tokens, e->max_model_len);
     PW_TRY(check_tokens(e, tokens, n));
     PW_TRY(ensure_capacity(r, r->n_tokens + n + max_new_tokens));
     PW_TRY(reserve_blocks(e, r, r->n_tokens + n + max_new_tokens));
@@ -469,6 +472,13 @@ pw_status pw_engine_continue_request(pw_engine *e, int64_t id, const int32_t *to
     r->limit = r->n_tokens + max_new_tokens;
     r->finished = false;
     return PW_OK;
+}
+
+pw_status pw_engine_cancel_request(pw_engine *e, int64_t id) {
+    pw_request *r = find_request(e, id);
+    if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
+    r->finished = true;
+    return pw_engine_release_request(e, id);
 }
 
 pw_status pw_engine_release_request(pw_engine *e, int64_t id) {
@@ -596,7 +606,18 @@ pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_
     }
     const float *logits = pw_tensor_data(logits_v.as.tensor);
     if (e->cuda) {
-        pw_status cs = pw_engine_cuda_logits(e, logits_v.as.tensor, padded, &logits);
+        /* only the rows that get sampled cross back to the host: the last
+         * scheduled token of every request whose pending tokens all ran */
+        int64_t lo = padded, hi = -1;
+        for (int64_t i = 0; i < ns; i++) {
+            const pw_sched *s = &e->sched[i];
+            if (s->r->n_computed + s->count < s->r->n_tokens) continue;
+            int64_t row = s->start + s->count - 1;
+            if (row < lo) lo = row;
+            if (row > hi) hi = row;
+        }
+        pw_status cs = hi < 0 ? PW_OK
+                              : pw_engine_cuda_logits(e, logits_v.as.tensor, lo, hi + 1, &logits);
         if (cs != PW_OK) {
             pw_value_release(logits_v);
             return cs;

@@ -102,6 +102,7 @@ pw_status pw_engine_cuda_setup(pw_engine *e) {
     c->host_logits = pw_host_alloc((size_t)T * (size_t)in->vocab * sizeof(float));
     if (!c->host_logits) return PW_ERR_OOM;
 
+    e->block_tables_dirty = true;
     e->kernel_meta = c->meta;
     e->kernel_positions = c->positions;
     int64_t shape[1] = {T};
@@ -126,6 +127,8 @@ pw_status pw_engine_cuda_stage_inputs(pw_engine *e, int64_t n_padded) {
     PW_TRY(upload(e, c->positions, e->positions, tok));
     PW_TRY(upload(e, c->slot_mapping, e->slot_mapping, tok));
     PW_TRY(upload(e, c->token_seq, e->token_seq, tok));
+    if (!e->block_tables_dirty) return PW_OK;
+    e->block_tables_dirty = false;
     return upload(e, c->block_tables, e->block_tables,
                   (size_t)(e->cfg.max_num_seqs * e->blocks_per_seq) * sizeof(int32_t));
 }
@@ -135,10 +138,12 @@ void pw_engine_cuda_params(pw_engine *e, pw_value *params, int nparams) {
         params[i] = pw_value_tensor(e->cuda->weights[i]);
 }
 
-pw_status pw_engine_cuda_logits(pw_engine *e, const pw_tensor *logits, int64_t n_padded,
+pw_status pw_engine_cuda_logits(pw_engine *e, const pw_tensor *logits, int64_t lo, int64_t hi,
                                 const float **host) {
-    size_t bytes = (size_t)n_padded * (size_t)pw_model_get_info(e->model)->vocab * sizeof(float);
-    PW_TRY(pw_cuda_copy_to_host(e->stream, e->cuda->host_logits, pw_tensor_data(logits), bytes));
+    size_t row = (size_t)pw_model_get_info(e->model)->vocab;
+    const float *src = (const float *)pw_tensor_data(logits) + (size_t)lo * row;
+    PW_TRY(pw_cuda_copy_to_host(e->stream, e->cuda->host_logits + (size_t)lo * row, src,
+                                (size_t)(hi - lo) * row * sizeof(float)));
     *host = e->cuda->host_logits;
     return PW_OK;
 }
@@ -160,11 +165,12 @@ void pw_engine_cuda_params(pw_engine *e, pw_value *params, int nparams) {
     (void)params;
     (void)nparams;
 }
-pw_status pw_engine_cuda_logits(pw_engine *e, const pw_tensor *logits, int64_t n_padded,
+pw_status pw_engine_cuda_logits(pw_engine *e, const pw_tensor *logits, int64_t lo, int64_t hi,
                                 const float **host) {
     (void)e;
     (void)logits;
-    (void)n_padded;
+    (void)lo;
+    (void)hi;
     (void)host;
     return pw_error(PW_ERR_UNSUPPORTED, "device cuda: %s", pw_cuda_unavailable_reason());
 }

@@ -75,6 +75,7 @@ struct pw_engine {
     int64_t num_blocks, blocks_per_seq;
     int32_t *free_blocks;
     int64_t n_free_blocks;
+    bool block_tables_dirty; /* changed since the device copy was staged */
 
     /* requests */
     pw_request *requests; /* max_num_seqs slots */
@@ -98,7 +99,9 @@ void pw_engine_cuda_free(pw_engine *e);
 pw_status pw_engine_cuda_stage_inputs(pw_engine *e, int64_t n_padded);
 /* Replaces the weight parameters (all but params[0]) with device copies. */
 void pw_engine_cuda_params(pw_engine *e, pw_value *params, int nparams);
-pw_status pw_engine_cuda_logits(pw_engine *e, const pw_tensor *logits, int64_t n_padded,
+/* Copies logits rows [lo, hi) to the host; *host points at row 0 of a
+ * host array laid out like the device tensor (rows outside are stale). */
+pw_status pw_engine_cuda_logits(pw_engine *e, const pw_tensor *logits, int64_t lo, int64_t hi,
                                 const float **host);
 void pw_engine_free_op_env(pw_engine *e);
 pw_status pw_engine_perturb_metadata(void *user, int round);

@@ -42,20 +42,20 @@ int32_t pw_sample(const float *logits, int64_t vocab, const pw_sampling_params *
     if (sp->temperature <= 0.0f) return pw_sample_greedy(logits, vocab);
     prob_index *pi = (prob_index *)scratch;
     float maxl = logits[pw_sample_greedy(logits, vocab)];
-    double sum = 0;
     for (int64_t i = 0; i < vocab; i++) {
         float p = expf((logits[i] - maxl) / sp->temperature);
         pi[i].p = p;
         pi[i].i = (int32_t)i;
-        sum += p;
     }
     qsort(pi, (size_t)vocab, sizeof *pi, by_prob_desc);
     int64_t keep = vocab;
     if (sp->top_k > 0 && sp->top_k < keep) keep = sp->top_k;
     if (sp->top_p > 0.0f && sp->top_p < 1.0f) {
-        double cum = 0;
+        /* the nucleus is taken from the top-k distribution, renormalised */
+        double sum_k = 0, cum = 0;
+        for (int64_t i = 0; i < keep; i++) sum_k += pi[i].p;
         for (int64_t i = 0; i < keep; i++) {
-            cum += pi[i].p / sum;
+            cum += pi[i].p / sum_k;
             if (cum >= sp->top_p) {
                 keep = i + 1;
                 break;

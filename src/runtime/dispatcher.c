@@ -76,8 +76,9 @@ static pw_status resolve_sizes(const pw_dispatcher_config *cfg, int64_t *sizes, 
                             cfg->n_capture_sizes);
         int64_t max = cfg->max_capture_size;
         if (max == 0) {
-            max = 2 * cfg->max_num_seqs;
-            if (max > PW_DEFAULT_MAX_CAPTURE_SIZE) max = PW_DEFAULT_MAX_CAPTURE_SIZE;
+            /* min(2 * max_num_seqs, 512) without overflowing the product */
+            max = cfg->max_num_seqs > PW_DEFAULT_MAX_CAPTURE_SIZE / 2 ? PW_DEFAULT_MAX_CAPTURE_SIZE
+                                                                      : 2 * cfg->max_num_seqs;
             if (max > cfg->max_num_batched_tokens) max = cfg->max_num_batched_tokens;
         }
         return default_sizes(max, sizes, n);

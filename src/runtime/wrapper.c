@@ -509,7 +509,9 @@ static pw_status snapshot_compare(const launch_snapshot *a, const pw_graph *b) {
         const void *args;
         size_t nb;
         PW_TRY(pw_graph_launch_at(b, i, &k, &args, &nb));
-        if (k != a->kernels[i] && (!k || !a->kernels[i] || k->cpu != a->kernels[i]->cpu))
+        /* the same kernel may be two descriptors with the same entry points */
+        if (k != a->kernels[i] && (!k || !a->kernels[i] || k->cpu != a->kernels[i]->cpu ||
+                                   k->cuda != a->kernels[i]->cuda))
             return pw_error(PW_ERR_UNSAFE_CAPTURE,
                             "verify_capture: launch #%zu is kernel %s in the "
                             "first capture and kernel %s in the second: the launch sequence "

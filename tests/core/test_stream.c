@@ -182,7 +182,33 @@ static void test_capture_oom(void) {
     pw_stream_free(s);
 }
 
+/* A graph replayed during another capture is recorded into it. */
+static void test_replay_inside_capture(void) {
+    pw_stream *s;
+    pw_pool *gpool;
+    CHECK_OK(pw_stream_new(PW_DEVICE_CPU, &s));
+    CHECK_OK(pw_pool_new(PW_DEVICE_CPU, "graph", &gpool));
+    float x[N], tmp[N], out = 0;
+    for (int i = 0; i < N; i++) x[i] = 1.0f;
+    pw_graph *inner, *outer;
+    CHECK_OK(pw_stream_begin_capture(s, gpool));
+    CHECK_OK(forward(s, x, tmp, &out, 2.0f));
+    CHECK_OK(pw_stream_end_capture(s, &inner));
+    CHECK_OK(pw_stream_begin_capture(s, gpool));
+    CHECK_OK(pw_graph_replay(inner, s));
+    CHECK(out == 0.0f); /* recorded, not run */
+    CHECK_OK(pw_stream_end_capture(s, &outer));
+    CHECK_EQ_INT(pw_graph_num_launches(outer), 2);
+    CHECK_OK(pw_graph_replay(outer, s));
+    CHECK(out == 3.0f * N);
+    pw_graph_free(outer);
+    pw_graph_free(inner);
+    pw_pool_free(gpool);
+    pw_stream_free(s);
+}
+
 int main(void) {
+    test_replay_inside_capture();
     test_replay_equals_eager();
     test_capture_errors();
     test_capture_oom();

@@ -57,6 +57,8 @@ static void test_tensor_basics(void) {
     pw_tensor_release(t);
     int64_t bad[5] = {1, 1, 1, 1, 1};
     CHECK_ERR(pw_tensor_new(pool, PW_F32, 5, bad, &t), PW_ERR_INVALID_ARG, "at most 4");
+    int64_t huge[1] = {(int64_t)1 << 62};
+    CHECK_ERR(pw_tensor_new(pool, PW_F32, 1, huge, &t), PW_ERR_INVALID_ARG, "byte size overflows");
     int64_t neg[1] = {-3};
     CHECK_ERR(pw_tensor_new(pool, PW_F32, 1, neg, &t), PW_ERR_INVALID_ARG, "negative");
     pw_pool_free(pool);

@@ -160,6 +160,54 @@ static void test_stories260k(void) {
     pw_model_free(m);
 }
 
+/* Continuing a finished request reuses its KV cache; the tokens must equal
+ * a fresh request whose prompt is the whole conversation so far. */
+static void check_continue_matches_fresh(pw_model *m) {
+    pw_engine_config cfg;
+    pw_engine_config_init(&cfg);
+    cfg.max_num_seqs = 2;
+    cfg.max_num_batched_tokens = 8;
+    cfg.progress = PW_PROGRESS_OFF;
+    cfg.print_capture_totals = false;
+    pw_engine *e;
+    CHECK_OK(pw_engine_new(m, &cfg, &e));
+    if (!e) return;
+    int32_t prompt[5] = {1, 50, 60, 70, 80}, more[4] = {90, 91, 92, 93};
+    int64_t id, n;
+    const int32_t *out;
+    const pw_step_token *t;
+    int64_t k;
+    CHECK_OK(pw_engine_add_request(e, prompt, 5, 6, NULL, &id));
+    while (pw_engine_has_work(e)) CHECK_OK(pw_engine_step(e, &t, &k));
+    CHECK_ERR(pw_engine_continue_request(e, id, more, 4, INT64_MAX), PW_ERR_INVALID_ARG,
+              "exceed the context");
+    CHECK_ERR(pw_engine_continue_request(e, 42, more, 4, 3), PW_ERR_NOT_FOUND, "no request 42");
+    CHECK_OK(pw_engine_continue_request(e, id, more, 4, 5));
+    while (pw_engine_has_work(e)) CHECK_OK(pw_engine_step(e, &t, &k));
+    CHECK_OK(pw_engine_request_output(e, id, &out, &n));
+    /* generated 6, appended 4, generated 5 (unless an EOS came first) */
+    int32_t whole[32];
+    int64_t nwhole = 0;
+    for (int i = 0; i < 5; i++) whole[nwhole++] = prompt[i];
+    int64_t first_part = n >= 15 ? 6 : -1;
+    if (first_part > 0) {
+        for (int64_t i = 0; i < 6; i++) whole[nwhole++] = out[i];
+        for (int i = 0; i < 4; i++) whole[nwhole++] = more[i];
+        int32_t cont[5];
+        for (int i = 0; i < 5; i++) cont[i] = out[10 + i];
+        int64_t id2;
+        CHECK_OK(pw_engine_add_request(e, whole, nwhole, 5, NULL, &id2));
+        while (pw_engine_has_work(e)) CHECK_OK(pw_engine_step(e, &t, &k));
+        const int32_t *fresh;
+        int64_t nf;
+        CHECK_OK(pw_engine_request_output(e, id2, &fresh, &nf));
+        CHECK(nf == 5 && memcmp(fresh, cont, sizeof cont) == 0);
+    }
+    CHECK_OK(pw_engine_cancel_request(e, id));
+    CHECK_ERR(pw_engine_request_output(e, id, &out, &n), PW_ERR_NOT_FOUND, "no request");
+    pw_engine_free(e);
+}
+
 static void test_tiny_random_model(void) {
     char path[] = "/tmp/pw_test_tiny_XXXXXX";
     int fd = mkstemp(path);
@@ -172,6 +220,7 @@ static void test_tiny_random_model(void) {
     if (m) {
         CHECK_EQ_INT(pw_model_get_info(m)->n_layers, cfg.n_layers);
         check_modes_agree(m, "tiny");
+        check_continue_matches_fresh(m);
         pw_model_free(m);
     }
     /* quantized weights (dequantized at load) run the same pipeline */

@@ -158,6 +158,9 @@ static void test_bad_requests(void) {
     CHECK_ERR(pw_engine_add_request(e, long_prompt, ctx - 2, 5, NULL, &id), PW_ERR_INVALID_ARG,
               "exceeds the context");
     CHECK_ERR(pw_engine_add_request(e, long_prompt, 0, 5, NULL, &id), PW_ERR_INVALID_ARG, "empty");
+    /* prompt + max_new_tokens would overflow int64 */
+    CHECK_ERR(pw_engine_add_request(e, long_prompt, 3, INT64_MAX, NULL, &id), PW_ERR_INVALID_ARG,
+              "exceeds the context");
     CHECK_ERR(pw_engine_add_request(e, long_prompt, 3, 0, NULL, &id), PW_ERR_INVALID_ARG,
               "max_new_tokens");
     long_prompt[1] = 1 << 20;

@@ -4,6 +4,8 @@
 
 #include "model/sampler.h"
 
+#include <math.h>
+
 #define V 6
 
 int main(void) {
@@ -46,6 +48,20 @@ int main(void) {
     CHECK(differ > 0);
     /* requests get independent streams from one seed */
     CHECK(pw_sampler_seed(7, 0) != pw_sampler_seed(7, 1));
+    /* top-p applies to the top-k distribution, renormalised: with
+     * probabilities .2 .2 .1 .1 .1 .1 .1 .1, top-k 4 leaves 1/3 1/3 1/6 1/6,
+     * and a 0.6 nucleus of that is the first two tokens only */
+    {
+        float l8[8];
+        for (int i = 0; i < 8; i++) l8[i] = i < 2 ? logf(2.0f) : 0.0f;
+        prob_index_scratch *s8 = malloc(pw_sampler_scratch_bytes(8));
+        pw_sampling_params kp = {1.0f, 4, 0.6f, 0};
+        uint64_t r = pw_sampler_seed(3, 0);
+        int outside = 0;
+        for (int i = 0; i < 4000; i++) outside += pw_sample(l8, 8, &kp, &r, s8) > 1;
+        CHECK_EQ_INT(outside, 0);
+        free(s8);
+    }
     free(scratch);
     return pw_test_finish("model_sampler");
 }

@@ -36,6 +36,20 @@ static void test_default_sizes(void) {
     pw_dispatcher_capture_sizes(d, &n);
     CHECK_EQ_INT(n, 51);
     pw_dispatcher_free(d);
+    /* 2 * max_num_seqs would overflow: still capped at 512 */
+    {
+        pw_dispatcher_config big;
+        pw_dispatcher_config_init(&big);
+        big.max_num_seqs = INT64_MAX;
+        big.max_num_batched_tokens = INT64_MAX;
+        CHECK_OK(pw_dispatcher_new(&big, &d));
+        if (d) {
+            pw_dispatcher_capture_sizes(d, &n);
+            CHECK_EQ_INT(n, 51);
+            CHECK_EQ_INT(pw_dispatcher_max_capture_size(d), 512);
+            pw_dispatcher_free(d);
+        }
+    }
 
     /* bounded by max_num_batched_tokens */
     pw_dispatcher_config cfg;

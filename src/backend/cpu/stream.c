@@ -300,12 +300,22 @@ pw_status pw_stream_end_capture_update(pw_stream *s, pw_graph *g) {
     return PW_OK;
 }
 
+/* A graph replayed while another capture is open on the stream becomes
+ * part of that capture, launch by launch, as a CUDA graph launched during
+ * stream capture becomes a child graph. */
+static pw_status replay_into_capture(pw_graph *g, pw_stream *s) {
+    for (size_t i = 0; i < g->n; i++)
+        PW_TRY(record(s, g->kernels[i], g->launches[i].args, g->argbytes[i]));
+    return PW_OK;
+}
+
 pw_status pw_graph_replay(pw_graph *g, pw_stream *s) {
-    if (PW_UNLIKELY(g->backend != NULL || s->backend != NULL)) {
+    if (PW_UNLIKELY(g->backend != NULL || s->backend != NULL || s->recording != NULL)) {
         if (g->backend != s->backend)
             return pw_error(PW_ERR_INVALID_ARG, "replay: the graph and the stream are on "
                                                 "different devices");
-        return g->backend->replay(g->device_graph, s->impl);
+        if (g->backend) return g->backend->replay(g->device_graph, s->impl);
+        return replay_into_capture(g, s);
     }
     const pw_recorded_launch *l = g->launches;
     const pw_recorded_launch *end = l + g->n;

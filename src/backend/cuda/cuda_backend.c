@@ -318,14 +318,14 @@ static pw_status cuda_stream_of(pw_stream *s, const char *what, cudaStream_t *ou
 }
 
 pw_status pw_cuda_copy_to_device(pw_stream *s, void *dst, const void *src, size_t bytes) {
-    cudaStream_t cs;
+    cudaStream_t cs = NULL;
     PW_TRY(cuda_stream_of(s, "copy to device", &cs));
     if (bytes) PW_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cs));
     return PW_OK;
 }
 
 pw_status pw_cuda_copy_to_host(pw_stream *s, void *dst, const void *src, size_t bytes) {
-    cudaStream_t cs;
+    cudaStream_t cs = NULL;
     PW_TRY(cuda_stream_of(s, "copy to host", &cs));
     if (bytes) PW_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, cs));
     PW_CUDA_TRY(cudaStreamSynchronize(cs));
@@ -333,14 +333,14 @@ pw_status pw_cuda_copy_to_host(pw_stream *s, void *dst, const void *src, size_t 
 }
 
 pw_status pw_cuda_copy_device(pw_stream *s, void *dst, const void *src, size_t bytes) {
-    cudaStream_t cs;
+    cudaStream_t cs = NULL;
     PW_TRY(cuda_stream_of(s, "device copy", &cs));
     if (bytes) PW_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cs));
     return PW_OK;
 }
 
 pw_status pw_cuda_memset(pw_stream *s, void *dst, int value, size_t bytes) {
-    cudaStream_t cs;
+    cudaStream_t cs = NULL;
     PW_TRY(cuda_stream_of(s, "memset", &cs));
     if (bytes) PW_CUDA_TRY(cudaMemsetAsync(dst, value, bytes, cs));
     return PW_OK;
