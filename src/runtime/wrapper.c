@@ -624,7 +624,8 @@ static pw_status capture(pw_graph_wrapper *w, wrapper_entry *e, const pw_value *
     PW_TRY(record_addresses(e, args, nargs));
 
     pw_graph *graph = NULL;
-    pw_value output, weak;
+    /* NONE until a capture fills them: error paths release them */
+    pw_value output = pw_value_none(), weak = pw_value_none();
     w->capturing++;
     pw_status s = w->opts.verify_capture
                       ? capture_verified(w, args, nargs, &graph, &output, &weak)

@@ -75,7 +75,13 @@ static pw_status step_fn(void *user, const pw_value *args, int nargs, pw_value *
     s = pw_launch(m->env->stream, &k_axpb, &fixed, sizeof fixed);
     if (s == PW_OK) {
         by_pointer_args pa = {pw_tensor_data(x), pw_tensor_data(y), n, m->st->scale};
-        by_value_args va = {pw_tensor_data(x), pw_tensor_data(y), n, step};
+        /* argument blocks are compared byte for byte, padding included */
+        by_value_args va;
+        memset(&va, 0, sizeof va);
+        va.x = pw_tensor_data(x);
+        va.y = pw_tensor_data(y);
+        va.n = n;
+        va.scale = step;
         switch (m->v) {
         case SAFE: s = pw_launch(m->env->stream, &k_by_pointer, &pa, sizeof pa); break;
         case BAKED_VALUE: s = pw_launch(m->env->stream, &k_by_value, &va, sizeof va); break;
