@@ -15,15 +15,26 @@ static uint64_t next_u64(uint64_t *state) {
 
 static double uniform01(uint64_t *state) { return (double)(next_u64(state) >> 11) * 0x1.0p-53; }
 
+/* Two passes the compiler vectorizes: the largest value (NaN never wins a
+ * `>`), then its first index. Greedy sampling runs every step on the
+ * host, so it should cost little next to a replayed forward. */
 int32_t pw_sample_greedy(const float *logits, int64_t vocab) {
-    int32_t best = 0;
-    float bv = logits[0];
-    for (int64_t i = 1; i < vocab; i++)
-        if (logits[i] > bv || (bv != bv && logits[i] == logits[i])) {
-            bv = logits[i];
-            best = (int32_t)i;
-        }
-    return best;
+    int64_t first = 0;
+    while (first < vocab && logits[first] != logits[first]) first++;
+    if (first == vocab) return 0;
+    /* eight independent maxima: the maximum is exact whatever the order,
+     * and the lanes break the compare-select dependency chain */
+    float lane[8];
+    for (int j = 0; j < 8; j++) lane[j] = logits[first];
+    int64_t i = first + 1;
+    for (; i + 8 <= vocab; i += 8)
+        for (int j = 0; j < 8; j++) lane[j] = logits[i + j] > lane[j] ? logits[i + j] : lane[j];
+    for (; i < vocab; i++) lane[0] = logits[i] > lane[0] ? logits[i] : lane[0];
+    float best = lane[0];
+    for (int j = 1; j < 8; j++) best = lane[j] > best ? lane[j] : best;
+    for (i = first; i < vocab; i++)
+        if (logits[i] == best) return (int32_t)i;
+    return (int32_t)first;
 }
 
 typedef struct prob_index {

@@ -11,6 +11,11 @@
 int main(void) {
     float logits[V] = {1.0f, 3.0f, 2.5f, 3.0f, -1.0f, 0.5f};
     CHECK_EQ_INT(pw_sample_greedy(logits, V), 1); /* tie: lowest id */
+    float nans[4] = {NAN, 2.0f, NAN, 5.0f}, all_nan[2] = {NAN, NAN}, neg[3] = {-3, -1, -1};
+    CHECK_EQ_INT(pw_sample_greedy(nans, 4), 3);    /* NaN is never chosen */
+    CHECK_EQ_INT(pw_sample_greedy(nans, 2), 1);
+    CHECK_EQ_INT(pw_sample_greedy(all_nan, 2), 0);
+    CHECK_EQ_INT(pw_sample_greedy(neg, 3), 1);
     prob_index_scratch *scratch = malloc(pw_sampler_scratch_bytes(V));
     pw_sampling_params sp = {0};
     uint64_t rng = pw_sampler_seed(42, 0);
