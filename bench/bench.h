@@ -4,6 +4,7 @@
 #define PW_BENCH_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 typedef int (*pw_bench_fn)(int argc, char **argv);
@@ -12,6 +13,12 @@ int pw_bench_launch(int argc, char **argv);
 int pw_bench_stitch(int argc, char **argv);
 int pw_bench_wrapper(int argc, char **argv);
 int pw_bench_model(int argc, char **argv);
+
+/* Options of a suite that takes only --json and --help: sets *json and
+ * returns -1 to go on, or the exit code (0 after --help, 2 on an unknown
+ * option, with usage printed). */
+int pw_bench_json_only_args(int argc, char **argv, const char *suite,
+                            void (*usage)(FILE *f), int *json);
 
 /* Monotonic nanoseconds. */
 uint64_t pw_bench_now_ns(void);

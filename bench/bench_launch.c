@@ -105,18 +105,9 @@ static void print_rows(const char *mix, const launch_result *r) {
 }
 
 int pw_bench_launch(int argc, char **argv) {
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) json = 1;
-        else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            usage(stdout);
-            return 0;
-        } else {
-            fprintf(stderr, "piecewise bench launch: unknown option '%s'\n", argv[i]);
-            usage(stderr);
-            return 2;
-        }
-    }
+    int json;
+    int rc = pw_bench_json_only_args(argc, argv, "launch", usage, &json);
+    if (rc >= 0) return rc;
     pw_stream *stream = NULL;
     pw_pool *pool = NULL;
     pw_status s = pw_stream_new(PW_DEVICE_CPU, &stream);

@@ -59,3 +59,21 @@ int pw_cmd_bench(int argc, char **argv) {
     usage(stderr);
     return 2;
 }
+
+int pw_bench_json_only_args(int argc, char **argv, const char *suite,
+                            void (*usage)(FILE *f), int *json) {
+    *json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) {
+            *json = 1;
+        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "piecewise bench %s: unknown option '%s'\n", suite, argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    return -1;
+}

@@ -71,18 +71,9 @@ static double time_wrapper(pw_graph_wrapper *w, const pw_value *arg) {
 }
 
 int pw_bench_wrapper(int argc, char **argv) {
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) json = 1;
-        else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            usage(stdout);
-            return 0;
-        } else {
-            fprintf(stderr, "piecewise bench wrapper: unknown option '%s'\n", argv[i]);
-            usage(stderr);
-            return 2;
-        }
-    }
+    int json;
+    int arg_rc = pw_bench_json_only_args(argc, argv, "wrapper", usage, &json);
+    if (arg_rc >= 0) return arg_rc;
     pw_stream *stream = NULL;
     pw_pool *pool = NULL, *inputs = NULL;
     pw_dispatcher *disp = NULL;

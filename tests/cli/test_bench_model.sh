@@ -5,17 +5,7 @@
 set -u
 bin=$1
 model="${PW_SHARED_DIR:-../shared}/models/stories260K.gguf"
-fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-expect_fail() { # code, message substring, args...
-  local code=$1 msg=$2; shift 2
-  "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
-  if [ "$rc" -ne "$code" ] || ! grep -qF -- "$msg" "$tmp/err"; then
-    echo "FAIL: piecewise $* -> exit $rc (want $code), stderr: $(cat "$tmp/err")"; fail=1
-  fi
-}
+. "$(dirname "$0")/lib.sh"
 
 expect_fail 2 "usage: piecewise bench model" bench model
 expect_fail 2 "--batch expects an integer in [1, 4096], got '0'" bench model m.gguf --batch 1,0

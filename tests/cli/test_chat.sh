@@ -5,9 +5,7 @@ set -u
 bin=$1
 shared="${PW_SHARED_DIR:-../shared}"
 smol="${PW_SMOLLM2_GGUF:-${PW_SOURCE_DIR:-.}/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
-fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 
 "$bin" chat >"$tmp/out" 2>"$tmp/err"; rc=$?
 [ $rc -eq 2 ] && grep -q "no model given" "$tmp/err" || { echo "FAIL: chat without model: $rc $(cat "$tmp/err")"; fail=1; }

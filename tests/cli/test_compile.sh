@@ -4,17 +4,7 @@
 set -u
 bin=$1
 data="${PW_SOURCE_DIR:-$(dirname "$0")/../..}/tests/data/graphs"
-fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-expect_fail() { # code, message substring, args...
-  local code=$1 msg=$2; shift 2
-  "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
-  if [ "$rc" -ne "$code" ] || ! grep -qF -- "$msg" "$tmp/err"; then
-    echo "FAIL: piecewise $* -> exit $rc (want $code), stderr: $(cat "$tmp/err")"; fail=1
-  fi
-}
+. "$(dirname "$0")/lib.sh"
 expect_ok() { # file with the expected substring, args...
   local msg=$1; shift
   "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?

@@ -5,17 +5,7 @@
 set -u
 bin=$1
 shared="${PW_SHARED_DIR:-$(dirname "$0")/../../../shared}"
-fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-expect_fail() { # code, message substring, args...
-  local code=$1 msg=$2; shift 2
-  "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
-  if [ "$rc" -ne "$code" ] || ! grep -qF -- "$msg" "$tmp/err"; then
-    echo "FAIL: piecewise $* -> exit $rc (want $code), stderr: $(cat "$tmp/err")"; fail=1
-  fi
-}
+. "$(dirname "$0")/lib.sh"
 
 "$bin" inspect --help | grep -q "usage: piecewise inspect" || { echo "FAIL: --help"; fail=1; }
 expect_fail 2 "usage: piecewise inspect" inspect

@@ -36,22 +36,6 @@ typedef struct scan_state {
     int nseen, capseen;
 } scan_state;
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) buf[n] = 0;
-    if (len) *len = (size_t)n;
-    return buf;
-}
 
 /* C tokens without comments: string literals, identifiers, one-character
  * punctuation. Character literals and numbers are kept as opaque tokens. */
@@ -157,7 +141,7 @@ static int line_of(const char *src, const char *at) {
 
 static void scan_file(scan_state *st, const char *path, const char *rel) {
     size_t len;
-    char *src = read_file(path, &len);
+    char *src = pw_test_read_file(path, &len);
     if (!src) return;
     token *toks = malloc(MAX_TOKENS * sizeof *toks);
     int n = tokenize(src, len, toks, MAX_TOKENS);
@@ -264,7 +248,7 @@ static void test_scanner(void) {
 static void test_catalogue_complete(void) {
     char path[MAX_PATH_LEN];
     snprintf(path, sizeof path, "%s/docs/errors.md", PW_SOURCE_DIR);
-    char *catalogue = read_file(path, NULL);
+    char *catalogue = pw_test_read_file(path, NULL);
     CHECK(catalogue != NULL);
     if (!catalogue) return;
     scan_state st = {.catalogue = catalogue};
