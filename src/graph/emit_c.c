@@ -105,6 +105,20 @@ static void emit_name_literal(emitter *e, int name) {
     c_string(&e->sb, e->p->names[name]);
 }
 
+/* The operands as a compound-literal array, or NULL when there are none. */
+static void emit_opnd_array(emitter *e, const uint32_t *o, int n) {
+    if (n == 0) {
+        pw_sb_puts(&e->sb, "NULL");
+        return;
+    }
+    pw_sb_puts(&e->sb, "(pw_value[]){");
+    for (int j = 0; j < n; j++) {
+        if (j) pw_sb_puts(&e->sb, ", ");
+        emit_opnd(e, o[j]);
+    }
+    pw_sb_puts(&e->sb, "}");
+}
+
 static void emit_op(emitter *e, const pw_flat_op *op) {
     const pw_plan *p = e->p;
     pw_sb *sb = &e->sb;
@@ -127,16 +141,7 @@ static void emit_op(emitter *e, const pw_flat_op *op) {
         }
         pw_sb_printf(sb, "    pw_value %s;\n", e->local[op->dst]);
         pw_sb_printf(sb, "    st = %s[%d].fn(%s[%d].user, ", table, op->fn, table, op->fn);
-        if (op->n == 0) {
-            pw_sb_puts(sb, "NULL");
-        } else {
-            pw_sb_puts(sb, "(pw_value[]){");
-            for (int j = 0; j < op->n; j++) {
-                if (j) pw_sb_puts(sb, ", ");
-                emit_opnd(e, o[j]);
-            }
-            pw_sb_puts(sb, "}");
-        }
+        emit_opnd_array(e, o, op->n);
         pw_sb_printf(sb, ", %d, &%s);\n", op->n, e->local[op->dst]);
         pw_sb_puts(sb, "    if (PW_FAILED(st)) { ");
         for (int v = 0; v < p->nvalues; v++)
@@ -163,16 +168,7 @@ static void emit_op(emitter *e, const pw_flat_op *op) {
                 pw_sb_puts(sb, ");\n");
             }
         pw_sb_printf(sb, "    pw_value %s;\n    st = rt->tuple(%d, ", e->local[op->dst], op->n);
-        if (op->n == 0) {
-            pw_sb_puts(sb, "NULL");
-        } else {
-            pw_sb_puts(sb, "(pw_value[]){");
-            for (int j = 0; j < op->n; j++) {
-                if (j) pw_sb_puts(sb, ", ");
-                emit_opnd(e, o[j]);
-            }
-            pw_sb_puts(sb, "}");
-        }
+        emit_opnd_array(e, o, op->n);
         pw_sb_printf(sb, ", &%s);\n", e->local[op->dst]);
         for (int j = 0; j < op->n; j++)
             if (o[j] & PW_OPND_MOVE) e->live[PW_OPND_INDEX(o[j])] = false;
