@@ -143,8 +143,12 @@ static pw_status alloc_buffers(pw_engine *e) {
     e->meta.max_blocks_per_seq = (int32_t)e->blocks_per_seq;
     e->meta.block_size = (int32_t)e->cfg.block_size;
 
+    /* The forward's parameters: token ids (set per step), then the weights,
+     * which never change. */
+    e->n_params = pw_model_params(e->model, e->params, NULL);
     if (e->device == PW_DEVICE_CUDA) {
         PW_TRY(pw_engine_cuda_setup(e));
+        pw_engine_cuda_params(e, e->params, e->n_params);
         return pw_engine_init_op_env(e);
     }
     size_t layer_floats =
@@ -197,12 +201,11 @@ static pw_status forward(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc
     *logits = pw_value_none();
     if (e->cuda) PW_TRY(pw_engine_cuda_stage_inputs(e, n_padded));
     PW_TRY(pw_tensor_slice0(e->ids_tensor, 0, n_padded, &ids));
-    int nparams = pw_model_params(e->model, e->params, ids);
-    if (e->cuda) pw_engine_cuda_params(e, e->params, nparams);
+    e->params[0] = pw_value_tensor(ids); /* the weights were filled in once */
     pw_forward_context ctx = {mode, *desc, e->kernel_meta};
     pw_status s = pw_forward_context_push(&ctx);
     if (s == PW_OK) {
-        s = pw_graph_wrapper_call(e->full, e->params, nparams, logits);
+        s = pw_graph_wrapper_call(e->full, e->params, e->n_params, logits);
         pw_forward_context_pop();
     }
     pw_tensor_release(ids);

@@ -91,8 +91,7 @@ pw_status pw_engine_cuda_setup(pw_engine *e) {
     pw_host_free(rope);
     PW_TRY(s);
 
-    int np = pw_model_num_params(e->model);
-    pw_model_params(e->model, e->params, NULL);
+    int np = e->n_params; /* e->params holds the host weights here */
     c->weights = pw_host_calloc((size_t)np, sizeof *c->weights);
     if (!c->weights) return PW_ERR_OOM;
     for (int i = 1; i < np; i++) {

@@ -55,7 +55,8 @@ struct pw_engine {
     pw_callable *submods;
     int n_submods, n_pieces;
     pw_graph_wrapper *full;
-    pw_value *params;
+    pw_value *params; /* [0] token ids (per step), then the weights (fixed) */
+    int n_params;
 
     /* persistent per-step buffers: graphs read them through pointers. The
      * engine writes the host arrays; on CUDA they are staged to device
