@@ -213,6 +213,12 @@ int pw_split_default_ops(const char *const **out);
  * an empty tuple. */
 pw_status pw_split(const pw_ir *g, const char *const *split_ops, int n_split_ops, pw_ir **out);
 
+/* Refuses a split graph whose splitting subgraphs return values that later
+ * nodes read (a splitting op that allocates its own output, DESIGN §2.4):
+ * such a graph cannot be replayed piecewise. PW_ERR_UNSUPPORTED naming the
+ * subgraph, the op and the reader. */
+pw_status pw_check_split_for_replay(const pw_ir *split);
+
 /* ------------------------------------------------------------------------ */
 /* Stitching plan (DESIGN §2.8, docs/codegen.md)                             */
 /* ------------------------------------------------------------------------ */

@@ -49,12 +49,6 @@ const pw_model_info *pw_model_get_info(const pw_model *m);
  * input_ids then every weight; the output is the logits [s0, vocab]. */
 pw_status pw_model_build_ir(const pw_model *m, pw_ir **out);
 
-/* Refuses a split graph whose splitting subgraphs return values that later
- * nodes read (a splitting op that allocates its own output): such a graph
- * cannot be replayed piecewise. PW_ERR_UNSUPPORTED naming the subgraph,
- * the op and the reader. */
-pw_status pw_check_split_for_replay(const pw_ir *split);
-
 /* Tokenizer from the GGUF metadata. *ids is malloc'ed; free() it. */
 pw_status pw_model_tokenize(const pw_model *m, const char *text, bool add_bos, int32_t **ids,
                             int64_t *n);

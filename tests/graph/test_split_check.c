@@ -6,7 +6,7 @@ int main(void) {
     snprintf(path, sizeof path, "%s/graphs/llama_tiny.txt", PW_TEST_DATA_DIR);
     pw_ir *g, *split;
     CHECK_OK(pw_ir_parse_file(path, &g));
-    if (!g) return pw_test_finish("model_split_check");
+    if (!g) return pw_test_finish("graph_split_check");
     /* attention here returns its result, which o = linear(attn) reads */
     CHECK_OK(pw_split(g, NULL, 0, &split));
     CHECK_ERR(pw_check_split_for_replay(split), PW_ERR_UNSUPPORTED,
@@ -33,5 +33,5 @@ int main(void) {
         pw_ir_free(g);
     }
     CHECK_ERR(pw_check_split_for_replay(NULL), PW_ERR_INVALID_ARG, "NULL");
-    return pw_test_finish("model_split_check");
+    return pw_test_finish("graph_split_check");
 }
