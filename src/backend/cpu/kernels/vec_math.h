@@ -1,15 +1,20 @@
 /* Eight-lane float helpers shared by the kernels (private to this folder).
  *
  * Everything here is lane-wise IEEE multiplies, adds, compares and exact
- * conversions, with no fused multiply-add (the build is ISO C, so GCC does
- * not contract), so a lane's result depends on that lane's input alone and
+ * conversions (the build is ISO C, so the compiler never contracts a * b + c
+ * on its own), so a lane's result depends on that lane's input alone and
  * every instruction-set build returns the same bits. That is what lets a
  * kernel feed a partial last vector through the same code as the others
- * and stay batch-invariant. */
+ * and stay batch-invariant. Fused multiply-adds are written out
+ * (pw_v8_madd, pw_madd) and are one rounding in every build (isa.h). */
 #ifndef PW_KERNELS_VEC_MATH_H
 #define PW_KERNELS_VEC_MATH_H
 
 #include <string.h>
+
+#if defined(__FMA__) && defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 #define PW_VEC_LANES 8
 typedef float pw_v8f __attribute__((vector_size(PW_VEC_LANES * sizeof(float))));
@@ -31,6 +36,22 @@ PW_VEC_INLINE pw_v8f pw_v8_select(pw_v8i mask, pw_v8f a, pw_v8f b) {
 }
 
 PW_VEC_INLINE pw_v8f pw_v8_splat(float v) { return (pw_v8f){0} + v; }
+
+/* a * b + c rounded once, lane-wise: the FMA instruction where the file is
+ * built with -mfma, else fmaf per lane (correctly rounded, so the same
+ * bits, only slower). */
+PW_VEC_INLINE pw_v8f pw_v8_madd(pw_v8f a, pw_v8f b, pw_v8f c) {
+#if defined(__FMA__) && defined(__AVX__)
+    return (pw_v8f)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
+#else
+    pw_v8f r;
+    for (int i = 0; i < PW_VEC_LANES; i++) r[i] = __builtin_fmaf(a[i], b[i], c[i]);
+    return r;
+#endif
+}
+
+/* a * b + c rounded once (the scalar twin of pw_v8_madd). */
+PW_VEC_INLINE float pw_madd(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
 
 /* exp(x): Cephes' expf (range reduction by ln 2 in two parts, a degree-5
  * polynomial, scaling by 2^n through the exponent bits). Relative error
