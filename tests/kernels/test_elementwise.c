@@ -101,6 +101,42 @@ static void test_rope(void) {
     free(table), free(x), free(orig);
 }
 
+/* The vector path (8 dims at a time) and the scalar tail compute the
+ * textbook float formula bit for bit; head_dim 12 takes both. */
+static void test_rope_matches_scalar_formula(void) {
+    enum { HD = 12, NH = 3, MP = 40 };
+    float *table = kt_zeros(MP * HD);
+    pw_k_rope_table(table, MP, HD, 10000.0);
+    float *x = kt_random(NH * HD), out[NH * HD];
+    int32_t pos = 37;
+    pw_k_rope(out, x, &pos, table, 1, NH, HD, MP);
+    bool ok = true;
+    for (int h = 0; h < NH; h++)
+        for (int i = 0; i < HD / 2; i++) {
+            float c = table[(pos * HD / 2 + i) * 2], sn = table[(pos * HD / 2 + i) * 2 + 1];
+            float x0 = x[h * HD + 2 * i], x1 = x[h * HD + 2 * i + 1];
+            float r0 = x0 * c - x1 * sn, r1 = x0 * sn + x1 * c;
+            if (memcmp(&r0, &out[h * HD + 2 * i], 4) || memcmp(&r1, &out[h * HD + 2 * i + 1], 4))
+                ok = false;
+        }
+    CHECK(ok);
+    free(table), free(x);
+}
+
+/* A width that is not a multiple of the vector length: lanes plus a tail. */
+static void test_rms_norm_odd_width(void) {
+    enum { D = 29 };
+    float *x = kt_random(2 * D), *w = kt_random(D), y[2 * D];
+    double ref[2 * D];
+    pw_k_rms_norm(y, x, w, 2, D, 1e-5f);
+    for (int t = 0; t < 2; t++) ref_rms(ref + t * D, x + t * D, w, D, 1e-5f);
+    CHECK(kt_max_rel_err(y, ref, 2 * D) < 1e-6);
+    float alone[D];
+    pw_k_rms_norm(alone, x + D, w, 1, D, 1e-5f);
+    CHECK(kt_bitwise_equal(alone, y + D, sizeof alone));
+    free(x), free(w);
+}
+
 static void test_silu(void) {
     float *gu = kt_random(T * 2 * FF), *out = kt_zeros(T * FF);
     pw_k_silu_and_mul(out, gu, T, FF);
@@ -160,6 +196,8 @@ int main(void) {
     test_embedding();
     test_rms_norm();
     test_rope();
+    test_rope_matches_scalar_formula();
+    test_rms_norm_odd_width();
     test_silu();
     test_add();
     test_argmax();

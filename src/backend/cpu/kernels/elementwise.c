@@ -29,12 +29,33 @@ const pw_kernel pw_kernel_embedding = {"embedding", embedding_launch, NULL};
 
 /* ---- rms_norm --------------------------------------------------------------------- */
 
-/* The sum of squares is accumulated in double, in index order (as ggml does). */
+/* The sum of squares is accumulated in double (as ggml does), in eight
+ * lanes: lane l sums x[8b+l]^2 over blocks b in order, the lanes are added
+ * as ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)), then the tail elements in
+ * order. Squares of floats are exact in double and there is no fused
+ * multiply-add, so every build returns the same bits. */
+typedef double pw_v4d __attribute__((vector_size(4 * sizeof(double))));
+
+__attribute__((target_clones("avx2", "default")))
 static void rms_norm_row(float *y, const float *x, const float *w, int64_t dim, float eps) {
-    double sum = 0.0;
-    for (int64_t i = 0; i < dim; i++) sum += (double)x[i] * (double)x[i];
+    int64_t nv = dim / PW_VEC_LANES * PW_VEC_LANES;
+    pw_v4d lo = {0}, hi = {0};
+    for (int64_t i = 0; i < nv; i += PW_VEC_LANES) {
+        pw_v8f v = *(const pw_v8f_u *)(x + i);
+        pw_v4d a = __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1, 2, 3), pw_v4d);
+        pw_v4d b = __builtin_convertvector(__builtin_shufflevector(v, v, 4, 5, 6, 7), pw_v4d);
+        lo += a * a;
+        hi += b * b;
+    }
+    pw_v4d pair = lo + hi; /* lane l: l + (l+4) */
+    double sum = (pair[0] + pair[2]) + (pair[1] + pair[3]);
+    for (int64_t i = nv; i < dim; i++) sum += (double)x[i] * (double)x[i];
     float scale = (float)(1.0 / sqrt(sum / (double)dim + (double)eps));
-    for (int64_t i = 0; i < dim; i++) y[i] = x[i] * scale * w[i];
+    for (int64_t i = 0; i < nv; i += PW_VEC_LANES) {
+        pw_v8f r = *(const pw_v8f_u *)(x + i) * scale * *(const pw_v8f_u *)(w + i);
+        memcpy(y + i, &r, sizeof r);
+    }
+    for (int64_t i = nv; i < dim; i++) y[i] = x[i] * scale * w[i];
 }
 
 void pw_k_rms_norm(float *y, const float *x, const float *w, int64_t n_tokens, int64_t dim,
@@ -77,9 +98,24 @@ void pw_k_rope_table(float *table, int64_t max_pos, int64_t head_dim, double the
     }
 }
 
+/* Pairs (x0, x1) rotate to (x0*c - x1*s, x0*s + x1*c). Eight lanes hold
+ * four pairs: out = x*[c,c] + swap(x)*[s,s]*[-1,+1], the same products and
+ * the same sum per element as the scalar formula (negation and the
+ * commuted add are exact), so the vector and scalar paths agree bit for
+ * bit. */
+PW_VEC_INLINE pw_v8f rope8(pw_v8f x, pw_v8f cs) {
+    pw_v8f c = __builtin_shufflevector(cs, cs, 0, 0, 2, 2, 4, 4, 6, 6);
+    pw_v8f s = __builtin_shufflevector(cs, cs, 1, 1, 3, 3, 5, 5, 7, 7);
+    pw_v8f swapped = __builtin_shufflevector(x, x, 1, 0, 3, 2, 5, 4, 7, 6);
+    const pw_v8f sign = {-1.0f, 1.0f, -1.0f, 1.0f, -1.0f, 1.0f, -1.0f, 1.0f};
+    return x * c + swapped * s * sign;
+}
+
+__attribute__((target_clones("avx2", "default")))
 void pw_k_rope(float *out, const float *x, const int32_t *positions, const float *table,
                int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t max_pos) {
     const int64_t half = head_dim / 2, width = n_heads * head_dim;
+    const int64_t vec_dims = head_dim / PW_VEC_LANES * PW_VEC_LANES;
     for (int64_t t = 0; t < n_tokens; t++) {
         int32_t pos = positions[t];
         const float *src = x + t * width;
@@ -92,7 +128,11 @@ void pw_k_rope(float *out, const float *x, const int32_t *positions, const float
         for (int64_t h = 0; h < n_heads; h++) {
             const float *v = src + h * head_dim;
             float *o = dst + h * head_dim;
-            for (int64_t i = 0; i < half; i++) {
+            for (int64_t d = 0; d < vec_dims; d += PW_VEC_LANES) {
+                pw_v8f r = rope8(*(const pw_v8f_u *)(v + d), *(const pw_v8f_u *)(cs + d));
+                memcpy(o + d, &r, sizeof r);
+            }
+            for (int64_t i = vec_dims / 2; i < half; i++) {
                 float c = cs[2 * i], s = cs[2 * i + 1];
                 float x0 = v[2 * i], x1 = v[2 * i + 1];
                 o[2 * i] = x0 * c - x1 * s;
