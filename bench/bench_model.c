@@ -304,20 +304,40 @@ static pw_status measure_capture(pw_model *m, const model_opts *o, capture_resul
     return PW_OK;
 }
 
+/* Floating-point operations per decoded token (a multiply-add counts 2):
+ * every matrix product of a layer and the classifier, plus attention's
+ * q.k and weights.v products over the mean context of the decode steps
+ * (a request decodes positions 1 .. tokens-1, attending over pos+1
+ * positions). Norms, rope, activations and softmax are left out (under 3%
+ * here), so this is a floor on the work and the GFLOP/s column a floor on
+ * the rate; it puts a throughput next to what one core can do at most. */
+static double flops_per_token(const pw_model_info *in, int64_t tokens) {
+    double q = (double)(in->n_heads * in->head_dim), kv = (double)(in->n_kv_heads * in->head_dim);
+    double d = (double)in->dim, f = (double)in->ffn_dim;
+    double layer_macs = d * q + 2.0 * d * kv + q * d + 3.0 * d * f;
+    double mean_ctx = (double)(tokens + 2) / 2.0;
+    double attn_macs = 2.0 * q * mean_ctx;
+    return 2.0 * ((double)in->n_layers * (layer_macs + attn_macs) + d * (double)in->vocab);
+}
+
 static void print_table(const model_opts *o, const pw_model_info *in,
                         decode_result res[MODES][MAX_BATCHES], const capture_result *c) {
     printf("model %s: %" PRId64 " layers, dim %" PRId64 ", ffn %" PRId64 ", vocab %" PRId64
            "; %d thread%s, %" PRId64 " tokens per request, median of %d\n\n",
            in->name, in->n_layers, in->dim, in->ffn_dim, in->vocab, o->threads,
            o->threads == 1 ? "" : "s", o->tokens, o->repeats);
-    printf("%-10s %6s %14s %10s %9s %14s\n", "mode", "batch", "decode tok/s", "ms/step", "vs none",
-           "cpu-time tok/s");
-    printf("(cpu-time: tokens over the stepping thread's CPU time, robust to a loaded machine)\n");
+    double flops = flops_per_token(in, o->tokens);
+    printf("%-10s %6s %14s %10s %9s %14s %8s\n", "mode", "batch", "decode tok/s", "ms/step",
+           "vs none", "cpu-time tok/s", "GFLOP/s");
+    printf("(cpu-time: tokens over the stepping thread's CPU time, robust to a loaded machine;\n"
+           " GFLOP/s: %.2f MFLOP of matrix products and attention per token, times tok/s)\n",
+           flops / 1e6);
     for (int b = 0; b < o->n_batches; b++)
         for (int mi = 0; mi < MODES; mi++) {
             const decode_result *r = &res[mi][b];
-            printf("%-10s %6" PRId64 " %14.0f %10.4f %8.2fx %14.0f\n", mode_names[mi],
-                   o->batches[b], r->tok_s, r->step_ms, r->tok_s / res[0][b].tok_s, r->cpu_tok_s);
+            printf("%-10s %6" PRId64 " %14.0f %10.4f %8.2fx %14.0f %8.2f\n", mode_names[mi],
+                   o->batches[b], r->tok_s, r->step_ms, r->tok_s / res[0][b].tok_s, r->cpu_tok_s,
+                   r->tok_s * flops / 1e9);
         }
     printf("\npiecewise - full per step (eager attention between pieces, stitching):\n");
     for (int b = 0; b < o->n_batches; b++)
@@ -341,8 +361,8 @@ static void print_table(const model_opts *o, const pw_model_info *in,
            c->largest_single ? (double)c->pool_peak / (double)c->largest_single : 0.0);
 }
 
-static void print_json(const model_opts *o, decode_result res[MODES][MAX_BATCHES],
-                       const capture_result *c) {
+static void print_json(const model_opts *o, const pw_model_info *in,
+                       decode_result res[MODES][MAX_BATCHES], const capture_result *c) {
     printf("{\"runs\":[");
     int first = 1;
     for (int mi = 0; mi < MODES; mi++)
@@ -350,9 +370,10 @@ static void print_json(const model_opts *o, decode_result res[MODES][MAX_BATCHES
             const decode_result *r = &res[mi][b];
             printf("%s{\"mode\":\"%s\",\"batch\":%" PRId64
                    ",\"decode_tok_s\":%.1f,\"step_ms\":%.5f,\"speedup_vs_none\":%.3f,"
-                   "\"decode_tok_s_cpu\":%.1f}",
+                   "\"decode_tok_s_cpu\":%.1f,\"gflop_s\":%.3f}",
                    first ? "" : ",", mode_names[mi], o->batches[b], r->tok_s, r->step_ms,
-                   r->tok_s / res[0][b].tok_s, r->cpu_tok_s);
+                   r->tok_s / res[0][b].tok_s, r->cpu_tok_s,
+                   r->tok_s * flops_per_token(in, o->tokens) / 1e9);
             first = 0;
         }
     printf("],\"threads\":%d,\"tokens\":%" PRId64 ",\"prefill_tok_s\":%.1f,", o->threads,
@@ -392,7 +413,7 @@ int pw_bench_model(int argc, char **argv) {
         pw_model_free(m);
         return pw_cli_fail("bench model", s);
     }
-    if (o.json) print_json(&o, res, &cap);
+    if (o.json) print_json(&o, in, res, &cap);
     else print_table(&o, in, res, &cap);
     pw_model_free(m);
     return 0;
