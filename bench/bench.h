@@ -13,6 +13,11 @@ int pw_bench_launch(int argc, char **argv);
 int pw_bench_stitch(int argc, char **argv);
 int pw_bench_wrapper(int argc, char **argv);
 int pw_bench_model(int argc, char **argv);
+int pw_bench_peak(int argc, char **argv);
+
+/* One core's measured f32 multiply-add peak in GFLOP/s (median of
+ * `repeats` runs of about 0.05 s); *how names the instructions used. */
+double pw_bench_peak_gflops(int repeats, const char **how);
 
 /* Options of a suite that takes only --json and --help: sets *json and
  * returns -1 to go on, or the exit code (0 after --help, 2 on an unknown

@@ -17,6 +17,7 @@ static const pw_bench_suite suites[] = {
     {"stitch", pw_bench_stitch, "cost per forward of stitching a split graph: plan, native, hand"},
     {"wrapper", pw_bench_wrapper, "graph wrapper replay overhead and dispatch cost"},
     {"model", pw_bench_model, "Llama GGUF model: decode per mode and batch, prefill, capture"},
+    {"peak", pw_bench_peak, "one core's f32 multiply-add peak (the ceiling for the kernels)"},
 };
 
 uint64_t pw_bench_now_ns(void) {

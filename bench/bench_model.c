@@ -249,6 +249,7 @@ typedef struct capture_result {
     int n_sizes;
     double prefill_tok_s;
     int64_t prefill_tokens;
+    double peak_gflops; /* one core, bench peak; 0 on the CUDA device */
 } capture_result;
 
 static pw_status measure_prefill(pw_engine *e, pw_model *m, const model_opts *o,
@@ -351,6 +352,15 @@ static void print_table(const model_opts *o, const pw_model_info *in,
     int last = o->n_batches - 1;
     printf("full: batch %" PRId64 " throughput is %.2fx batch %" PRId64 "\n", o->batches[last],
            res[2][last].tok_s / res[2][0].tok_s, o->batches[0]);
+    if (c->peak_gflops > 0) {
+        double ceiling = c->peak_gflops * 1e9 / flops / o->threads;
+        printf("ceiling: one core's measured f32 peak is %.1f GFLOP/s (bench peak), so at most\n"
+               "  %.0f tok/s per thread for this model; full batch %" PRId64 " is at %.0f%%, batch %" PRId64
+               " at %.0f%%\n",
+               c->peak_gflops, ceiling, o->batches[0],
+               100.0 * res[2][0].tok_s / (ceiling * o->threads), o->batches[last],
+               100.0 * res[2][last].tok_s / (ceiling * o->threads));
+    }
     printf("\nprefill   %" PRId64 "-token prompt: %.0f tok/s\n", c->prefill_tokens,
            c->prefill_tok_s);
     printf("capture   %" PRIu64 " graphs (%d sizes, PIECEWISE and FULL) in %.1f ms, %.3f ms/graph\n",
@@ -378,6 +388,8 @@ static void print_json(const model_opts *o, const pw_model_info *in,
         }
     printf("],\"threads\":%d,\"tokens\":%" PRId64 ",\"prefill_tok_s\":%.1f,", o->threads,
            o->tokens, c->prefill_tok_s);
+    printf("\"flop_per_token\":%.0f,\"peak_gflop_s\":%.2f,", flops_per_token(in, o->tokens),
+           c->peak_gflops);
     printf("\"capture\":{\"graphs\":%" PRIu64 ",\"ms\":%.3f,\"ms_per_graph\":%.4f,"
            "\"pool_peak_bytes\":%zu,\"largest_single_bytes\":%zu,\"largest_size\":%" PRId64 "}}\n",
            c->graphs, c->ms, c->graphs ? c->ms / (double)c->graphs : 0.0, c->pool_peak,
@@ -409,6 +421,10 @@ int pw_bench_model(int argc, char **argv) {
         pw_engine_free(e);
     }
     if (s == PW_OK) s = measure_capture(m, &o, &cap);
+    if (s == PW_OK && bench_device == PW_DEVICE_CPU) {
+        const char *how;
+        cap.peak_gflops = pw_bench_peak_gflops(9, &how);
+    }
     if (s != PW_OK) {
         pw_model_free(m);
         return pw_cli_fail("bench model", s);
