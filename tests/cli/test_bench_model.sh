@@ -16,6 +16,9 @@ expect_fail 2 "--repeats expects an integer" bench model m.gguf --repeats many
 expect_fail 2 "unexpected argument '--bogus'" bench model m.gguf --bogus
 expect_fail 1 "/no/such/model.gguf" bench model /no/such/model.gguf
 "$bin" bench model --help | grep -q "usage: piecewise bench model" || { echo "FAIL: --help"; fail=1; }
+expect_fail 2 "unknown option '--fast'" bench peak --fast
+"$bin" bench peak --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["peak_gflop_s"] > 0' \
+  || { echo "FAIL: bench peak --json"; fail=1; }
 
 if [ -f "$model" ]; then
   expect_fail 2 "exceeds the context" bench model "$model" --tokens 100000
@@ -29,8 +32,12 @@ runs = d["runs"]
 assert [(r["mode"], r["batch"]) for r in runs] == [
     (m, b) for m in ("none", "piecewise", "full") for b in (1, 2)], runs
 for r in runs:
-    assert r["decode_tok_s"] > 0 and r["step_ms"] > 0, r
-assert d["prefill_tok_s"] > 0
+    assert r["decode_tok_s"] > 0 and r["step_ms"] > 0 and r["gflop_s"] > 0, r
+    # GFLOP/s is the documented per-token work times tok/s
+    assert abs(r["gflop_s"] - r["decode_tok_s"] * d["flop_per_token"] / 1e9) < 1e-3 * r["gflop_s"] + 1e-3, r
+assert d["prefill_tok_s"] > 0 and d["peak_gflop_s"] > 0
+# stories260K: 2 x (5 layers x 45,312 weights + 32,768 classifier) + attention at mean context 3
+assert d["flop_per_token"] == 2 * (5 * (45312 + 2 * 64 * 3) + 64 * 512), d["flop_per_token"]
 c = d["capture"]
 assert c["graphs"] > 0 and c["ms"] > 0 and c["largest_size"] > 0, c
 assert 0 < c["largest_single_bytes"] <= c["pool_peak_bytes"], c
