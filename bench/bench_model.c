@@ -10,6 +10,9 @@
  *             instead of wall time, which a loaded machine disturbs less.
  *             --threads sets pw_set_num_threads (kernels split large
  *             matmuls and multi-token attention across a thread pool).
+ *   threads   with a list (--threads 1,2,4): the tables above use the
+ *             first count, then FULL decode runs again at every count and
+ *             batch, to show where threads pay off and where they do not.
  *   prefill   one request whose prompt fills max_num_batched_tokens, in the
  *             default mode (FULL_AND_PIECEWISE: a prefill step runs
  *             PIECEWISE), median of --repeats runs.
@@ -22,6 +25,8 @@
  * Every engine is created (and captures) before any timed region. */
 #include "bench.h"
 #include "cli.h"
+
+#include "backend/cpu/kernels/kernels.h"
 
 #include "piecewise.h"
 
@@ -49,7 +54,9 @@ typedef struct model_opts {
     const char *path;
     int64_t batches[MAX_BATCHES];
     int n_batches;
-    int threads;
+    int threads;                       /* the first of thread_counts */
+    int64_t thread_counts[MAX_BATCHES];
+    int n_thread_counts;
     int64_t tokens;
     int repeats;
     int json;
@@ -70,12 +77,14 @@ static pw_device bench_device = PW_DEVICE_CPU;
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: piecewise bench model MODEL.gguf [--batch 1,4,16,64] [--threads N]\n"
+            "usage: piecewise bench model MODEL.gguf [--batch 1,4,16,64] [--threads N[,N...]]\n"
             "                             [--tokens %d] [--repeats %d] [--device cpu|cuda] [--json]\n\n"
             "Decode tokens/s and ms per step per mode (none, piecewise, full) and batch\n"
             "size (each request: BOS prompt, greedy, --tokens new tokens), prefill tokens/s,\n"
             "capture count and time, and the graph pool's peak over all capture sizes\n"
-            "against the largest size alone. Figures are medians of --repeats runs.\n",
+            "against the largest size alone. Figures are medians of --repeats runs.\n"
+            "With several --threads counts the tables use the first, and FULL decode is\n"
+            "repeated at every count (thread scaling).\n",
             DEFAULT_TOKENS, DEFAULT_REPEATS);
 }
 
@@ -93,21 +102,24 @@ static int parse_int(const char *flag, const char *s, int64_t lo, int64_t hi, in
     return 1;
 }
 
-static int parse_batches(const char *s, model_opts *o) {
-    o->n_batches = 0;
+/* A comma-separated list of integers in [lo, hi] into out (at most
+ * MAX_BATCHES of them). */
+static int parse_list(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out,
+                      int *n) {
+    *n = 0;
     char buf[256];
     snprintf(buf, sizeof buf, "%s", s);
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
          tok = strtok_r(NULL, ",", &save)) {
-        if (o->n_batches == MAX_BATCHES) {
-            fprintf(stderr, "piecewise bench model: at most %d batch sizes\n", MAX_BATCHES);
+        if (*n == MAX_BATCHES) {
+            fprintf(stderr, "piecewise bench model: at most %d values for %s\n", MAX_BATCHES, flag);
             return 0;
         }
-        if (!parse_int("--batch", tok, 1, 4096, &o->batches[o->n_batches])) return 0;
-        o->n_batches++;
+        if (!parse_int(flag, tok, lo, hi, &out[*n])) return 0;
+        (*n)++;
     }
-    if (o->n_batches == 0) {
-        fprintf(stderr, "piecewise bench model: --batch needs at least one size\n");
+    if (*n == 0) {
+        fprintf(stderr, "piecewise bench model: %s needs at least one value\n", flag);
         return 0;
     }
     return 1;
@@ -120,6 +132,8 @@ static int parse_args(int argc, char **argv, model_opts *o) {
     memcpy(o->batches, default_batches, sizeof default_batches);
     o->n_batches = (int)(sizeof default_batches / sizeof default_batches[0]);
     o->threads = 1;
+    o->thread_counts[0] = 1;
+    o->n_thread_counts = 1;
     o->tokens = DEFAULT_TOKENS;
     o->repeats = DEFAULT_REPEATS;
     for (int i = 1; i < argc; i++) {
@@ -131,10 +145,11 @@ static int parse_args(int argc, char **argv, model_opts *o) {
         } else if (strcmp(a, "--json") == 0) {
             o->json = 1;
         } else if (i + 1 < argc && strcmp(a, "--batch") == 0) {
-            if (!parse_batches(argv[++i], o)) return 2;
+            if (!parse_list("--batch", argv[++i], 1, 4096, o->batches, &o->n_batches)) return 2;
         } else if (i + 1 < argc && strcmp(a, "--threads") == 0) {
-            if (!parse_int(a, argv[++i], 1, 256, &v)) return 2;
-            o->threads = (int)v;
+            if (!parse_list("--threads", argv[++i], 1, 256, o->thread_counts, &o->n_thread_counts))
+                return 2;
+            o->threads = (int)o->thread_counts[0];
         } else if (i + 1 < argc && strcmp(a, "--device") == 0) {
             if (pw_device_parse(argv[++i], &bench_device) != PW_OK) {
                 fprintf(stderr, "piecewise bench model: --device: %s\n", pw_last_error());
@@ -372,7 +387,8 @@ static void print_table(const model_opts *o, const pw_model_info *in,
 }
 
 static void print_json(const model_opts *o, const pw_model_info *in,
-                       decode_result res[MODES][MAX_BATCHES], const capture_result *c) {
+                       decode_result res[MODES][MAX_BATCHES], const capture_result *c,
+                       decode_result (*scaling)[MAX_BATCHES]) {
     printf("{\"runs\":[");
     int first = 1;
     for (int mi = 0; mi < MODES; mi++)
@@ -390,16 +406,69 @@ static void print_json(const model_opts *o, const pw_model_info *in,
            o->tokens, c->prefill_tok_s);
     printf("\"flop_per_token\":%.0f,\"peak_gflop_s\":%.2f,", flops_per_token(in, o->tokens),
            c->peak_gflops);
+    if (scaling) {
+        printf("\"thread_scaling\":[");
+        for (int t = 0; t < o->n_thread_counts; t++)
+            for (int b = 0; b < o->n_batches; b++)
+                printf("%s{\"threads\":%" PRId64 ",\"batch\":%" PRId64 ",\"decode_tok_s\":%.1f}",
+                       t || b ? "," : "", o->thread_counts[t], o->batches[b], scaling[t][b].tok_s);
+        printf("],");
+    }
     printf("\"capture\":{\"graphs\":%" PRIu64 ",\"ms\":%.3f,\"ms_per_graph\":%.4f,"
            "\"pool_peak_bytes\":%zu,\"largest_single_bytes\":%zu,\"largest_size\":%" PRId64 "}}\n",
            c->graphs, c->ms, c->graphs ? c->ms / (double)c->graphs : 0.0, c->pool_peak,
            c->largest_single, c->largest_size);
 }
 
+static void no_work(void *ctx, int64_t begin, int64_t end) {
+    (void)ctx, (void)begin, (void)end;
+}
+
+/* The kernels' worker pool is sized by the thread count of its first use;
+ * start it at the largest count of the run so every count gets its threads. */
+static void start_pool(const model_opts *o) {
+    int64_t most = 1;
+    for (int i = 0; i < o->n_thread_counts; i++)
+        if (o->thread_counts[i] > most) most = o->thread_counts[i];
+    if (most < 2) return;
+    pw_set_num_threads((int)most);
+    pw_k_parallel_for(most, no_work, NULL);
+}
+
+/* FULL decode at every thread count and batch: scaling[t][b]. */
+static pw_status measure_scaling(pw_model *m, const model_opts *o,
+                                 decode_result scaling[MAX_BATCHES][MAX_BATCHES]) {
+    pw_status s = PW_OK;
+    for (int t = 0; t < o->n_thread_counts && s == PW_OK; t++) {
+        pw_set_num_threads((int)o->thread_counts[t]);
+        pw_engine *e = NULL;
+        s = decode_engine(m, o, PW_GRAPH_FULL, &e);
+        for (int b = 0; b < o->n_batches && s == PW_OK; b++)
+            s = measure_decode(e, m, o, o->batches[b], &scaling[t][b]);
+        pw_engine_free(e);
+    }
+    pw_set_num_threads(o->threads);
+    return s;
+}
+
+static void print_scaling(const model_opts *o, decode_result scaling[MAX_BATCHES][MAX_BATCHES]) {
+    printf("\nthreads (full mode, decode tok/s; speed-up over %d thread%s):\n%-8s", o->threads,
+           o->threads == 1 ? "" : "s", "batch");
+    for (int t = 0; t < o->n_thread_counts; t++) printf(" %10" PRId64 " thr", o->thread_counts[t]);
+    printf("\n");
+    for (int b = 0; b < o->n_batches; b++) {
+        printf("%-8" PRId64, o->batches[b]);
+        for (int t = 0; t < o->n_thread_counts; t++)
+            printf(" %8.0f %4.2fx", scaling[t][b].tok_s, scaling[t][b].tok_s / scaling[0][b].tok_s);
+        printf("\n");
+    }
+}
+
 int pw_bench_model(int argc, char **argv) {
     model_opts o;
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc == 1 ? 0 : 2;
+    start_pool(&o);
     pw_set_num_threads(o.threads);
     pw_model *m = NULL;
     pw_status s = pw_model_load(o.path, &m);
@@ -421,6 +490,8 @@ int pw_bench_model(int argc, char **argv) {
         pw_engine_free(e);
     }
     if (s == PW_OK) s = measure_capture(m, &o, &cap);
+    static decode_result scaling[MAX_BATCHES][MAX_BATCHES];
+    if (s == PW_OK && o.n_thread_counts > 1) s = measure_scaling(m, &o, scaling);
     if (s == PW_OK && bench_device == PW_DEVICE_CPU) {
         const char *how;
         cap.peak_gflops = pw_bench_peak_gflops(9, &how);
@@ -429,8 +500,12 @@ int pw_bench_model(int argc, char **argv) {
         pw_model_free(m);
         return pw_cli_fail("bench model", s);
     }
-    if (o.json) print_json(&o, in, res, &cap);
-    else print_table(&o, in, res, &cap);
+    if (o.json) {
+        print_json(&o, in, res, &cap, o.n_thread_counts > 1 ? scaling : NULL);
+    } else {
+        print_table(&o, in, res, &cap);
+        if (o.n_thread_counts > 1) print_scaling(&o, scaling);
+    }
     pw_model_free(m);
     return 0;
 }

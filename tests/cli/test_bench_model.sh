@@ -10,8 +10,9 @@ model="${PW_SHARED_DIR:-../shared}/models/stories260K.gguf"
 expect_fail 2 "usage: piecewise bench model" bench model
 expect_fail 2 "--batch expects an integer in [1, 4096], got '0'" bench model m.gguf --batch 1,0
 expect_fail 2 "--batch expects an integer in [1, 4096], got 'x'" bench model m.gguf --batch x
-expect_fail 2 "--batch needs at least one size" bench model m.gguf --batch ,
+expect_fail 2 "--batch needs at least one value" bench model m.gguf --batch ,
 expect_fail 2 "--threads expects an integer in [1, 256], got '0'" bench model m.gguf --threads 0
+expect_fail 2 "--threads expects an integer in [1, 256], got '0'" bench model m.gguf --threads 1,0
 expect_fail 2 "--repeats expects an integer" bench model m.gguf --repeats many
 expect_fail 2 "unexpected argument '--bogus'" bench model m.gguf --bogus
 expect_fail 1 "/no/such/model.gguf" bench model /no/such/model.gguf
@@ -22,7 +23,7 @@ expect_fail 2 "unknown option '--fast'" bench peak --fast
 
 if [ -f "$model" ]; then
   expect_fail 2 "exceeds the context" bench model "$model" --tokens 100000
-  if ! "$bin" bench model "$model" --batch 1,2 --tokens 4 --repeats 1 --json >"$tmp/json" 2>"$tmp/err"; then
+  if ! "$bin" bench model "$model" --batch 1,2 --threads 1,2 --tokens 4 --repeats 1 --json >"$tmp/json" 2>"$tmp/err"; then
     echo "FAIL: short run: $(cat "$tmp/err")"; fail=1
   elif command -v python3 >/dev/null; then
     python3 - "$tmp/json" <<'PY' || fail=1
@@ -36,6 +37,8 @@ for r in runs:
     # GFLOP/s is the documented per-token work times tok/s
     assert abs(r["gflop_s"] - r["decode_tok_s"] * d["flop_per_token"] / 1e9) < 1e-3 * r["gflop_s"] + 1e-3, r
 assert d["prefill_tok_s"] > 0 and d["peak_gflop_s"] > 0
+assert [(r["threads"], r["batch"]) for r in d["thread_scaling"]] == [(1, 1), (1, 2), (2, 1), (2, 2)], d
+assert all(r["decode_tok_s"] > 0 for r in d["thread_scaling"])
 # stories260K: 2 x (5 layers x 45,312 weights + 32,768 classifier) + attention at mean context 3
 assert d["flop_per_token"] == 2 * (5 * (45312 + 2 * 64 * 3) + 64 * 512), d["flop_per_token"]
 c = d["capture"]

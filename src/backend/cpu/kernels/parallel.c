@@ -1,15 +1,21 @@
 /* A small persistent thread pool for the kernels.
  *
- * pw_k_parallel_for splits [0, n) into one contiguous range per thread and
- * runs them at once, the calling thread taking the first. Workers are
- * started on first use (pw_get_num_threads() - 1 of them) and kept; between
- * jobs they spin for a short while, then sleep on a condition variable, so
- * back-to-back kernel launches in a replayed graph do not pay a wake-up
- * each but an idle pool costs nothing.
+ * pw_k_parallel_for splits [0, n) into one contiguous share per thread.
+ * Shares are claimed, not assigned: the caller and every awake worker take
+ * the next unclaimed share until none is left, and the caller then waits
+ * only for shares still running. A worker the OS has not scheduled (a
+ * loaded machine, more threads than cores) therefore costs nothing: its
+ * share is done by whoever is running, instead of the whole job waiting a
+ * scheduler time slice for it. Workers are started on first use
+ * (pw_get_num_threads() - 1 of them) and kept; between jobs they spin for
+ * a short while, then sleep on a condition variable, so back-to-back
+ * kernel launches in a replayed graph do not pay a wake-up each but an
+ * idle pool costs nothing.
  *
  * Kernels only split work whose elements are computed independently by
  * the same code whatever the split (matmul output columns, attention
- * tokens), so the thread count never changes a result bit. */
+ * tokens), so neither the thread count nor which thread runs a share
+ * changes a result bit. */
 #include "backend/cpu/kernels/kernels.h"
 
 #include <pthread.h>
@@ -20,15 +26,28 @@
 /* Spin iterations a worker waits for the next job before sleeping. */
 #define PW_K_SPIN_ITERS 20000
 
+/* A ticket is (job generation << 32) | next unclaimed share. Claiming is a
+ * compare-and-swap on the whole ticket, so a late worker can never claim a
+ * share of a job other than the one whose generation it read. */
+#define TICKET(gen, share) (((uint64_t)(gen) << 32) | (uint32_t)(share))
+#define TICKET_GEN(t) ((uint32_t)((t) >> 32))
+#define TICKET_SHARE(t) ((uint32_t)(t))
+
 typedef struct pool {
     pthread_mutex_t lock; /* protects sleeping workers' wake-up */
     pthread_cond_t wake;
     pthread_mutex_t busy; /* one job at a time; a second caller runs serially */
     pthread_t threads[PW_K_MAX_WORKERS];
     int n_workers;
-    atomic_uint generation; /* bumped per job */
-    atomic_int remaining;   /* workers still running the current job */
-    int participants;       /* threads in the current job, caller included */
+    _Atomic uint64_t ticket;
+    atomic_int done; /* shares finished in the current job */
+    /* Shares of the current job; atomic because a thread holding a stale
+     * ticket may read it while the caller sets up the next job (its claim
+     * then fails and it rereads the ticket). */
+    atomic_int shares;
+    /* The job: written by the caller before it publishes the ticket, read
+     * only by a thread holding a claimed share (the caller does not start
+     * another job before every share is done). */
     pw_k_range_fn fn;
     void *ctx;
     int64_t n;
@@ -38,9 +57,6 @@ static pool g_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
                       PTHREAD_MUTEX_INITIALIZER};
 static pthread_once_t g_pool_once = PTHREAD_ONCE_INIT;
 static int g_pool_target;
-/* The generation before the first job: a worker that starts late must not
- * mistake the first job's bump for its starting point. */
-static unsigned g_start_generation;
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -48,41 +64,53 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-static void run_share(pool *p, int index) {
-    int64_t begin = p->n * index / p->participants;
-    int64_t end = p->n * (index + 1) / p->participants;
-    if (begin < end) p->fn(p->ctx, begin, end);
+/* Claims and runs shares of job `gen` until none is left. */
+static void run_shares(pool *p, uint32_t gen) {
+    uint64_t t = atomic_load_explicit(&p->ticket, memory_order_acquire);
+    for (;;) {
+        if (TICKET_GEN(t) != gen) return;
+        uint32_t share = TICKET_SHARE(t);
+        int shares = atomic_load_explicit(&p->shares, memory_order_relaxed);
+        if (share >= (uint32_t)shares) return;
+        if (!atomic_compare_exchange_weak_explicit(&p->ticket, &t, TICKET(gen, share + 1),
+                                                   memory_order_acq_rel, memory_order_acquire))
+            continue;
+        /* Claimed: the job cannot change until this share is done. */
+        shares = atomic_load_explicit(&p->shares, memory_order_relaxed);
+        int64_t begin = p->n * share / shares, end = p->n * (share + 1) / shares;
+        if (begin < end) p->fn(p->ctx, begin, end);
+        atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
+        t = atomic_load_explicit(&p->ticket, memory_order_acquire);
+    }
 }
 
 static void *worker_main(void *arg) {
     pool *p = &g_pool;
-    int id = (int)(intptr_t)arg; /* 1-based: the caller is share 0 */
-    unsigned seen = g_start_generation;
+    uint32_t seen = (uint32_t)(uintptr_t)arg; /* the generation when the pool started */
     for (;;) {
-        unsigned gen;
+        uint32_t gen;
         int spins = 0;
-        while ((gen = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen) {
+        while ((gen = TICKET_GEN(atomic_load_explicit(&p->ticket, memory_order_acquire))) == seen) {
             if (++spins < PW_K_SPIN_ITERS) {
                 cpu_relax();
                 continue;
             }
             pthread_mutex_lock(&p->lock);
-            while (atomic_load(&p->generation) == seen) pthread_cond_wait(&p->wake, &p->lock);
+            while (TICKET_GEN(atomic_load(&p->ticket)) == seen) pthread_cond_wait(&p->wake, &p->lock);
             pthread_mutex_unlock(&p->lock);
         }
         seen = gen;
-        if (id < p->participants) run_share(p, id);
-        atomic_fetch_sub_explicit(&p->remaining, 1, memory_order_release);
+        run_shares(p, gen);
     }
     return NULL;
 }
 
 static void start_workers(void) {
     int want = g_pool_target - 1;
-    g_start_generation = atomic_load(&g_pool.generation);
+    uintptr_t gen = TICKET_GEN(atomic_load(&g_pool.ticket));
     if (want > PW_K_MAX_WORKERS) want = PW_K_MAX_WORKERS;
     for (int i = 0; i < want; i++) {
-        if (pthread_create(&g_pool.threads[i], NULL, worker_main, (void *)(intptr_t)(i + 1)) != 0)
+        if (pthread_create(&g_pool.threads[i], NULL, worker_main, (void *)gen) != 0)
             break; /* fewer workers: the split adapts */
         pthread_detach(g_pool.threads[i]);
         g_pool.n_workers++;
@@ -114,13 +142,14 @@ void pw_k_parallel_for(int64_t n, pw_k_range_fn fn, void *ctx) {
     p->fn = fn;
     p->ctx = ctx;
     p->n = n;
-    p->participants = threads;
-    atomic_store(&p->remaining, p->n_workers);
+    atomic_store_explicit(&p->shares, threads, memory_order_relaxed);
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    uint32_t gen = TICKET_GEN(atomic_load_explicit(&p->ticket, memory_order_relaxed)) + 1;
     pthread_mutex_lock(&p->lock);
-    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
+    atomic_store_explicit(&p->ticket, TICKET(gen, 0), memory_order_release);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->lock);
-    run_share(p, 0);
-    while (atomic_load_explicit(&p->remaining, memory_order_acquire) > 0) cpu_relax();
+    run_shares(p, gen);
+    while (atomic_load_explicit(&p->done, memory_order_acquire) < threads) cpu_relax();
     pthread_mutex_unlock(&p->busy);
 }
