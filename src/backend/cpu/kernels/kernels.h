@@ -31,10 +31,10 @@ typedef void (*pw_k_range_fn)(void *ctx, int64_t begin, int64_t end);
  * The worker pool is started on first parallel use and sized by the
  * thread count at that moment. */
 int pw_k_parallel_threads(void);
-/* Runs fn over [0, n) split into one contiguous range per thread, the
- * calling thread taking the first; returns when all are done. Runs fn(ctx,
- * 0, n) on the calling thread when one thread is set or another job is in
- * flight. Kernels split only work whose elements are computed by the same
+/* Runs fn over [0, n) split into contiguous ranges (a few per thread) that
+ * the calling thread and the workers claim as they become free; returns
+ * when all are done. Runs fn(ctx, 0, n) on the calling thread when one
+ * thread is set or another job is in flight. Kernels split only work whose elements are computed by the same
  * code whatever the split, so the thread count never changes a bit. */
 void pw_k_parallel_for(int64_t n, pw_k_range_fn fn, void *ctx);
 /* Multiply-adds from which a matmul is split across threads, and tokens

@@ -1,6 +1,6 @@
 /* A small persistent thread pool for the kernels.
  *
- * pw_k_parallel_for splits [0, n) into one contiguous share per thread.
+ * pw_k_parallel_for splits [0, n) into contiguous shares, a few per thread.
  * Shares are claimed, not assigned: the caller and every awake worker take
  * the next unclaimed share until none is left, and the caller then waits
  * only for shares still running. A worker the OS has not scheduled (a
@@ -19,12 +19,19 @@
 #include "backend/cpu/kernels/kernels.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 
 /* Most workers the pool starts (threads beyond this run serially). */
 #define PW_K_MAX_WORKERS 63
 /* Spin iterations a worker waits for the next job before sleeping. */
 #define PW_K_SPIN_ITERS 20000
+/* Shares per thread: a thread preempted in the middle of a share holds up
+ * the job by at most one share, and the others take the rest. */
+#define PW_K_SHARES_PER_THREAD 4
+/* Spin iterations the caller waits for running shares before it yields
+ * its core (to the thread it is waiting for, when both share one). */
+#define PW_K_WAIT_SPINS 2000
 
 /* A ticket is (job generation << 32) | next unclaimed share. Claiming is a
  * compare-and-swap on the whole ticket, so a late worker can never claim a
@@ -142,7 +149,9 @@ void pw_k_parallel_for(int64_t n, pw_k_range_fn fn, void *ctx) {
     p->fn = fn;
     p->ctx = ctx;
     p->n = n;
-    atomic_store_explicit(&p->shares, threads, memory_order_relaxed);
+    int64_t shares = (int64_t)threads * PW_K_SHARES_PER_THREAD;
+    if (shares > n) shares = n;
+    atomic_store_explicit(&p->shares, (int)shares, memory_order_relaxed);
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
     uint32_t gen = TICKET_GEN(atomic_load_explicit(&p->ticket, memory_order_relaxed)) + 1;
     pthread_mutex_lock(&p->lock);
@@ -150,6 +159,13 @@ void pw_k_parallel_for(int64_t n, pw_k_range_fn fn, void *ctx) {
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->lock);
     run_shares(p, gen);
-    while (atomic_load_explicit(&p->done, memory_order_acquire) < threads) cpu_relax();
+    for (int spins = 0; atomic_load_explicit(&p->done, memory_order_acquire) < shares;) {
+        if (++spins < PW_K_WAIT_SPINS) {
+            cpu_relax();
+        } else {
+            sched_yield();
+            spins = 0;
+        }
+    }
     pthread_mutex_unlock(&p->busy);
 }
