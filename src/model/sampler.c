@@ -15,26 +15,45 @@ static uint64_t next_u64(uint64_t *state) {
 
 static double uniform01(uint64_t *state) { return (double)(next_u64(state) >> 11) * 0x1.0p-53; }
 
-/* Two passes the compiler vectorizes: the largest value (NaN never wins a
- * `>`), then its first index. Greedy sampling runs every step on the
- * host, so it should cost little next to a replayed forward. */
+/* One pass in eight lanes: lane j keeps the largest value among elements
+ * j, j+8, j+16, ... and the first index holding it (a strict `>` keeps the
+ * earlier index on ties, and NaN never wins it). The answer is the largest
+ * lane value with the smallest index among the lanes that hold it: the
+ * first index of the maximum. Greedy sampling runs every step on the host,
+ * so it should cost little next to a replayed forward. */
+typedef float greedy_v8f __attribute__((vector_size(32)));
+typedef int32_t greedy_v8i __attribute__((vector_size(32)));
+
+__attribute__((target_clones("avx2", "default")))
 int32_t pw_sample_greedy(const float *logits, int64_t vocab) {
-    int64_t first = 0;
-    while (first < vocab && logits[first] != logits[first]) first++;
-    if (first == vocab) return 0;
-    /* eight independent maxima: the maximum is exact whatever the order,
-     * and the lanes break the compare-select dependency chain */
-    float lane[8];
-    for (int j = 0; j < 8; j++) lane[j] = logits[first];
-    int64_t i = first + 1;
-    for (; i + 8 <= vocab; i += 8)
-        for (int j = 0; j < 8; j++) lane[j] = logits[i + j] > lane[j] ? logits[i + j] : lane[j];
-    for (; i < vocab; i++) lane[0] = logits[i] > lane[0] ? logits[i] : lane[0];
-    float best = lane[0];
-    for (int j = 1; j < 8; j++) best = lane[j] > best ? lane[j] : best;
-    for (i = first; i < vocab; i++)
-        if (logits[i] == best) return (int32_t)i;
-    return (int32_t)first;
+    greedy_v8f best = (greedy_v8f){0} - INFINITY;
+    greedy_v8i best_i = (greedy_v8i){0} - 1, idx = {0, 1, 2, 3, 4, 5, 6, 7};
+    int64_t i = 0;
+    for (; i + 8 <= vocab && i + 8 <= INT32_MAX; i += 8) {
+        greedy_v8f v;
+        memcpy(&v, logits + i, sizeof v);
+        greedy_v8i gt = v > best;
+        best = (greedy_v8f)(((greedy_v8i)v & gt) | ((greedy_v8i)best & ~gt));
+        best_i = (idx & gt) | (best_i & ~gt);
+        idx += 8;
+    }
+    float top = -INFINITY;
+    int64_t top_i = -1;
+    for (int j = 0; j < 8; j++)
+        if (best_i[j] >= 0 && (best[j] > top || (best[j] == top && best_i[j] < top_i))) {
+            top = best[j];
+            top_i = best_i[j];
+        }
+    for (; i < vocab; i++)
+        if (logits[i] > top) {
+            top = logits[i];
+            top_i = i;
+        }
+    if (top_i >= 0) return (int32_t)top_i;
+    /* Nothing above -inf: the first element that is not NaN (all -inf), or 0. */
+    for (i = 0; i < vocab; i++)
+        if (logits[i] == logits[i]) return (int32_t)i;
+    return 0;
 }
 
 typedef struct prob_index {

@@ -16,6 +16,18 @@ int main(void) {
     CHECK_EQ_INT(pw_sample_greedy(nans, 2), 1);
     CHECK_EQ_INT(pw_sample_greedy(all_nan, 2), 0);
     CHECK_EQ_INT(pw_sample_greedy(neg, 3), 1);
+    /* Long rows (eight lanes plus a tail): first index of the maximum. */
+    float row[77];
+    for (int i = 0; i < 77; i++) row[i] = (float)((i * 37) % 23);
+    CHECK_EQ_INT(pw_sample_greedy(row, 77), 18); /* 22 = 18*37 mod 23, its first place */
+    float ninf[19];
+    for (int i = 0; i < 19; i++) ninf[i] = -INFINITY;
+    ninf[0] = NAN;
+    CHECK_EQ_INT(pw_sample_greedy(ninf, 19), 1); /* all -inf after a NaN: the first of them */
+    ninf[17] = -1e30f;
+    CHECK_EQ_INT(pw_sample_greedy(ninf, 19), 17); /* the tail */
+    row[70] = 1e9f, row[12] = 1e9f;
+    CHECK_EQ_INT(pw_sample_greedy(row, 77), 12); /* tie across lanes: lowest id */
     prob_index_scratch *scratch = malloc(pw_sampler_scratch_bytes(V));
     pw_sampling_params sp = {0};
     uint64_t rng = pw_sampler_seed(42, 0);
