@@ -24,7 +24,9 @@ static double uniform01(uint64_t *state) { return (double)(next_u64(state) >> 11
 typedef float greedy_v8f __attribute__((vector_size(32)));
 typedef int32_t greedy_v8i __attribute__((vector_size(32)));
 
-__attribute__((target_clones("avx2", "default")))
+/* Built for the baseline ISA only (two 4-lane halves on SSE2): a
+ * target_clones resolver here would run before ThreadSanitizer initialises
+ * in TSan builds of this component. */
 int32_t pw_sample_greedy(const float *logits, int64_t vocab) {
     greedy_v8f best = (greedy_v8f){0} - INFINITY;
     greedy_v8i best_i = (greedy_v8i){0} - 1, idx = {0, 1, 2, 3, 4, 5, 6, 7};
