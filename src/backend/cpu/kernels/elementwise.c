@@ -36,7 +36,7 @@ const pw_kernel pw_kernel_embedding = {"embedding", embedding_launch, NULL};
  * multiply-add, so every build returns the same bits. */
 typedef double pw_v4d __attribute__((vector_size(4 * sizeof(double))));
 
-__attribute__((target_clones("avx2", "default")))
+PW_AVX2_CLONES
 static void rms_norm_row(float *y, const float *x, const float *w, int64_t dim, float eps) {
     int64_t nv = dim / PW_VEC_LANES * PW_VEC_LANES;
     pw_v4d lo = {0}, hi = {0};
@@ -111,7 +111,7 @@ PW_VEC_INLINE pw_v8f rope8(pw_v8f x, pw_v8f cs) {
     return x * c + swapped * s * sign;
 }
 
-__attribute__((target_clones("avx2", "default")))
+PW_AVX2_CLONES
 void pw_k_rope(float *out, const float *x, const int32_t *positions, const float *table,
                int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t max_pos) {
     const int64_t half = head_dim / 2, width = n_heads * head_dim;
@@ -157,7 +157,7 @@ PW_VEC_INLINE pw_v8f silu_mul8(pw_v8f v, pw_v8f u) {
     return v / (1.0f + pw_v8_exp(-v)) * u;
 }
 
-__attribute__((target_clones("avx2", "default")))
+PW_AVX2_CLONES
 void pw_k_silu_mul(float *out, const float *a, const float *b, int64_t n) {
     int64_t nv = n / PW_VEC_LANES * PW_VEC_LANES;
     for (int64_t i = 0; i < nv; i += PW_VEC_LANES) {

@@ -24,6 +24,21 @@ typedef float pw_v8f_u __attribute__((vector_size(PW_VEC_LANES * sizeof(float)),
 
 #define PW_VEC_INLINE static inline __attribute__((always_inline))
 
+/* A function built for the baseline ISA and for AVX2, picked at load time
+ * (no fused multiply-adds in either, so both return the same bits). Under
+ * ThreadSanitizer only the baseline is built: the clone resolver would run
+ * before TSan initialises. */
+#if defined(__SANITIZE_THREAD__)
+#define PW_AVX2_CLONES
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define PW_AVX2_CLONES
+#endif
+#endif
+#ifndef PW_AVX2_CLONES
+#define PW_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+
 /* Lanes of a where mask is set (-1), of b elsewhere. */
 PW_VEC_INLINE pw_v8f pw_v8_select(pw_v8i mask, pw_v8f a, pw_v8f b) {
     pw_v8i ai, bi;
