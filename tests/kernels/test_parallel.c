@@ -6,6 +6,8 @@
 #include "backend/cpu/kernels/kernels.h"
 #include "kernel_test_util.h"
 
+#include <pthread.h>
+
 static void count_items(void *ctx, int64_t begin, int64_t end) {
     int *hits = ctx;
     for (int64_t i = begin; i < end; i++) hits[i]++;
@@ -27,6 +29,33 @@ static void test_cover(void) {
             free(hits);
         }
     }
+}
+
+/* Two application threads submitting jobs at once: one gets the pool, the
+ * other runs its job alone; either way every item of every job is covered
+ * once. Run under ThreadSanitizer by scripts/tsan-check.sh. */
+typedef struct caller {
+    int jobs, bad;
+} caller;
+
+static void *submit_jobs(void *arg) {
+    caller *c = arg;
+    enum { N = 41 };
+    for (int j = 0; j < c->jobs; j++) {
+        int hits[N] = {0};
+        pw_k_parallel_for(N, count_items, hits);
+        for (int i = 0; i < N; i++) c->bad += hits[i] != 1;
+    }
+    return NULL;
+}
+
+static void test_concurrent_callers(void) {
+    pw_set_num_threads(3);
+    caller cs[2] = {{2000, 0}, {2000, 0}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) CHECK(pthread_create(&th[i], NULL, submit_jobs, &cs[i]) == 0);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    CHECK_EQ_INT(cs[0].bad + cs[1].bad, 0);
 }
 
 static float *matmul_with(int threads, const float *x, const float *w, int64_t t, int64_t n,
@@ -119,6 +148,7 @@ static void test_replay(void) {
 int main(void) {
     kt_seed(11);
     test_cover();
+    test_concurrent_callers();
     test_matmul();
     test_attention();
     test_replay();
