@@ -68,10 +68,75 @@ AI v8f hsum8x8(const v8f *p) {
 /* ((d0+d1)+(d2+d3)) + ((d4+d5)+(d6+d7)) */
 AI float hsum8(v8f d) { return ((d[0] + d[1]) + (d[2] + d[3])) + ((d[4] + d[5]) + (d[6] + d[7])); }
 
+AI v8f splat8(float v) { return (v8f){v, v, v, v, v, v, v, v}; }
+
+/* *p in every lane, loaded as such (not shuffled out of a register). */
+AI v8f bcast(const float *p) {
+#if defined(__AVX2__)
+    return (v8f)_mm256_broadcast_ss(p);
+#else
+    return splat8(*p);
+#endif
+}
+
+/* a > b ? a : b lane-wise (the semantics of maxps, NaN included). */
+AI v8f vmax(v8f a, v8f b) {
+#if defined(__AVX2__)
+    return (v8f)_mm256_max_ps((__m256)a, (__m256)b);
+#else
+    return pw_v8_select(a > b, a, b);
+#endif
+}
+
+/* Lanes of a where mask (all ones or zero per lane) is set, of b elsewhere. */
+AI v8f vsel(v8i mask, v8f a, v8f b) {
+#if defined(__AVX2__)
+    return (v8f)_mm256_blendv_ps((__m256)b, (__m256)a, (__m256)mask);
+#else
+    return pw_v8_select(mask, a, b);
+#endif
+}
+
+/* floor(x) for |x| < 2^31 (exact either way). */
+AI v8f vfloor(v8f x) {
+#if defined(__AVX2__)
+    return (v8f)_mm256_floor_ps((__m256)x);
+#else
+    v8i n = __builtin_convertvector(x, v8i);
+    v8f nf = __builtin_convertvector(n, v8f);
+    n = n + (nf > x);
+    return __builtin_convertvector(n, v8f);
+#endif
+}
+
 AI float hmax8(v8f m) {
-    float r = m[0];
-    for (int l = 1; l < 8; l++) r = m[l] > r ? m[l] : r;
-    return r;
+    m = vmax(m, __builtin_shufflevector(m, m, 4, 5, 6, 7, 0, 1, 2, 3));
+    m = vmax(m, __builtin_shufflevector(m, m, 2, 3, 0, 1, 6, 7, 4, 5));
+    m = vmax(m, __builtin_shufflevector(m, m, 1, 0, 3, 2, 5, 4, 7, 6));
+    return m[0];
+}
+
+/* exp(x) for the softmax, x <= 0 or -inf: Cephes' expf as in pw_v8_exp
+ * (vec_math.h), written with multiply-adds. Below -87.3 the result is 0. */
+AI v8f exp_softmax(v8f x) {
+    const float lo = -87.3f;
+    v8i under = x < lo;
+    x = vmax(splat8(lo), x);
+    v8f nf = vfloor(pw_v8_madd(x, splat8(1.44269504088896341f), splat8(0.5f)));
+    v8i n = __builtin_convertvector(nf, v8i);
+    x = pw_v8_madd(nf, splat8(-0.693359375f), x);
+    x = pw_v8_madd(nf, splat8(2.12194440e-4f), x);
+    v8f z = x * x;
+    v8f y = pw_v8_madd(splat8(1.9875691500e-4f), x, splat8(1.3981999507e-3f));
+    y = pw_v8_madd(y, x, splat8(8.3334519073e-3f));
+    y = pw_v8_madd(y, x, splat8(4.1665795894e-2f));
+    y = pw_v8_madd(y, x, splat8(1.6666665459e-1f));
+    y = pw_v8_madd(y, x, splat8(5.0000001201e-1f));
+    y = pw_v8_madd(y, z, x) + 1.0f;
+    v8i bits = (n + 127) << 23;
+    v8f scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return vsel(under, (v8f){0}, y * scale);
 }
 
 /* Per query head of a group. */
@@ -108,7 +173,7 @@ AI v8f score_group(const float *qs, const float *kb, int64_t row, const int64_t 
     for (int64_t i = nb * 8; i < hd; i++) {
         v8f kv;
         for (int j = 0; j < 8; j++) kv[j] = lane_row(kb, j, row, offs, contig)[i];
-        s = pw_v8_madd(pw_v8_splat(qs[i]), kv, s);
+        s = pw_v8_madd(splat8(qs[i]), kv, s);
     }
     return s;
 }
@@ -117,9 +182,10 @@ AI v8f score_group(const float *qs, const float *kb, int64_t row, const int64_t 
  * and odd positions in acc[0] and acc[1]). */
 AI void pv_small(const float *w, const float *vb, int64_t row, const int64_t *offs, bool contig,
                  int lanes, v8f *acc) {
-    for (int j = 0; j < lanes; j++)
-        acc[j & 1] = pw_v8_madd(pw_v8_splat(w[j]), load8(lane_row(vb, j, row, offs, contig)),
-                                acc[j & 1]);
+    _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
+        if (j < lanes)
+            acc[j & 1] = pw_v8_madd(bcast(w + j), load8(lane_row(vb, j, row, offs, contig)),
+                                    acc[j & 1]);
 }
 
 /* acc += w[j] * v_j for the group's first `lanes` rows, any head_dim. */
@@ -129,12 +195,54 @@ AI void pv_any(const float *w, const float *vb, int64_t row, const int64_t *offs
     for (int64_t b = 0; b < nb; b++) {
         v8f a = load8(acc + 8 * b);
         for (int j = 0; j < lanes; j++)
-            a = pw_v8_madd(pw_v8_splat(w[j]), load8(lane_row(vb, j, row, offs, contig) + 8 * b), a);
+            a = pw_v8_madd(bcast(w + j), load8(lane_row(vb, j, row, offs, contig) + 8 * b), a);
         store8(acc + 8 * b, a);
     }
     for (int64_t i = nb * 8; i < hd; i++)
         for (int j = 0; j < lanes; j++)
             acc[i] = pw_madd(w[j], lane_row(vb, j, row, offs, contig)[i], acc[i]);
+}
+
+/* Scores of the group of 8 positions at j0 of the chunk (the first
+ * `lanes` live, the others -inf) for the g heads, into their w buffers;
+ * lane_max[h] takes the lane-wise max. */
+AI void score_step(head_state *st, int64_t g, v8f *lane_max, const float *k_base,
+                   const int64_t *offs, int64_t j0, int lanes, int64_t row, bool contig,
+                   int64_t hd) {
+    int64_t go[8] = {0};
+    const float *kb = k_base;
+    if (contig)
+        kb = k_base + offs[j0 / 8];
+    else
+        for (int j = 0; j < 8; j++) go[j] = offs[j0 + (j < lanes ? j : 0)];
+    const v8i iota = {0, 1, 2, 3, 4, 5, 6, 7};
+    _Pragma("GCC unroll 4") for (int64_t h = 0; h < g; h++) {
+        v8f s = score_group(st[h].qs, kb, row, go, contig, hd);
+        if (lanes < 8) s = vsel(iota < lanes, s, splat8(-INFINITY));
+        store8(st[h].w + j0, s);
+        lane_max[h] = vmax(s, lane_max[h]);
+    }
+}
+
+/* One head, the group at j0: scores become weights exp(s - m), summed
+ * into d lane-wise, and the weighted values are added to the accumulator
+ * (acc[0..1] for head_dim 8, else hs->acc). */
+AI void weight_step(head_state *hs, v8f m, v8f *d, v8f *acc, const float *v_base,
+                    const int64_t *offs, int64_t j0, int lanes, int64_t row, bool contig,
+                    int64_t hd) {
+    int64_t go[8] = {0};
+    const float *vb = v_base;
+    if (contig)
+        vb = v_base + offs[j0 / 8];
+    else
+        for (int j = 0; j < 8; j++) go[j] = offs[j0 + (j < lanes ? j : 0)];
+    v8f wv = exp_softmax(load8(hs->w + j0) - m);
+    *d = *d + wv;
+    store8(hs->w + j0, wv);
+    if (hd == 8)
+        pv_small(hs->w + j0, vb, row, go, contig, lanes, acc);
+    else
+        pv_any(hs->w + j0, vb, row, go, contig, lanes, hd, hs->acc);
 }
 
 /* Attends g (<= HEAD_GROUP_MAX) query heads that share kv head kv_head.
@@ -151,13 +259,12 @@ AI bool attend_group_n(const pw_k_attention_args *a, const int32_t *table, int64
     const bool small = hd == 8;
     const float scale = 1.0f / sqrtf((float)hd);
     const float *k_base = a->k_cache + kv_head * hd, *v_base = a->v_cache + kv_head * hd;
-    const v8i iota = {0, 1, 2, 3, 4, 5, 6, 7};
     head_state st[HEAD_GROUP_MAX];
     v8f acc8[HEAD_GROUP_MAX][2];
     /* contig: offset (slot * row) of each group's first position, by group;
      * else of each position. */
     int64_t offs[CHUNK];
-    for (int64_t h = 0; h < g; h++) {
+    _Pragma("GCC unroll 4") for (int64_t h = 0; h < g; h++) {
         head_state *hs = &st[h];
         hs->m = -INFINITY;
         hs->d = (v8f){0};
@@ -193,29 +300,17 @@ AI bool attend_group_n(const pw_k_attention_args *a, const int32_t *table, int64
         }
         /* Scores, and each head's max over the chunk. */
         v8f lane_max[HEAD_GROUP_MAX];
-        for (int64_t h = 0; h < g; h++) lane_max[h] = pw_v8_splat(-INFINITY);
-        for (int64_t j0 = 0; j0 < n; j0 += 8) {
-            const int lanes = n - j0 < 8 ? (int)(n - j0) : 8;
-            int64_t go[8] = {0};
-            const float *kb = k_base;
-            if (contig)
-                kb = k_base + offs[j0 / 8];
-            else
-                for (int j = 0; j < 8; j++) go[j] = offs[j0 + (j < lanes ? j : 0)];
-            const v8i live = iota < lanes;
-            for (int64_t h = 0; h < g; h++) {
-                v8f s = score_group(st[h].qs, kb, row, go, contig, hd);
-                s = pw_v8_select(live, s, pw_v8_splat(-INFINITY));
-                store8(st[h].w + j0, s);
-                lane_max[h] = pw_v8_select(s > lane_max[h], s, lane_max[h]);
-            }
-        }
-        for (int64_t h = 0; h < g; h++) {
+        for (int64_t h = 0; h < g; h++) lane_max[h] = splat8(-INFINITY);
+        int64_t j0 = 0;
+        for (; j0 + 8 <= n; j0 += 8)
+            score_step(st, g, lane_max, k_base, offs, j0, 8, row, contig, hd);
+        if (j0 < n) score_step(st, g, lane_max, k_base, offs, j0, (int)(n - j0), row, contig, hd);
+        _Pragma("GCC unroll 4") for (int64_t h = 0; h < g; h++) {
             head_state *hs = &st[h];
             float chunk_max = hmax8(lane_max[h]);
             if (chunk_max > hs->m) {
                 if (hs->m != -INFINITY) {
-                    v8f r = pw_v8_exp(pw_v8_splat(hs->m - chunk_max));
+                    v8f r = exp_softmax(splat8(hs->m - chunk_max));
                     hs->d = hs->d * r;
                     if (small) {
                         acc8[h][0] = acc8[h][0] * r;
@@ -227,36 +322,20 @@ AI bool attend_group_n(const pw_k_attention_args *a, const int32_t *table, int64
                 hs->m = chunk_max;
             }
         }
-        /* Weights, denominators and weighted sums of values. */
-        for (int64_t j0 = 0; j0 < n; j0 += 8) {
-            const int lanes = n - j0 < 8 ? (int)(n - j0) : 8;
-            int64_t go[8] = {0};
-            const float *vb = v_base;
-            if (contig)
-                vb = v_base + offs[j0 / 8];
-            else
-                for (int j = 0; j < 8; j++) go[j] = offs[j0 + (j < lanes ? j : 0)];
-            for (int64_t h = 0; h < g; h++) {
-                head_state *hs = &st[h];
-                v8f wv = pw_v8_exp(load8(hs->w + j0) - hs->m);
-                hs->d = hs->d + wv;
-                store8(hs->w + j0, wv);
-                const float *w = hs->w + j0;
-                if (small) {
-                    if (lanes == 8)
-                        pv_small(w, vb, row, go, contig, 8, acc8[h]);
-                    else
-                        pv_small(w, vb, row, go, contig, lanes, acc8[h]);
-                } else {
-                    if (lanes == 8)
-                        pv_any(w, vb, row, go, contig, 8, hd, hs->acc);
-                    else
-                        pv_any(w, vb, row, go, contig, lanes, hd, hs->acc);
-                }
-            }
+        /* Weights, denominators and weighted sums of values, a head at a
+         * time (its accumulators stay in registers). */
+        for (int64_t h = 0; h < g; h++) {
+            head_state *hs = &st[h];
+            v8f acc[2] = {acc8[h][0], acc8[h][1]}, d = hs->d;
+            const v8f m = splat8(hs->m);
+            for (j0 = 0; j0 + 8 <= n; j0 += 8)
+                weight_step(hs, m, &d, acc, v_base, offs, j0, 8, row, contig, hd);
+            if (j0 < n) weight_step(hs, m, &d, acc, v_base, offs, j0, (int)(n - j0), row, contig, hd);
+            hs->d = d;
+            acc8[h][0] = acc[0], acc8[h][1] = acc[1];
         }
     }
-    for (int64_t h = 0; h < g; h++) {
+    _Pragma("GCC unroll 4") for (int64_t h = 0; h < g; h++) {
         float inv = 1.0f / hsum8(st[h].d);
         if (small)
             store8(out + h * hd, (acc8[h][0] + acc8[h][1]) * inv);
