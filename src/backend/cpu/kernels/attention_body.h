@@ -31,6 +31,7 @@
 
 typedef pw_v8f v8f;
 typedef pw_v8i v8i;
+typedef unsigned v8u __attribute__((vector_size(8 * sizeof(unsigned))));
 typedef pw_v8f_u v8f_u;
 
 #define AI static inline __attribute__((always_inline))
@@ -97,18 +98,6 @@ AI v8f vsel(v8i mask, v8f a, v8f b) {
 #endif
 }
 
-/* floor(x) for |x| < 2^31 (exact either way). */
-AI v8f vfloor(v8f x) {
-#if defined(__AVX2__)
-    return (v8f)_mm256_floor_ps((__m256)x);
-#else
-    v8i n = __builtin_convertvector(x, v8i);
-    v8f nf = __builtin_convertvector(n, v8f);
-    n = n + (nf > x);
-    return __builtin_convertvector(n, v8f);
-#endif
-}
-
 AI float hmax8(v8f m) {
     m = vmax(m, __builtin_shufflevector(m, m, 4, 5, 6, 7, 0, 1, 2, 3));
     m = vmax(m, __builtin_shufflevector(m, m, 2, 3, 0, 1, 6, 7, 4, 5));
@@ -122,8 +111,13 @@ AI v8f exp_softmax(v8f x) {
     const float lo = -87.3f;
     v8i under = x < lo;
     x = vmax(splat8(lo), x);
-    v8f nf = vfloor(pw_v8_madd(x, splat8(1.44269504088896341f), splat8(0.5f)));
-    v8i n = __builtin_convertvector(nf, v8i);
+    /* t = M + n with n = x*log2(e) rounded to nearest (t in [2^23, 2^24),
+     * where floats are the integers), M = 1.5*2^23 + 127: the low mantissa
+     * bits of t are then n + 127 (+ 2^22), which shifted into the exponent
+     * field give 2^n. */
+    const float magic = 12582912.0f + 127.0f;
+    v8f t = pw_v8_madd(x, splat8(1.44269504088896341f), splat8(magic));
+    v8f nf = t - magic;
     x = pw_v8_madd(nf, splat8(-0.693359375f), x);
     x = pw_v8_madd(nf, splat8(2.12194440e-4f), x);
     v8f z = x * x;
@@ -133,7 +127,9 @@ AI v8f exp_softmax(v8f x) {
     y = pw_v8_madd(y, x, splat8(1.6666665459e-1f));
     y = pw_v8_madd(y, x, splat8(5.0000001201e-1f));
     y = pw_v8_madd(y, z, x) + 1.0f;
-    v8i bits = (n + 127) << 23;
+    v8u bits;
+    memcpy(&bits, &t, sizeof bits);
+    bits = bits << 23;
     v8f scale;
     memcpy(&scale, &bits, sizeof scale);
     return vsel(under, (v8f){0}, y * scale);
