@@ -147,7 +147,20 @@ typedef struct head_state {
 /* Row j (0..7) of a group: rows at base + j*row when the group's 8
  * positions are consecutive slots, else at base + offs[j]. */
 AI const float *lane_row(const float *base, int j, int64_t row, const int64_t *offs, bool contig) {
-    return contig ? base + j * row : base + offs[j];
+    if (!contig) return base + offs[j];
+    /* Rows 0..7 as base + {0,1,2,4}*row and (base + 3*row) + {0,1,2,3,4}*row,
+     * so that x86 addressing reaches all eight from two bases. */
+    const float *b3 = base + 3 * row;
+    switch (j) {
+    case 0: return base;
+    case 1: return base + row;
+    case 2: return base + 2 * row;
+    case 3: return b3;
+    case 4: return base + 4 * row;
+    case 5: return b3 + 2 * row;
+    case 6: return b3 + 3 * row;
+    default: return b3 + 4 * row;
+    }
 }
 
 /* Scores (times the scale, through qs) of the 8 rows of a group. */
