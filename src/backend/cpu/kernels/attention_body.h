@@ -197,15 +197,22 @@ AI void pv_small(const float *w, const float *vb, int64_t row, const int64_t *of
                                     acc[j & 1]);
 }
 
-/* acc += w[j] * v_j for the group's first `lanes` rows, any head_dim. */
+/* acc += w[j] * v_j for the group's first `lanes` rows, any head_dim: up
+ * to 8 blocks of 8 dims at a time sit in registers while the rows go by,
+ * so one broadcast of w[j] serves them all. */
 AI void pv_any(const float *w, const float *vb, int64_t row, const int64_t *offs, bool contig,
                int lanes, int64_t hd, float *acc) {
     const int64_t nb = hd / 8;
-    for (int64_t b = 0; b < nb; b++) {
-        v8f a = load8(acc + 8 * b);
-        for (int j = 0; j < lanes; j++)
-            a = pw_v8_madd(bcast(w + j), load8(lane_row(vb, j, row, offs, contig) + 8 * b), a);
-        store8(acc + 8 * b, a);
+    for (int64_t b0 = 0; b0 < nb; b0 += 8) {
+        const int64_t nbb = nb - b0 < 8 ? nb - b0 : 8;
+        v8f av[8];
+        for (int64_t b = 0; b < nbb; b++) av[b] = load8(acc + 8 * (b0 + b));
+        for (int j = 0; j < lanes; j++) {
+            const v8f wj = bcast(w + j);
+            const float *r = lane_row(vb, j, row, offs, contig) + 8 * b0;
+            for (int64_t b = 0; b < nbb; b++) av[b] = pw_v8_madd(wj, load8(r + 8 * b), av[b]);
+        }
+        for (int64_t b = 0; b < nbb; b++) store8(acc + 8 * (b0 + b), av[b]);
     }
     for (int64_t i = nb * 8; i < hd; i++)
         for (int j = 0; j < lanes; j++)
