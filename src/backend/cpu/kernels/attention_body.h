@@ -14,7 +14,7 @@
  *          whole block of 8 are madd'ed onto that in index order.
  *   the chunk max raises the running max m; then d (8 lanes) and the
  *   accumulator are multiplied by exp(m_old - m_new) (when m_old is finite);
- *   w = exp(s - m) per position; d[j] += w (lane j of the group);
+ *   w = exp(s - m) per position (exp_softmax below); d[j] += w (lane j);
  *   acc = madd(w, v, acc) in position order; for head_dim 8 there are two
  *   accumulators, even and odd positions, summed at the end.
  *   out = acc * (1 / (((d0+d1)+(d2+d3)) + ((d4+d5)+(d6+d7)))).
