@@ -2,6 +2,7 @@
  * engine relies on: one-shot prefill, chunked prefill, token-by-token decode
  * and mixed batches with padding all give the same bits per token. Bad
  * metadata gives zero rows, never a crash. */
+#include "backend/cpu/kernels/attention_isa.h"
 #include "backend/cpu/kernels/kernels.h"
 #include "kernel_test_util.h"
 
@@ -279,11 +280,102 @@ static void test_bad_metadata(void) {
     fixture_free(&f);
 }
 
+/* Shapes off the fixture's: head_dim 8 / 64 / 128 (the specialised
+ * instances), 4 and 12 and 20 (dims past the last block of 8), group sizes
+ * 1..10 (past HEAD_GROUP_MAX), block sizes that do and do not keep groups
+ * of 8 positions in one block, contexts across the softmax chunk. Every
+ * row is checked against double precision, and the baseline and AVX2+FMA
+ * copies of the body, called directly, give the same bits. */
+typedef struct shape { int hd, heads, kv, block, len; } shape;
+
+static void test_shapes_and_isa_copies(void) {
+    const shape shapes[] = {
+        {8, 8, 4, 16, 300}, {64, 9, 3, 16, 70}, {8, 4, 2, 4, 40},   {12, 6, 1, 8, 40},
+        {4, 2, 2, 16, 20},  {128, 4, 1, 16, 20}, {20, 10, 1, 5, 30}, {64, 4, 4, 12, 270},
+    };
+#if PW_HAVE_FMA_KERNELS
+    __builtin_cpu_init();
+    const bool fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+    for (size_t c = 0; c < KT_LEN(shapes); c++) {
+        const shape sh = shapes[c];
+        const int qw = sh.heads * sh.hd, kw = sh.kv * sh.hd, n = sh.len;
+        const int max_blocks = (n + sh.block - 1) / sh.block, num_blocks = max_blocks + 2;
+        int32_t *table = malloc(max_blocks * sizeof *table);
+        for (int b = 0; b < max_blocks; b++) table[b] = num_blocks - 1 - b; /* reversed */
+        float *q = kt_random((size_t)n * qw), *k = kt_random((size_t)n * kw),
+              *v = kt_random((size_t)n * kw);
+        for (int p = 0; p < n; p++) /* scores grow along the sequence: rescaling */
+            for (int i = 0; i < kw; i++) k[(size_t)p * kw + i] *= 1.0f + p / 64.0f;
+        float *kc = kt_random((size_t)num_blocks * sh.block * kw),
+              *vc = kt_random((size_t)num_blocks * sh.block * kw);
+        int32_t *pos = malloc(n * sizeof *pos), *slot = malloc(n * sizeof *slot),
+                *seq = calloc(n, sizeof *seq);
+        for (int t = 0; t < n; t++)
+            pos[t] = t, slot[t] = table[t / sh.block] * sh.block + t % sh.block;
+        float *out = kt_zeros((size_t)n * qw), *out2 = kt_zeros((size_t)n * qw);
+        pw_attn_meta meta = {pos, slot, seq, table, max_blocks, sh.block};
+        pw_k_attention_args a = {out, q, k, v, kc, vc, &meta, n, sh.heads, sh.kv,
+                                 sh.hd, qw, kw, num_blocks, 1};
+        pw_k_attention(&a);
+        double worst = 0, *ref = malloc(qw * sizeof *ref), *sc = malloc(n * sizeof *sc);
+        for (int t = 0; t < n; t += (t < 9 ? 1 : 7)) {
+            for (int h = 0; h < sh.heads; h++) {
+                int kvh = h / (sh.heads / sh.kv);
+                double mx = -INFINITY, den = 0;
+                for (int j = 0; j <= t; j++) {
+                    double d = 0;
+                    for (int i = 0; i < sh.hd; i++)
+                        d += (double)q[(size_t)t * qw + h * sh.hd + i] * k[(size_t)j * kw + kvh * sh.hd + i];
+                    sc[j] = d / sqrt((double)sh.hd);
+                    if (sc[j] > mx) mx = sc[j];
+                }
+                for (int i = 0; i < sh.hd; i++) ref[h * sh.hd + i] = 0;
+                for (int j = 0; j <= t; j++) {
+                    double w = exp(sc[j] - mx);
+                    den += w;
+                    for (int i = 0; i < sh.hd; i++)
+                        ref[h * sh.hd + i] += w * v[(size_t)j * kw + kvh * sh.hd + i];
+                }
+                for (int i = 0; i < sh.hd; i++) ref[h * sh.hd + i] /= den;
+            }
+            double e = kt_max_rel_err(out + (size_t)t * qw, ref, qw);
+            if (e > worst) worst = e;
+        }
+        if (!(worst < 1e-5)) fprintf(stderr, "shape %zu: error %g\n", c, worst);
+        CHECK(worst < 1e-5);
+        /* The copies, called directly on the written cache. */
+        a.out = out2;
+        pw_k_attention_rows_generic(&a, 0, n);
+        if (!kt_bitwise_equal(out, out2, (size_t)n * qw * sizeof *out))
+            fprintf(stderr, "shape %zu: baseline copy differs\n", c);
+        CHECK(kt_bitwise_equal(out, out2, (size_t)n * qw * sizeof *out));
+#if PW_HAVE_FMA_KERNELS
+        if (fma) {
+            memset(out2, 0, (size_t)n * qw * sizeof *out2);
+            pw_k_attention_rows_fma(&a, 0, n);
+            if (!kt_bitwise_equal(out, out2, (size_t)n * qw * sizeof *out))
+                fprintf(stderr, "shape %zu: FMA copy differs\n", c);
+            CHECK(kt_bitwise_equal(out, out2, (size_t)n * qw * sizeof *out));
+        }
+#endif
+        /* Decode of the last position alone gives its prefill row. */
+        a.out = out2, a.n_tokens = 1, a.q = q + (size_t)(n - 1) * qw;
+        a.k = k + (size_t)(n - 1) * kw, a.v = v + (size_t)(n - 1) * kw;
+        meta.positions = pos + n - 1, meta.slot_mapping = slot + n - 1;
+        pw_k_attention(&a);
+        CHECK(kt_bitwise_equal(out2, out + (size_t)(n - 1) * qw, qw * sizeof *out));
+        free(ref), free(sc), free(out), free(out2), free(pos), free(slot), free(seq);
+        free(q), free(k), free(v), free(kc), free(vc), free(table);
+    }
+}
+
 int main(void) {
     kt_seed(21);
     test_prefill_chunked_decode();
     test_mixed_batches();
     test_long_context();
     test_bad_metadata();
+    test_shapes_and_isa_copies();
     return pw_test_finish("kernels_attention");
 }
