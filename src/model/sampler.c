@@ -15,37 +15,47 @@ static uint64_t next_u64(uint64_t *state) {
 
 static double uniform01(uint64_t *state) { return (double)(next_u64(state) >> 11) * 0x1.0p-53; }
 
-/* One pass in eight lanes: lane j keeps the largest value among elements
- * j, j+8, j+16, ... and the first index holding it (a strict `>` keeps the
- * earlier index on ties, and NaN never wins it). The answer is the largest
- * lane value with the smallest index among the lanes that hold it: the
- * first index of the maximum. Greedy sampling runs every step on the host,
- * so it should cost little next to a replayed forward. */
-typedef float greedy_v8f __attribute__((vector_size(32)));
-typedef int32_t greedy_v8i __attribute__((vector_size(32)));
+/* One pass in eight lanes (two 4-lane halves, which the baseline x86-64
+ * ISA holds in one register each): lane j keeps the largest value among
+ * elements j, j+8, j+16, ... and the first index holding it (a strict `>`
+ * keeps the earlier index on ties, and NaN never wins it). The answer is
+ * the largest lane value with the smallest index among the lanes that
+ * hold it: the first index of the maximum. Greedy sampling runs every step
+ * on the host, so it should cost little next to a replayed forward. It is
+ * built for the baseline ISA only: a target_clones resolver here would run
+ * before ThreadSanitizer initialises in TSan builds. */
+typedef float greedy_v4f __attribute__((vector_size(16)));
+typedef int32_t greedy_v4i __attribute__((vector_size(16)));
 
-/* Built for the baseline ISA only (two 4-lane halves on SSE2): a
- * target_clones resolver here would run before ThreadSanitizer initialises
- * in TSan builds of this component. */
+static inline greedy_v4i keep_greater(greedy_v4f v, greedy_v4f *best, greedy_v4i idx,
+                                      greedy_v4i best_i) {
+    greedy_v4i gt = v > *best;
+    *best = (greedy_v4f)(((greedy_v4i)v & gt) | ((greedy_v4i)*best & ~gt));
+    return (idx & gt) | (best_i & ~gt);
+}
+
 int32_t pw_sample_greedy(const float *logits, int64_t vocab) {
-    greedy_v8f best = (greedy_v8f){0} - INFINITY;
-    greedy_v8i best_i = (greedy_v8i){0} - 1, idx = {0, 1, 2, 3, 4, 5, 6, 7};
+    greedy_v4f best[2] = {(greedy_v4f){0} - INFINITY, (greedy_v4f){0} - INFINITY};
+    greedy_v4i best_i[2] = {(greedy_v4i){0} - 1, (greedy_v4i){0} - 1};
+    greedy_v4i idx = {0, 1, 2, 3};
     int64_t i = 0;
     for (; i + 8 <= vocab && i + 8 <= INT32_MAX; i += 8) {
-        greedy_v8f v;
-        memcpy(&v, logits + i, sizeof v);
-        greedy_v8i gt = v > best;
-        best = (greedy_v8f)(((greedy_v8i)v & gt) | ((greedy_v8i)best & ~gt));
-        best_i = (idx & gt) | (best_i & ~gt);
+        greedy_v4f lo, hi;
+        memcpy(&lo, logits + i, sizeof lo);
+        memcpy(&hi, logits + i + 4, sizeof hi);
+        best_i[0] = keep_greater(lo, &best[0], idx, best_i[0]);
+        best_i[1] = keep_greater(hi, &best[1], idx + 4, best_i[1]);
         idx += 8;
     }
     float top = -INFINITY;
     int64_t top_i = -1;
-    for (int j = 0; j < 8; j++)
-        if (best_i[j] >= 0 && (best[j] > top || (best[j] == top && best_i[j] < top_i))) {
-            top = best[j];
-            top_i = best_i[j];
-        }
+    for (int h = 0; h < 2; h++)
+        for (int j = 0; j < 4; j++)
+            if (best_i[h][j] >= 0 &&
+                (best[h][j] > top || (best[h][j] == top && best_i[h][j] < top_i))) {
+                top = best[h][j];
+                top_i = best_i[h][j];
+            }
     for (; i < vocab; i++)
         if (logits[i] > top) {
             top = logits[i];
