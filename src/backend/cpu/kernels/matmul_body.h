@@ -1,0 +1,190 @@
+/* Tile code of the own f32 matmul (matmul.c), compiled twice: by matmul.c
+ * for the baseline ISA and by matmul_fma.c with AVX2+FMA (isa.h). The
+ * canonical per-element sequence is documented in matmul.c; every
+ * multiply-add goes through pw_v8_madd (one rounding in both copies), so
+ * both copies return the same bits.
+ *
+ * Not a normal header: included once per copy, defines PW_ISA(...)
+ * functions and static helpers of its own. */
+#include "backend/cpu/kernels/isa.h"
+#include "backend/cpu/kernels/matmul_isa.h"
+#include "backend/cpu/kernels/vec_math.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#define MM_INLINE static inline __attribute__((always_inline))
+
+typedef float mm_v4f __attribute__((vector_size(4 * sizeof(float))));
+
+/* Vectors travel through pointers and memcpy (unaligned loads), never by
+ * value across a function boundary, so the calling convention does not
+ * depend on -mavx. */
+MM_INLINE pw_v8f mm_load(const float *p) {
+    pw_v8f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* The first K % 8 floats at p, the other lanes +0.0 (the zero padding of the
+ * canonical sequence); reads nothing past p[rem-1]. */
+MM_INLINE pw_v8f mm_load_tail(const float *p, int64_t rem, pw_v8i mask) {
+#if defined(__AVX2__)
+    (void)rem;
+    return (pw_v8f)_mm256_maskload_ps(p, (__m256i)mask);
+#else
+    (void)mask;
+    pw_v8f v = {0};
+    for (int64_t l = 0; l < rem; l++) v[l] = p[l];
+    return v;
+#endif
+}
+
+/* The tree of eight lane sums, for eight accumulators at once: lane e of
+ * the result is ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)) of acc[e], the same
+ * adds in the same order as the scalar tree, only with values moved
+ * between lanes by shuffles (which round nothing). Pairing acc[e] with
+ * acc[e+4] in the first step makes the result come out in order. */
+MM_INLINE pw_v8f mm_reduce8(const pw_v8f *acc) {
+    pw_v8f p[4]; /* p[e] = [acc[e]: a0+a4, a1+a5, a2+a6, a3+a7 | acc[e+4]: same] */
+    for (int e = 0; e < 4; e++)
+        p[e] = __builtin_shufflevector(acc[e], acc[e + 4], 0, 1, 2, 3, 8, 9, 10, 11) +
+               __builtin_shufflevector(acc[e], acc[e + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+    /* q = [(p0+p2), (p1+p3) of the first element, the same of the second |
+     *      the same for the two upper halves] */
+    pw_v8f q01 = __builtin_shufflevector(p[0], p[1], 0, 1, 8, 9, 4, 5, 12, 13) +
+                 __builtin_shufflevector(p[0], p[1], 2, 3, 10, 11, 6, 7, 14, 15);
+    pw_v8f q23 = __builtin_shufflevector(p[2], p[3], 0, 1, 8, 9, 4, 5, 12, 13) +
+                 __builtin_shufflevector(p[2], p[3], 2, 3, 10, 11, 6, 7, 14, 15);
+    return __builtin_shufflevector(q01, q23, 0, 2, 8, 10, 4, 6, 12, 14) +
+           __builtin_shufflevector(q01, q23, 1, 3, 9, 11, 5, 7, 13, 15);
+}
+
+/* The same tree for four accumulators: lane e is the tree of acc[e]. */
+MM_INLINE mm_v4f mm_reduce4(const pw_v8f *acc) {
+    /* p01 = [acc0: a0+a4, a1+a5, a2+a6, a3+a7 | acc1: same], p23 likewise */
+    pw_v8f p01 = __builtin_shufflevector(acc[0], acc[1], 0, 1, 2, 3, 8, 9, 10, 11) +
+                 __builtin_shufflevector(acc[0], acc[1], 4, 5, 6, 7, 12, 13, 14, 15);
+    pw_v8f p23 = __builtin_shufflevector(acc[2], acc[3], 0, 1, 2, 3, 8, 9, 10, 11) +
+                 __builtin_shufflevector(acc[2], acc[3], 4, 5, 6, 7, 12, 13, 14, 15);
+    /* q = [acc0: (a0+a4)+(a2+a6), (a1+a5)+(a3+a7), acc2: same | acc1, acc3] */
+    pw_v8f q = __builtin_shufflevector(p01, p23, 0, 1, 8, 9, 4, 5, 12, 13) +
+               __builtin_shufflevector(p01, p23, 2, 3, 10, 11, 6, 7, 14, 15);
+    mm_v4f lo = __builtin_shufflevector(q, q, 0, 1, 2, 3), hi = __builtin_shufflevector(q, q, 4, 5, 6, 7);
+    return __builtin_shufflevector(lo, hi, 0, 4, 2, 6) + __builtin_shufflevector(lo, hi, 1, 5, 3, 7);
+}
+
+/* Most accumulators of one tile: 3 x 4 (batch) or 1 x 8 (single rows). */
+#define MM_MAX_ACCS 12
+
+/* A rows x cols block of outputs, K = kv + rem (rem = K % 8, lanes of the
+ * zero-padded last block selected by tmask). Always inlined with constant
+ * shapes so each call site becomes a fully unrolled register tile. Output
+ * (r, c) uses accumulator r * cols + c. */
+MM_INLINE void mm_tile(float *y, const float *x, const float *w, int64_t ldy, int64_t k,
+                       int64_t kv, int64_t rem, pw_v8i tmask, int rows, int cols) {
+    pw_v8f acc[MM_MAX_ACCS];
+    for (int a = 0; a < rows * cols; a++) acc[a] = (pw_v8f){0};
+    /* One pointer per row end and column end and an index counting up to
+     * zero: the loop keeps no bound. */
+    const float *xe[3], *we[8];
+    for (int r = 0; r < rows; r++) xe[r] = x + r * k + kv;
+    for (int c = 0; c < cols; c++) we[c] = w + c * k + kv;
+    for (int64_t i = -kv; i < 0; i += PW_VEC_LANES) {
+        pw_v8f xv[3];
+        for (int r = 0; r < rows; r++) xv[r] = mm_load(xe[r] + i);
+        for (int c = 0; c < cols; c++) {
+            pw_v8f wv = mm_load(we[c] + i);
+            for (int r = 0; r < rows; r++)
+                acc[r * cols + c] = pw_v8_madd(xv[r], wv, acc[r * cols + c]);
+        }
+    }
+    if (rem) {
+        pw_v8f xv[3];
+        for (int r = 0; r < rows; r++) xv[r] = mm_load_tail(xe[r], rem, tmask);
+        for (int c = 0; c < cols; c++) {
+            pw_v8f wv = mm_load_tail(we[c], rem, tmask);
+            for (int r = 0; r < rows; r++)
+                acc[r * cols + c] = pw_v8_madd(xv[r], wv, acc[r * cols + c]);
+        }
+    }
+    if (rows == 1 && cols == 8) {
+        pw_v8f s = mm_reduce8(acc);
+        memcpy(y, &s, sizeof s);
+        return;
+    }
+    if (rows == 3 && cols == 4) {
+        pw_v8f s01 = mm_reduce8(acc);
+        mm_v4f s2 = mm_reduce4(acc + 8);
+        memcpy(y, &s01, 4 * sizeof(float));
+        memcpy(y + ldy, (const float *)&s01 + 4, 4 * sizeof(float));
+        memcpy(y + 2 * ldy, &s2, sizeof s2);
+        return;
+    }
+    /* Narrow tiles (leftover columns): reduce in groups of 8, padded with
+     * zero accumulators whose sums are never stored. */
+    int n_acc = rows * cols;
+    for (int g = 0; g < n_acc; g += 8) {
+        pw_v8f grp[8];
+        for (int e = 0; e < 8; e++) grp[e] = g + e < n_acc ? acc[g + e] : (pw_v8f){0};
+        pw_v8f s = mm_reduce8(grp);
+        for (int e = 0; e < 8 && g + e < n_acc; e++)
+            y[(g + e) / cols * ldy + (g + e) % cols] = s[e];
+    }
+}
+
+/* Columns [j0, j1) of three rows: 3 x 4 tiles, then one narrower tile. Kept
+ * out of line so that the tile gets the whole register file. */
+static __attribute__((noinline)) void mm_rows3(float *y, const float *x, const float *w,
+                                               int64_t ldy, int64_t k, int64_t j0, int64_t j1,
+                                               int64_t kv, int64_t rem, const pw_v8i *tmask) {
+    pw_v8i m = *tmask;
+    int64_t j = j0;
+    for (; j + 4 <= j1; j += 4) mm_tile(y + j, x, w + j * k, ldy, k, kv, rem, m, 3, 4);
+    switch (j1 - j) {
+    case 0: break;
+    case 1: mm_tile(y + j, x, w + j * k, ldy, k, kv, rem, m, 3, 1); break;
+    case 2: mm_tile(y + j, x, w + j * k, ldy, k, kv, rem, m, 3, 2); break;
+    default: mm_tile(y + j, x, w + j * k, ldy, k, kv, rem, m, 3, 3); break;
+    }
+}
+
+/* Columns [j0, j1) of one row: 1 x 8 tiles, then one narrower tile. */
+static __attribute__((noinline)) void mm_row1(float *y, const float *x, const float *w,
+                                              int64_t ldy, int64_t k, int64_t j0, int64_t j1,
+                                              int64_t kv, int64_t rem, const pw_v8i *tmask) {
+    pw_v8i m = *tmask;
+    int64_t j = j0;
+    for (; j + 8 <= j1; j += 8) mm_tile(y + j, x, w + j * k, ldy, k, kv, rem, m, 1, 8);
+    switch (j1 - j) {
+    case 0: break;
+    case 1: mm_tile(y + j, x, w + j * k, ldy, k, kv, rem, m, 1, 1); break;
+    case 2: mm_tile(y + j, x, w + j * k, ldy, k, kv, rem, m, 1, 2); break;
+    case 3: mm_tile(y + j, x, w + j * k, ldy, k, kv, rem, m, 1, 3); break;
+    case 4: mm_tile(y + j, x, w + j * k, ldy, k, kv, rem, m, 1, 4); break;
+    case 5: mm_tile(y + j, x, w + j * k, ldy, k, kv, rem, m, 1, 5); break;
+    case 6: mm_tile(y + j, x, w + j * k, ldy, k, kv, rem, m, 1, 6); break;
+    default: mm_tile(y + j, x, w + j * k, ldy, k, kv, rem, m, 1, 7); break;
+    }
+}
+
+void PW_ISA(pw_k_matmul_cols)(float *y, const float *x, const float *w, int64_t n_tokens,
+                              int64_t n, int64_t k, int64_t j0, int64_t j1) {
+    int64_t kv = k / PW_VEC_LANES * PW_VEC_LANES, rem = k - kv;
+    pw_v8i tmask;
+    for (int l = 0; l < PW_VEC_LANES; l++) tmask[l] = l < rem ? -1 : 0;
+    int64_t col_block = MM_COL_BLOCK_BYTES / ((k > 0 ? k : 1) * (int64_t)sizeof(float));
+    col_block = col_block < 8 ? 8 : col_block / 8 * 8;
+    int64_t t3 = n_tokens / 3 * 3;
+    for (int64_t n0 = j0; n0 < j1; n0 += col_block) {
+        int64_t n1 = n0 + col_block < j1 ? n0 + col_block : j1;
+        for (int64_t t = 0; t < t3; t += 3)
+            mm_rows3(y + t * n, x + t * k, w, n, k, n0, n1, kv, rem, &tmask);
+        for (int64_t t = t3; t < n_tokens; t++)
+            mm_row1(y + t * n, x + t * k, w, n, k, n0, n1, kv, rem, &tmask);
+    }
+}
