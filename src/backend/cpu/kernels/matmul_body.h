@@ -81,33 +81,44 @@ MM_INLINE mm_v4f mm_reduce4(const pw_v8f *acc) {
 /* Most accumulators of one tile: 3 x 4 (batch) or 1 x 8 (single rows). */
 #define MM_MAX_ACCS 12
 
-/* A rows x cols block of outputs, K = kv + rem (rem = K % 8, lanes of the
- * zero-padded last block selected by tmask). Always inlined with constant
- * shapes so each call site becomes a fully unrolled register tile. Output
- * (r, c) uses accumulator r * cols + c. */
-MM_INLINE void mm_tile(float *y, const float *x, const float *w, int64_t ldy, int64_t k,
-                       int64_t kv, int64_t rem, pw_v8i tmask, int rows, int cols) {
+/* What every tile of one call shares: K = kv + rem (rem = K % 8), the lanes
+ * of the zero-padded last block (mask), and y's row stride. */
+typedef struct mm_shape {
+    pw_v8i mask;
+    int64_t k, kv, rem, ldy;
+} mm_shape;
+
+/* One block of 8 lanes for every accumulator of a tile, at offset i from the
+ * row and column pointers. */
+MM_INLINE void mm_block(pw_v8f *acc, const float *const *xe, const float *const *we, int64_t i,
+                        int rows, int cols) {
+    pw_v8f xv[3];
+    for (int r = 0; r < rows; r++) xv[r] = mm_load(xe[r] + i);
+    for (int c = 0; c < cols; c++) {
+        pw_v8f wv = mm_load(we[c] + i);
+        for (int r = 0; r < rows; r++) acc[r * cols + c] = pw_v8_madd(xv[r], wv, acc[r * cols + c]);
+    }
+}
+
+/* A rows x cols block of outputs. Always inlined with constant shapes so
+ * each call site becomes a fully unrolled register tile. Output (r, c) uses
+ * accumulator r * cols + c. */
+MM_INLINE void mm_tile(float *y, const float *x, const float *w, int64_t k, int64_t kv,
+                       int64_t rem, pw_v8i mask, int64_t ldy, int rows, int cols) {
     pw_v8f acc[MM_MAX_ACCS];
     for (int a = 0; a < rows * cols; a++) acc[a] = (pw_v8f){0};
     /* One pointer per row end and column end and an index counting up to
-     * zero: the loop keeps no bound. */
+     * zero: the loop keeps no bound. An odd first block, then two blocks
+     * per iteration (each accumulator still takes its blocks in order). */
     const float *xe[3], *we[8];
     for (int r = 0; r < rows; r++) xe[r] = x + r * k + kv;
     for (int c = 0; c < cols; c++) we[c] = w + c * k + kv;
-    for (int64_t i = -kv; i < 0; i += PW_VEC_LANES) {
-        pw_v8f xv[3];
-        for (int r = 0; r < rows; r++) xv[r] = mm_load(xe[r] + i);
-        for (int c = 0; c < cols; c++) {
-            pw_v8f wv = mm_load(we[c] + i);
-            for (int r = 0; r < rows; r++)
-                acc[r * cols + c] = pw_v8_madd(xv[r], wv, acc[r * cols + c]);
-        }
-    }
+    for (int64_t i = -kv; i < 0; i += PW_VEC_LANES) mm_block(acc, xe, we, i, rows, cols);
     if (rem) {
         pw_v8f xv[3];
-        for (int r = 0; r < rows; r++) xv[r] = mm_load_tail(xe[r], rem, tmask);
+        for (int r = 0; r < rows; r++) xv[r] = mm_load_tail(xe[r], rem, mask);
         for (int c = 0; c < cols; c++) {
-            pw_v8f wv = mm_load_tail(we[c], rem, tmask);
+            pw_v8f wv = mm_load_tail(we[c], rem, mask);
             for (int r = 0; r < rows; r++)
                 acc[r * cols + c] = pw_v8_madd(xv[r], wv, acc[r * cols + c]);
         }
@@ -140,51 +151,57 @@ MM_INLINE void mm_tile(float *y, const float *x, const float *w, int64_t ldy, in
 /* Columns [j0, j1) of three rows: 3 x 4 tiles, then one narrower tile. Kept
  * out of line so that the tile gets the whole register file. */
 static __attribute__((noinline)) void mm_rows3(float *y, const float *x, const float *w,
-                                               int64_t ldy, int64_t k, int64_t j0, int64_t j1,
-                                               int64_t kv, int64_t rem, const pw_v8i *tmask) {
-    pw_v8i m = *tmask;
+                                               const mm_shape *sh, int64_t j0, int64_t j1) {
+    const int64_t k = sh->k, kv = sh->kv, rem = sh->rem, ldy = sh->ldy;
+    const pw_v8i m = sh->mask;
     int64_t j = j0;
-    for (; j + 4 <= j1; j += 4) mm_tile(y + j, x, w + j * k, ldy, k, kv, rem, m, 3, 4);
+    for (; j + 4 <= j1; j += 4) mm_tile(y + j, x, w + j * k, k, kv, rem, m, ldy, 3, 4);
     switch (j1 - j) {
     case 0: break;
-    case 1: mm_tile(y + j, x, w + j * k, ldy, k, kv, rem, m, 3, 1); break;
-    case 2: mm_tile(y + j, x, w + j * k, ldy, k, kv, rem, m, 3, 2); break;
-    default: mm_tile(y + j, x, w + j * k, ldy, k, kv, rem, m, 3, 3); break;
+    case 1: mm_tile(y + j, x, w + j * k, k, kv, rem, m, ldy, 3, 1); break;
+    case 2: mm_tile(y + j, x, w + j * k, k, kv, rem, m, ldy, 3, 2); break;
+    default: mm_tile(y + j, x, w + j * k, k, kv, rem, m, ldy, 3, 3); break;
     }
 }
 
 /* Columns [j0, j1) of one row: 1 x 8 tiles, then one narrower tile. */
 static __attribute__((noinline)) void mm_row1(float *y, const float *x, const float *w,
-                                              int64_t ldy, int64_t k, int64_t j0, int64_t j1,
-                                              int64_t kv, int64_t rem, const pw_v8i *tmask) {
-    pw_v8i m = *tmask;
+                                              const mm_shape *sh, int64_t j0, int64_t j1) {
+    const int64_t k = sh->k, kv = sh->kv, rem = sh->rem, ldy = sh->ldy;
+    const pw_v8i m = sh->mask;
     int64_t j = j0;
-    for (; j + 8 <= j1; j += 8) mm_tile(y + j, x, w + j * k, ldy, k, kv, rem, m, 1, 8);
+    for (; j + 8 <= j1; j += 8) mm_tile(y + j, x, w + j * k, k, kv, rem, m, ldy, 1, 8);
     switch (j1 - j) {
     case 0: break;
-    case 1: mm_tile(y + j, x, w + j * k, ldy, k, kv, rem, m, 1, 1); break;
-    case 2: mm_tile(y + j, x, w + j * k, ldy, k, kv, rem, m, 1, 2); break;
-    case 3: mm_tile(y + j, x, w + j * k, ldy, k, kv, rem, m, 1, 3); break;
-    case 4: mm_tile(y + j, x, w + j * k, ldy, k, kv, rem, m, 1, 4); break;
-    case 5: mm_tile(y + j, x, w + j * k, ldy, k, kv, rem, m, 1, 5); break;
-    case 6: mm_tile(y + j, x, w + j * k, ldy, k, kv, rem, m, 1, 6); break;
-    default: mm_tile(y + j, x, w + j * k, ldy, k, kv, rem, m, 1, 7); break;
+    case 1: mm_tile(y + j, x, w + j * k, k, kv, rem, m, ldy, 1, 1); break;
+    case 2: mm_tile(y + j, x, w + j * k, k, kv, rem, m, ldy, 1, 2); break;
+    case 3: mm_tile(y + j, x, w + j * k, k, kv, rem, m, ldy, 1, 3); break;
+    case 4: mm_tile(y + j, x, w + j * k, k, kv, rem, m, ldy, 1, 4); break;
+    case 5: mm_tile(y + j, x, w + j * k, k, kv, rem, m, ldy, 1, 5); break;
+    case 6: mm_tile(y + j, x, w + j * k, k, kv, rem, m, ldy, 1, 6); break;
+    default: mm_tile(y + j, x, w + j * k, k, kv, rem, m, ldy, 1, 7); break;
     }
 }
 
 void PW_ISA(pw_k_matmul_cols)(float *y, const float *x, const float *w, int64_t n_tokens,
                               int64_t n, int64_t k, int64_t j0, int64_t j1) {
-    int64_t kv = k / PW_VEC_LANES * PW_VEC_LANES, rem = k - kv;
-    pw_v8i tmask;
-    for (int l = 0; l < PW_VEC_LANES; l++) tmask[l] = l < rem ? -1 : 0;
+    mm_shape sh;
+    sh.k = k;
+    sh.kv = k / PW_VEC_LANES * PW_VEC_LANES;
+    sh.rem = k - sh.kv;
+    sh.ldy = n;
+    sh.mask = (pw_v8i){0, 1, 2, 3, 4, 5, 6, 7} < (int)sh.rem;
+    if (n_tokens < 3) {
+        /* One pass over the weights whatever the blocking: skip it. */
+        for (int64_t t = 0; t < n_tokens; t++) mm_row1(y + t * n, x + t * k, w, &sh, j0, j1);
+        return;
+    }
     int64_t col_block = MM_COL_BLOCK_BYTES / ((k > 0 ? k : 1) * (int64_t)sizeof(float));
     col_block = col_block < 8 ? 8 : col_block / 8 * 8;
     int64_t t3 = n_tokens / 3 * 3;
     for (int64_t n0 = j0; n0 < j1; n0 += col_block) {
         int64_t n1 = n0 + col_block < j1 ? n0 + col_block : j1;
-        for (int64_t t = 0; t < t3; t += 3)
-            mm_rows3(y + t * n, x + t * k, w, n, k, n0, n1, kv, rem, &tmask);
-        for (int64_t t = t3; t < n_tokens; t++)
-            mm_row1(y + t * n, x + t * k, w, n, k, n0, n1, kv, rem, &tmask);
+        for (int64_t t = 0; t < t3; t += 3) mm_rows3(y + t * n, x + t * k, w, &sh, n0, n1);
+        for (int64_t t = t3; t < n_tokens; t++) mm_row1(y + t * n, x + t * k, w, &sh, n0, n1);
     }
 }
