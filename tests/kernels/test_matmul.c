@@ -17,7 +17,7 @@ static float canonical_dot(const float *x, const float *w, int64_t k) {
             float xv = i + l < k ? x[i + l] : 0.0f, wv = i + l < k ? w[i + l] : 0.0f;
             lane[l] = fmaf(xv, wv, lane[l]);
         }
-    return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
 #if PW_HAVE_FMA_KERNELS

@@ -6,7 +6,7 @@
  *           from acc = +0, with K zero-padded to a multiple of 8 (the last
  *           partial block is loaded with +0.0 in its missing lanes, so
  *           those lanes do fma(0, 0, acc[l]))
- *   reduce: ((acc0+acc4) + (acc2+acc6)) + ((acc1+acc5) + (acc3+acc7))
+ *   reduce: ((acc0+acc1) + (acc2+acc3)) + ((acc4+acc5) + (acc6+acc7))
  * fma is one rounding (pw_v8_madd: the FMA instruction in the AVX2+FMA
  * copy, fmaf in the baseline copy; isa.h), so both copies of the tile code
  * (matmul_body.h, compiled here and in matmul_fma.c) return the same bits.

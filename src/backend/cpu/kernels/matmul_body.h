@@ -44,38 +44,36 @@ MM_INLINE pw_v8f mm_load_tail(const float *p, int64_t rem, pw_v8i mask) {
 #endif
 }
 
+/* Pairwise sums of neighbouring lanes, two vectors at once:
+ * [a0+a1, a2+a3, b0+b1, b2+b3 | a4+a5, a6+a7, b4+b5, b6+b7]. One vhaddps
+ * in the AVX copy; the same adds in the baseline copy. */
+MM_INLINE pw_v8f mm_hadd(pw_v8f a, pw_v8f b) {
+#if defined(__AVX__)
+    return (pw_v8f)_mm256_hadd_ps((__m256)a, (__m256)b);
+#else
+    return __builtin_shufflevector(a, b, 0, 2, 8, 10, 4, 6, 12, 14) +
+           __builtin_shufflevector(a, b, 1, 3, 9, 11, 5, 7, 13, 15);
+#endif
+}
+
 /* The tree of eight lane sums, for eight accumulators at once: lane e of
- * the result is ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)) of acc[e], the same
+ * the result is ((a0+a1)+(a2+a3)) + ((a4+a5)+(a6+a7)) of acc[e], the same
  * adds in the same order as the scalar tree, only with values moved
- * between lanes by shuffles (which round nothing). Pairing acc[e] with
- * acc[e+4] in the first step makes the result come out in order. */
+ * between lanes by shuffles (which round nothing). */
 MM_INLINE pw_v8f mm_reduce8(const pw_v8f *acc) {
-    pw_v8f p[4]; /* p[e] = [acc[e]: a0+a4, a1+a5, a2+a6, a3+a7 | acc[e+4]: same] */
-    for (int e = 0; e < 4; e++)
-        p[e] = __builtin_shufflevector(acc[e], acc[e + 4], 0, 1, 2, 3, 8, 9, 10, 11) +
-               __builtin_shufflevector(acc[e], acc[e + 4], 4, 5, 6, 7, 12, 13, 14, 15);
-    /* q = [(p0+p2), (p1+p3) of the first element, the same of the second |
-     *      the same for the two upper halves] */
-    pw_v8f q01 = __builtin_shufflevector(p[0], p[1], 0, 1, 8, 9, 4, 5, 12, 13) +
-                 __builtin_shufflevector(p[0], p[1], 2, 3, 10, 11, 6, 7, 14, 15);
-    pw_v8f q23 = __builtin_shufflevector(p[2], p[3], 0, 1, 8, 9, 4, 5, 12, 13) +
-                 __builtin_shufflevector(p[2], p[3], 2, 3, 10, 11, 6, 7, 14, 15);
-    return __builtin_shufflevector(q01, q23, 0, 2, 8, 10, 4, 6, 12, 14) +
-           __builtin_shufflevector(q01, q23, 1, 3, 9, 11, 5, 7, 13, 15);
+    /* h[e] = [acc[2e]: a0+a1, a2+a3, acc[2e+1]: same | the same of a4..a7] */
+    pw_v8f h01 = mm_hadd(acc[0], acc[1]), h23 = mm_hadd(acc[2], acc[3]);
+    pw_v8f h45 = mm_hadd(acc[4], acc[5]), h67 = mm_hadd(acc[6], acc[7]);
+    /* g0 = [acc0..3: (a0+a1)+(a2+a3) | acc0..3: (a4+a5)+(a6+a7)], g1 for acc4..7 */
+    pw_v8f g0 = mm_hadd(h01, h23), g1 = mm_hadd(h45, h67);
+    return __builtin_shufflevector(g0, g1, 0, 1, 2, 3, 8, 9, 10, 11) +
+           __builtin_shufflevector(g0, g1, 4, 5, 6, 7, 12, 13, 14, 15);
 }
 
 /* The same tree for four accumulators: lane e is the tree of acc[e]. */
 MM_INLINE mm_v4f mm_reduce4(const pw_v8f *acc) {
-    /* p01 = [acc0: a0+a4, a1+a5, a2+a6, a3+a7 | acc1: same], p23 likewise */
-    pw_v8f p01 = __builtin_shufflevector(acc[0], acc[1], 0, 1, 2, 3, 8, 9, 10, 11) +
-                 __builtin_shufflevector(acc[0], acc[1], 4, 5, 6, 7, 12, 13, 14, 15);
-    pw_v8f p23 = __builtin_shufflevector(acc[2], acc[3], 0, 1, 2, 3, 8, 9, 10, 11) +
-                 __builtin_shufflevector(acc[2], acc[3], 4, 5, 6, 7, 12, 13, 14, 15);
-    /* q = [acc0: (a0+a4)+(a2+a6), (a1+a5)+(a3+a7), acc2: same | acc1, acc3] */
-    pw_v8f q = __builtin_shufflevector(p01, p23, 0, 1, 8, 9, 4, 5, 12, 13) +
-               __builtin_shufflevector(p01, p23, 2, 3, 10, 11, 6, 7, 14, 15);
-    mm_v4f lo = __builtin_shufflevector(q, q, 0, 1, 2, 3), hi = __builtin_shufflevector(q, q, 4, 5, 6, 7);
-    return __builtin_shufflevector(lo, hi, 0, 4, 2, 6) + __builtin_shufflevector(lo, hi, 1, 5, 3, 7);
+    pw_v8f g = mm_hadd(mm_hadd(acc[0], acc[1]), mm_hadd(acc[2], acc[3]));
+    return __builtin_shufflevector(g, g, 0, 1, 2, 3) + __builtin_shufflevector(g, g, 4, 5, 6, 7);
 }
 
 /* Most accumulators of one tile: 3 x 4 (batch) or 1 x 8 (single rows). */
