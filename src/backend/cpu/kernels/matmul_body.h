@@ -189,9 +189,9 @@ void PW_ISA(pw_k_matmul_cols)(float *y, const float *x, const float *w, int64_t 
     sh.rem = k - sh.kv;
     sh.ldy = n;
     sh.mask = (pw_v8i){0, 1, 2, 3, 4, 5, 6, 7} < (int)sh.rem;
-    if (n_tokens < 3) {
+    if (n_tokens == 1) {
         /* One pass over the weights whatever the blocking: skip it. */
-        for (int64_t t = 0; t < n_tokens; t++) mm_row1(y + t * n, x + t * k, w, &sh, j0, j1);
+        mm_row1(y, x, w, &sh, j0, j1);
         return;
     }
     int64_t col_block = MM_COL_BLOCK_BYTES / ((k > 0 ? k : 1) * (int64_t)sizeof(float));
