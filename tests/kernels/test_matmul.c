@@ -33,6 +33,8 @@ static void check_copies(void) {
     for (int it = 0; it < 60; it++) {
         int64_t t = 1 + kt_next() % 13, n = 1 + kt_next() % 40, k = 1 + kt_next() % 90;
         if (it == 0) t = 1, n = 64, k = 172;
+        if (it == 1) t = 7, n = 21, k = 64;
+        if (it == 2) t = 4, n = 19, k = 69;
         int64_t j0 = kt_next() % 2 ? (int64_t)(kt_next() % (uint32_t)n) / 8 * 8 : 0;
         float *x = kt_random((size_t)(t * k)), *w = kt_random((size_t)(n * k));
         float *a = kt_random((size_t)(t * n)), *b = kt_zeros((size_t)(t * n));
@@ -129,6 +131,8 @@ int main(void) {
     check_invariance(64, 172, 7);
     check_reference(64, 172, 64);
     check_reference(7, 9, 23);
+    check_reference(4, 17, 67); /* the unrolled 8-block tiles, with a tail */
+    check_reference(7, 24, 64);
 #if PW_HAVE_FMA_KERNELS
     check_copies();
 #endif

@@ -153,6 +153,11 @@ MM_INLINE void mm_tile(float *y, const float *x, const float *w, int64_t k, int6
     }
 }
 
+/* The full tiles have a fully unrolled copy for 8 full blocks (K = 64..71):
+ * at decode such a tile is only 8 blocks, and the loop's index updates and
+ * per-column pointers are a fifth of its instructions. */
+#define MM_FIXED_BLOCKS 8
+
 /* Columns [j0, j1) of three rows: 3 x 4 tiles, then one narrower tile. Kept
  * out of line so that the tile gets the whole register file. */
 static __attribute__((noinline)) void mm_rows3(float *y, const float *x, const float *w,
@@ -160,6 +165,9 @@ static __attribute__((noinline)) void mm_rows3(float *y, const float *x, const f
     const int64_t k = sh->k, kv = sh->kv, rem = sh->rem, ldy = sh->ldy;
     const pw_v8i m = sh->mask;
     int64_t j = j0;
+    if (kv == MM_FIXED_BLOCKS * PW_VEC_LANES)
+        for (; j + 4 <= j1; j += 4)
+            mm_tile(y + j, x, w + j * k, k, kv, rem, m, ldy, 3, 4, MM_FIXED_BLOCKS);
     for (; j + 4 <= j1; j += 4) mm_tile(y + j, x, w + j * k, k, kv, rem, m, ldy, 3, 4, 0);
     switch (j1 - j) {
     case 0: break;
@@ -168,11 +176,6 @@ static __attribute__((noinline)) void mm_rows3(float *y, const float *x, const f
     default: mm_tile(y + j, x, w + j * k, k, kv, rem, m, ldy, 3, 3, 0); break;
     }
 }
-
-/* 1 x 8 tiles have a fully unrolled copy for 8 full blocks (K = 64..71):
- * at decode such a tile is only 8 blocks, and the loop's index updates and
- * per-column pointers are a fifth of its instructions. */
-#define MM_FIXED_BLOCKS 8
 
 /* Columns [j0, j1) of one row: 1 x 8 tiles, then one narrower tile. */
 static __attribute__((noinline)) void mm_row1(float *y, const float *x, const float *w,
