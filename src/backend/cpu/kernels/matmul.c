@@ -27,6 +27,7 @@
 #include "pw_config.h"
 
 #include <assert.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #if PW_HAVE_OPENBLAS
@@ -40,6 +41,25 @@
  * width). */
 #define COL_GROUP 8
 
+typedef void cols_fn(float *y, const float *x, const float *w, int64_t n_tokens, int64_t n,
+                     int64_t k, int64_t j0, int64_t j1);
+
+/* The copy pw_k_isa_fma() picks (PW_ISA_CALL's choice), looked up once:
+ * with no call before it, the serial path below is a plain tail call. */
+static cols_fn *cols_copy(void) {
+    static cols_fn *_Atomic chosen;
+    cols_fn *f = atomic_load_explicit(&chosen, memory_order_relaxed);
+    if (!f) {
+#if PW_HAVE_FMA_KERNELS
+        f = pw_k_isa_fma() ? pw_k_matmul_cols_fma : pw_k_matmul_cols_generic;
+#else
+        f = pw_k_matmul_cols_generic;
+#endif
+        atomic_store_explicit(&chosen, f, memory_order_relaxed);
+    }
+    return f;
+}
+
 typedef struct cols_job {
     float *y;
     const float *x, *w;
@@ -50,24 +70,30 @@ typedef struct cols_job {
 static void cols_range(void *ctx, int64_t begin, int64_t end) {
     const cols_job *j = ctx;
     int64_t j1 = end * COL_GROUP < j->n ? end * COL_GROUP : j->n;
-    PW_ISA_CALL(pw_k_matmul_cols, j->y, j->x, j->w, j->n_tokens, j->n, j->k, begin * COL_GROUP, j1);
+    cols_copy()(j->y, j->x, j->w, j->n_tokens, j->n, j->k, begin * COL_GROUP, j1);
 }
 
 /* With several threads, large products are split by output columns in
  * groups of 8: each element is still computed by the canonical sequence,
- * so the split changes no bit. */
-void pw_k_matmul_own(float *y, const float *x, const float *w, int64_t n_tokens, int64_t n,
-                     int64_t k) {
-    int64_t groups = (n + COL_GROUP - 1) / COL_GROUP;
-    if (groups > 1 && n_tokens * n * k >= PW_K_PARALLEL_MIN_MACS && pw_k_parallel_threads() > 1) {
-        cols_job job = {y, x, w, n_tokens, n, k};
-        pw_k_parallel_for(groups, cols_range, &job);
-        return;
-    }
-    PW_ISA_CALL(pw_k_matmul_cols, y, x, w, n_tokens, n, k, 0, n);
+ * so the split changes no bit. Out of line, so that the serial path (all of
+ * decode) saves no registers for it. */
+static __attribute__((noinline)) bool matmul_split(float *y, const float *x, const float *w,
+                                                   int64_t n_tokens, int64_t n, int64_t k) {
+    if (pw_k_parallel_threads() <= 1) return false;
+    cols_job job = {y, x, w, n_tokens, n, k};
+    pw_k_parallel_for((n + COL_GROUP - 1) / COL_GROUP, cols_range, &job);
+    return true;
 }
 
-bool pw_k_matmul_uses_blas(int64_t n, int64_t k) {
+void pw_k_matmul_own(float *y, const float *x, const float *w, int64_t n_tokens, int64_t n,
+                     int64_t k) {
+    if (n > COL_GROUP && n_tokens * n * k >= PW_K_PARALLEL_MIN_MACS &&
+        matmul_split(y, x, w, n_tokens, n, k))
+        return;
+    cols_copy()(y, x, w, n_tokens, n, k, 0, n);
+}
+
+static inline bool uses_blas(int64_t n, int64_t k) {
 #if PW_HAVE_OPENBLAS
     return n * k >= PW_K_MATMUL_BLAS_MIN_WEIGHT;
 #else
@@ -76,6 +102,8 @@ bool pw_k_matmul_uses_blas(int64_t n, int64_t k) {
     return false;
 #endif
 }
+
+bool pw_k_matmul_uses_blas(int64_t n, int64_t k) { return uses_blas(n, k); }
 
 size_t pw_k_matmul_scratch_floats(int64_t n_tokens, int64_t n, int64_t k) {
     if (!pw_k_matmul_uses_blas(n, k) || n_tokens % PW_K_MATMUL_BLAS_TILE == 0) return 0;
@@ -107,7 +135,7 @@ static void matmul_blas(float *y, const float *x, const float *w, int64_t n_toke
 void pw_k_matmul(float *y, const float *x, const float *w, int64_t n_tokens, int64_t n,
                  int64_t k, float *scratch) {
 #if PW_HAVE_OPENBLAS
-    if (pw_k_matmul_uses_blas(n, k)) {
+    if (uses_blas(n, k)) {
         matmul_blas(y, x, w, n_tokens, n, k, scratch);
         return;
     }
