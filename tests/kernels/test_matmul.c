@@ -2,25 +2,55 @@
  * documented per-element operation sequence (exact), and batch invariance
  * on both the own kernel and (when built) the OpenBLAS path. */
 #include "backend/cpu/kernels/kernels.h"
+#include "backend/cpu/kernels/matmul_isa.h"
 #include "kernel_test_util.h"
 
-/* The documented sequence, written out scalar: 8 lane sums in block order,
- * a fixed tree, then the tail in order. */
+#include <math.h>
+
+/* The documented sequence, written out scalar: 8 lane sums of fused
+ * multiply-adds in block order over K zero-padded to a multiple of 8, then
+ * a fixed tree. */
 static float canonical_dot(const float *x, const float *w, int64_t k) {
     float lane[8] = {0};
-    int64_t kv = k / 8 * 8;
-    for (int64_t i = 0; i < kv; i += 8)
+    for (int64_t i = 0; i < k; i += 8)
         for (int l = 0; l < 8; l++) {
-            float p = x[i + l] * w[i + l];
-            lane[l] = lane[l] + p;
+            float xv = i + l < k ? x[i + l] : 0.0f, wv = i + l < k ? w[i + l] : 0.0f;
+            lane[l] = fmaf(xv, wv, lane[l]);
         }
-    float r = ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
-    for (int64_t i = kv; i < k; i++) {
-        float p = x[i] * w[i];
-        r = r + p;
-    }
-    return r;
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
+
+#if PW_HAVE_FMA_KERNELS
+/* The baseline and AVX2+FMA copies of the tile code, called directly on
+ * random shapes (every tile and tail path, column sub-ranges as threads
+ * get them), must agree bit for bit. */
+static void check_copies(void) {
+    if (!pw_k_isa_fma()) {
+        printf("CPU without AVX2+FMA (or PW_KERNEL_ISA=generic): copies not compared\n");
+        return;
+    }
+    int bad = 0;
+    for (int it = 0; it < 60; it++) {
+        int64_t t = 1 + kt_next() % 13, n = 1 + kt_next() % 40, k = 1 + kt_next() % 90;
+        if (it == 0) t = 1, n = 64, k = 172;
+        if (it == 1) t = 7, n = 21, k = 64;
+        if (it == 2) t = 4, n = 19, k = 69;
+        int64_t j0 = kt_next() % 2 ? (int64_t)(kt_next() % (uint32_t)n) / 8 * 8 : 0;
+        float *x = kt_random((size_t)(t * k)), *w = kt_random((size_t)(n * k));
+        float *a = kt_random((size_t)(t * n)), *b = kt_zeros((size_t)(t * n));
+        memcpy(b, a, (size_t)(t * n) * sizeof *b); /* columns outside [j0, n) untouched */
+        pw_k_matmul_cols_generic(a, x, w, t, n, k, j0, n);
+        pw_k_matmul_cols_fma(b, x, w, t, n, k, j0, n);
+        if (!kt_bitwise_equal(a, b, (size_t)(t * n) * sizeof *a)) {
+            fprintf(stderr, "matmul copies differ: T=%lld N=%lld K=%lld j0=%lld\n", (long long)t,
+                    (long long)n, (long long)k, (long long)j0);
+            bad++;
+        }
+        free(x), free(w), free(a), free(b);
+    }
+    CHECK_EQ_INT(bad, 0);
+}
+#endif
 
 static float *run_matmul(const float *x, const float *w, int64_t t, int64_t n, int64_t k) {
     float *y = kt_zeros((size_t)(t * n));
@@ -98,9 +128,17 @@ int main(void) {
     check_invariance(64, 64, 2);
     check_invariance(13, 77, 3);
     check_invariance(172, 64, 4);
+    check_invariance(64, 172, 7);
+    check_reference(64, 172, 64);
+    check_reference(7, 9, 23);
+    check_reference(4, 17, 67); /* the unrolled 8-block tiles, with a tail */
+    check_reference(7, 24, 64);
+#if PW_HAVE_FMA_KERNELS
+    check_copies();
+#endif
 
     /* The BLAS decision depends on the weight only; the canonical check above
-     * ran against whichever clone (AVX2 or baseline) this CPU dispatched to. */
+     * ran against whichever copy (AVX2+FMA or baseline) this CPU runs. */
     CHECK(!pw_k_matmul_uses_blas(64, 64));
     CHECK(!pw_k_matmul_uses_blas(512, 512));
     if (pw_k_matmul_uses_blas(1024, 1024)) {
