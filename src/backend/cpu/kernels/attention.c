@@ -18,11 +18,6 @@
  * ISA and in attention_fma.c for AVX2+FMA (isa.h); both give the same bits. */
 #include "backend/cpu/kernels/attention_isa.h"
 
-/* This file always builds the baseline copy: with -march=native the
- * compiler may define __AVX2__ and __FMA__ here too, which would make
- * isa.h's PW_ISA name it _fma and clash with attention_fma.c. */
-#undef PW_ISA
-#define PW_ISA(fn) fn##_generic
 #include "backend/cpu/kernels/attention_body.h"
 
 static void write_kv(const pw_k_attention_args *a, int64_t capacity) {

@@ -108,7 +108,10 @@ PW_VEC_INLINE pw_v8f rope8(pw_v8f x, pw_v8f cs) {
     pw_v8f s = __builtin_shufflevector(cs, cs, 1, 1, 3, 3, 5, 5, 7, 7);
     pw_v8f swapped = __builtin_shufflevector(x, x, 1, 0, 3, 2, 5, 4, 7, 6);
     const pw_v8f sign = {-1.0f, 1.0f, -1.0f, 1.0f, -1.0f, 1.0f, -1.0f, 1.0f};
-    return x * c + swapped * s * sign;
+    pw_v8f a = x * c, b = swapped * s * sign;
+    PW_NO_FUSE(a);
+    PW_NO_FUSE(b);
+    return a + b;
 }
 
 PW_AVX2_CLONES
@@ -132,11 +135,15 @@ void pw_k_rope(float *out, const float *x, const int32_t *positions, const float
                 pw_v8f r = rope8(*(const pw_v8f_u *)(v + d), *(const pw_v8f_u *)(cs + d));
                 memcpy(o + d, &r, sizeof r);
             }
-            for (int64_t i = vec_dims / 2; i < half; i++) {
-                float c = cs[2 * i], s = cs[2 * i + 1];
-                float x0 = v[2 * i], x1 = v[2 * i + 1];
-                o[2 * i] = x0 * c - x1 * s;
-                o[2 * i + 1] = x0 * s + x1 * c;
+            if (vec_dims < head_dim) {
+                /* The last pairs through the same code, padded (lanes are
+                 * independent, so padding cannot change them). */
+                size_t bytes = (size_t)(head_dim - vec_dims) * sizeof(float);
+                pw_v8f xv = {0}, cv = {0};
+                memcpy(&xv, v + vec_dims, bytes);
+                memcpy(&cv, cs + vec_dims, bytes);
+                pw_v8f r = rope8(xv, cv);
+                memcpy(o + vec_dims, &r, bytes);
             }
         }
     }

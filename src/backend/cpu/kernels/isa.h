@@ -19,7 +19,10 @@
 
 #include <stdbool.h>
 
-#if defined(__AVX2__) && defined(__FMA__)
+/* The copy a file builds is fixed by the file, not by the compiler flags
+ * (a -march=native build defines __FMA__ in the baseline file too): a
+ * NAME_fma.c file defines PW_ISA_FMA_COPY before including anything. */
+#if defined(PW_ISA_FMA_COPY)
 #define PW_ISA(fn) fn##_fma
 #else
 #define PW_ISA(fn) fn##_generic

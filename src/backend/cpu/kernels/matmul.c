@@ -34,12 +34,7 @@
 #include <cblas.h>
 #endif
 
-/* The baseline copy of the tile code; matmul_fma.c builds the other. Named
- * _generic even where this file itself is built with AVX2 and FMA
- * (PW_NATIVE), where isa.h's PW_ISA would name it _fma like the other. */
-#include "backend/cpu/kernels/isa.h"
-#undef PW_ISA
-#define PW_ISA(fn) fn##_generic
+/* The baseline copy of the tile code; matmul_fma.c builds the other. */
 #include "backend/cpu/kernels/matmul_body.h"
 
 /* Columns are handed to threads in groups of this many (the 1 x 8 tile's

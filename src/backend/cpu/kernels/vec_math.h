@@ -24,6 +24,16 @@ typedef float pw_v8f_u __attribute__((vector_size(PW_VEC_LANES * sizeof(float)),
 
 #define PW_VEC_INLINE static inline __attribute__((always_inline))
 
+/* Keeps a product from being fused into the add that uses it. ISO C mode
+ * forbids contraction, but GCC 12 still forms fmaddsub from a*b + c*d*sign
+ * patterns when FMA is enabled for the whole file (-march=native); an empty
+ * asm makes the product an opaque register value. */
+#if defined(__FMA__)
+#define PW_NO_FUSE(v) __asm__("" : "+x"(v))
+#else
+#define PW_NO_FUSE(v) ((void)0)
+#endif
+
 /* A function built for the baseline ISA and for AVX2, picked at load time
  * (no fused multiply-adds in either, so both return the same bits). Under
  * ThreadSanitizer only the baseline is built: the clone resolver would run
