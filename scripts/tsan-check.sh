@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Builds with ThreadSanitizer (-DPW_TSAN=ON, its own build directory) and runs
 # the concurrency tests (tests/robust/test_concurrency.c: threads with their
-# own model and engine, and threads sharing one model). Fails on any data
+# own model and engine, and threads sharing one model) and the kernels'
+# thread pool test (tests/kernels/test_parallel.c: jobs split across the
+# pool, two application threads submitting at once). Fails on any data
 # race report. Environment: PW_TSAN_BUILD_DIR (default build-tsan).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${PW_TSAN_BUILD_DIR:-build-tsan}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DPW_TSAN=ON -DPW_CUDA=OFF >/dev/null
-cmake --build "$build" -j"$(nproc)" --target test_robust_concurrency >/dev/null
+cmake --build "$build" -j"$(nproc)" --target test_robust_concurrency test_kernels_parallel >/dev/null
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
-ctest --test-dir "$build" -R '^robust_concurrency$' --output-on-failure
+ctest --test-dir "$build" -R '^(robust_concurrency|kernels_parallel)$' --output-on-failure
