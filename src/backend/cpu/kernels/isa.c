@@ -1,6 +1,8 @@
 /* Run-time choice between the baseline and the FMA kernel copies (isa.h). */
 #include "backend/cpu/kernels/isa.h"
 
+#include "internal.h"
+
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +12,12 @@ static bool detect(void) {
     const char *forced = getenv("PW_KERNEL_ISA");
     if (forced && strcmp(forced, "generic") == 0) return false;
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return true;
+    /* The baseline copies compute every fused multiply-add with fmaf, which
+     * is a library call per lane on such CPUs: same tokens, far slower. */
+    pw_log_warn("this CPU lacks AVX2 or FMA: the kernels run their portable copies, which "
+                "return the same results but are much slower (docs/kernels.md)");
+    return false;
 #else
     return false;
 #endif
