@@ -31,7 +31,7 @@ typedef void (*pw_k_range_fn)(void *ctx, int64_t begin, int64_t end);
  * The worker pool is started on first parallel use and sized by the
  * thread count at that moment. */
 int pw_k_parallel_threads(void);
-/* Runs fn over [0, n) split into contiguous ranges (a few per thread) that
+/* Runs fn over [0, n) split into contiguous ranges (one per thread) that
  * the calling thread and the workers claim as they become free; returns
  * when all are done. Runs fn(ctx, 0, n) on the calling thread when one
  * thread is set or another job is in flight. Kernels split only work whose elements are computed by the same
