@@ -2,6 +2,8 @@
  * seeded generator so that a run is reproducible. */
 #include "model/sampler.h"
 
+#include "backend/cpu/kernels/kernels.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -15,57 +17,11 @@ static uint64_t next_u64(uint64_t *state) {
 
 static double uniform01(uint64_t *state) { return (double)(next_u64(state) >> 11) * 0x1.0p-53; }
 
-/* One pass in eight lanes (two 4-lane halves, which the baseline x86-64
- * ISA holds in one register each): lane j keeps the largest value among
- * elements j, j+8, j+16, ... and the first index holding it (a strict `>`
- * keeps the earlier index on ties, and NaN never wins it). The answer is
- * the largest lane value with the smallest index among the lanes that
- * hold it: the first index of the maximum. Greedy sampling runs every step
- * on the host, so it should cost little next to a replayed forward. It is
- * built for the baseline ISA only: a target_clones resolver here would run
- * before ThreadSanitizer initialises in TSan builds. */
-typedef float greedy_v4f __attribute__((vector_size(16)));
-typedef int32_t greedy_v4i __attribute__((vector_size(16)));
-
-static inline greedy_v4i keep_greater(greedy_v4f v, greedy_v4f *best, greedy_v4i idx,
-                                      greedy_v4i best_i) {
-    greedy_v4i gt = v > *best;
-    *best = (greedy_v4f)(((greedy_v4i)v & gt) | ((greedy_v4i)*best & ~gt));
-    return (idx & gt) | (best_i & ~gt);
-}
-
+/* The kernels' argmax (one vectorized pass, first index of the maximum, NaN
+ * never chosen): greedy sampling runs every step on the host, so it should
+ * cost little next to a replayed forward. */
 int32_t pw_sample_greedy(const float *logits, int64_t vocab) {
-    greedy_v4f best[2] = {(greedy_v4f){0} - INFINITY, (greedy_v4f){0} - INFINITY};
-    greedy_v4i best_i[2] = {(greedy_v4i){0} - 1, (greedy_v4i){0} - 1};
-    greedy_v4i idx = {0, 1, 2, 3};
-    int64_t i = 0;
-    for (; i + 8 <= vocab && i + 8 <= INT32_MAX; i += 8) {
-        greedy_v4f lo, hi;
-        memcpy(&lo, logits + i, sizeof lo);
-        memcpy(&hi, logits + i + 4, sizeof hi);
-        best_i[0] = keep_greater(lo, &best[0], idx, best_i[0]);
-        best_i[1] = keep_greater(hi, &best[1], idx + 4, best_i[1]);
-        idx += 8;
-    }
-    float top = -INFINITY;
-    int64_t top_i = -1;
-    for (int h = 0; h < 2; h++)
-        for (int j = 0; j < 4; j++)
-            if (best_i[h][j] >= 0 &&
-                (best[h][j] > top || (best[h][j] == top && best_i[h][j] < top_i))) {
-                top = best[h][j];
-                top_i = best_i[h][j];
-            }
-    for (; i < vocab; i++)
-        if (logits[i] > top) {
-            top = logits[i];
-            top_i = i;
-        }
-    if (top_i >= 0) return (int32_t)top_i;
-    /* Nothing above -inf: the first element that is not NaN (all -inf), or 0. */
-    for (i = 0; i < vocab; i++)
-        if (logits[i] == logits[i]) return (int32_t)i;
-    return 0;
+    return pw_k_argmax_row(logits, vocab);
 }
 
 typedef struct prob_index {

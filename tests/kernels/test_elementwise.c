@@ -189,6 +189,19 @@ static void test_argmax(void) {
     float inf_row[3] = {INFINITY, 1.0f, INFINITY};
     pw_k_argmax(&one, inf_row, 1, 3);
     CHECK_EQ_INT(one, 0);
+    /* Rows of every length up to 70 (lanes and tails), few distinct values
+     * (ties across lanes), some NaN: the scalar first-index-of-max. */
+    bool ok = true;
+    for (int n = 1; n <= 70; n++)
+        for (int rep = 0; rep < 20; rep++) {
+            float r[70];
+            for (int i = 0; i < n; i++) r[i] = kt_uniform() < -0.8f ? NAN : (float)(int)((kt_uniform() + 1) * 2.5f);
+            int want = -1;
+            for (int i = 0; i < n; i++)
+                if (!isnan(r[i]) && (want < 0 || r[i] > r[want])) want = i;
+            if (pw_k_argmax_row(r, n) != (want < 0 ? 0 : want)) ok = false;
+        }
+    CHECK(ok);
 }
 
 int main(void) {

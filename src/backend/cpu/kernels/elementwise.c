@@ -210,16 +210,44 @@ const pw_kernel pw_kernel_add = {"add", add_launch, NULL};
 
 /* ---- argmax ------------------------------------------------------------------------------ */
 
-void pw_k_argmax(int32_t *out, const float *logits, int64_t n_tokens, int64_t vocab) {
-    for (int64_t t = 0; t < n_tokens; t++) {
-        const float *row = logits + t * vocab;
-        int64_t best = -1;
-        for (int64_t i = 0; i < vocab; i++) {
-            if (isnan(row[i])) continue;
-            if (best < 0 || row[i] > row[best]) best = i;
-        }
-        out[t] = best < 0 ? 0 : (int32_t)best;
+/* One pass in eight lanes: lane j keeps the largest value among elements
+ * j, j+8, j+16, ... and the first index holding it (a strict `>` keeps the
+ * earlier index on ties, and NaN never wins it). The answer is the largest
+ * lane value with the smallest index among the lanes holding it: the first
+ * index of the maximum. Greedy sampling runs this every step on the host. */
+PW_AVX2_CLONES
+int32_t pw_k_argmax_row(const float *row, int64_t n) {
+    pw_v8f best = pw_v8_splat(-INFINITY);
+    pw_v8i best_i = (pw_v8i){0} - 1, idx = {0, 1, 2, 3, 4, 5, 6, 7};
+    int64_t i = 0;
+    for (; i + PW_VEC_LANES <= n && i + PW_VEC_LANES <= INT32_MAX; i += PW_VEC_LANES) {
+        pw_v8f v = *(const pw_v8f_u *)(row + i);
+        pw_v8i gt = v > best;
+        best = pw_v8_select(gt, v, best);
+        best_i = (idx & gt) | (best_i & ~gt);
+        idx += PW_VEC_LANES;
     }
+    float top = -INFINITY;
+    int64_t top_i = -1;
+    for (int j = 0; j < PW_VEC_LANES; j++)
+        if (best_i[j] >= 0 && (best[j] > top || (best[j] == top && best_i[j] < top_i))) {
+            top = best[j];
+            top_i = best_i[j];
+        }
+    for (; i < n; i++)
+        if (row[i] > top) {
+            top = row[i];
+            top_i = i;
+        }
+    if (top_i >= 0) return (int32_t)top_i;
+    /* Nothing above -inf: the first element that is not NaN, or 0. */
+    for (i = 0; i < n; i++)
+        if (!isnan(row[i])) return (int32_t)i;
+    return 0;
+}
+
+void pw_k_argmax(int32_t *out, const float *logits, int64_t n_tokens, int64_t vocab) {
+    for (int64_t t = 0; t < n_tokens; t++) out[t] = pw_k_argmax_row(logits + t * vocab, vocab);
 }
 
 static void argmax_launch(const void *args) {

@@ -163,6 +163,9 @@ extern const pw_kernel pw_kernel_add;
 /* out[t] = index of the largest logits[t][v]; ties go to the lowest index,
  * NaNs are never chosen (a row of NaNs gives 0). */
 void pw_k_argmax(int32_t *out, const float *logits, int64_t n_tokens, int64_t vocab);
+/* The first index of the largest value of row[0..n) (NaN never wins; all
+ * NaN gives 0; all -inf gives the first that is not NaN). */
+int32_t pw_k_argmax_row(const float *row, int64_t n);
 
 typedef struct pw_k_argmax_args {
     int32_t *out;          /* [n_tokens] */
