@@ -145,39 +145,50 @@ MQ_INLINE void mq_unpack(const uint8_t *blk, pw_dtype type, mq_unpacked *u) {
 }
 #endif
 
+/* Block b of a rows x cols register tile: acc[r * cols + c] takes block b
+ * of row r against column c. */
+MQ_INLINE void mq_block(pw_v8f *acc, const float *x, const uint8_t *w, int64_t row_bytes,
+                        int64_t k, pw_dtype type, int rows, int cols) {
+    pw_v8f xg[BATCH_TILE_ROWS][4], xs[BATCH_TILE_ROWS];
+#pragma GCC unroll 8
+    for (int r = 0; r < rows; r++) {
+        for (int i = 0; i < 4; i++) xg[r][i] = mq_load(x + r * k + i * LANES);
+        if (type == PW_Q4_1) xs[r] = (xg[r][0] + xg[r][1]) + (xg[r][2] + xg[r][3]);
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < cols; c++) {
+        mq_unpacked u;
+        mq_unpack(w + c * row_bytes, type, &u);
+#pragma GCC unroll 8
+        for (int r = 0; r < rows; r++) {
+            const pw_v8f *g = xg[r];
+            pw_v8f s = g[0] * u.q[0];
+            s = pw_v8_madd(g[1], u.q[1], s);
+            s = pw_v8_madd(g[2], u.q[2], s);
+            s = pw_v8_madd(g[3], u.q[3], s);
+            pw_v8f a = pw_v8_madd(u.d, s, acc[r * cols + c]);
+            if (type == PW_Q4_1) a = pw_v8_madd(u.m, xs[r], a);
+            acc[r * cols + c] = a;
+        }
+    }
+}
+
 /* A rows x cols block of outputs (rows * cols <= TILE_ACCS). Always inlined
  * with constant shapes and type, so each call site is a fully unrolled
- * register tile; unused accumulators stay zero and are never stored. */
+ * register tile; unused accumulators stay zero and are never stored. Blocks
+ * go in order, two per loop turn (one pointer update for both). */
 MQ_INLINE void mq_tile(float *y, int64_t ldy, const float *x, const uint8_t *w,
                        int64_t row_bytes, int64_t k, pw_dtype type, int64_t bbytes, int rows,
                        int cols) {
     pw_v8f acc[TILE_ACCS];
     memset(acc, 0, sizeof acc);
     const int64_t nb = k / QK;
-    for (int64_t b = 0; b < nb; b++) {
-        pw_v8f xg[BATCH_TILE_ROWS][4], xs[BATCH_TILE_ROWS];
-#pragma GCC unroll 8
-        for (int r = 0; r < rows; r++) {
-            for (int i = 0; i < 4; i++) xg[r][i] = mq_load(x + r * k + b * QK + i * LANES);
-            if (type == PW_Q4_1) xs[r] = (xg[r][0] + xg[r][1]) + (xg[r][2] + xg[r][3]);
-        }
-#pragma GCC unroll 8
-        for (int c = 0; c < cols; c++) {
-            mq_unpacked u;
-            mq_unpack(w + c * row_bytes + b * bbytes, type, &u);
-#pragma GCC unroll 8
-            for (int r = 0; r < rows; r++) {
-                const pw_v8f *g = xg[r];
-                pw_v8f s = g[0] * u.q[0];
-                s = pw_v8_madd(g[1], u.q[1], s);
-                s = pw_v8_madd(g[2], u.q[2], s);
-                s = pw_v8_madd(g[3], u.q[3], s);
-                pw_v8f a = pw_v8_madd(u.d, s, acc[r * cols + c]);
-                if (type == PW_Q4_1) a = pw_v8_madd(u.m, xs[r], a);
-                acc[r * cols + c] = a;
-            }
-        }
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        mq_block(acc, x + b * QK, w + b * bbytes, row_bytes, k, type, rows, cols);
+        mq_block(acc, x + (b + 1) * QK, w + (b + 1) * bbytes, row_bytes, k, type, rows, cols);
     }
+    if (b < nb) mq_block(acc, x + b * QK, w + b * bbytes, row_bytes, k, type, rows, cols);
     pw_v8f sums;
     mq_reduce8(acc, &sums);
     for (int r = 0; r < rows; r++)
