@@ -1,9 +1,12 @@
 /* Quantized matmul and embedding: against a dequantize-then-double
  * reference, against a scalar model of the documented operation sequence
- * (exact, for every instruction-set build), bitwise batch invariance, and
+ * (exact, for both instruction-set copies), bitwise batch invariance, and
  * capture/replay through pw_launch equal to eager launches. */
 #include "backend/cpu/kernels/kernels.h"
+#include "backend/cpu/kernels/matmul_quant_isa.h"
 #include "kernel_test_util.h"
+
+#include <math.h>
 
 #define QK 32
 
@@ -75,8 +78,9 @@ static int qval(pw_dtype type, const uint8_t *blk, int j) {
 }
 
 /* The documented sequence, scalar: per lane l and block b,
- * s = (g0 q0 + g1 q1) + (g2 q2 + g3 q3), acc = acc + d s (Q4_1: then
- * + m xs with xs = (g0 + g1) + (g2 + g3)); then the fixed lane tree. */
+ * s = fma(g3, q3, fma(g2, q2, fma(g1, q1, g0 q0))), acc = fma(d, s, acc)
+ * (Q4_1: then acc = fma(m, xs, acc) with xs = (g0 + g1) + (g2 + g3)); then
+ * the fixed lane tree. */
 static float canonical_dot(pw_dtype type, const float *x, const uint8_t *wrow, int64_t k) {
     int64_t bb = pw_dtype_block_bytes(type);
     float acc[8] = {0};
@@ -86,15 +90,14 @@ static float canonical_dot(pw_dtype type, const float *x, const uint8_t *wrow, i
         float d = half((uint16_t)(blk[0] | blk[1] << 8));
         float m = type == PW_Q4_1 ? half((uint16_t)(blk[2] | blk[3] << 8)) : 0.0f;
         for (int l = 0; l < 8; l++) {
-            float p[4];
-            for (int g = 0; g < 4; g++) p[g] = xb[g * 8 + l] * (float)qval(type, blk, g * 8 + l);
-            float s1 = p[0] + p[1], s2 = p[2] + p[3], s = s1 + s2;
-            float ds = d * s;
-            float a = acc[l] + ds;
+            float q[4];
+            for (int g = 0; g < 4; g++) q[g] = (float)qval(type, blk, g * 8 + l);
+            float s = xb[l] * q[0];
+            for (int g = 1; g < 4; g++) s = fmaf(xb[g * 8 + l], q[g], s);
+            float a = fmaf(d, s, acc[l]);
             if (type == PW_Q4_1) {
                 float x01 = xb[l] + xb[8 + l], x23 = xb[16 + l] + xb[24 + l], xs = x01 + x23;
-                float mx = m * xs;
-                a = a + mx;
+                a = fmaf(m, xs, a);
             }
             acc[l] = a;
         }
@@ -141,13 +144,23 @@ static void check_reference(pw_dtype type, int64_t t, int64_t n, int64_t k) {
             if (memcmp(&c, &y[i * n + j], sizeof c) != 0) canonical_ok = false;
         }
     CHECK(canonical_ok);
-    static const pw_k_isa isas[] = {PW_K_ISA_BASELINE, PW_K_ISA_AVX2};
-    for (size_t ii = 0; ii < KT_LEN(isas); ii++) {
+    /* Both instruction-set copies, called directly: the same bits. */
+    {
         float *yi = kt_random((size_t)(t * n));
-        if (pw_k_matmul_quant_isa(isas[ii], yi, x, w, type, t, n, k))
-            isas_ok &= kt_bitwise_equal(yi, y, (size_t)(t * n) * sizeof *y);
-        else
-            fprintf(stderr, "note: this CPU has no AVX2; only the baseline build is checked\n");
+        pw_k_matmul_quant_run_generic(yi, x, w, type, t, n, k);
+        isas_ok &= kt_bitwise_equal(yi, y, (size_t)(t * n) * sizeof *y);
+#if PW_HAVE_FMA_KERNELS
+        if (pw_k_isa_fma()) {
+            float *yf = kt_random((size_t)(t * n));
+            pw_k_matmul_quant_run_fma(yf, x, w, type, t, n, k);
+            isas_ok &= kt_bitwise_equal(yf, y, (size_t)(t * n) * sizeof *y);
+            free(yf);
+        } else {
+            static bool noted;
+            if (!noted) printf("CPU without AVX2+FMA (or PW_KERNEL_ISA=generic): FMA copy not checked\n");
+            noted = true;
+        }
+#endif
         free(yi);
     }
     CHECK(isas_ok);

@@ -3,8 +3,9 @@
  * A kernel whose inner loops gain from fused multiply-adds keeps those
  * loops in a body file (NAME_body.h) that is compiled twice: once by
  * NAME.c for the baseline ISA and once by NAME_fma.c, which CMake builds
- * with -mavx2 -mfma on x86-64. PW_ISA(fn) gives each copy its own
- * symbol, and pw_k_isa_fma() picks one at run time.
+ * with -mavx2 -mfma -mf16c on x86-64 (every CPU with AVX2 and FMA has
+ * F16C). PW_ISA(fn) gives each copy its own symbol, and pw_k_isa_fma()
+ * picks one at run time.
  *
  * Both copies return the same bits: the body multiplies and adds only
  * through pw_v8_madd / pw_madd (vec_math.h), which are a single rounding

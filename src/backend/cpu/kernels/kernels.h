@@ -229,14 +229,6 @@ bool pw_k_quant_supported(pw_dtype type);
 void pw_k_matmul_quant(float *y, const float *x, const void *w, pw_dtype type,
                        int64_t n_tokens, int64_t n, int64_t k);
 
-/* Instruction-set builds of the quantized matmul. AUTO is what
- * pw_k_matmul_quant uses (AVX2 when the CPU has it). */
-typedef enum pw_k_isa { PW_K_ISA_AUTO = 0, PW_K_ISA_BASELINE, PW_K_ISA_AVX2 } pw_k_isa;
-/* Runs one build; false (nothing written) when the CPU lacks it. Lets the
- * tests check that the builds agree bit for bit. */
-bool pw_k_matmul_quant_isa(pw_k_isa isa, float *y, const float *x, const void *w,
-                           pw_dtype type, int64_t n_tokens, int64_t n, int64_t k);
-
 typedef struct pw_k_matmul_quant_args {
     float *y;          /* [n_tokens][n] */
     const float *x;    /* [n_tokens][k] */
