@@ -147,12 +147,12 @@ static void check_reference(pw_dtype type, int64_t t, int64_t n, int64_t k) {
     /* Both instruction-set copies, called directly: the same bits. */
     {
         float *yi = kt_random((size_t)(t * n));
-        pw_k_matmul_quant_run_generic(yi, x, w, type, t, n, k);
+        pw_k_matmul_quant_run_generic(yi, x, w, type, t, n, k, 0, n);
         isas_ok &= kt_bitwise_equal(yi, y, (size_t)(t * n) * sizeof *y);
 #if PW_HAVE_FMA_KERNELS
         if (pw_k_isa_fma()) {
             float *yf = kt_random((size_t)(t * n));
-            pw_k_matmul_quant_run_fma(yf, x, w, type, t, n, k);
+            pw_k_matmul_quant_run_fma(yf, x, w, type, t, n, k, 0, n);
             isas_ok &= kt_bitwise_equal(yf, y, (size_t)(t * n) * sizeof *y);
             free(yf);
         } else {

@@ -107,6 +107,34 @@ static float *attention_with(int threads, const float *q, const float *k, const 
     return out;
 }
 
+/* The quantized matmul splits by column groups too: Q4_1 and Q8_0 weights
+ * (scale 1.0 and minimum 0.5 as f16, random quants), 1 vs 3 threads. */
+static void test_matmul_quant(void) {
+    const int64_t t = 9, n = 101, k = 160; /* 5 blocks of 32 per row */
+    CHECK(t * n * k >= PW_K_PARALLEL_MIN_MACS);
+    const pw_dtype types[] = {PW_Q4_1, PW_Q8_0};
+    const int64_t block_bytes[] = {20, 34};
+    float *x = kt_random((size_t)(t * k));
+    for (int ti = 0; ti < 2; ti++) {
+        int64_t row_bytes = k / 32 * block_bytes[ti];
+        uint8_t *w = malloc((size_t)(n * row_bytes));
+        for (int64_t i = 0; i < n * row_bytes; i++) w[i] = (uint8_t)(kt_next() & 0xff);
+        for (int64_t b = 0; b < n * k / 32; b++) {
+            uint8_t *blk = w + b * block_bytes[ti];
+            blk[0] = 0x00, blk[1] = 0x3C; /* d = 1.0 */
+            if (types[ti] == PW_Q4_1) blk[2] = 0x00, blk[3] = 0x38; /* m = 0.5 */
+        }
+        float *y1 = kt_zeros((size_t)(t * n)), *y3 = kt_zeros((size_t)(t * n));
+        pw_set_num_threads(1);
+        pw_k_matmul_quant(y1, x, w, types[ti], t, n, k);
+        pw_set_num_threads(3);
+        pw_k_matmul_quant(y3, x, w, types[ti], t, n, k);
+        CHECK(kt_bitwise_equal(y1, y3, (size_t)(t * n) * sizeof(float)));
+        free(w), free(y1), free(y3);
+    }
+    free(x);
+}
+
 static void test_attention(void) {
     float *q = kt_random((size_t)TOKENS * HEADS * HD), *k = kt_random((size_t)TOKENS * KV_HEADS * HD),
           *v = kt_random((size_t)TOKENS * KV_HEADS * HD);
@@ -150,6 +178,7 @@ int main(void) {
     test_cover();
     test_concurrent_callers();
     test_matmul();
+    test_matmul_quant();
     test_attention();
     test_replay();
     pw_set_num_threads(1);

@@ -39,10 +39,37 @@ bool pw_k_quant_supported(pw_dtype type) {
     return type == PW_Q8_0 || type == PW_Q4_0 || type == PW_Q4_1;
 }
 
+/* Columns go to threads in groups of this many (the 1 x 8 tile's width). */
+#define COL_GROUP 8
+
+typedef struct quant_cols_job {
+    float *y;
+    const float *x;
+    const uint8_t *w;
+    pw_dtype type;
+    int64_t n_tokens, n, k;
+} quant_cols_job;
+
+static void quant_cols_range(void *ctx, int64_t begin, int64_t end) {
+    const quant_cols_job *j = ctx;
+    int64_t j1 = end * COL_GROUP < j->n ? end * COL_GROUP : j->n;
+    PW_ISA_CALL(pw_k_matmul_quant_run, j->y, j->x, j->w, j->type, j->n_tokens, j->n, j->k,
+                begin * COL_GROUP, j1);
+}
+
+/* With several threads, large products are split by output columns in
+ * groups of 8, as the f32 kernel does: every element still follows the
+ * documented sequence, so the split changes no bit. */
 void pw_k_matmul_quant(float *y, const float *x, const void *w, pw_dtype type,
                        int64_t n_tokens, int64_t n, int64_t k) {
     assert(pw_k_quant_supported(type) && k % QK == 0);
-    PW_ISA_CALL(pw_k_matmul_quant_run, y, x, w, type, n_tokens, n, k);
+    int64_t groups = (n + COL_GROUP - 1) / COL_GROUP;
+    if (groups > 1 && n_tokens * n * k >= PW_K_PARALLEL_MIN_MACS && pw_k_parallel_threads() > 1) {
+        quant_cols_job job = {y, x, w, type, n_tokens, n, k};
+        pw_k_parallel_for(groups, quant_cols_range, &job);
+        return;
+    }
+    PW_ISA_CALL(pw_k_matmul_quant_run, y, x, w, type, n_tokens, n, k, 0, n);
 }
 
 static void matmul_quant_launch(const void *args) {

@@ -221,13 +221,13 @@ MQ_INLINE void mq_row_block(float *y, const float *x, const uint8_t *w, int64_t 
 }
 
 MQ_INLINE void mq_typed(float *y, const float *x, const uint8_t *w, int64_t n_tokens, int64_t n,
-                        int64_t k, pw_dtype type, int64_t bb) {
+                        int64_t k, pw_dtype type, int64_t bb, int64_t j0, int64_t j1) {
     int64_t col_block = COL_BLOCK_BYTES / (k / QK * bb);
     col_block = col_block < ROW_TILE_COLS ? ROW_TILE_COLS
                                           : col_block / ROW_TILE_COLS * ROW_TILE_COLS;
     int64_t t_full = n_tokens / BATCH_TILE_ROWS * BATCH_TILE_ROWS;
-    for (int64_t n0 = 0; n0 < n; n0 += col_block) {
-        int64_t n1 = n0 + col_block < n ? n0 + col_block : n;
+    for (int64_t n0 = j0; n0 < j1; n0 += col_block) {
+        int64_t n1 = n0 + col_block < j1 ? n0 + col_block : j1;
         for (int64_t t = 0; t < t_full; t += BATCH_TILE_ROWS)
             mq_row_block(y + t * n, x + t * k, w, n, k, type, bb, n0, n1, BATCH_TILE_ROWS);
         for (int64_t t = t_full; t < n_tokens; t++)
@@ -238,11 +238,12 @@ MQ_INLINE void mq_typed(float *y, const float *x, const uint8_t *w, int64_t n_to
 /* The type switch is outside the loops so each type's tiles are
  * specialised. */
 void PW_ISA(pw_k_matmul_quant_run)(float *y, const float *x, const uint8_t *w, pw_dtype type,
-                                   int64_t n_tokens, int64_t n, int64_t k) {
+                                   int64_t n_tokens, int64_t n, int64_t k, int64_t j0,
+                                   int64_t j1) {
     switch (type) {
-    case PW_Q8_0: mq_typed(y, x, w, n_tokens, n, k, PW_Q8_0, Q8_0_BYTES); break;
-    case PW_Q4_0: mq_typed(y, x, w, n_tokens, n, k, PW_Q4_0, Q4_0_BYTES); break;
-    case PW_Q4_1: mq_typed(y, x, w, n_tokens, n, k, PW_Q4_1, Q4_1_BYTES); break;
+    case PW_Q8_0: mq_typed(y, x, w, n_tokens, n, k, PW_Q8_0, Q8_0_BYTES, j0, j1); break;
+    case PW_Q4_0: mq_typed(y, x, w, n_tokens, n, k, PW_Q4_0, Q4_0_BYTES, j0, j1); break;
+    case PW_Q4_1: mq_typed(y, x, w, n_tokens, n, k, PW_Q4_1, Q4_1_BYTES, j0, j1); break;
     default: assert(!"pw_k_matmul_quant: unsupported weight type"); break;
     }
 }

@@ -10,10 +10,11 @@
 
 #include <stdint.h>
 
-/* pw_k_matmul_quant with the copy fixed (type one of Q8_0, Q4_0, Q4_1,
- * k a multiple of 32). */
+/* Columns [j0, j1) of pw_k_matmul_quant with the copy fixed (type one of
+ * Q8_0, Q4_0, Q4_1, k a multiple of 32; y's row stride is n): the unit of
+ * work of one thread. */
 PW_ISA_DECLARE(void, pw_k_matmul_quant_run,
                (float *y, const float *x, const uint8_t *w, pw_dtype type, int64_t n_tokens,
-                int64_t n, int64_t k));
+                int64_t n, int64_t k, int64_t j0, int64_t j1));
 
 #endif
