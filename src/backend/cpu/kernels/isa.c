@@ -4,6 +4,9 @@
 #include "internal.h"
 
 #include <stdatomic.h>
+#if PW_HAVE_FMA_KERNELS
+#include <cpuid.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,10 +15,15 @@ static bool detect(void) {
     const char *forced = getenv("PW_KERNEL_ISA");
     if (forced && strcmp(forced, "generic") == 0) return false;
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return true;
+    /* F16C (CPUID leaf 1, ECX bit 29) comes with every AVX2+FMA CPU, but a
+     * virtual machine may hide it; clang's __builtin_cpu_supports does not
+     * know it, so ask CPUID. */
+    unsigned eax, ebx, ecx = 0, edx;
+    bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29));
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c) return true;
     /* The baseline copies compute every fused multiply-add with fmaf, which
      * is a library call per lane on such CPUs: same tokens, far slower. */
-    pw_log_warn("this CPU lacks AVX2 or FMA: the kernels run their portable copies, which "
+    pw_log_warn("this CPU lacks AVX2, FMA or F16C: the kernels run their portable copies, which "
                 "return the same results but are much slower (docs/kernels.md)");
     return false;
 #else

@@ -29,7 +29,7 @@
 #define PW_ISA(fn) fn##_generic
 #endif
 
-/* True when the FMA copies are built and this CPU runs them (AVX2 and FMA),
+/* True when the FMA copies are built and this CPU runs them (AVX2, FMA, F16C),
  * unless PW_KERNEL_ISA=generic is set in the environment, which forces the
  * baseline copies (tests compare the two). Decided once per process. */
 bool pw_k_isa_fma(void);
