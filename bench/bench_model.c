@@ -26,8 +26,6 @@
 #include "bench.h"
 #include "cli.h"
 
-#include "backend/cpu/kernels/kernels.h"
-
 #include "piecewise.h"
 
 #include <errno.h>
@@ -420,21 +418,6 @@ static void print_json(const model_opts *o, const pw_model_info *in,
            c->largest_single, c->largest_size);
 }
 
-static void no_work(void *ctx, int64_t begin, int64_t end) {
-    (void)ctx, (void)begin, (void)end;
-}
-
-/* The kernels' worker pool is sized by the thread count of its first use;
- * start it at the largest count of the run so every count gets its threads. */
-static void start_pool(const model_opts *o) {
-    int64_t most = 1;
-    for (int i = 0; i < o->n_thread_counts; i++)
-        if (o->thread_counts[i] > most) most = o->thread_counts[i];
-    if (most < 2) return;
-    pw_set_num_threads((int)most);
-    pw_k_parallel_for(most, no_work, NULL);
-}
-
 /* FULL decode at every thread count and batch: scaling[t][b]. */
 static pw_status measure_scaling(pw_model *m, const model_opts *o,
                                  decode_result scaling[MAX_BATCHES][MAX_BATCHES]) {
@@ -468,7 +451,6 @@ int pw_bench_model(int argc, char **argv) {
     model_opts o;
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc == 1 ? 0 : 2;
-    start_pool(&o);
     pw_set_num_threads(o.threads);
     pw_model *m = NULL;
     pw_status s = pw_model_load(o.path, &m);

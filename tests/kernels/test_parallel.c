@@ -7,6 +7,8 @@
 #include "kernel_test_util.h"
 
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 
 static void count_items(void *ctx, int64_t begin, int64_t end) {
     int *hits = ctx;
@@ -56,6 +58,33 @@ static void test_concurrent_callers(void) {
     for (int i = 0; i < 2; i++) CHECK(pthread_create(&th[i], NULL, submit_jobs, &cs[i]) == 0);
     for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
     CHECK_EQ_INT(cs[0].bad + cs[1].bad, 0);
+}
+
+/* Each share waits (up to 5 s) until `want` shares are running at once:
+ * only true when the pool has grown to that many threads. */
+typedef struct rendezvous {
+    atomic_int entered;
+    int want;
+    atomic_int met;
+} rendezvous;
+
+static void meet(void *ctx, int64_t begin, int64_t end) {
+    rendezvous *r = ctx;
+    atomic_fetch_add(&r->entered, 1);
+    for (long spins = 0; spins < 50000000L && atomic_load(&r->entered) < r->want; spins++)
+        sched_yield();
+    if (atomic_load(&r->entered) >= r->want) atomic_fetch_add(&r->met, 1);
+    (void)begin, (void)end;
+}
+
+static void test_pool_grows(void) {
+    int hits[2] = {0};
+    pw_set_num_threads(2);
+    pw_k_parallel_for(2, count_items, hits); /* the pool has at least 1 worker */
+    pw_set_num_threads(3);
+    rendezvous r = {0, 3, 0};
+    pw_k_parallel_for(3, meet, &r);
+    CHECK_EQ_INT(atomic_load(&r.met), 3);
 }
 
 static float *matmul_with(int threads, const float *x, const float *w, int64_t t, int64_t n,
@@ -177,6 +206,7 @@ int main(void) {
     kt_seed(11);
     test_cover();
     test_concurrent_callers();
+    test_pool_grows();
     test_matmul();
     test_matmul_quant();
     test_attention();

@@ -28,8 +28,7 @@
 /* Work on items [begin, end) of a split job. */
 typedef void (*pw_k_range_fn)(void *ctx, int64_t begin, int64_t end);
 /* Threads the kernels split work across: pw_get_num_threads(), at least 1.
- * The worker pool is started on first parallel use and sized by the
- * thread count at that moment. */
+ * The worker pool grows to the largest count a job has asked for. */
 int pw_k_parallel_threads(void);
 /* Runs fn over [0, n) split into contiguous ranges (one per thread) that
  * the calling thread and the workers claim as they become free; returns
@@ -37,6 +36,9 @@ int pw_k_parallel_threads(void);
  * thread is set or another job is in flight. Kernels split only work whose elements are computed by the same
  * code whatever the split, so the thread count never changes a bit. */
 void pw_k_parallel_for(int64_t n, pw_k_range_fn fn, void *ctx);
+/* pw_k_parallel_for over columns [0, n) cut only at multiples of `group`:
+ * fn gets column ranges [j0, j1) (the matmuls' split by groups of 8). */
+void pw_k_parallel_cols(int64_t n, int64_t group, pw_k_range_fn fn, void *ctx);
 /* Multiply-adds from which a matmul is split across threads, and tokens
  * from which attention is: below these, waking workers costs more than it
  * saves. */

@@ -66,11 +66,9 @@ typedef struct cols_job {
     int64_t n_tokens, n, k;
 } cols_job;
 
-/* Items are groups of COL_GROUP columns. */
-static void cols_range(void *ctx, int64_t begin, int64_t end) {
+static void cols_range(void *ctx, int64_t j0, int64_t j1) {
     const cols_job *j = ctx;
-    int64_t j1 = end * COL_GROUP < j->n ? end * COL_GROUP : j->n;
-    cols_copy()(j->y, j->x, j->w, j->n_tokens, j->n, j->k, begin * COL_GROUP, j1);
+    cols_copy()(j->y, j->x, j->w, j->n_tokens, j->n, j->k, j0, j1);
 }
 
 /* With several threads, large products are split by output columns in
@@ -81,7 +79,7 @@ static __attribute__((noinline)) bool matmul_split(float *y, const float *x, con
                                                    int64_t n_tokens, int64_t n, int64_t k) {
     if (pw_k_parallel_threads() <= 1) return false;
     cols_job job = {y, x, w, n_tokens, n, k};
-    pw_k_parallel_for((n + COL_GROUP - 1) / COL_GROUP, cols_range, &job);
+    pw_k_parallel_cols(n, COL_GROUP, cols_range, &job);
     return true;
 }
 

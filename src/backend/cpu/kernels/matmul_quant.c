@@ -50,11 +50,9 @@ typedef struct quant_cols_job {
     int64_t n_tokens, n, k;
 } quant_cols_job;
 
-static void quant_cols_range(void *ctx, int64_t begin, int64_t end) {
+static void quant_cols_range(void *ctx, int64_t j0, int64_t j1) {
     const quant_cols_job *j = ctx;
-    int64_t j1 = end * COL_GROUP < j->n ? end * COL_GROUP : j->n;
-    PW_ISA_CALL(pw_k_matmul_quant_run, j->y, j->x, j->w, j->type, j->n_tokens, j->n, j->k,
-                begin * COL_GROUP, j1);
+    PW_ISA_CALL(pw_k_matmul_quant_run, j->y, j->x, j->w, j->type, j->n_tokens, j->n, j->k, j0, j1);
 }
 
 /* With several threads, large products are split by output columns in
@@ -63,10 +61,9 @@ static void quant_cols_range(void *ctx, int64_t begin, int64_t end) {
 void pw_k_matmul_quant(float *y, const float *x, const void *w, pw_dtype type,
                        int64_t n_tokens, int64_t n, int64_t k) {
     assert(pw_k_quant_supported(type) && k % QK == 0);
-    int64_t groups = (n + COL_GROUP - 1) / COL_GROUP;
-    if (groups > 1 && n_tokens * n * k >= PW_K_PARALLEL_MIN_MACS && pw_k_parallel_threads() > 1) {
+    if (n > COL_GROUP && n_tokens * n * k >= PW_K_PARALLEL_MIN_MACS && pw_k_parallel_threads() > 1) {
         quant_cols_job job = {y, x, w, type, n_tokens, n, k};
-        pw_k_parallel_for(groups, quant_cols_range, &job);
+        pw_k_parallel_cols(n, COL_GROUP, quant_cols_range, &job);
         return;
     }
     PW_ISA_CALL(pw_k_matmul_quant_run, y, x, w, type, n_tokens, n, k, 0, n);

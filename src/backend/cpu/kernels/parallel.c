@@ -6,8 +6,8 @@
  * only for shares still running. A worker the OS has not scheduled (a
  * loaded machine, more threads than cores) therefore costs nothing: its
  * share is done by whoever is running, instead of the whole job waiting a
- * scheduler time slice for it. Workers are started on first use
- * (pw_get_num_threads() - 1 of them) and kept; between jobs they spin for
+ * scheduler time slice for it. Workers are started when first needed
+ * (up to pw_get_num_threads() - 1 of them) and kept; between jobs they spin for
  * a short while, then sleep on a condition variable, so back-to-back
  * kernel launches in a replayed graph do not pay a wake-up each but an
  * idle pool costs nothing.
@@ -26,11 +26,10 @@
 #define PW_K_MAX_WORKERS 63
 /* Spin iterations a worker waits for the next job before sleeping. */
 #define PW_K_SPIN_ITERS 20000
-/* Shares per thread. One: four (so that a preempted thread would hold up
- * at most a quarter of its part) measured 6-10% slower at batch 16-64 with
- * 2 threads on a quiet machine (smaller column blocks, more hand-offs).
+/* One share per thread: four (so that a preempted thread would hold up at
+ * most a quarter of its part) measured 6-10% slower at batch 16-64 with 2
+ * threads on a quiet machine (smaller column blocks, more hand-offs).
  * Claiming still lets the caller take a share no worker has started. */
-#define PW_K_SHARES_PER_THREAD 1
 /* Spin iterations the caller waits for running shares before it yields
  * its core (to the thread it is waiting for, when both share one). */
 #define PW_K_WAIT_SPINS 2000
@@ -64,8 +63,6 @@ typedef struct pool {
 
 static pool g_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
                       PTHREAD_MUTEX_INITIALIZER};
-static pthread_once_t g_pool_once = PTHREAD_ONCE_INIT;
-static int g_pool_target;
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -114,15 +111,17 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-static void start_workers(void) {
-    int want = g_pool_target - 1;
-    uintptr_t gen = TICKET_GEN(atomic_load(&g_pool.ticket));
+/* Starts workers until the pool has `want` (called with `busy` held, so no
+ * job is in flight and the ticket's generation is the one a new worker
+ * waits to see change). */
+static void grow_workers(pool *p, int want) {
     if (want > PW_K_MAX_WORKERS) want = PW_K_MAX_WORKERS;
-    for (int i = 0; i < want; i++) {
-        if (pthread_create(&g_pool.threads[i], NULL, worker_main, (void *)gen) != 0)
+    uintptr_t gen = TICKET_GEN(atomic_load(&p->ticket));
+    while (p->n_workers < want) {
+        if (pthread_create(&p->threads[p->n_workers], NULL, worker_main, (void *)gen) != 0)
             break; /* fewer workers: the split adapts */
-        pthread_detach(g_pool.threads[i]);
-        g_pool.n_workers++;
+        pthread_detach(p->threads[p->n_workers]);
+        p->n_workers++;
     }
 }
 
@@ -139,9 +138,9 @@ void pw_k_parallel_for(int64_t n, pw_k_range_fn fn, void *ctx) {
         if (n > 0) fn(ctx, 0, n);
         return;
     }
-    /* The pool is sized by the thread count at first parallel use. */
-    if (!g_pool_target) g_pool_target = threads;
-    pthread_once(&g_pool_once, start_workers);
+    /* The pool grows to the largest thread count asked for (workers are
+     * kept; a smaller count leaves the extra ones asleep). */
+    if (threads > p->n_workers + 1) grow_workers(p, threads - 1);
     if (threads > p->n_workers + 1) threads = p->n_workers + 1;
     if (threads <= 1) {
         pthread_mutex_unlock(&p->busy);
@@ -151,9 +150,8 @@ void pw_k_parallel_for(int64_t n, pw_k_range_fn fn, void *ctx) {
     p->fn = fn;
     p->ctx = ctx;
     p->n = n;
-    int64_t shares = (int64_t)threads * PW_K_SHARES_PER_THREAD;
-    if (shares > n) shares = n;
-    atomic_store_explicit(&p->shares, (int)shares, memory_order_relaxed);
+    const int shares = threads; /* threads <= n */
+    atomic_store_explicit(&p->shares, shares, memory_order_relaxed);
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
     uint32_t gen = TICKET_GEN(atomic_load_explicit(&p->ticket, memory_order_relaxed)) + 1;
     pthread_mutex_lock(&p->lock);
@@ -170,4 +168,21 @@ void pw_k_parallel_for(int64_t n, pw_k_range_fn fn, void *ctx) {
         }
     }
     pthread_mutex_unlock(&p->busy);
+}
+
+typedef struct cols_split {
+    int64_t n, group;
+    pw_k_range_fn fn;
+    void *ctx;
+} cols_split;
+
+static void cols_split_range(void *arg, int64_t begin, int64_t end) {
+    const cols_split *c = arg;
+    int64_t j1 = end * c->group < c->n ? end * c->group : c->n;
+    c->fn(c->ctx, begin * c->group, j1);
+}
+
+void pw_k_parallel_cols(int64_t n, int64_t group, pw_k_range_fn fn, void *ctx) {
+    cols_split c = {n, group, fn, ctx};
+    pw_k_parallel_for((n + group - 1) / group, cols_split_range, &c);
 }
