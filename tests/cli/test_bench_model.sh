@@ -13,6 +13,7 @@ expect_fail 2 "--batch expects an integer in [1, 4096], got 'x'" bench model m.g
 expect_fail 2 "--batch needs at least one value" bench model m.gguf --batch ,
 expect_fail 2 "--threads expects an integer in [1, 256], got '0'" bench model m.gguf --threads 0
 expect_fail 2 "--threads expects an integer in [1, 256], got '0'" bench model m.gguf --threads 1,0
+expect_fail 2 "at most 16 values for --threads" bench model m.gguf --threads 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1
 expect_fail 2 "--repeats expects an integer" bench model m.gguf --repeats many
 expect_fail 2 "unexpected argument '--bogus'" bench model m.gguf --bogus
 expect_fail 1 "/no/such/model.gguf" bench model /no/such/model.gguf
