@@ -1,7 +1,7 @@
 #ifndef PW_MODEL_ENGINE_INTERNAL_H
 #define PW_MODEL_ENGINE_INTERNAL_H
 
-#include "backend/cpu/kernels/kernels.h"
+#include "ops/cpu/kernels.h"
 #include "model/llama.h"
 #include "ops/ops.h"
 

@@ -9,7 +9,7 @@
  * measurement (docs/kernels.md, "Quantized weights"). */
 #include "model/llama.h"
 
-#include "backend/cpu/kernels/kernels.h"
+#include "ops/cpu/kernels.h"
 #include "model/dequant.h"
 
 #include <inttypes.h>

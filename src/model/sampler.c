@@ -2,7 +2,7 @@
  * seeded generator so that a run is reproducible. */
 #include "model/sampler.h"
 
-#include "backend/cpu/kernels/kernels.h"
+#include "ops/cpu/kernels.h"
 
 #include <math.h>
 #include <string.h>

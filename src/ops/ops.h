@@ -38,7 +38,7 @@
 #define PW_OPS_H
 
 #include "piecewise.h"
-#include "backend/cpu/kernels/kernels.h"
+#include "ops/cpu/kernels.h"
 
 /* What bound ops run against. Everything pointed to must outlive the
  * callables (and any graph captured through them); per-step values live in

@@ -7,7 +7,7 @@
 int main(void) { pw_test_skip("built without the CUDA backend: skipping"); }
 #else
 
-#include "backend/cpu/kernels/kernels.h"
+#include "ops/cpu/kernels.h"
 #include "backend/stream_backend.h"
 
 #define N_ELEMS 1000

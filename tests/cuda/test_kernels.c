@@ -8,7 +8,7 @@ int main(void) { pw_test_skip("built without the CUDA backend: skipping"); }
 #else
 
 #include "../kernels/kernel_test_util.h"
-#include "backend/cpu/kernels/kernels.h"
+#include "ops/cpu/kernels.h"
 
 /* Elementwise kernels: the same float operations in the same order. */
 #define TOL_EXACTISH 1e-5f

@@ -2,8 +2,8 @@
  * engine relies on: one-shot prefill, chunked prefill, token-by-token decode
  * and mixed batches with padding all give the same bits per token. Bad
  * metadata gives zero rows, never a crash. */
-#include "backend/cpu/kernels/attention_isa.h"
-#include "backend/cpu/kernels/kernels.h"
+#include "ops/cpu/attention_isa.h"
+#include "ops/cpu/kernels.h"
 #include "kernel_test_util.h"
 
 enum { N_HEADS = 4, N_KV = 2, HD = 8, MAX_SEQS = 4, MAX_LEN = 320 };

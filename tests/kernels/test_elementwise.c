@@ -1,6 +1,6 @@
 /* Row-local kernels against naive references, plus batch invariance:
  * every row computed alone and inside a bigger batch gives the same bits. */
-#include "backend/cpu/kernels/kernels.h"
+#include "ops/cpu/kernels.h"
 #include "kernel_test_util.h"
 
 enum { T = 11, DIM = 24, VOCAB = 40, HEADS = 3, HEAD_DIM = 8, MAX_POS = 64, FF = 20 };

@@ -2,7 +2,7 @@
  * then for several steps the persistent metadata (token ids, positions,
  * slot mapping, sequences, block tables) is rewritten and the replay must
  * match an eager run of the same launches bit for bit. */
-#include "backend/cpu/kernels/kernels.h"
+#include "ops/cpu/kernels.h"
 #include "kernel_test_util.h"
 
 enum {

@@ -1,8 +1,8 @@
 /* matmul: against a double reference, against a scalar model of the
  * documented per-element operation sequence (exact), and batch invariance
  * on both the own kernel and (when built) the OpenBLAS path. */
-#include "backend/cpu/kernels/kernels.h"
-#include "backend/cpu/kernels/matmul_isa.h"
+#include "ops/cpu/kernels.h"
+#include "ops/cpu/matmul_isa.h"
 #include "kernel_test_util.h"
 
 #include <math.h>

@@ -2,8 +2,8 @@
  * reference, against a scalar model of the documented operation sequence
  * (exact, for both instruction-set copies), bitwise batch invariance, and
  * capture/replay through pw_launch equal to eager launches. */
-#include "backend/cpu/kernels/kernels.h"
-#include "backend/cpu/kernels/matmul_quant_isa.h"
+#include "ops/cpu/kernels.h"
+#include "ops/cpu/matmul_quant_isa.h"
 #include "kernel_test_util.h"
 
 #include <math.h>

@@ -3,7 +3,7 @@
  * (matmul by output columns, attention by tokens) return the same bits
  * with 1, 3 and 4 threads, including inside a captured graph replayed
  * under a different thread count. */
-#include "backend/cpu/kernels/kernels.h"
+#include "ops/cpu/kernels.h"
 #include "kernel_test_util.h"
 
 #include <pthread.h>

@@ -11,7 +11,7 @@
  * const pw_cuda_kernel_impl *); when that is NULL, the CUDA kernel of the
  * same name (embedding, rms_norm, add_rms_norm, matmul, rope, silu_and_mul,
  * silu_mul, add, argmax, attention) takes the same args struct as the CPU
- * kernel (backend/cpu/kernels/kernels.h), with every pointer a device
+ * kernel (ops/cpu/kernels.h), with every pointer a device
  * pointer (the attention meta struct included). */
 #ifndef PW_CUDA_BACKEND_H
 #define PW_CUDA_BACKEND_H

@@ -27,13 +27,13 @@
  * portable code), and both give the same exact floats. The test runs both
  * copies and compares them with each other and with a scalar model of the
  * sequence. */
-#include "backend/cpu/kernels/kernels.h"
+#include "ops/cpu/kernels.h"
 
 #include <assert.h>
 #include <string.h>
 
 /* The baseline copy of the tile code; matmul_quant_fma.c builds the other. */
-#include "backend/cpu/kernels/matmul_quant_body.h"
+#include "ops/cpu/matmul_quant_body.h"
 
 bool pw_k_quant_supported(pw_dtype type) {
     return type == PW_Q8_0 || type == PW_Q4_0 || type == PW_Q4_1;

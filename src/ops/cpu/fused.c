@@ -6,7 +6,7 @@
  * arithmetic is the constituent kernels' own, called in the same order on
  * the same values, so the bits are theirs and so is the batch-invariance
  * argument (docs/kernels.md). */
-#include "backend/cpu/kernels/kernels.h"
+#include "ops/cpu/kernels.h"
 
 
 void pw_k_sum_rms_norm(float *y, float *sum, const float *a, const float *b, const float *w,

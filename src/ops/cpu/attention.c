@@ -16,9 +16,9 @@
  *
  * The inner loops live in attention_body.h, compiled here for the baseline
  * ISA and in attention_fma.c for AVX2+FMA (isa.h); both give the same bits. */
-#include "backend/cpu/kernels/attention_isa.h"
+#include "ops/cpu/attention_isa.h"
 
-#include "backend/cpu/kernels/attention_body.h"
+#include "ops/cpu/attention_body.h"
 
 static void write_kv(const pw_k_attention_args *a, int64_t capacity) {
     const pw_attn_meta *m = a->meta;

@@ -4,8 +4,8 @@
 #ifndef PW_KERNELS_ATTENTION_ISA_H
 #define PW_KERNELS_ATTENTION_ISA_H
 
-#include "backend/cpu/kernels/isa.h"
-#include "backend/cpu/kernels/kernels.h"
+#include "ops/cpu/isa.h"
+#include "ops/cpu/kernels.h"
 
 /* Largest head_dim the per-head state on the stack holds. */
 #define PW_K_ATTN_MAX_HEAD_DIM 512

@@ -1,5 +1,5 @@
 /* Run-time choice between the baseline and the FMA kernel copies (isa.h). */
-#include "backend/cpu/kernels/isa.h"
+#include "ops/cpu/isa.h"
 
 #include "internal.h"
 

@@ -6,9 +6,9 @@
  *
  * Not a normal header: included once per copy, defines PW_ISA(...)
  * functions and static helpers of its own. */
-#include "backend/cpu/kernels/isa.h"
-#include "backend/cpu/kernels/matmul_isa.h"
-#include "backend/cpu/kernels/vec_math.h"
+#include "ops/cpu/isa.h"
+#include "ops/cpu/matmul_isa.h"
+#include "ops/cpu/vec_math.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -22,7 +22,7 @@
  * each row's result is fixed by that row alone. The last partial tile is
  * zero-padded in caller-provided scratch. tests/kernels/test_matmul.c
  * checks the invariance directly. */
-#include "backend/cpu/kernels/kernels.h"
+#include "ops/cpu/kernels.h"
 
 #include "pw_config.h"
 
@@ -35,7 +35,7 @@
 #endif
 
 /* The baseline copy of the tile code; matmul_fma.c builds the other. */
-#include "backend/cpu/kernels/matmul_body.h"
+#include "ops/cpu/matmul_body.h"
 
 /* Columns are handed to threads in groups of this many (the 1 x 8 tile's
  * width). */

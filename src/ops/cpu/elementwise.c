@@ -3,8 +3,8 @@
  * Each output row is computed from its own input row by a loop whose order
  * does not depend on the row count, which is all batch invariance asks of
  * them. */
-#include "backend/cpu/kernels/kernels.h"
-#include "backend/cpu/kernels/vec_math.h"
+#include "ops/cpu/kernels.h"
+#include "ops/cpu/vec_math.h"
 
 #include <math.h>
 #include <string.h>

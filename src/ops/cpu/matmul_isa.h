@@ -3,7 +3,7 @@
 #ifndef PW_KERNELS_MATMUL_ISA_H
 #define PW_KERNELS_MATMUL_ISA_H
 
-#include "backend/cpu/kernels/isa.h"
+#include "ops/cpu/isa.h"
 
 #include <stdint.h>
 

@@ -19,8 +19,8 @@
  *   accumulators, even and odd positions, summed at the end.
  *   out = acc * (1 / (((d0+d1)+(d2+d3)) + ((d4+d5)+(d6+d7)))).
  */
-#include "backend/cpu/kernels/attention_isa.h"
-#include "backend/cpu/kernels/vec_math.h"
+#include "ops/cpu/attention_isa.h"
+#include "ops/cpu/vec_math.h"
 
 #include <math.h>
 #include <string.h>

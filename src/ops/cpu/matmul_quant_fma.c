@@ -1,4 +1,4 @@
 /* The AVX2+FMA(+F16C) copy of the quantized matmul's tile code (built with
  * -mavx2 -mfma -mf16c, chosen at run time; isa.h). */
 #define PW_ISA_FMA_COPY
-#include "backend/cpu/kernels/matmul_quant_body.h"
+#include "ops/cpu/matmul_quant_body.h"

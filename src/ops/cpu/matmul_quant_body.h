@@ -9,9 +9,9 @@
  *
  * Not a normal header: included once per copy, defines PW_ISA(...)
  * functions and static helpers of its own. */
-#include "backend/cpu/kernels/isa.h"
-#include "backend/cpu/kernels/matmul_quant_isa.h"
-#include "backend/cpu/kernels/vec_math.h"
+#include "ops/cpu/isa.h"
+#include "ops/cpu/matmul_quant_isa.h"
+#include "ops/cpu/vec_math.h"
 
 #include <assert.h>
 #include <stdint.h>

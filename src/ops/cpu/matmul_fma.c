@@ -1,4 +1,4 @@
 /* The AVX2+FMA copy of the own matmul's tile code (built with -mavx2 -mfma,
  * chosen at run time; isa.h). */
 #define PW_ISA_FMA_COPY
-#include "backend/cpu/kernels/matmul_body.h"
+#include "ops/cpu/matmul_body.h"

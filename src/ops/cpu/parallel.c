@@ -16,7 +16,7 @@
  * the same code whatever the split (matmul output columns, attention
  * tokens), so neither the thread count nor which thread runs a share
  * changes a result bit. */
-#include "backend/cpu/kernels/kernels.h"
+#include "ops/cpu/kernels.h"
 
 #include <pthread.h>
 #include <sched.h>

@@ -5,8 +5,8 @@
 #ifndef PW_KERNELS_MATMUL_QUANT_ISA_H
 #define PW_KERNELS_MATMUL_QUANT_ISA_H
 
-#include "backend/cpu/kernels/isa.h"
-#include "backend/cpu/kernels/kernels.h"
+#include "ops/cpu/isa.h"
+#include "ops/cpu/kernels.h"
 
 #include <stdint.h>
 

@@ -1,5 +1,5 @@
 // CUDA kernels for the Llama workload: the same args structs and semantics
-// as the CPU kernels (backend/cpu/kernels/kernels.h), every pointer a device
+// as the CPU kernels (ops/cpu/kernels.h), every pointer a device
 // pointer.
 //
 // Batch invariance: every output row is computed by one thread block (or one
@@ -11,7 +11,7 @@
 extern "C" {
 #include "internal.h"
 }
-#include "backend/cpu/kernels/kernels.h"
+#include "ops/cpu/kernels.h"
 #include "backend/cuda/cuda_internal.h"
 
 #include <cuda_runtime.h>
