@@ -88,6 +88,14 @@ typedef enum pw_dtype {
     PW_Q8_0,  /* 32 values: f16 scale + 32 x int8 */
     PW_Q4_0,  /* 32 values: f16 scale + 16 bytes of nibbles */
     PW_Q4_1,  /* 32 values: f16 scale + f16 min + 16 bytes of nibbles */
+    /* read from GGUF files and dequantized to f32 at load (docs/gguf.md) */
+    PW_Q5_0,  /* 32 values: f16 scale + 4 bytes of high bits + 16 bytes of nibbles */
+    PW_Q5_1,  /* 32 values: f16 scale + f16 min + high bits + nibbles */
+    PW_Q2_K,  /* 256 values in 16 groups: 2-bit quants, 4-bit scales and mins */
+    PW_Q3_K,  /* 256 values in 16 groups: 3-bit quants, 6-bit scales */
+    PW_Q4_K,  /* 256 values in 8 groups: 4-bit quants, 6-bit scales and mins */
+    PW_Q5_K,  /* 256 values in 8 groups: 5-bit quants, 6-bit scales and mins */
+    PW_Q6_K,  /* 256 values in 16 groups: 6-bit quants, 8-bit scales */
     PW_DTYPE_COUNT_
 } pw_dtype;
 

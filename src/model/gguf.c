@@ -89,16 +89,31 @@ const char *pw_ggml_type_name(uint32_t t) {
     return t < PW_ARRAY_LEN(ggml_type_names) ? ggml_type_names[t] : "?";
 }
 
-static bool ggml_type_to_dtype(uint32_t t, pw_dtype *out) {
-    switch (t) {
-    case PW_GGML_TYPE_F32: *out = PW_F32; return true;
-    case PW_GGML_TYPE_F16: *out = PW_F16; return true;
-    case PW_GGML_TYPE_BF16: *out = PW_BF16; return true;
-    case PW_GGML_TYPE_Q8_0: *out = PW_Q8_0; return true;
-    case PW_GGML_TYPE_Q4_0: *out = PW_Q4_0; return true;
-    case PW_GGML_TYPE_Q4_1: *out = PW_Q4_1; return true;
-    default: return false;
-    }
+/* The ggml types piecewise reads, and their dtypes. */
+static const struct {
+    uint32_t ggml;
+    pw_dtype dtype;
+} read_types[] = {
+    {PW_GGML_TYPE_F32, PW_F32},   {PW_GGML_TYPE_F16, PW_F16},   {PW_GGML_TYPE_BF16, PW_BF16},
+    {PW_GGML_TYPE_Q8_0, PW_Q8_0}, {PW_GGML_TYPE_Q4_0, PW_Q4_0}, {PW_GGML_TYPE_Q4_1, PW_Q4_1},
+    {PW_GGML_TYPE_Q5_0, PW_Q5_0}, {PW_GGML_TYPE_Q5_1, PW_Q5_1}, {PW_GGML_TYPE_Q2_K, PW_Q2_K},
+    {PW_GGML_TYPE_Q3_K, PW_Q3_K}, {PW_GGML_TYPE_Q4_K, PW_Q4_K}, {PW_GGML_TYPE_Q5_K, PW_Q5_K},
+    {PW_GGML_TYPE_Q6_K, PW_Q6_K},
+};
+
+bool pw_ggml_type_to_dtype(uint32_t t, pw_dtype *out) {
+    for (size_t i = 0; i < PW_ARRAY_LEN(read_types); i++)
+        if (read_types[i].ggml == t) {
+            *out = read_types[i].dtype;
+            return true;
+        }
+    return false;
+}
+
+uint32_t pw_dtype_to_ggml_type(pw_dtype d) {
+    for (size_t i = 0; i < PW_ARRAY_LEN(read_types); i++)
+        if (read_types[i].dtype == d) return read_types[i].ggml;
+    return PW_GGML_TYPE_F32;
 }
 
 /* ---- checked arithmetic and raw reads ------------------------------------ */
@@ -341,11 +356,12 @@ static pw_status parse_tensor_info(pw_gguf *g, cursor *c, int64_t i) {
 
     s = read_u32(c, &t->ggml_type, "type");
     if (s != PW_OK) return pw_error_context(s, "gguf: tensor '%s'", t->name);
-    if (!ggml_type_to_dtype(t->ggml_type, &t->dtype)) {
+    if (!pw_ggml_type_to_dtype(t->ggml_type, &t->dtype)) {
         if (t->ggml_type < PW_ARRAY_LEN(ggml_type_names))
             return pw_error(PW_ERR_UNSUPPORTED,
                             "gguf: tensor '%s' has ggml type %" PRIu32 " (%s), which piecewise "
-                            "does not read (supported: f32, f16, bf16, q8_0, q4_0, q4_1)",
+                            "does not read (supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
+                            "q5_1, q2_K, q3_K, q4_K, q5_K, q6_K)",
                             t->name, t->ggml_type, pw_ggml_type_name(t->ggml_type));
         return pw_error(PW_ERR_FORMAT, "gguf: tensor '%s': unknown ggml type %" PRIu32,
                         t->name, t->ggml_type);
@@ -355,7 +371,8 @@ static pw_status parse_tensor_info(pw_gguf *g, cursor *c, int64_t i) {
         return pw_error(PW_ERR_FORMAT, "gguf: tensor '%s': dim 0 (%" PRId64 ") is not a "
                         "multiple of the %s block size %" PRId64, t->name, t->dims[0],
                         pw_dtype_name(t->dtype), be);
-    /* n_elements / be * bb cannot overflow: bb <= 4 * be for every type. */
+    /* n_elements / be * bb cannot overflow: bb <= 4 * be for every type
+     * (the K-quants have bb < be). */
     t->nbytes = n_elements / (uint64_t)be * (uint64_t)pw_dtype_block_bytes(t->dtype);
 
     s = read_u64(c, &t->offset, "data offset");

@@ -48,7 +48,14 @@ enum {
     PW_GGML_TYPE_F16 = 1,
     PW_GGML_TYPE_Q4_0 = 2,
     PW_GGML_TYPE_Q4_1 = 3,
+    PW_GGML_TYPE_Q5_0 = 6,
+    PW_GGML_TYPE_Q5_1 = 7,
     PW_GGML_TYPE_Q8_0 = 8,
+    PW_GGML_TYPE_Q2_K = 10,
+    PW_GGML_TYPE_Q3_K = 11,
+    PW_GGML_TYPE_Q4_K = 12,
+    PW_GGML_TYPE_Q5_K = 13,
+    PW_GGML_TYPE_Q6_K = 14,
     PW_GGML_TYPE_BF16 = 30,
 };
 
@@ -84,6 +91,10 @@ uint64_t pw_gguf_data_offset(const pw_gguf *g);
 const char *pw_gguf_type_name(pw_gguf_type t);
 /* "q4_K" etc. for any ggml type id, "?" for ids ggml does not define. */
 const char *pw_ggml_type_name(uint32_t ggml_type);
+/* The pw_dtype of a ggml type id piecewise reads; false for the others. */
+bool pw_ggml_type_to_dtype(uint32_t ggml_type, pw_dtype *out);
+/* The ggml type id of a weight dtype (F32 for the non-weight dtypes). */
+uint32_t pw_dtype_to_ggml_type(pw_dtype dtype);
 
 /* ---- metadata ---------------------------------------------------------- */
 

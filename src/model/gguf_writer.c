@@ -198,17 +198,6 @@ static pw_status tensor_shape(const char *name, pw_dtype dtype, int n_dims, cons
     return PW_OK;
 }
 
-static uint32_t dtype_to_ggml(pw_dtype t) {
-    switch (t) {
-    case PW_F16: return PW_GGML_TYPE_F16;
-    case PW_BF16: return PW_GGML_TYPE_BF16;
-    case PW_Q8_0: return PW_GGML_TYPE_Q8_0;
-    case PW_Q4_0: return PW_GGML_TYPE_Q4_0;
-    case PW_Q4_1: return PW_GGML_TYPE_Q4_1;
-    default: return PW_GGML_TYPE_F32;
-    }
-}
-
 /* Appends a tensor slot and returns its data buffer to fill. */
 static pw_status new_tensor(pw_gguf_writer *w, const char *name, pw_dtype dtype, int n_dims,
                             const int64_t *dims, int64_t n_elements, uint8_t **data) {
@@ -273,7 +262,7 @@ pw_status pw_gguf_writer_to_memory(const pw_gguf_writer *w, uint8_t **out, size_
         buf_str(&b, t->name);
         buf_u32(&b, (uint32_t)t->n_dims);
         for (int d = 0; d < t->n_dims; d++) buf_u64(&b, (uint64_t)t->dims[d]);
-        buf_u32(&b, dtype_to_ggml(t->dtype));
+        buf_u32(&b, pw_dtype_to_ggml_type(t->dtype));
         offset = align_up(offset, w->alignment);
         buf_u64(&b, offset);
         offset += t->nbytes;

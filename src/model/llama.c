@@ -30,7 +30,7 @@ static pw_status read_hparams(pw_model *m) {
         return pw_error(PW_ERR_FORMAT, "missing general.architecture");
     if (strcmp(arch, "llama") != 0)
         return pw_error(PW_ERR_UNSUPPORTED,
-                        "unknown architecture '%s' (piecewise runs 'llama' models)", arch);
+                        "model architecture '%s' is not supported (supported: llama)", arch);
     snprintf(info->arch, sizeof info->arch, "%s", arch);
     const char *name = NULL;
     if (pw_gguf_get_string(g, "general.name", &name) == PW_OK)

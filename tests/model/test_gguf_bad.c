@@ -148,7 +148,7 @@ CORRUPTION(dims_overflow, {
 })
 CORRUPTION(dim_not_block_multiple, put_u64(buf + tensor_info_field(buf, len, TENSOR_Q, 1), 33))
 CORRUPTION(too_many_rows, put_u64(buf + tensor_info_field(buf, len, TENSOR_Q, 2), 1000))
-CORRUPTION(type_q4_k, put_u32(buf + tensor_info_field(buf, len, TENSOR_Q, 3), 12))
+CORRUPTION(type_iq2_xxs, put_u32(buf + tensor_info_field(buf, len, TENSOR_Q, 3), 16))
 CORRUPTION(type_unknown, put_u32(buf + tensor_info_field(buf, len, TENSOR_Q, 3), 99))
 CORRUPTION(offset_misaligned, {
     size_t at = tensor_info_field(buf, len, "output_norm.weight", 4);
@@ -192,8 +192,8 @@ static void test_corruptions(const uint8_t *valid, size_t len) {
     EXPECT(dim_not_block_multiple, PW_ERR_FORMAT, "dim 0 (33) is not a multiple of the q4_0 block");
     EXPECT(too_many_rows, PW_ERR_FORMAT, "tensor '" TENSOR_Q "': data [0, 18000) of the data");
     EXPECT(too_many_rows, PW_ERR_FORMAT, "exceeds file size");
-    EXPECT(type_q4_k, PW_ERR_UNSUPPORTED,
-           "tensor '" TENSOR_Q "' has ggml type 12 (q4_K), which piecewise does not read");
+    EXPECT(type_iq2_xxs, PW_ERR_UNSUPPORTED,
+           "tensor '" TENSOR_Q "' has ggml type 16 (iq2_xxs), which piecewise does not read");
     EXPECT(type_unknown, PW_ERR_FORMAT, "tensor '" TENSOR_Q "': unknown ggml type 99");
     EXPECT(offset_misaligned, PW_ERR_FORMAT, "'output_norm.weight': data offset 68 is not a "
                                              "multiple of the alignment 32");
