@@ -434,14 +434,33 @@ static pw_status check_tiny_config(const pw_tiny_llama_config *c) {
     return PW_OK;
 }
 
-static pw_status add_random(pw_gguf_writer *w, const char *name, pw_dtype dtype, int64_t d0,
-                            int64_t d1, float center, float scale, uint64_t *rng) {
+static pw_status add_random(pw_gguf_writer *w, const pw_tiny_llama_config *c, const char *name,
+                            pw_dtype dtype, int64_t d0, int64_t d1, float center, float scale,
+                            uint64_t *rng) {
     int64_t n = d0 * d1;
+    if (d1 > 1 && c->tensor_dtype) dtype = c->tensor_dtype(name, dtype, c->tensor_dtype_user);
     float *values = pw_host_alloc((size_t)n * sizeof *values);
     if (!values) return pw_error(PW_ERR_OOM, "tiny llama: weights");
     for (int64_t i = 0; i < n; i++) values[i] = center + scale * rng_uniform(rng);
     int64_t dims[2] = {d0, d1};
-    pw_status s = pw_gguf_writer_add_tensor_f32(w, name, dtype, d1 > 1 ? 2 : 1, dims, values);
+    pw_status s = PW_OK;
+    if (c->store_dequantized && dtype != PW_F32) {
+        /* Checks the shape against dtype's blocks before encoding. */
+        int64_t row = pw_dtype_block_elems(dtype);
+        if (row == 0 || d0 % row != 0)
+            s = pw_error(PW_ERR_INVALID_ARG, "gguf writer: tensor '%s': dim 0 (%lld) is not a "
+                         "multiple of the %s block size", name, (long long)d0,
+                         pw_dtype_name(dtype));
+        int64_t bytes = s == PW_OK ? pw_dtype_row_bytes(dtype, n) : 0;
+        void *enc = s == PW_OK ? pw_host_alloc((size_t)bytes) : NULL;
+        if (s == PW_OK && !enc) s = pw_error(PW_ERR_OOM, "tiny llama: weights");
+        if (s == PW_OK) s = pw_quantize(dtype, values, enc, n);
+        if (s == PW_OK) s = pw_dequantize(dtype, enc, values, n);
+        pw_host_free(enc);
+        dtype = PW_F32;
+    }
+    if (s == PW_OK)
+        s = pw_gguf_writer_add_tensor_f32(w, name, dtype, d1 > 1 ? 2 : 1, dims, values);
     pw_host_free(values);
     return s;
 }
@@ -492,16 +511,16 @@ pw_status pw_tiny_llama_add(pw_gguf_writer *w, const pw_tiny_llama_config *c) {
     const int64_t kv_dim = dim / c->n_heads * c->n_kv_heads;
     const pw_dtype wt = c->weight_dtype;
     const float in_scale = 1.0f / sqrtf((float)dim), ffn_scale = 1.0f / sqrtf((float)ffn);
-    PW_TRY(add_random(w, "token_embd.weight", wt, dim, vocab, 0.0f, 1.0f, &rng));
-    PW_TRY(add_random(w, "output_norm.weight", PW_F32, dim, 1, 1.0f, 0.1f, &rng));
+    PW_TRY(add_random(w, c, "token_embd.weight", wt, dim, vocab, 0.0f, 1.0f, &rng));
+    PW_TRY(add_random(w, c, "output_norm.weight", PW_F32, dim, 1, 1.0f, 0.1f, &rng));
     if (!c->tied_embeddings)
-        PW_TRY(add_random(w, "output.weight", wt, dim, vocab, 0.0f, in_scale, &rng));
+        PW_TRY(add_random(w, c, "output.weight", wt, dim, vocab, 0.0f, in_scale, &rng));
     char name[64];
     for (int l = 0; l < c->n_layers; l++) {
 #define TINY_TENSOR(suffix, dtype, d0, d1, center, scale)                                      \
     do {                                                                                       \
         snprintf(name, sizeof name, "blk.%d.%s", l, suffix);                                   \
-        PW_TRY(add_random(w, name, dtype, d0, d1, center, scale, &rng));                       \
+        PW_TRY(add_random(w, c, name, dtype, d0, d1, center, scale, &rng));                       \
     } while (0)
         TINY_TENSOR("attn_norm.weight", PW_F32, dim, 1, 1.0f, 0.1f);
         TINY_TENSOR("attn_q.weight", wt, dim, dim, 0.0f, in_scale);

@@ -63,6 +63,15 @@ typedef struct pw_tiny_llama_config {
     pw_dtype weight_dtype; /* of the 2-D projection weights; norms are always f32 */
     bool tied_embeddings;  /* omit output.weight, as stories260K does */
     uint64_t seed;
+    /* Optional: the type of each 2-D weight by its GGUF name (e.g. Q6_K for
+     * "output.weight" and Q5_0 for "blk.0.attn_k.weight", as a Q4_K_M file
+     * mixes them); NULL gives weight_dtype to all. */
+    pw_dtype (*tensor_dtype)(const char *name, pw_dtype weight_dtype, void *user);
+    void *tensor_dtype_user;
+    /* Quantize every weight to its type, then store the dequantized values
+     * as f32: the f32 twin of the quantized model, with the same random
+     * draws and metadata. */
+    bool store_dequantized;
 } pw_tiny_llama_config;
 
 /* Three specials (<unk>, <s>, </s>), 256 byte tokens, 52 merged pieces,
