@@ -19,7 +19,8 @@ static void usage(FILE *f) {
     fprintf(f, "usage: piecewise inspect FILE.gguf [--items N]\n\n"
                "Prints the GGUF header, every metadata key with its type and value (arrays\n"
                "show their first N elements, default %d; long strings are cut), the tensor\n"
-               "table (name, type, dims in ggml order, bytes, offset) and the tokenizer.\n",
+               "table (name, type, dims in ggml order, bytes, offset), the number of tensors\n"
+               "of each type (f32, q8_0, q4_K, q6_K, ...) and the tokenizer.\n",
             INSPECT_DEFAULT_ITEMS);
 }
 
@@ -200,7 +201,12 @@ int pw_cmd_inspect(int argc, char **argv) {
         if (per_type_count[d])
             printf(" %s: %" PRId64 " (%.2f MiB)", pw_dtype_name((pw_dtype)d), per_type_count[d],
                    (double)per_type_bytes[d] / (1024.0 * 1024.0));
-    printf("\n");
+    printf("\n\ntensor types:\n");
+    for (int d = 0; d < PW_DTYPE_COUNT_; d++)
+        if (per_type_count[d])
+            printf("  %-5s %6" PRId64 " tensors %12" PRIu64 " bytes (%5.1f%%)\n",
+                   pw_dtype_name((pw_dtype)d), per_type_count[d], per_type_bytes[d],
+                   total ? 100.0 * (double)per_type_bytes[d] / (double)total : 0.0);
     print_tokenizer(g);
     pw_gguf_free(g);
     return 0;
