@@ -7,6 +7,14 @@
 #include <math.h>
 #include <string.h>
 
+/* Each product must round to f32 on its own, as in ggml and gguf-py, for
+ * the dequantized values to match theirs bit for bit: no fused
+ * multiply-add. GCC does not contract in ISO C mode (the build uses
+ * -std=c11); Clang needs telling. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
 _Static_assert(sizeof(pw_block_q8_0) == 34, "q8_0 block layout");
 _Static_assert(sizeof(pw_block_q4_0) == 18, "q4_0 block layout");
 _Static_assert(sizeof(pw_block_q4_1) == 20, "q4_1 block layout");
