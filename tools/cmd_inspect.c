@@ -1,5 +1,6 @@
 /* piecewise inspect: print a GGUF file's header, metadata (arrays and long
- * strings abbreviated), tensor table and tokenizer summary. Any problem the
+ * strings abbreviated), tensor table with each tensor's type, a count of
+ * tensors per type and the tokenizer summary. Any problem the
  * reader finds is reported with the field it concerns, and exit code 1. */
 #include "cli.h"
 
