@@ -39,6 +39,21 @@ void pw_log(pw_log_level level, const char *fmt, ...) PW_PRINTF(2, 3);
 #define pw_log_info(...) do { if (PW_LOG_ENABLED(PW_LOG_INFO)) pw_log(PW_LOG_INFO, __VA_ARGS__); } while (0)
 #define pw_log_warn(...) pw_log(PW_LOG_WARN, __VA_ARGS__)
 
+/* Environment variables (src/core/env.c). Every variable the library reads
+ * goes through these, so a bad value is handled the same way everywhere:
+ * one warning per variable and process, naming the variable, the value and
+ * the accepted values, then the default. Unset or empty means the default,
+ * silently. Neither touches the error message. `name` must be a string
+ * literal (the warning list keeps the pointer). */
+
+/* Index of the variable's value in the NULL-terminated `choices`, or
+ * default_index (also the index of the value the warning says is used). */
+int pw_env_choice(const char *name, const char *const *choices, int default_index);
+/* The value when valid(value) holds, else NULL (unset, empty, or refused
+ * with a warning that says it expected `accepted` and is using `fallback`). */
+const char *pw_env_string(const char *name, bool (*valid)(const char *value), const char *accepted,
+                          const char *fallback);
+
 /* Host allocations that report PW_ERR_OOM through the error channel.
  * pw_host_fail_nth() is the test hook that fails the n-th call. */
 void *pw_host_alloc(size_t bytes);
