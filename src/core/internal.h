@@ -23,8 +23,18 @@
 /* Sets the thread's last error and returns code, so call sites read
  *   return pw_error(PW_ERR_PARSE, "line %d: ...", line); */
 pw_status pw_error(pw_status code, const char *fmt, ...) PW_PRINTF(2, 3);
-/* Prepends context to the current message: "loading x.gguf: <old>". */
+/* Prepends context to the current message: "loading x.gguf: <old>". Only
+ * right after a failing call (the message is unspecified after a success). */
 pw_status pw_error_context(pw_status code, const char *fmt, ...) PW_PRINTF(2, 3);
+
+/* Cleanup on an error path must not replace the message of the error being
+ * returned. Between pw_error_hold() and pw_error_unhold() on a thread,
+ * pw_error() and pw_error_context() return their code and leave the message
+ * alone (a failure there is logged as a warning instead). Holds nest. Void
+ * cleanup functions (_free, _release, abort) that call fallible code wrap it
+ * in a hold, so their callers need no workaround. */
+void pw_error_hold(void);
+void pw_error_unhold(void);
 
 /* Propagate a failing status unchanged. */
 #define PW_TRY(expr)                                                                           \
