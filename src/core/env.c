@@ -41,6 +41,7 @@ int pw_env_choice(const char *name, const char *const *choices, int default_inde
     int n = 0;
     for (; choices[n]; n++)
         if (strcmp(value, choices[n]) == 0) return n;
+    assert(default_index >= 0 && default_index < n);
     /* "a, b or c" */
     char accepted[256];
     size_t used = 0;
