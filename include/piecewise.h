@@ -2,8 +2,8 @@
  *
  * Public API. Every handle is opaque and comes in a _new/_free pair. Every
  * fallible function returns a pw_status; on failure pw_last_error() holds a
- * message with context (thread-local, valid until the next failing call on
- * the same thread). User input never aborts the process.
+ * message with context (thread-local; see pw_last_error for exactly when it
+ * is defined). User input never aborts the process.
  *
  * Layers (see docs/ARCHITECTURE.md):
  *   core     status, logging, dtypes, tensors, values
@@ -53,8 +53,20 @@ typedef enum pw_status {
 
 /* Stable short name, e.g. "PW_ERR_PARSE". */
 const char *pw_status_name(pw_status s);
-/* The last error message on this thread ("" if none). */
+/* The message of this thread's last failure.
+ * - After a call returns a status other than PW_OK it describes that
+ *   failure (never empty), with the context each layer added, until the
+ *   thread's next call into the library.
+ * - After a call returns PW_OK it is unspecified: it may still hold an
+ *   older message, or one from a failure the library handled itself. Read
+ *   it right after a failing call; never use it to tell whether a call
+ *   failed (the status says that).
+ * - Cleanup never replaces it: functions that return void (the _free and
+ *   _release functions, pw_stream_abort_capture, ...) leave it as it is,
+ *   so freeing things on an error path keeps the message of the error
+ *   being returned. Logging and environment variables never touch it. */
 const char *pw_last_error(void);
+/* Empties the message (tests use it to check that a failure sets one). */
 void pw_clear_error(void);
 
 /* ------------------------------------------------------------------------ */

@@ -100,6 +100,86 @@ static pw_status stream_answer(pw_model *m, pw_engine *e, int64_t id, int32_t pr
     return PW_OK;
 }
 
+/* One user turn: the first of a conversation goes through the chat
+ * template and opens a request, later ones continue it. On failure the
+ * conversation ends (its request is cancelled, *id becomes -1) but the
+ * program goes on. */
+static void chat_turn(pw_model *model, pw_engine *engine, const chat_options *o, const char *line,
+                      int64_t *id, bool *closed) {
+    char *text = NULL;
+    pw_status s;
+    if (*id < 0) {
+        pw_chat_message msgs[2];
+        int nm = 0;
+        if (o->system) msgs[nm++] = (pw_chat_message){"system", o->system};
+        msgs[nm++] = (pw_chat_message){"user", line};
+        s = pw_model_apply_chat_template(model, msgs, nm, true, &text);
+    } else {
+        s = pw_model_chat_next_turn(model, line, *closed, &text);
+    }
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    if (s == PW_OK) s = pw_model_tokenize(model, text, *id < 0, &ids, &n);
+    free(text);
+    if (s == PW_OK) {
+        if (*id < 0) s = pw_engine_add_request(engine, ids, n, o->tokens, &o->sp, id);
+        else s = pw_engine_continue_request(engine, *id, ids, n, o->tokens);
+    }
+    int32_t prev = n > 0 ? ids[n - 1] : -1;
+    free(ids);
+    if (s == PW_OK) s = stream_answer(model, engine, *id, prev, closed);
+    if (s != PW_OK) {
+        /* a full context or a bad turn ends this conversation, not the program */
+        fprintf(stderr, "piecewise chat: %s (%s); starting a new conversation\n", pw_last_error(),
+                pw_status_name(s));
+        /* the request may already be gone; either way it no longer runs */
+        if (*id >= 0) (void)pw_engine_cancel_request(engine, *id);
+        *id = -1;
+    }
+}
+
+/* Reads one line of input into line, without its newline. False at the end
+ * of the input. An overlong line is refused whole (*skip set). */
+static bool read_turn(char *line, int cap, bool *skip) {
+    *skip = false;
+    if (!fgets(line, cap, stdin)) return false;
+    if (!strchr(line, '\n') && !feof(stdin)) {
+        int c;
+        while ((c = getchar()) != EOF && c != '\n') {}
+        fprintf(stderr, "piecewise chat: a message is at most %d bytes; ignored\n", cap - 2);
+        *skip = true;
+        return true;
+    }
+    line[strcspn(line, "\r\n")] = '\0';
+    *skip = line[0] == '\0';
+    return true;
+}
+
+/* Reads turns until the input ends or /quit; /reset starts a new
+ * conversation. */
+static void chat_loop(pw_model *model, pw_engine *engine, const chat_options *o, bool tty) {
+    char line[CHAT_LINE_MAX];
+    int64_t id = -1;
+    bool closed = true;
+    for (;;) {
+        if (tty) {
+            printf("> ");
+            fflush(stdout);
+        }
+        bool skip;
+        if (!read_turn(line, (int)sizeof line, &skip)) break;
+        if (skip) continue;
+        if (strcmp(line, "/quit") == 0 || strcmp(line, "/exit") == 0) break;
+        if (strcmp(line, "/reset") == 0) {
+            if (id >= 0) pw_engine_release_request(engine, id);
+            id = -1;
+            printf("(new conversation)\n");
+            continue;
+        }
+        chat_turn(model, engine, o, line, &id, &closed);
+    }
+}
+
 int pw_cmd_chat(int argc, char **argv) {
     if (pw_cli_wants_help(argc, argv)) {
         usage(stdout);
@@ -130,73 +210,19 @@ int pw_cmd_chat(int argc, char **argv) {
     s = pw_engine_new(model, &o.cfg, &engine);
     if (s != PW_OK) {
         rc = pw_cli_fail("chat: compiling and capturing", s);
-        goto done;
-    }
-    if (tty) fprintf(stderr, "chatting with %s; /reset for a new conversation, /quit to leave\n",
-                     pw_model_get_info(model)->name);
-    char line[CHAT_LINE_MAX];
-    int64_t id = -1;
-    bool closed = true;
-    for (;;) {
+    } else {
+        if (tty)
+            fprintf(stderr, "chatting with %s; /reset for a new conversation, /quit to leave\n",
+                    pw_model_get_info(model)->name);
+        chat_loop(model, engine, &o, tty);
         if (tty) {
-            printf("> ");
-            fflush(stdout);
-        }
-        if (!fgets(line, sizeof line, stdin)) break;
-        if (!strchr(line, '\n') && !feof(stdin)) {
-            /* one turn is one line: refuse an overlong one whole */
-            int c;
-            while ((c = getchar()) != EOF && c != '\n') {}
-            fprintf(stderr, "piecewise chat: a message is at most %d bytes; ignored\n",
-                    CHAT_LINE_MAX - 2);
-            continue;
-        }
-        line[strcspn(line, "\r\n")] = '\0';
-        if (line[0] == '\0') continue;
-        if (strcmp(line, "/quit") == 0 || strcmp(line, "/exit") == 0) break;
-        if (strcmp(line, "/reset") == 0) {
-            if (id >= 0) pw_engine_release_request(engine, id);
-            id = -1;
-            printf("(new conversation)\n");
-            continue;
-        }
-        char *text = NULL;
-        if (id < 0) {
-            pw_chat_message msgs[2];
-            int nm = 0;
-            if (o.system) msgs[nm++] = (pw_chat_message){"system", o.system};
-            msgs[nm++] = (pw_chat_message){"user", line};
-            s = pw_model_apply_chat_template(model, msgs, nm, true, &text);
-        } else {
-            s = pw_model_chat_next_turn(model, line, closed, &text);
-        }
-        int32_t *ids = NULL;
-        int64_t n = 0;
-        if (s == PW_OK) s = pw_model_tokenize(model, text, id < 0, &ids, &n);
-        free(text);
-        if (s == PW_OK) {
-            if (id < 0) s = pw_engine_add_request(engine, ids, n, o.tokens, &o.sp, &id);
-            else s = pw_engine_continue_request(engine, id, ids, n, o.tokens);
-        }
-        int32_t prev = n > 0 ? ids[n - 1] : -1;
-        free(ids);
-        if (s == PW_OK) s = stream_answer(model, engine, id, prev, &closed);
-        if (s != PW_OK) {
-            /* a full context or a bad turn ends this conversation, not the program */
-            fprintf(stderr, "piecewise chat: %s (%s); starting a new conversation\n",
-                    pw_last_error(), pw_status_name(s));
-            if (id >= 0 && pw_engine_cancel_request(engine, id) != PW_OK) pw_clear_error();
-            id = -1;
+            pw_engine_stats st;
+            pw_engine_get_stats(engine, &st);
+            fprintf(stderr, "%" PRId64 " prompt tokens, %" PRId64 " generated, decode %.0f tok/s\n",
+                    st.prompt_tokens, st.generated_tokens,
+                    st.decode_seconds > 0 ? st.decode_step_tokens / st.decode_seconds : 0.0);
         }
     }
-    if (tty) {
-        pw_engine_stats st;
-        pw_engine_get_stats(engine, &st);
-        fprintf(stderr, "%" PRId64 " prompt tokens, %" PRId64 " generated, decode %.0f tok/s\n",
-                st.prompt_tokens, st.generated_tokens,
-                st.decode_seconds > 0 ? st.decode_step_tokens / st.decode_seconds : 0.0);
-    }
-done:
     pw_engine_free(engine);
     pw_model_free(model);
     return rc;

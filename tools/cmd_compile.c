@@ -100,15 +100,34 @@ int pw_compile_emit(const pw_ir *g, const char *emit, const char *const *split_o
     return rc;
 }
 
-int pw_cmd_compile(int argc, char **argv) {
-    if (pw_cli_wants_help(argc, argv)) {
-        usage(stdout);
-        return 0;
-    }
-    const char *path = NULL, *emit = "split", *out_path = NULL, *model_path = NULL;
-    char *ops_copy = NULL;
+typedef struct compile_options {
+    const char *path, *emit, *out_path, *model_path;
+    char *ops_copy; /* the --split-ops list, cut into ops in place */
     const char *ops[COMPILE_MAX_SPLIT_OPS];
-    int nops = 0;
+    int nops;
+} compile_options;
+
+/* --split-ops a,b,c. Returns 0 or 2 (a usage error, printed). */
+static int parse_split_ops(const char *list, compile_options *o) {
+    free(o->ops_copy);
+    o->ops_copy = strdup(list);
+    o->nops = 0;
+    for (char *tok = o->ops_copy ? strtok(o->ops_copy, ",") : NULL; tok; tok = strtok(NULL, ",")) {
+        if (o->nops == COMPILE_MAX_SPLIT_OPS) {
+            fprintf(stderr, "piecewise compile: more than %d split ops\n", COMPILE_MAX_SPLIT_OPS);
+            return 2;
+        }
+        o->ops[o->nops++] = tok;
+    }
+    if (o->nops == 0) {
+        fprintf(stderr, "piecewise compile: --split-ops needs at least one op name\n");
+        return 2;
+    }
+    return 0;
+}
+
+/* The options one by one, then the rules between them. Returns 0 or 2. */
+static int parse_args(int argc, char **argv, compile_options *o) {
     int rc = 0;
     for (int i = 1; i < argc && rc == 0; i++) {
         const char *a = argv[i];
@@ -118,74 +137,75 @@ int pw_cmd_compile(int argc, char **argv) {
             fprintf(stderr, "piecewise compile: %s needs a value\n", a);
             rc = 2;
         } else if (strcmp(a, "--emit") == 0) {
-            emit = argv[++i];
+            o->emit = argv[++i];
         } else if (strcmp(a, "-o") == 0) {
-            out_path = argv[++i];
+            o->out_path = argv[++i];
         } else if (strcmp(a, "--model") == 0) {
-            model_path = argv[++i];
+            o->model_path = argv[++i];
         } else if (strcmp(a, "--split-ops") == 0) {
-            free(ops_copy);
-            ops_copy = strdup(argv[++i]);
-            nops = 0;
-            for (char *tok = ops_copy ? strtok(ops_copy, ",") : NULL; tok; tok = strtok(NULL, ",")) {
-                if (nops == COMPILE_MAX_SPLIT_OPS) {
-                    fprintf(stderr, "piecewise compile: more than %d split ops\n", COMPILE_MAX_SPLIT_OPS);
-                    rc = 2;
-                    break;
-                }
-                ops[nops++] = tok;
-            }
-            if (rc == 0 && nops == 0) {
-                fprintf(stderr, "piecewise compile: --split-ops needs at least one op name\n");
-                rc = 2;
-            }
+            rc = parse_split_ops(argv[++i], o);
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "piecewise compile: unknown option '%s'\n", a);
             rc = 2;
-        } else if (path) {
-            fprintf(stderr, "piecewise compile: more than one graph file ('%s', '%s')\n", path, a);
+        } else if (o->path) {
+            fprintf(stderr, "piecewise compile: more than one graph file ('%s', '%s')\n", o->path, a);
             rc = 2;
         } else {
-            path = a;
+            o->path = a;
         }
     }
-    if (rc == 0 && !path && !model_path) {
+    if (rc) return rc;
+    if (!o->path && !o->model_path) {
         fprintf(stderr, "piecewise compile: no graph file or --model given\n");
-        rc = 2;
+        return 2;
     }
-    if (rc == 0 && path && model_path) {
+    if (o->path && o->model_path) {
         fprintf(stderr, "piecewise compile: give a graph file or --model, not both\n");
-        rc = 2;
+        return 2;
     }
     bool known = false;
-    for (size_t i = 0; i < sizeof emit_forms / sizeof emit_forms[0]; i++) known |= strcmp(emit, emit_forms[i]) == 0;
-    if (rc == 0 && !known) {
-        fprintf(stderr, "piecewise compile: unknown form '%s' (graph, split, plan, c, dot, graph-dot)\n", emit);
-        rc = 2;
+    for (size_t i = 0; i < sizeof emit_forms / sizeof emit_forms[0]; i++) known |= strcmp(o->emit, emit_forms[i]) == 0;
+    if (!known) {
+        fprintf(stderr, "piecewise compile: unknown form '%s' (graph, split, plan, c, dot, graph-dot)\n", o->emit);
+        return 2;
     }
+    return 0;
+}
+
+/* The graph from --model or the graph file, through pw_compile_emit. */
+static int compile_input(const compile_options *o) {
+    const char *const *ops = o->nops ? o->ops : NULL;
+    pw_ir *g = NULL;
+    int rc;
+    if (o->model_path) {
+        pw_model *m = NULL;
+        pw_status s = pw_model_load(o->model_path, &m);
+        if (s == PW_OK) s = pw_model_build_ir(m, &g);
+        rc = s != PW_OK ? pw_cli_fail("compiling the model", s) : pw_compile_emit(g, o->emit, ops, o->nops, o->out_path);
+        pw_ir_free(g);
+        pw_model_free(m);
+        return rc;
+    }
+    pw_status s = pw_ir_parse_file(o->path, &g);
+    if (s != PW_OK) return pw_cli_fail("reading the graph", s);
+    rc = pw_compile_emit(g, o->emit, ops, o->nops, o->out_path);
+    pw_ir_free(g);
+    return rc;
+}
+
+int pw_cmd_compile(int argc, char **argv) {
+    if (pw_cli_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    compile_options o = {.emit = "split"};
+    int rc = parse_args(argc, argv, &o);
     if (rc == 2) {
         fprintf(stderr, "\n");
         usage(stderr);
+    } else {
+        rc = compile_input(&o);
     }
-    if (rc == 0 && model_path) {
-        pw_model *m = NULL;
-        pw_ir *g = NULL;
-        pw_status s = pw_model_load(model_path, &m);
-        if (s == PW_OK) s = pw_model_build_ir(m, &g);
-        if (s != PW_OK) rc = pw_cli_fail("compiling the model", s);
-        else rc = pw_compile_emit(g, emit, nops ? ops : NULL, nops, out_path);
-        pw_ir_free(g);
-        pw_model_free(m);
-    } else if (rc == 0) {
-        pw_ir *g = NULL;
-        pw_status s = pw_ir_parse_file(path, &g);
-        if (s != PW_OK) {
-            rc = pw_cli_fail("reading the graph", s);
-        } else {
-            rc = pw_compile_emit(g, emit, nops ? ops : NULL, nops, out_path);
-            pw_ir_free(g);
-        }
-    }
-    free(ops_copy);
+    free(o.ops_copy);
     return rc;
 }

@@ -112,45 +112,8 @@ static void print_tokenizer(const pw_gguf *g) {
     pw_tokenizer_free(t);
 }
 
-int pw_cmd_inspect(int argc, char **argv) {
-    if (pw_cli_wants_help(argc, argv)) {
-        usage(stdout);
-        return 0;
-    }
-    const char *path = NULL;
-    uint64_t items = INSPECT_DEFAULT_ITEMS;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--items") == 0) {
-            char *end = NULL;
-            const char *v = i + 1 < argc ? argv[++i] : "";
-            long long n = strtoll(v, &end, 10);
-            if (!*v || *end || n < 0) {
-                fprintf(stderr, "piecewise inspect: --items needs a count >= 0, got '%s'\n", v);
-                return 2;
-            }
-            items = (uint64_t)n;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "piecewise inspect: unknown option '%s'\n\n", argv[i]);
-            usage(stderr);
-            return 2;
-        } else if (path) {
-            fprintf(stderr, "piecewise inspect: one file at a time ('%s' and '%s')\n", path, argv[i]);
-            return 2;
-        } else {
-            path = argv[i];
-        }
-    }
-    if (!path) {
-        usage(stderr);
-        return 2;
-    }
-    pw_gguf *g = NULL;
-    pw_status s = pw_gguf_open(path, &g);
-    if (s != PW_OK) return pw_cli_fail(path, s);
-
-    printf("%s: GGUF v%" PRIu32 ", %zu bytes, alignment %" PRIu32 ", data at offset %" PRIu64 "\n",
-           path, pw_gguf_version(g), pw_gguf_file_size(g), pw_gguf_alignment(g),
-           pw_gguf_data_offset(g));
+/* Every key with its type and value (arrays show their first `items`). */
+static void print_metadata(const pw_gguf *g, uint64_t items) {
     int64_t n_kv = pw_gguf_kv_count(g);
     int key_width = 10;
     for (int64_t i = 0; i < n_kv; i++) {
@@ -171,7 +134,10 @@ int pw_cmd_inspect(int argc, char **argv) {
         else print_scalar(kv);
         printf("\n");
     }
+}
 
+/* One line per tensor, then the totals per type. */
+static void print_tensors(const pw_gguf *g) {
     int64_t n_tensors = pw_gguf_tensor_count(g);
     int name_width = 4;
     for (int64_t i = 0; i < n_tensors; i++) {
@@ -208,6 +174,57 @@ int pw_cmd_inspect(int argc, char **argv) {
             printf("  %-5s %6" PRId64 " tensors %12" PRIu64 " bytes (%5.1f%%)\n",
                    pw_dtype_name((pw_dtype)d), per_type_count[d], per_type_bytes[d],
                    total ? 100.0 * (double)per_type_bytes[d] / (double)total : 0.0);
+}
+
+/* Returns 0 or 2 (a usage error, printed). */
+static int parse_args(int argc, char **argv, const char **path, uint64_t *items) {
+    *path = NULL;
+    *items = INSPECT_DEFAULT_ITEMS;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--items") == 0) {
+            char *end = NULL;
+            const char *v = i + 1 < argc ? argv[++i] : "";
+            long long n = strtoll(v, &end, 10);
+            if (!*v || *end || n < 0) {
+                fprintf(stderr, "piecewise inspect: --items needs a count >= 0, got '%s'\n", v);
+                return 2;
+            }
+            *items = (uint64_t)n;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "piecewise inspect: unknown option '%s'\n\n", argv[i]);
+            usage(stderr);
+            return 2;
+        } else if (*path) {
+            fprintf(stderr, "piecewise inspect: one file at a time ('%s' and '%s')\n", *path, argv[i]);
+            return 2;
+        } else {
+            *path = argv[i];
+        }
+    }
+    if (!*path) {
+        usage(stderr);
+        return 2;
+    }
+    return 0;
+}
+
+int pw_cmd_inspect(int argc, char **argv) {
+    if (pw_cli_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    const char *path;
+    uint64_t items;
+    int rc = parse_args(argc, argv, &path, &items);
+    if (rc) return rc;
+    pw_gguf *g = NULL;
+    pw_status s = pw_gguf_open(path, &g);
+    if (s != PW_OK) return pw_cli_fail(path, s);
+    printf("%s: GGUF v%" PRIu32 ", %zu bytes, alignment %" PRIu32 ", data at offset %" PRIu64 "\n",
+           path, pw_gguf_version(g), pw_gguf_file_size(g), pw_gguf_alignment(g),
+           pw_gguf_data_offset(g));
+    print_metadata(g, items);
+    print_tensors(g);
     print_tokenizer(g);
     pw_gguf_free(g);
     return 0;

@@ -174,6 +174,114 @@ static int redraw(const run_request *reqs, int n, int previous_lines) {
     return lines;
 }
 
+/* Formats (with the chat template when chat), tokenizes and queues every
+ * prompt. Returns the exit code: 0, or 1 after printing the error. */
+static int add_prompts(pw_model *model, pw_engine *engine, const run_options *o, bool chat,
+                       run_request *reqs) {
+    for (int i = 0; i < o->n_prompts; i++) {
+        int32_t *ids = NULL;
+        int64_t n = 0;
+        char *formatted = NULL;
+        pw_status s = PW_OK;
+        if (chat) {
+            pw_chat_message msgs[2];
+            int nm = 0;
+            if (o->system) msgs[nm++] = (pw_chat_message){"system", o->system};
+            msgs[nm++] = (pw_chat_message){"user", o->prompts[i]};
+            s = pw_model_apply_chat_template(model, msgs, nm, true, &formatted);
+        }
+        if (s == PW_OK)
+            s = pw_model_tokenize(model, formatted ? formatted : o->prompts[i], o->add_bos, &ids, &n);
+        free(formatted);
+        if (s == PW_OK) s = pw_engine_add_request(engine, ids, n, o->tokens, &o->sp, &reqs[i].id);
+        reqs[i].prev = n > 0 && ids ? ids[n - 1] : -1;
+        free(ids);
+        if (s != PW_OK) {
+            char what[64];
+            snprintf(what, sizeof what, "run: prompt %d", i + 1);
+            return pw_cli_fail(what, s);
+        }
+        if (!chat) append_text(&reqs[i], o->prompts[i]);
+    }
+    return 0;
+}
+
+/* How the answers reach stdout: one prompt streams token by token; a batch
+ * on a terminal redraws one line per prompt after every step; otherwise
+ * each answer is printed whole, with its index, when it finishes. */
+typedef struct run_output {
+    bool stream_one;
+    bool live;
+    int live_lines;
+} run_output;
+
+/* Hands one step's tokens to their requests. Returns how many finished. */
+static int take_tokens(pw_model *model, pw_engine *engine, run_request *reqs, int n_reqs,
+                       const pw_step_token *toks, int64_t n, const run_output *out) {
+    int finished = 0;
+    for (int64_t k = 0; k < n; k++) {
+        run_request *r = NULL;
+        for (int i = 0; i < n_reqs; i++)
+            if (reqs[i].id == toks[k].request) r = &reqs[i];
+        if (!r) continue;
+        if (!pw_model_is_end_of_generation(model, toks[k].token)) {
+            const char *piece = pw_model_token_text(model, r->prev, toks[k].token);
+            append_text(r, piece);
+            if (out->stream_one) {
+                fputs(piece, stdout);
+                fflush(stdout);
+            }
+        }
+        r->prev = toks[k].token;
+        if (toks[k].finished) {
+            r->done = true;
+            finished++;
+            if (!out->stream_one && !out->live)
+                printf("[%d] %s\n", (int)(r - reqs) + 1, r->text ? r->text : "");
+            pw_engine_release_request(engine, r->id);
+        }
+    }
+    return finished;
+}
+
+/* Steps the engine until every prompt's answer is complete. Returns the
+ * exit code. */
+static int generate(pw_model *model, pw_engine *engine, const run_options *o, bool chat,
+                    run_request *reqs) {
+    run_output out = {.stream_one = o->n_prompts == 1};
+    out.live = !out.stream_one && isatty(STDOUT_FILENO);
+    if (out.stream_one && !chat) {
+        fputs(o->prompts[0], stdout);
+        fflush(stdout);
+    }
+    int remaining = o->n_prompts;
+    while (remaining > 0) {
+        const pw_step_token *toks;
+        int64_t n;
+        pw_status s = pw_engine_step(engine, &toks, &n);
+        if (s != PW_OK) return pw_cli_fail("run: step", s);
+        remaining -= take_tokens(model, engine, reqs, o->n_prompts, toks, n, &out);
+        if (out.live) out.live_lines = redraw(reqs, o->n_prompts, out.live_lines);
+    }
+    if (out.stream_one) printf("\n");
+    fflush(stdout);
+    return 0;
+}
+
+static void print_stats(const pw_engine *engine) {
+    pw_engine_stats st;
+    pw_engine_get_stats(engine, &st);
+    double pre = st.prefill_seconds > 0 ? st.prompt_tokens / st.prefill_seconds : 0;
+    double dec = st.decode_seconds > 0 ? st.decode_step_tokens / st.decode_seconds : 0;
+    fprintf(stderr,
+            "prompt %" PRId64 " tok at %.0f tok/s | decode %" PRId64
+            " tok at %.0f tok/s | %" PRIu64 " graphs captured in %.1f ms | steps: %" PRId64
+            " none, %" PRId64 " piecewise, %" PRId64 " full\n",
+            st.prompt_tokens, pre, st.generated_tokens, dec, st.graphs_captured,
+            st.capture_seconds * 1e3, st.steps_by_mode[PW_MODE_NONE],
+            st.steps_by_mode[PW_MODE_PIECEWISE], st.steps_by_mode[PW_MODE_FULL]);
+}
+
 int pw_cmd_run(int argc, char **argv) {
     if (pw_cli_wants_help(argc, argv)) {
         usage(stdout);
@@ -189,7 +297,6 @@ int pw_cmd_run(int argc, char **argv) {
     pw_model *model = NULL;
     pw_engine *engine = NULL;
     run_request reqs[RUN_MAX_PROMPTS];
-    int32_t ids_last[RUN_MAX_PROMPTS];
     memset(reqs, 0, sizeof reqs);
     pw_status s = pw_model_load(o.model, &model);
     if (s != PW_OK) return pw_cli_fail("run", s);
@@ -199,93 +306,10 @@ int pw_cmd_run(int argc, char **argv) {
                 chat ? "prompts formatted with the model's chat template (--raw to skip)"
                      : "raw prompts");
     s = pw_engine_new(model, &o.cfg, &engine);
-    if (s != PW_OK) {
-        rc = pw_cli_fail("run: compiling and capturing", s);
-        goto done;
-    }
-    for (int i = 0; i < o.n_prompts; i++) {
-        int32_t *ids = NULL;
-        int64_t n = 0;
-        char *formatted = NULL;
-        s = PW_OK;
-        if (chat) {
-            pw_chat_message msgs[2];
-            int nm = 0;
-            if (o.system) msgs[nm++] = (pw_chat_message){"system", o.system};
-            msgs[nm++] = (pw_chat_message){"user", o.prompts[i]};
-            s = pw_model_apply_chat_template(model, msgs, nm, true, &formatted);
-        }
-        if (s == PW_OK)
-            s = pw_model_tokenize(model, formatted ? formatted : o.prompts[i], o.add_bos, &ids, &n);
-        free(formatted);
-        if (s == PW_OK) s = pw_engine_add_request(engine, ids, n, o.tokens, &o.sp, &reqs[i].id);
-        ids_last[i] = n > 0 && ids ? ids[n - 1] : -1;
-        free(ids);
-        if (s != PW_OK) {
-            char what[64];
-            snprintf(what, sizeof what, "run: prompt %d", i + 1);
-            rc = pw_cli_fail(what, s);
-            goto done;
-        }
-        reqs[i].prev = n > 0 ? ids_last[i] : -1;
-        if (!chat) append_text(&reqs[i], o.prompts[i]);
-    }
-    bool stream_one = o.n_prompts == 1;
-    if (stream_one && !chat) {
-        fputs(o.prompts[0], stdout);
-        fflush(stdout);
-    }
-    bool live = !stream_one && isatty(STDOUT_FILENO);
-    int live_lines = 0;
-    int remaining = o.n_prompts;
-    while (remaining > 0) {
-        const pw_step_token *toks;
-        int64_t n;
-        s = pw_engine_step(engine, &toks, &n);
-        if (s != PW_OK) {
-            rc = pw_cli_fail("run: step", s);
-            goto done;
-        }
-        for (int64_t k = 0; k < n; k++) {
-            run_request *r = NULL;
-            for (int i = 0; i < o.n_prompts; i++)
-                if (reqs[i].id == toks[k].request) r = &reqs[i];
-            if (!r) continue;
-            bool eos = pw_model_is_end_of_generation(model, toks[k].token);
-            if (!eos) {
-                const char *piece = pw_model_token_text(model, r->prev, toks[k].token);
-                append_text(r, piece);
-                if (stream_one) {
-                    fputs(piece, stdout);
-                    fflush(stdout);
-                }
-            }
-            r->prev = toks[k].token;
-            if (toks[k].finished) {
-                r->done = true;
-                remaining--;
-                if (!stream_one && !live) printf("[%d] %s\n", (int)(r - reqs) + 1, r->text ? r->text : "");
-                pw_engine_release_request(engine, r->id);
-            }
-        }
-        if (live) live_lines = redraw(reqs, o.n_prompts, live_lines);
-    }
-    if (stream_one) printf("\n");
-    fflush(stdout);
-    if (!o.quiet) {
-        pw_engine_stats st;
-        pw_engine_get_stats(engine, &st);
-        double pre = st.prefill_seconds > 0 ? st.prompt_tokens / st.prefill_seconds : 0;
-        double dec = st.decode_seconds > 0 ? st.decode_step_tokens / st.decode_seconds : 0;
-        fprintf(stderr,
-                "prompt %" PRId64 " tok at %.0f tok/s | decode %" PRId64
-                " tok at %.0f tok/s | %" PRIu64 " graphs captured in %.1f ms | steps: %" PRId64
-                " none, %" PRId64 " piecewise, %" PRId64 " full\n",
-                st.prompt_tokens, pre, st.generated_tokens, dec, st.graphs_captured,
-                st.capture_seconds * 1e3, st.steps_by_mode[PW_MODE_NONE],
-                st.steps_by_mode[PW_MODE_PIECEWISE], st.steps_by_mode[PW_MODE_FULL]);
-    }
-done:
+    if (s != PW_OK) rc = pw_cli_fail("run: compiling and capturing", s);
+    if (rc == 0) rc = add_prompts(model, engine, &o, chat, reqs);
+    if (rc == 0) rc = generate(model, engine, &o, chat, reqs);
+    if (rc == 0 && !o.quiet) print_stats(engine);
     for (int i = 0; i < o.n_prompts; i++) free(reqs[i].text);
     pw_engine_free(engine);
     pw_model_free(model);

@@ -34,9 +34,28 @@ const char *pw_last_error(void) { return last_error; }
 
 void pw_clear_error(void) { last_error[0] = '\0'; }
 
+/* > 0 while cleanup on an error path runs on this thread (pw_error_hold). */
+static _Thread_local int hold_depth;
+
+void pw_error_hold(void) { hold_depth++; }
+
+void pw_error_unhold(void) {
+    assert(hold_depth > 0);
+    hold_depth--;
+}
+
 pw_status pw_error(pw_status code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
+    if (PW_UNLIKELY(hold_depth > 0)) {
+        /* Cleanup failed while another error is being returned: that error
+         * keeps its message, and this one is only logged. */
+        char held[PW_ERROR_CAP];
+        vsnprintf(held, sizeof held, fmt, ap);
+        va_end(ap);
+        pw_log_warn("error during cleanup, not returned (%s): %s", pw_status_name(code), held);
+        return code;
+    }
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
     pw_log_debug("error %s: %s", pw_status_name(code), last_error);
@@ -44,6 +63,7 @@ pw_status pw_error(pw_status code, const char *fmt, ...) {
 }
 
 pw_status pw_error_context(pw_status code, const char *fmt, ...) {
+    if (PW_UNLIKELY(hold_depth > 0)) return code;
     char prefix[512];
     char old[PW_ERROR_CAP];
     va_list ap;

@@ -23,8 +23,18 @@
 /* Sets the thread's last error and returns code, so call sites read
  *   return pw_error(PW_ERR_PARSE, "line %d: ...", line); */
 pw_status pw_error(pw_status code, const char *fmt, ...) PW_PRINTF(2, 3);
-/* Prepends context to the current message: "loading x.gguf: <old>". */
+/* Prepends context to the current message: "loading x.gguf: <old>". Only
+ * right after a failing call (the message is unspecified after a success). */
 pw_status pw_error_context(pw_status code, const char *fmt, ...) PW_PRINTF(2, 3);
+
+/* Cleanup on an error path must not replace the message of the error being
+ * returned. Between pw_error_hold() and pw_error_unhold() on a thread,
+ * pw_error() and pw_error_context() return their code and leave the message
+ * alone (a failure there is logged as a warning instead). Holds nest. Void
+ * cleanup functions (_free, _release, abort) that call fallible code wrap it
+ * in a hold, so their callers need no workaround. */
+void pw_error_hold(void);
+void pw_error_unhold(void);
 
 /* Propagate a failing status unchanged. */
 #define PW_TRY(expr)                                                                           \
@@ -38,6 +48,21 @@ void pw_log(pw_log_level level, const char *fmt, ...) PW_PRINTF(2, 3);
 #define pw_log_debug(...) do { if (PW_LOG_ENABLED(PW_LOG_DEBUG)) pw_log(PW_LOG_DEBUG, __VA_ARGS__); } while (0)
 #define pw_log_info(...) do { if (PW_LOG_ENABLED(PW_LOG_INFO)) pw_log(PW_LOG_INFO, __VA_ARGS__); } while (0)
 #define pw_log_warn(...) pw_log(PW_LOG_WARN, __VA_ARGS__)
+
+/* Environment variables (src/core/env.c). Every variable the library reads
+ * goes through these, so a bad value is handled the same way everywhere:
+ * one warning per variable and process, naming the variable, the value and
+ * the accepted values, then the default. Unset or empty means the default,
+ * silently. Neither touches the error message. `name` must be a string
+ * literal (the warning list keeps the pointer). */
+
+/* Index of the variable's value in the NULL-terminated `choices`, or
+ * default_index (also the index of the value the warning says is used). */
+int pw_env_choice(const char *name, const char *const *choices, int default_index);
+/* The value when valid(value) holds, else NULL (unset, empty, or refused
+ * with a warning that says it expected `accepted` and is using `fallback`). */
+const char *pw_env_string(const char *name, bool (*valid)(const char *value), const char *accepted,
+                          const char *fallback);
 
 /* Host allocations that report PW_ERR_OOM through the error channel.
  * pw_host_fail_nth() is the test hook that fails the n-th call. */

@@ -1,16 +1,21 @@
+/* Logging to stderr. Nothing here goes through the error channel: a log
+ * line (or a bad PW_LOG_LEVEL) never touches pw_last_error(), and pw_error()
+ * may log without recursing back into it. */
 #include "internal.h"
 
 #include <stdatomic.h>
 #include <string.h>
 
-/* -1 means "not read from the environment yet". */
-static atomic_int log_level = -1;
+#define PW_LOG_LEVEL_UNREAD (-1)
 
-static const char *const level_names[] = {"error", "warn", "info", "debug"};
+static atomic_int log_level = PW_LOG_LEVEL_UNREAD;
+
+/* Indexed by pw_log_level; NULL-terminated for pw_env_choice. */
+static const char *const level_names[] = {"error", "warn", "info", "debug", NULL};
 
 pw_status pw_log_level_parse(const char *name, pw_log_level *out) {
     if (name) {
-        for (int i = 0; i < (int)PW_ARRAY_LEN(level_names); i++) {
+        for (int i = 0; level_names[i]; i++) {
             if (strcmp(name, level_names[i]) == 0) {
                 *out = (pw_log_level)i;
                 return PW_OK;
@@ -22,21 +27,20 @@ pw_status pw_log_level_parse(const char *name, pw_log_level *out) {
                     name ? name : "(null)");
 }
 
+/* The first call reads PW_LOG_LEVEL. The default is in place while it is
+ * read, so the warning about a bad value is logged at that level instead of
+ * asking for the level again; a level set meanwhile with pw_log_set_level
+ * wins over the variable. */
 pw_log_level pw_log_get_level(void) {
     int level = atomic_load_explicit(&log_level, memory_order_relaxed);
-    if (PW_LIKELY(level >= 0)) return (pw_log_level)level;
-    pw_log_level parsed = PW_LOG_WARN;
-    const char *env = getenv("PW_LOG_LEVEL");
-    if (env && *env) {
-        if (pw_log_level_parse(env, &parsed) != PW_OK) {
-            parsed = PW_LOG_WARN;
-            fprintf(stderr, "piecewise [warn] PW_LOG_LEVEL='%s' is not one of error, warn, "
-                            "info, debug; using warn\n", env);
-            pw_clear_error();
-        }
+    if (PW_LIKELY(level != PW_LOG_LEVEL_UNREAD)) return (pw_log_level)level;
+    int unread = PW_LOG_LEVEL_UNREAD;
+    if (atomic_compare_exchange_strong(&log_level, &unread, PW_LOG_WARN)) {
+        int parsed = pw_env_choice("PW_LOG_LEVEL", level_names, PW_LOG_WARN);
+        int placeholder = PW_LOG_WARN;
+        atomic_compare_exchange_strong(&log_level, &placeholder, parsed);
     }
-    atomic_store(&log_level, (int)parsed);
-    return parsed;
+    return (pw_log_level)atomic_load(&log_level);
 }
 
 void pw_log_set_level(pw_log_level level) { atomic_store(&log_level, (int)level); }

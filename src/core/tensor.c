@@ -127,7 +127,12 @@ void pw_tensor_release(pw_tensor *t) {
     if (!t) return;
     assert(t->refcount > 0);
     if (--t->refcount > 0) return;
-    if (t->pool) pw_pool_release(t->pool, t->data);
+    if (t->pool) {
+        /* releasing is cleanup: a failure must not replace the caller's message */
+        pw_error_hold();
+        pw_pool_release(t->pool, t->data);
+        pw_error_unhold();
+    }
     pw_tensor_release(t->base);
     pw_host_free(t);
 }

@@ -4,8 +4,10 @@
 #include "plan_internal.h"
 #include "pw_config.h"
 
+#include <ctype.h>
 #include <dlfcn.h>
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -64,11 +66,29 @@ struct pw_native {
     stitch_fn fn;
 };
 
+/* A compiler command, possibly with flags ("gcc -m64"). It goes to the shell
+ * unquoted, so only characters the shell takes literally are accepted. */
+#define PW_CC_ACCEPTED "a compiler command such as gcc or '/usr/bin/cc -m64', of letters, digits, spaces and -_./+=,:@"
+static bool valid_compiler(const char *v) {
+    for (const char *c = v; *c; c++)
+        if (!isalnum((unsigned char)*c) && !strchr(" -_./+=,:@", *c)) return false;
+    return true;
+}
+
 static const char *compiler(void) {
-    const char *cc = getenv("PW_CC");
-    if (!cc || !*cc) cc = getenv("CC");
-    if (!cc || !*cc) cc = PW_C_COMPILER;
+    const char *cc = pw_env_string("PW_CC", valid_compiler, PW_CC_ACCEPTED, "CC or " PW_C_COMPILER);
+    if (!cc) cc = pw_env_string("CC", valid_compiler, PW_CC_ACCEPTED, PW_C_COMPILER);
+    if (!cc) cc = PW_C_COMPILER;
     return cc;
+}
+
+/* The temporary directory's paths go to the shell in single quotes and into
+ * fixed buffers (dir below). */
+#define PW_TMPDIR_MAX 400
+static bool valid_tmpdir(const char *v) {
+    struct stat st;
+    return v[0] == '/' && strlen(v) < PW_TMPDIR_MAX && !strchr(v, '\'') && stat(v, &st) == 0 &&
+           S_ISDIR(st.st_mode);
 }
 
 static bool write_file(const char *path, const char *text) {
@@ -89,11 +109,14 @@ static void first_line(const char *path, char *buf, size_t cap) {
 
 /* Compiles and loads; on failure fills why and returns false. */
 static bool compile_and_load(const pw_plan *plan, const char *source, pw_native *n, char *why, size_t cap) {
-    const char *tmp = getenv("TMPDIR");
+    const char *tmp = pw_env_string("TMPDIR", valid_tmpdir,
+                                    "an existing directory, as an absolute path under 400 characters without '",
+                                    "/tmp");
+    if (!tmp) tmp = "/tmp";
     char dir[512];
-    snprintf(dir, sizeof dir, "%s/pw-native-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    snprintf(dir, sizeof dir, "%s/pw-native-XXXXXX", tmp);
     if (!mkdtemp(dir)) {
-        snprintf(why, cap, "cannot create a temporary directory under %s", tmp && *tmp ? tmp : "/tmp");
+        snprintf(why, cap, "cannot create a temporary directory under %s", tmp);
         return false;
     }
     char src[600], so[600], log[600];

@@ -286,7 +286,7 @@ done:
     pw_host_free(splitting_sub);
     if (rc != PW_OK) {
         pw_ir_free(stitch);
-        return rc == PW_ERR_OOM && !*pw_last_error() ? pw_error(PW_ERR_OOM, "out of memory splitting") : rc;
+        return rc;
     }
     *out = stitch;
     return PW_OK;

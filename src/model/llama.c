@@ -77,10 +77,10 @@ static pw_status read_hparams(pw_model *m) {
     return PW_OK;
 }
 
-/* True unless PW_DEQUANTIZE is set to something other than "" or "0". */
+/* True unless PW_DEQUANTIZE=1 (0, unset or empty keep the weights quantized). */
 static bool keep_quantized_weights(void) {
-    const char *v = getenv(PW_ENV_DEQUANTIZE);
-    return !v || !v[0] || strcmp(v, "0") == 0;
+    static const char *const values[] = {"0", "1", NULL};
+    return pw_env_choice(PW_ENV_DEQUANTIZE, values, 0) == 0;
 }
 
 /* Finds a tensor, checks its shape (ggml order: dims[0] innermost) and

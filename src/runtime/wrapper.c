@@ -272,20 +272,21 @@ pw_status pw_graph_wrapper_clear(pw_graph_wrapper *w) {
     return PW_OK;
 }
 
+/* Clears every wrapper it can; the first failure is returned, and the
+ * wrappers after it are still cleared without replacing its message. */
 pw_status pw_graph_wrappers_clear_all(void) {
     pw_status first = PW_OK;
-    char msg[512] = "";
     pthread_mutex_lock(&registry_lock);
     for (pw_graph_wrapper *w = registry_head; w; w = w->reg_next) {
         pw_status s = pw_graph_wrapper_clear(w);
         if (s != PW_OK && first == PW_OK) {
-            first = s;
-            snprintf(msg, sizeof msg, "%s", pw_last_error());
+            first = pw_error_context(s, "clearing all graph wrappers");
+            pw_error_hold();
         }
     }
+    if (first != PW_OK) pw_error_unhold();
     pthread_mutex_unlock(&registry_lock);
-    if (first != PW_OK) return pw_error(first, "clearing all graph wrappers: %s", msg);
-    return PW_OK;
+    return first;
 }
 
 /* ---- accessors ------------------------------------------------------------------ */
@@ -433,14 +434,8 @@ static pw_status capture_once(pw_graph_wrapper *w, const pw_value *args, int nar
             pw_value_release(*output);
             *output = pw_value_retain(*weak);
         }
-        if (s == PW_OK) {
-            s = pw_stream_end_capture(w->stream, graph);
-        } else {
-            char msg[1024];
-            snprintf(msg, sizeof msg, "%s", pw_last_error());
-            pw_stream_abort_capture(w->stream);
-            pw_error(s, "%s", msg);
-        }
+        if (s == PW_OK) s = pw_stream_end_capture(w->stream, graph);
+        else pw_stream_abort_capture(w->stream); /* keeps the runnable's message */
         if (s != PW_OK) {
             pw_value_release(*output);
             pw_value_release(*weak);

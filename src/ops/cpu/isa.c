@@ -11,9 +11,11 @@
 #include <string.h>
 
 static bool detect(void) {
+    /* read in every build, so a bad value warns the same everywhere */
+    static const char *const isa_names[] = {"auto", "generic", NULL};
+    bool forced_generic = pw_env_choice("PW_KERNEL_ISA", isa_names, 0) == 1;
 #if PW_HAVE_FMA_KERNELS
-    const char *forced = getenv("PW_KERNEL_ISA");
-    if (forced && strcmp(forced, "generic") == 0) return false;
+    if (forced_generic) return false;
     __builtin_cpu_init();
     /* F16C (CPUID leaf 1, ECX bit 29) comes with every AVX2+FMA CPU, but a
      * virtual machine may hide it; clang's __builtin_cpu_supports does not
@@ -27,6 +29,7 @@ static bool detect(void) {
                 "return the same results but are much slower (docs/kernels.md)");
     return false;
 #else
+    (void)forced_generic;
     return false;
 #endif
 }
