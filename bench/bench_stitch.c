@@ -209,7 +209,7 @@ static pw_status run_case(int layers, int repeats, stitch_result *r) {
     pw_value *args = NULL, *names = NULL;
     char (*name_text)[64] = NULL;
     pw_status s = pw_ir_synthetic_llama(layers, &g);
-    if (s == PW_OK) s = pw_split(g, NULL, 0, &split);
+    if (s == PW_OK) s = pw_split(g, (const char *const[]){"attention"}, 1, &split);
     pw_plan_options opts = {.resolve_op = resolve, .function_name = "bench_stitch"};
     if (s == PW_OK) s = pw_plan_build(split, &opts, &plan);
     if (s == PW_OK) s = pw_native_compile(plan, &native);

@@ -98,9 +98,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     build_and_run(g, mode & 1);
 
     static const char *const custom_ops[] = {"attn", "relu", "add", "mm"};
+    /* the model's attention and vLLM's, as the seed graphs name them */
+    static const char *const attention_ops[] = {"attention", "unified_attention",
+                                                "unified_attention_with_output"};
     pw_ir *split = NULL;
     pw_status s = (mode & 2) ? pw_split(g, custom_ops, (int)(mode >> 2) % 5, &split)
-                             : pw_split(g, NULL, 0, &split);
+                             : pw_split(g, attention_ops, 3, &split);
     if (s == PW_OK) {
         char *printed = NULL;
         FUZZ_CHECK(pw_ir_print(split, &printed) == PW_OK, "print split failed: %s", pw_last_error());

@@ -2,6 +2,7 @@
  * splitting ops, and print one of its forms: the graph, the split graph,
  * the stitching plan, its C source or Graphviz DOT. */
 #include "cli.h"
+#include "ops/ops.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,19 @@
 
 /* Most --split-ops names. */
 #define COMPILE_MAX_SPLIT_OPS 32
+
+/* vLLM's attention ops, as the graphs it dumps name them. */
+static const char *const vllm_split_ops[] = {"unified_attention", "unified_attention_with_output"};
+
+/* The default --split-ops: the op table's splitting ops, then vLLM's. */
+static int default_split_ops(const char **ops) {
+    const char *const *table;
+    int n = 0, n_table = pw_op_splitting_names(&table);
+    for (int i = 0; i < n_table && n < COMPILE_MAX_SPLIT_OPS; i++) ops[n++] = table[i];
+    for (size_t i = 0; i < sizeof vllm_split_ops / sizeof vllm_split_ops[0] && n < COMPILE_MAX_SPLIT_OPS; i++)
+        ops[n++] = vllm_split_ops[i];
+    return n;
+}
 
 static const char *const emit_forms[] = {"graph", "split", "plan", "c", "dot", "graph-dot"};
 
@@ -30,7 +44,8 @@ static void usage(FILE *f) {
             "\n"
             "options:\n"
             "  --model FILE.gguf   compile this model's forward pass instead of a graph file\n"
-            "  --split-ops OP,...  splitting op targets (default: attention,unified_attention,\n"
+            "  --split-ops OP,...  splitting op targets (default: the op table's splitting ops,\n"
+            "                      attention, and vLLM's unified_attention,\n"
             "                      unified_attention_with_output)\n"
             "  --emit FORM         what to print\n"
             "  -o FILE             write to FILE instead of standard output\n");
@@ -174,21 +189,27 @@ static int parse_args(int argc, char **argv, compile_options *o) {
 
 /* The graph from --model or the graph file, through pw_compile_emit. */
 static int compile_input(const compile_options *o) {
-    const char *const *ops = o->nops ? o->ops : NULL;
+    const char *defaults[COMPILE_MAX_SPLIT_OPS];
+    const char *const *ops = o->ops;
+    int nops = o->nops;
+    if (nops == 0) {
+        nops = default_split_ops(defaults);
+        ops = defaults;
+    }
     pw_ir *g = NULL;
     int rc;
     if (o->model_path) {
         pw_model *m = NULL;
         pw_status s = pw_model_load(o->model_path, &m);
         if (s == PW_OK) s = pw_model_build_ir(m, &g);
-        rc = s != PW_OK ? pw_cli_fail("compiling the model", s) : pw_compile_emit(g, o->emit, ops, o->nops, o->out_path);
+        rc = s != PW_OK ? pw_cli_fail("compiling the model", s) : pw_compile_emit(g, o->emit, ops, nops, o->out_path);
         pw_ir_free(g);
         pw_model_free(m);
         return rc;
     }
     pw_status s = pw_ir_parse_file(o->path, &g);
     if (s != PW_OK) return pw_cli_fail("reading the graph", s);
-    rc = pw_compile_emit(g, o->emit, ops, o->nops, o->out_path);
+    rc = pw_compile_emit(g, o->emit, ops, nops, o->out_path);
     pw_ir_free(g);
     return rc;
 }

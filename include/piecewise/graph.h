@@ -198,17 +198,21 @@ pw_status pw_ir_to_dot(const pw_ir *g, char **out);
 /* Splitter (DESIGN §2.7)                                                    */
 /* ------------------------------------------------------------------------ */
 
-/* The default splitting ops: attention, unified_attention,
- * unified_attention_with_output (and any target ending in ".<one of those>"). */
-int pw_split_default_ops(const char *const **out);
-
-/* One linear walk of g (which must have no call_module nodes). Each run of
+/* split_ops[0..n_split_ops) names the splitting ops: a call_function splits
+ * when its target, or the part of it after the last '.', equals one of them
+ * ("vllm.unified_attention" matches "unified_attention"). The caller always
+ * names them (the graph layer knows no op names): the model layer passes
+ * pw_op_splitting_names() of its op table; a vLLM graph's are
+ * unified_attention and unified_attention_with_output. No names (NULL or
+ * n_split_ops <= 0), or a NULL or empty name, is PW_ERR_INVALID_ARG.
+ *
+ * One linear walk of g (which must have no call_module nodes). Each run of
  * consecutive splitting ops becomes one splitting subgraph; every other
  * maximal run becomes a plain subgraph; a getitem joins its producer's
  * subgraph. *out is the stitching graph (placeholders, call_module submod_<i>
  * per subgraph, getitems for values that cross subgraphs, output) owning the
  * subgraphs submod_0, submod_1, ... in order; pw_ir_is_splitting marks the
- * splitting ones. split_ops NULL or n == 0 means the default. A subgraph with
+ * splitting ones. A subgraph with
  * several values used later returns a tuple; with one, that value; with none,
  * an empty tuple. */
 pw_status pw_split(const pw_ir *g, const char *const *split_ops, int n_split_ops, pw_ir **out);

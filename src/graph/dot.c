@@ -1,6 +1,7 @@
 /* Graphviz output: the graph's nodes and data edges; subgraphs as
- * clusters that call_module nodes point at; splitting ops and splitting
- * subgraphs highlighted. `dot -Tpng` renders it. */
+ * clusters that call_module nodes point at; splitting subgraphs and the ops
+ * in them highlighted (the splitter marked them; the graph layer knows no
+ * op names). `dot -Tpng` renders it. */
 #include "graph_internal.h"
 
 #define SPLIT_COLOR "#f4a582"
@@ -27,15 +28,13 @@ static void dot_label(pw_sb *sb, const pw_ir_node *n) {
 }
 
 static void dot_nodes(pw_sb *sb, const pw_ir *g, const char *indent) {
-    const char *const *ops;
-    int nops = pw_split_default_ops(&ops);
     for (int i = 0; i < g->nnodes; i++) {
         const pw_ir_node *n = &g->nodes[i];
         pw_sb_printf(sb, "%s\"%s.%s\" [label=\"", indent, g->name, n->name);
         dot_label(sb, n);
         pw_sb_puts(sb, "\"");
         if (n->kind == PW_IR_PLACEHOLDER || n->kind == PW_IR_OUTPUT) pw_sb_puts(sb, ", shape=ellipse");
-        if (n->kind == PW_IR_CALL_FUNCTION && pw_ir_target_matches(n->target, ops, nops))
+        if (n->kind == PW_IR_CALL_FUNCTION && g->splitting)
             pw_sb_puts(sb, ", style=filled, fillcolor=\"" SPLIT_COLOR "\"");
         pw_sb_puts(sb, "];\n");
     }

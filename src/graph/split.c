@@ -2,19 +2,12 @@
  * subgraph; splitting ops get their own subgraphs (consecutive ones share
  * one), a getitem follows its producer. Then each subgraph is built with the
  * values it needs as placeholders and the values later code needs as its
- * output, and the stitching graph calls them in order. */
+ * output, and the stitching graph calls them in order.
+ *
+ * Which ops split is the caller's to say: the graph layer knows no op
+ * names (the model layer passes its op table's splitting ops,
+ * pw_op_splitting_names; the CLI adds vLLM's attention ops for graph files). */
 #include "graph_internal.h"
-
-static const char *const default_split_ops[] = {
-    "attention",
-    "unified_attention",
-    "unified_attention_with_output",
-};
-
-int pw_split_default_ops(const char *const **out) {
-    *out = default_split_ops;
-    return (int)PW_ARRAY_LEN(default_split_ops);
-}
 
 bool pw_ir_target_matches(const char *target, const char *const *ops, int n) {
     if (!target) return false;
@@ -197,7 +190,15 @@ done:
 
 pw_status pw_split(const pw_ir *g, const char *const *split_ops, int n_split_ops, pw_ir **out) {
     *out = NULL;
-    if (!split_ops || n_split_ops <= 0) n_split_ops = pw_split_default_ops(&split_ops);
+    if (!split_ops || n_split_ops <= 0)
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "pw_split: no splitting ops given (split_ops %s, n_split_ops %d); pass "
+                        "the op names to cut at",
+                        split_ops ? "set" : "NULL", n_split_ops);
+    for (int i = 0; i < n_split_ops; i++)
+        if (!split_ops[i] || !split_ops[i][0])
+            return pw_error(PW_ERR_INVALID_ARG, "pw_split: splitting op %d is %s", i,
+                            split_ops[i] ? "empty" : "NULL");
     PW_TRY(pw_ir_validate(g));
     char where[PW_IR_MAX_NAME * 2 + 64];
     for (int i = 0; i < g->nnodes; i++)

@@ -61,7 +61,9 @@ static pw_status run_forward(void *user, const pw_value *args, int nargs, pw_val
 
 static pw_status compile_model(pw_engine *e) {
     PW_TRY(pw_model_build_ir(e->model, &e->ir));
-    PW_TRY(pw_split(e->ir, NULL, 0, &e->split));
+    const char *const *split_ops;
+    int n_split_ops = pw_op_splitting_names(&split_ops);
+    PW_TRY(pw_split(e->ir, split_ops, n_split_ops, &e->split));
     PW_TRY(pw_check_split_for_replay(e->split));
     pw_plan_options opts = {0};
     opts.resolve_op = resolve_op;

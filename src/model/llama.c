@@ -9,8 +9,9 @@
  * measurement (docs/kernels.md, "Quantized weights"). */
 #include "model/llama.h"
 
-#include "ops/cpu/kernels.h"
 #include "model/dequant.h"
+#include "ops/cpu/kernels.h"
+#include "ops/ops.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -257,15 +258,15 @@ static int placeholder(ir_builder *b, const char *fmt, int64_t l) {
     return node;
 }
 
-/* call(b, "q", layer, "matmul", 2, x, w): node named q_<layer>. Integer
- * arguments are passed as (PW_IR_ARG_INT) with the value tagged negative-free. */
-static int call(ir_builder *b, const char *name, int64_t l, const char *target,
-                const pw_ir_arg *args, int nargs) {
+/* call(b, "q", layer, PW_OP_MATMUL, args, 2): node q_<layer> calling the op
+ * table's op; layer < 0: no suffix. */
+static int call(ir_builder *b, const char *name, int64_t l, pw_op_id op, const pw_ir_arg *args,
+                int nargs) {
     int node = -1;
     if (b->status != PW_OK) return -1;
     if (l >= 0) snprintf(b->name, sizeof b->name, "%s_%" PRId64, name, l);
     else snprintf(b->name, sizeof b->name, "%s", name);
-    b->status = pw_ir_add_call_function(b->g, b->name, target, args, nargs, NULL, 0, &node);
+    b->status = pw_ir_add_call_function(b->g, b->name, pw_op_name(op), args, nargs, NULL, 0, &node);
     return node;
 }
 

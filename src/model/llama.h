@@ -9,20 +9,6 @@
 
 #define PW_LLAMA_MAX_LAYERS 256
 
-/* Op names the model graph uses; src/ops binds them to kernels. */
-#define PW_OP_EMBEDDING "embedding"
-#define PW_OP_RMS_NORM "rms_norm"
-#define PW_OP_MATMUL "matmul"
-#define PW_OP_ROPE "rope"
-#define PW_OP_EMPTY_LIKE "empty_like"
-#define PW_OP_ATTENTION "attention"
-#define PW_OP_ADD "add"
-#define PW_OP_SILU_MUL "silu_mul"
-/* Fused forms (src/ops/ops.h): one launch each, the same bits. */
-#define PW_OP_ADD_RMS_NORM "add_rms_norm"
-#define PW_OP_QKV_ROPE "qkv_rope"
-#define PW_OP_GATE_UP_SILU "gate_up_silu"
-
 typedef struct pw_llama_layer {
     pw_tensor *attn_norm; /* (dim) */
     pw_tensor *wq;        /* (n_heads * head_dim, dim) */

@@ -6,10 +6,10 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "core/tensor.h"
+#include "ops/op_table.h"
 
 #include <string.h>
 
-#define PW_OP_MAX_ARGS 6
 /* Most tensors a tuple-returning op yields. */
 #define PW_OP_MAX_OUTPUTS 3
 
@@ -26,14 +26,13 @@ typedef struct out_spec {
 typedef struct op_def {
     const char *name;
     int nargs;
-    const char *arg_names[PW_OP_MAX_ARGS];
+    const char *const *arg_names; /* [nargs] */
     bool splitting;
-    const pw_kernel *kernel; /* NULL: the op launches nothing (empty_like) */
     pw_status (*infer)(const struct op_def *d, const pw_op_env *env, const pw_value *args,
                        out_spec *spec);
-    pw_status (*launch)(const pw_op_env *env, const pw_value *args, pw_tensor *out);
-    /* Instead of launch, for ops returning a tuple (spec.n_tuple outputs). */
-    pw_status (*launch_tuple)(const pw_op_env *env, const pw_value *args, pw_tensor *const *outs);
+    /* outs: the op's outputs, allocated from its out_spec (one tensor, the
+     * spec.n_tuple tensors of a tuple, or a single NULL for none). */
+    pw_status (*launch)(const pw_op_env *env, const pw_value *args, pw_tensor *const *outs);
 } op_def;
 
 /* ---- argument checks ------------------------------------------------------ */
@@ -131,7 +130,9 @@ static pw_status infer_embedding(const op_def *d, const pw_op_env *env, const pw
     return PW_OK;
 }
 
-static pw_status launch_embedding(const pw_op_env *env, const pw_value *args, pw_tensor *out) {
+static pw_status launch_embedding(const pw_op_env *env, const pw_value *args,
+                                  pw_tensor *const *outs) {
+    pw_tensor *out = outs[0];
     pw_tensor *ids = targ(args, 0), *table = targ(args, 1);
     if (table->dtype != PW_F32) {
         pw_k_embedding_quant_args q = {fdata(out),      ids->data,       table->data,
@@ -160,7 +161,9 @@ static pw_status infer_rms_norm(const op_def *d, const pw_op_env *env, const pw_
     return PW_OK;
 }
 
-static pw_status launch_rms_norm(const pw_op_env *env, const pw_value *args, pw_tensor *out) {
+static pw_status launch_rms_norm(const pw_op_env *env, const pw_value *args,
+                                 pw_tensor *const *outs) {
+    pw_tensor *out = outs[0];
     pw_tensor *x = targ(args, 0), *w = targ(args, 1);
     pw_k_rms_norm_args a = {fdata(out), NULL, fdata(x), fdata(w), x->shape[0], x->shape[1],
                             env->rms_eps};
@@ -208,7 +211,9 @@ static pw_status matmul_into(const pw_op_env *env, float *y, const pw_tensor *x,
     return s;
 }
 
-static pw_status launch_matmul(const pw_op_env *env, const pw_value *args, pw_tensor *out) {
+static pw_status launch_matmul(const pw_op_env *env, const pw_value *args,
+                               pw_tensor *const *outs) {
+    pw_tensor *out = outs[0];
     return matmul_into(env, fdata(out), targ(args, 0), targ(args, 1));
 }
 
@@ -240,7 +245,9 @@ static pw_status infer_rope(const op_def *d, const pw_op_env *env, const pw_valu
     return PW_OK;
 }
 
-static pw_status launch_rope(const pw_op_env *env, const pw_value *args, pw_tensor *out) {
+static pw_status launch_rope(const pw_op_env *env, const pw_value *args,
+                             pw_tensor *const *outs) {
+    pw_tensor *out = outs[0];
     pw_tensor *x = targ(args, 0);
     pw_k_rope_args a = {fdata(out),          fdata(x),      rope_positions(env),
                         env->rope_table,     x->shape[0],   args[1].as.i,
@@ -263,7 +270,8 @@ static pw_status infer_silu_and_mul(const op_def *d, const pw_op_env *env, const
 }
 
 static pw_status launch_silu_and_mul(const pw_op_env *env, const pw_value *args,
-                                     pw_tensor *out) {
+                                     pw_tensor *const *outs) {
+    pw_tensor *out = outs[0];
     pw_tensor *gu = targ(args, 0);
     pw_k_silu_args a = {fdata(out), fdata(gu), NULL, gu->shape[0], gu->shape[1] / 2};
     return pw_launch(env->stream, &pw_kernel_silu_and_mul, &a, sizeof a);
@@ -293,13 +301,27 @@ static pw_status infer_binary(const op_def *d, const pw_op_env *env, const pw_va
     return PW_OK;
 }
 
-static pw_status launch_silu_mul(const pw_op_env *env, const pw_value *args, pw_tensor *out) {
+static pw_status infer_silu_mul(const op_def *d, const pw_op_env *env, const pw_value *args,
+                                out_spec *s) {
+    return infer_binary(d, env, args, s);
+}
+
+static pw_status infer_add(const op_def *d, const pw_op_env *env, const pw_value *args,
+                           out_spec *s) {
+    return infer_binary(d, env, args, s);
+}
+
+static pw_status launch_silu_mul(const pw_op_env *env, const pw_value *args,
+                                 pw_tensor *const *outs) {
+    pw_tensor *out = outs[0];
     pw_tensor *x = targ(args, 0), *y = targ(args, 1);
     pw_k_silu_args a = {fdata(out), fdata(x), fdata(y), 1, pw_tensor_numel(x)};
     return pw_launch(env->stream, &pw_kernel_silu_mul, &a, sizeof a);
 }
 
-static pw_status launch_add(const pw_op_env *env, const pw_value *args, pw_tensor *out) {
+static pw_status launch_add(const pw_op_env *env, const pw_value *args,
+                            pw_tensor *const *outs) {
+    pw_tensor *out = outs[0];
     pw_tensor *x = targ(args, 0), *y = targ(args, 1);
     pw_k_add_args a = {fdata(out), fdata(x), fdata(y), pw_tensor_numel(x)};
     return pw_launch(env->stream, &pw_kernel_add, &a, sizeof a);
@@ -318,7 +340,9 @@ static pw_status infer_empty_like(const op_def *d, const pw_op_env *env, const p
     return PW_OK;
 }
 
-static pw_status launch_nothing(const pw_op_env *env, const pw_value *args, pw_tensor *out) {
+/* The output is the op: attention writes it. */
+static pw_status launch_empty_like(const pw_op_env *env, const pw_value *args,
+                                   pw_tensor *const *outs) {
     return PW_OK;
 }
 
@@ -367,7 +391,8 @@ static pw_status infer_attention(const op_def *d, const pw_op_env *env, const pw
     return PW_OK;
 }
 
-static pw_status launch_attention(const pw_op_env *env, const pw_value *args, pw_tensor *unused) {
+static pw_status launch_attention(const pw_op_env *env, const pw_value *args,
+                                  pw_tensor *const *outs) {
     pw_tensor *q = targ(args, 0), *k = targ(args, 1), *v = targ(args, 2), *out = targ(args, 3);
     int64_t layer = args[4].as.i;
     pw_k_attention_args a = {
@@ -394,7 +419,9 @@ static pw_status infer_argmax(const op_def *d, const pw_op_env *env, const pw_va
     return PW_OK;
 }
 
-static pw_status launch_argmax(const pw_op_env *env, const pw_value *args, pw_tensor *out) {
+static pw_status launch_argmax(const pw_op_env *env, const pw_value *args,
+                               pw_tensor *const *outs) {
+    pw_tensor *out = outs[0];
     pw_tensor *logits = targ(args, 0);
     pw_k_argmax_args a = {out->data, fdata(logits), logits->shape[0], logits->shape[1]};
     return pw_launch(env->stream, &pw_kernel_argmax, &a, sizeof a);
@@ -551,7 +578,8 @@ static pw_status infer_gate_up_silu(const op_def *d, const pw_op_env *env, const
 }
 
 static pw_status launch_gate_up_silu(const pw_op_env *env, const pw_value *args,
-                                     pw_tensor *out) {
+                                     pw_tensor *const *outs) {
+    pw_tensor *out = outs[0];
     pw_tensor *x = targ(args, 0), *wg = targ(args, 1), *wu = targ(args, 2);
     int64_t t = x->shape[0], f = wg->shape[0], dim = x->shape[1];
     size_t up_floats = (size_t)(t * f);
@@ -577,43 +605,28 @@ static pw_status launch_gate_up_silu(const pw_op_env *env, const pw_value *args,
     return s;
 }
 
-/* ---- the table ------------------------------------------------------------------------------ */
+/* ---- the table ------------------------------------------------------------------------------
+ * Generated from op_table.h: each op's argument names, its definition and
+ * one trampoline per op so that a callable's user pointer can be the env
+ * itself (binding allocates nothing). */
 
-enum {
-    OP_EMBEDDING, OP_RMS_NORM, OP_MATMUL, OP_ROPE, OP_SILU_AND_MUL, OP_SILU_MUL, OP_ADD,
-    OP_EMPTY_LIKE, OP_ATTENTION, OP_ARGMAX, OP_ADD_RMS_NORM, OP_QKV_ROPE, OP_GATE_UP_SILU,
-    OP_COUNT_
-};
+#define OP_ARG_NAMES_(...) {__VA_ARGS__}
+#define OP_ARGS_(id, name, args, splitting) \
+    static const char *const op_args_##name[] = OP_ARG_NAMES_ args;
+PW_OP_TABLE(OP_ARGS_)
+#undef OP_ARGS_
 
-static const op_def op_defs[OP_COUNT_] = {
-    [OP_EMBEDDING] = {"embedding", 2, {"ids", "table"}, false, &pw_kernel_embedding,
-                      infer_embedding, launch_embedding},
-    [OP_RMS_NORM] = {"rms_norm", 2, {"x", "w"}, false, &pw_kernel_rms_norm, infer_rms_norm,
-                     launch_rms_norm},
-    [OP_MATMUL] = {"matmul", 2, {"x", "w"}, false, &pw_kernel_matmul, infer_matmul,
-                   launch_matmul},
-    [OP_ROPE] = {"rope", 2, {"x", "n_heads"}, false, &pw_kernel_rope, infer_rope, launch_rope},
-    [OP_SILU_AND_MUL] = {"silu_and_mul", 1, {"gate_up"}, false, &pw_kernel_silu_and_mul,
-                         infer_silu_and_mul, launch_silu_and_mul},
-    [OP_SILU_MUL] = {"silu_mul", 2, {"a", "b"}, false, &pw_kernel_silu_mul, infer_binary,
-                     launch_silu_mul},
-    [OP_ADD] = {"add", 2, {"a", "b"}, false, &pw_kernel_add, infer_binary, launch_add},
-    [OP_EMPTY_LIKE] = {"empty_like", 1, {"x"}, false, NULL, infer_empty_like, launch_nothing},
-    [OP_ATTENTION] = {"attention", 5, {"q", "k", "v", "out", "layer"}, true, &pw_kernel_attention,
-                      infer_attention, launch_attention},
-    [OP_ARGMAX] = {"argmax", 1, {"logits"}, false, &pw_kernel_argmax, infer_argmax,
-                   launch_argmax},
-    [OP_ADD_RMS_NORM] = {"add_rms_norm", 3, {"a", "b", "w"}, false, &pw_kernel_sum_rms_norm,
-                         infer_add_rms_norm, NULL, launch_add_rms_norm},
-    [OP_QKV_ROPE] = {"qkv_rope", 6, {"x", "wq", "wk", "wv", "n_heads", "n_kv_heads"}, false,
-                     &pw_kernel_qkv_rope, infer_qkv_rope, NULL, launch_qkv_rope},
-    [OP_GATE_UP_SILU] = {"gate_up_silu", 3, {"x", "w_gate", "w_up"}, false,
-                         &pw_kernel_gate_up_silu, infer_gate_up_silu, launch_gate_up_silu},
+static const op_def op_defs[PW_OP_COUNT_] = {
+#define OP_DEF_(id, name, args, splitting)                                                     \
+    [PW_OP_##id] = {#name, (int)PW_ARRAY_LEN(op_args_##name), op_args_##name, splitting,       \
+                    infer_##name, launch_##name},
+    PW_OP_TABLE(OP_DEF_)
+#undef OP_DEF_
 };
 
 static const op_def *find_op(const char *name) {
     if (!name) return NULL;
-    for (int i = 0; i < OP_COUNT_; i++)
+    for (int i = 0; i < PW_OP_COUNT_; i++)
         if (strcmp(op_defs[i].name, name) == 0) return &op_defs[i];
     return NULL;
 }
@@ -645,7 +658,7 @@ static pw_status invoke_tuple(const op_def *d, const pw_op_env *env, const pw_va
         /* the tuple takes the reference */
         if (s == PW_OK) pw_tuple_set(tuple, i, pw_value_tensor(outs[i]));
     }
-    if (s == PW_OK) s = d->launch_tuple(env, args, outs);
+    if (s == PW_OK) s = d->launch(env, args, outs);
     if (s != PW_OK) {
         pw_tuple_release(tuple);
         return pw_error_context(s, "op '%s'", d->name);
@@ -678,7 +691,7 @@ static pw_status op_invoke(const op_def *d, void *user, const pw_value *args, in
             return pw_error(PW_ERR_INVALID_ARG, "op '%s': env has no pool for outputs", d->name);
         PW_TRY(pw_tensor_new(pool, spec.dtype, spec.ndim, spec.shape, &result));
     }
-    pw_status s = d->launch(env, args, result);
+    pw_status s = d->launch(env, args, &result);
     if (s != PW_OK) {
         pw_tensor_release(result);
         return pw_error_context(s, "op '%s'", d->name);
@@ -687,35 +700,28 @@ static pw_status op_invoke(const op_def *d, void *user, const pw_value *args, in
     return PW_OK;
 }
 
-/* One trampoline per op so that a callable's user pointer can be the env
- * itself: binding allocates nothing. */
-#define OP_TRAMPOLINE(id)                                                                      \
-    static pw_status call_##id(void *user, const pw_value *args, int nargs, pw_value *out) {   \
-        return op_invoke(&op_defs[id], user, args, nargs, out);                                \
+#define OP_TRAMPOLINE_(id, name, args, splitting)                                              \
+    static pw_status call_##name(void *user, const pw_value *args_, int nargs, pw_value *out) { \
+        return op_invoke(&op_defs[PW_OP_##id], user, args_, nargs, out);                         \
     }
-OP_TRAMPOLINE(OP_EMBEDDING)
-OP_TRAMPOLINE(OP_RMS_NORM)
-OP_TRAMPOLINE(OP_MATMUL)
-OP_TRAMPOLINE(OP_ROPE)
-OP_TRAMPOLINE(OP_SILU_AND_MUL)
-OP_TRAMPOLINE(OP_SILU_MUL)
-OP_TRAMPOLINE(OP_ADD)
-OP_TRAMPOLINE(OP_EMPTY_LIKE)
-OP_TRAMPOLINE(OP_ATTENTION)
-OP_TRAMPOLINE(OP_ARGMAX)
-OP_TRAMPOLINE(OP_ADD_RMS_NORM)
-OP_TRAMPOLINE(OP_QKV_ROPE)
-OP_TRAMPOLINE(OP_GATE_UP_SILU)
+PW_OP_TABLE(OP_TRAMPOLINE_)
+#undef OP_TRAMPOLINE_
 
-static const pw_callable_fn op_fns[OP_COUNT_] = {
-    [OP_EMBEDDING] = call_OP_EMBEDDING,   [OP_RMS_NORM] = call_OP_RMS_NORM,
-    [OP_MATMUL] = call_OP_MATMUL,         [OP_ROPE] = call_OP_ROPE,
-    [OP_SILU_AND_MUL] = call_OP_SILU_AND_MUL, [OP_SILU_MUL] = call_OP_SILU_MUL,
-    [OP_ADD] = call_OP_ADD,               [OP_EMPTY_LIKE] = call_OP_EMPTY_LIKE,
-    [OP_ATTENTION] = call_OP_ATTENTION,   [OP_ARGMAX] = call_OP_ARGMAX,
-    [OP_ADD_RMS_NORM] = call_OP_ADD_RMS_NORM, [OP_QKV_ROPE] = call_OP_QKV_ROPE,
-    [OP_GATE_UP_SILU] = call_OP_GATE_UP_SILU,
+static const pw_callable_fn op_fns[PW_OP_COUNT_] = {
+#define OP_FN_(id, name, args, splitting) [PW_OP_##id] = call_##name,
+    PW_OP_TABLE(OP_FN_)
+#undef OP_FN_
 };
+
+/* The splitting ops' names, in table order: the row's `splitting` token
+ * (true or false, pasted before stdbool expands it) picks OP_IF_true. */
+#define OP_IF_true(x) x,
+#define OP_IF_false(x)
+#define OP_SPLITTING_NAME_(id, name, args, splitting) OP_IF_##splitting(#name)
+static const char *const op_splitting_names[] = {PW_OP_TABLE(OP_SPLITTING_NAME_) NULL};
+#undef OP_SPLITTING_NAME_
+#undef OP_IF_true
+#undef OP_IF_false
 
 pw_status pw_op_resolve(const pw_op_env *env, const char *name, pw_callable *out) {
     memset(out, 0, sizeof *out);
@@ -746,11 +752,16 @@ pw_status pw_op_infer(const pw_op_env *env, const char *name, const pw_value *ar
     return PW_OK;
 }
 
+int pw_op_splitting_names(const char *const **out) {
+    *out = op_splitting_names;
+    return (int)PW_ARRAY_LEN(op_splitting_names) - 1; /* the NULL that ends it */
+}
+
 bool pw_op_is_splitting(const char *name) {
     const op_def *d = find_op(name);
     return d && d->splitting;
 }
 
-int pw_op_count(void) { return OP_COUNT_; }
+int pw_op_count(void) { return PW_OP_COUNT_; }
 
-const char *pw_op_name(int i) { return i >= 0 && i < OP_COUNT_ ? op_defs[i].name : NULL; }
+const char *pw_op_name(int i) { return i >= 0 && i < PW_OP_COUNT_ ? op_defs[i].name : NULL; }

@@ -39,6 +39,7 @@
 
 #include "piecewise.h"
 #include "ops/cpu/kernels.h"
+#include "ops/op_table.h"
 
 /* What bound ops run against. Everything pointed to must outlive the
  * callables (and any graph captured through them); per-step values live in
@@ -74,7 +75,11 @@ pw_status pw_op_infer(const pw_op_env *env, const char *name, const pw_value *ar
 
 /* True for ops that split the graph (attention). */
 bool pw_op_is_splitting(const char *name);
-/* Registry listing, for tools and tests. */
+/* The names of the op table's splitting ops (the set to give pw_split),
+ * in table order; *out ends with a NULL after the returned count. */
+int pw_op_splitting_names(const char *const **out);
+/* Registry listing, for tools and tests: PW_OP_COUNT_ ops, and the IR target
+ * name of op id i (a pw_op_id), NULL outside [0, PW_OP_COUNT_). */
 int pw_op_count(void);
 const char *pw_op_name(int i);
 

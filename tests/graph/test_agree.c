@@ -4,6 +4,7 @@
  * native fallback when no compiler works. */
 #include "graph/graph_internal.h"
 #include "pw_config.h"
+#include "split_ops.h"
 #include "test_util.h"
 #include "toy.h"
 
@@ -311,7 +312,7 @@ static void test_random_graphs(bool have_compiler) {
 static void test_native_llama(bool have_compiler) {
     pw_ir *g = NULL, *split = NULL;
     CHECK_OK(pw_ir_synthetic_llama(4, &g));
-    CHECK_OK(pw_split(g, NULL, 0, &split));
+    CHECK_OK(pw_split(g, TEST_SPLIT_OPS, &split));
     static const pw_plan_options opts = {.resolve_op = toy_resolve, .function_name = "llama_stitch"};
     pw_plan *p = NULL;
     if (split) CHECK_OK(pw_plan_build(split, &opts, &p));

@@ -1,5 +1,6 @@
 /* The splitter's rules (DESIGN §2.7). */
 #include "graph/graph_internal.h"
+#include "split_ops.h"
 #include "test_util.h"
 
 static pw_ir *split_text(const char *text, const char *const *ops, int nops) {
@@ -21,7 +22,7 @@ static void test_consecutive_and_getitem(void) {
     snprintf(path, sizeof path, "%s/graphs/consecutive_attention.txt", PW_TEST_DATA_DIR);
     pw_ir *g = NULL, *s = NULL;
     CHECK_OK(pw_ir_parse_file(path, &g));
-    if (g) CHECK_OK(pw_split(g, NULL, 0, &s));
+    if (g) CHECK_OK(pw_split(g, TEST_SPLIT_OPS, &s));
     if (!s) {
         pw_ir_free(g);
         return;
@@ -91,8 +92,8 @@ static void test_custom_ops_and_edges(void) {
     CHECK(strstr(t, "    %submod_0 = call_module submod_0(%x)\n    %submod_1 = call_module submod_1(%submod_0, %y)\n"
                     "    %submod_2 = call_module submod_2(%submod_1)\n    return (%submod_2, %submod_0, 3)\n") != NULL);
     free(t);
-    /* the default ops do not split this graph: one plain subgraph */
-    pw_ir *whole = split_text(text, NULL, 0);
+    /* the attention ops do not split this graph: one plain subgraph */
+    pw_ir *whole = split_text(text, TEST_SPLIT_OPS);
     if (whole) {
         CHECK_EQ_INT(pw_ir_num_subgraphs(whole), 1);
         CHECK(!pw_ir_is_splitting(pw_ir_subgraph(whole, 0)));
@@ -105,7 +106,7 @@ static void test_synthetic_shape(void) {
     for (int layers = 1; layers <= 8; layers *= 2) {
         pw_ir *g = NULL, *s = NULL;
         CHECK_OK(pw_ir_synthetic_llama(layers, &g));
-        if (g) CHECK_OK(pw_split(g, NULL, 0, &s));
+        if (g) CHECK_OK(pw_split(g, TEST_SPLIT_OPS, &s));
         if (!s) {
             pw_ir_free(g);
             continue;
@@ -132,16 +133,37 @@ static void test_split_errors(void) {
     pw_ir *g = NULL, *s = NULL;
     CHECK_OK(pw_ir_parse("graph g:\n    %x = placeholder\n    %y = call_module m(%x)\n    return %y\n",
                          (size_t)-1, &g));
-    if (g) CHECK_ERR(pw_split(g, NULL, 0, &s), PW_ERR_INVALID_ARG,
+    if (g) CHECK_ERR(pw_split(g, TEST_SPLIT_OPS, &s), PW_ERR_INVALID_ARG,
                      "graph g: node 'y' (line 3): cannot split a graph that already has call_module nodes");
     pw_ir_free(g);
     CHECK_OK(pw_ir_parse("graph g:\n    %x = placeholder\n", (size_t)-1, &g));
-    if (g) CHECK_ERR(pw_split(g, NULL, 0, &s), PW_ERR_INVALID_ARG, "missing output");
+    if (g) CHECK_ERR(pw_split(g, TEST_SPLIT_OPS, &s), PW_ERR_INVALID_ARG, "missing output");
     CHECK(s == NULL);
     pw_ir_free(g);
-    const char *const *ops;
-    CHECK_EQ_INT(pw_split_default_ops(&ops), 3);
-    CHECK_STREQ(ops[0], "attention");
+    /* the caller names the splitting ops: the graph layer knows none */
+    CHECK_OK(pw_ir_parse("graph g:\n    %x = placeholder\n    %y = call_function attention(%x)\n"
+                         "    return %y\n",
+                         (size_t)-1, &g));
+    if (g) {
+        CHECK_ERR(pw_split(g, NULL, 0, &s), PW_ERR_INVALID_ARG, "pw_split: no splitting ops given");
+        CHECK_ERR(pw_split(g, test_split_ops, 0, &s), PW_ERR_INVALID_ARG,
+                  "pw_split: no splitting ops given");
+        CHECK_ERR(pw_split(g, NULL, 2, &s), PW_ERR_INVALID_ARG, "split_ops NULL");
+        const char *const holes[] = {"attention", NULL};
+        CHECK_ERR(pw_split(g, holes, 2, &s), PW_ERR_INVALID_ARG, "pw_split: splitting op 1 is NULL");
+        const char *const empty[] = {""};
+        CHECK_ERR(pw_split(g, empty, 1, &s), PW_ERR_INVALID_ARG, "pw_split: splitting op 0 is empty");
+        CHECK(s == NULL);
+        /* only what the caller names splits */
+        const char *const other[] = {"matmul"};
+        CHECK_OK(pw_split(g, other, 1, &s));
+        if (s) {
+            CHECK_EQ_INT(pw_ir_num_subgraphs(s), 1);
+            CHECK(!pw_ir_is_splitting(pw_ir_subgraph(s, 0)));
+        }
+        pw_ir_free(s);
+    }
+    pw_ir_free(g);
 }
 
 /* Found by fuzzing: a graph named like a generated submodule. The split
@@ -157,7 +179,7 @@ static void test_name_collision(void) {
     char *printed = NULL;
     CHECK_OK(pw_ir_parse(text, (size_t)-1, &g));
     if (!g) return;
-    CHECK_OK(pw_split(g, NULL, 0, &split));
+    CHECK_OK(pw_split(g, TEST_SPLIT_OPS, &split));
     if (split) {
         CHECK_STREQ(pw_ir_name(split), "submod_0_split");
         CHECK_OK(pw_ir_print(split, &printed));

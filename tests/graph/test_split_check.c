@@ -1,4 +1,5 @@
 /* Splitting ops must write into buffers the previous piece allocated. */
+#include "split_ops.h"
 #include "test_util.h"
 
 int main(void) {
@@ -8,7 +9,7 @@ int main(void) {
     CHECK_OK(pw_ir_parse_file(path, &g));
     if (!g) return pw_test_finish("graph_split_check");
     /* attention here returns its result, which o = linear(attn) reads */
-    CHECK_OK(pw_split(g, NULL, 0, &split));
+    CHECK_OK(pw_split(g, TEST_SPLIT_OPS, &split));
     CHECK_ERR(pw_check_split_for_replay(split), PW_ERR_UNSUPPORTED,
               "returns a value that '");
     CHECK(strstr(pw_last_error(), "op 'attention'") != NULL);
@@ -27,7 +28,7 @@ int main(void) {
         "    return %y\n";
     CHECK_OK(pw_ir_parse(ok_text, (size_t)-1, &g));
     if (g) {
-        CHECK_OK(pw_split(g, NULL, 0, &split));
+        CHECK_OK(pw_split(g, TEST_SPLIT_OPS, &split));
         CHECK_OK(pw_check_split_for_replay(split));
         pw_ir_free(split);
         pw_ir_free(g);

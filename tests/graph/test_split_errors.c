@@ -3,6 +3,7 @@
  * splitter may not read it (it used to test it for emptiness to decide
  * whether to add "out of memory splitting"). */
 #include "graph/graph_internal.h"
+#include "split_ops.h"
 #include "test_util.h"
 
 static const char graph_text[] = "graph g:\n"
@@ -22,7 +23,7 @@ static void test_oom_reports_its_own_message(void) {
         pw_error(PW_ERR_PARSE, "a stale message from an earlier failure");
         pw_ir *s = NULL;
         pw_host_fail_nth(nth);
-        pw_status st = pw_split(g, NULL, 0, &s);
+        pw_status st = pw_split(g, TEST_SPLIT_OPS, &s);
         pw_host_fail_nth(0);
         if (st == PW_OK) {
             pw_ir_free(s);

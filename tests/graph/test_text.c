@@ -1,6 +1,7 @@
 /* The text format: exact round trips on the corpus and on generated split
  * graphs, and every parse and validation error with its line and column. */
 #include "graph/graph_internal.h"
+#include "split_ops.h"
 #include "test_util.h"
 
 static const char *const corpus[] = {"seed_L2.txt", "features.txt", "llama_tiny.txt",
@@ -68,7 +69,7 @@ static void test_generated_round_trip(void) {
     for (size_t i = 0; i < PW_ARRAY_LEN(layers); i++) {
         pw_ir *g = NULL, *split = NULL, *back = NULL;
         CHECK_OK(pw_ir_synthetic_llama(layers[i], &g));
-        CHECK_OK(pw_split(g, NULL, 0, &split));
+        CHECK_OK(pw_split(g, TEST_SPLIT_OPS, &split));
         if (!split) {
             pw_ir_free(g);
             continue;
@@ -193,7 +194,7 @@ static void test_validation_errors(void) {
 static void test_dot(void) {
     pw_ir *g = NULL, *split = NULL;
     CHECK_OK(pw_ir_synthetic_llama(2, &g));
-    CHECK_OK(pw_split(g, NULL, 0, &split));
+    CHECK_OK(pw_split(g, TEST_SPLIT_OPS, &split));
     char *dot = NULL;
     if (split) CHECK_OK(pw_ir_to_dot(split, &dot));
     if (dot) {

@@ -2,6 +2,7 @@
  * call that failed, plus a replay of every committed seed and reproducer
  * (fuzz/corpus/<target>, fuzz/regressions/<target>) through the parsers, so
  * ordinary and sanitized builds re-check them without libFuzzer. */
+#include "split_ops.h"
 #include "test_util.h"
 #include "internal.h"
 
@@ -41,7 +42,7 @@ static void test_plan_call_without_operands(void) {
                                "    %z = call_function make()\n    return (%y, %z)\n";
     pw_ir *g = NULL, *split = NULL;
     CHECK_OK(pw_ir_parse(text, (size_t)-1, &g));
-    CHECK_OK(pw_split(g, NULL, 0, &split));
+    CHECK_OK(pw_split(g, TEST_SPLIT_OPS, &split));
     pw_plan_options opts = {.resolve_op = toy_resolve};
     pw_plan *plan = NULL;
     CHECK_OK(pw_plan_build(split, &opts, &plan));
@@ -94,7 +95,7 @@ static pw_status replay_graph(const char *data, size_t len) {
     free(b);
     pw_ir_free(again);
     pw_ir *split = NULL;
-    if (pw_split(g, NULL, 0, &split) == PW_OK) {
+    if (pw_split(g, TEST_SPLIT_OPS, &split) == PW_OK) {
         pw_plan_options opts = {.resolve_op = toy_resolve};
         pw_plan *plan = NULL;
         if (pw_plan_build(split, &opts, &plan) == PW_OK) pw_plan_free(plan);
