@@ -295,10 +295,15 @@ typedef struct pw_callable {
  * persistent buffer, never passed by value. */
 typedef void (*pw_cpu_kernel_fn)(const void *args);
 
+/* A kernel as a stream launches it. Streams run what they are given by
+ * pointer and never look a kernel up by name: a CPU stream calls `cpu`, a
+ * CUDA stream `cuda` (its backend's launcher), and refuses a kernel whose
+ * entry for it is NULL. Each kernel set (the ops layer's per-device kernel
+ * tables) fills the entry of its own device. `name` is for messages. */
 typedef struct pw_kernel {
     const char *name;
-    pw_cpu_kernel_fn cpu;
-    const void *cuda; /* backend-specific launcher; NULL if none */
+    pw_cpu_kernel_fn cpu; /* NULL: not a CPU kernel */
+    const void *cuda;     /* a CUDA backend launcher; NULL: not a CUDA kernel */
 } pw_kernel;
 
 typedef struct pw_stream pw_stream;

@@ -1,11 +1,16 @@
-/* The op registry. One table row per op: arity, whether it splits the
- * graph, its kernel (cpu and cuda entries), shape inference and the launch
- * that packs the kernel's args. op_invoke is the one generic path every
- * bound op goes through. */
+/* The op registry. One definition per op of the op table (op_table.h):
+ * arity, argument names, whether it splits the graph, shape inference
+ * (infer_<op>) and the launch that packs the kernel's args (launch_<op>).
+ * op_invoke is the one generic path every bound op goes through.
+ *
+ * Kernels are bound by pointer: a launch takes the kernel of its id from
+ * the kernel set of the stream's device (ops/kernel_set.h). Nothing here
+ * asks which device that is; an op asks the set what it has (a fused
+ * kernel, the scratch a kernel needs). */
 #include "ops/ops.h"
 
-#include "backend/cuda/cuda_backend.h"
 #include "core/tensor.h"
+#include "ops/kernel_set.h"
 #include "ops/op_table.h"
 
 #include <string.h>
@@ -34,6 +39,60 @@ typedef struct op_def {
      * spec.n_tuple tensors of a tuple, or a single NULL for none). */
     pw_status (*launch)(const pw_op_env *env, const pw_value *args, pw_tensor *const *outs);
 } op_def;
+
+/* ---- kernels ------------------------------------------------------------- */
+
+static const pw_kernel_set *kernel_set(const pw_op_env *env) {
+    return pw_kernel_set_for(pw_stream_device(env->stream));
+}
+
+/* Whether the stream's kernel set has kernel id (the fused kernels are optional). */
+static bool has_kernel(const pw_op_env *env, pw_kernel_id id) {
+    const pw_kernel_set *set = kernel_set(env);
+    return set && set->entries[id].kernel;
+}
+
+/* Launches kernel id of the stream's kernel set on the stream. */
+static pw_status launch_kernel(const pw_op_env *env, pw_kernel_id id, const void *args,
+                               size_t argbytes) {
+    const pw_kernel_set *set = kernel_set(env);
+    if (!set)
+        return pw_error(PW_ERR_UNSUPPORTED, "this build has no kernels for %s streams",
+                        pw_device_name(pw_stream_device(env->stream)));
+    const pw_kernel *k = set->entries[id].kernel;
+    if (!k)
+        return pw_error(PW_ERR_UNSUPPORTED, "the %s kernel set has no %s kernel", set->name,
+                        pw_kernel_id_name(id));
+    return pw_launch(env->stream, k, args, argbytes);
+}
+
+/* Bytes of scratch kernel id of the stream's set needs for these args. */
+static size_t kernel_scratch_bytes(const pw_op_env *env, pw_kernel_id id, const void *args) {
+    const pw_kernel_set *set = kernel_set(env);
+    size_t (*bytes)(const void *) = set ? set->entries[id].scratch_bytes : NULL;
+    return bytes ? bytes(args) : 0;
+}
+
+static pw_pool *output_pool(const pw_op_env *env) {
+    return pw_stream_is_capturing(env->stream) ? pw_capture_pool() : env->pool;
+}
+
+/* Scratch for a launch, from the pool outputs come from. It is dead once
+ * the launch has run, so it is released right after: safe eagerly and in a
+ * captured graph alike (later launches reusing the block run after this
+ * one on replay too). */
+static pw_status scratch_alloc(const pw_op_env *env, size_t bytes, float **out) {
+    *out = NULL;
+    if (bytes == 0) return PW_OK;
+    void *p = NULL;
+    PW_TRY(pw_pool_alloc(output_pool(env), bytes, &p));
+    *out = p;
+    return PW_OK;
+}
+
+static void scratch_release(const pw_op_env *env, float *p) {
+    if (p) pw_pool_release(output_pool(env), p);
+}
 
 /* ---- argument checks ------------------------------------------------------ */
 
@@ -138,11 +197,11 @@ static pw_status launch_embedding(const pw_op_env *env, const pw_value *args,
         pw_k_embedding_quant_args q = {fdata(out),      ids->data,       table->data,
                                        ids->shape[0],   table->shape[0], table->shape[1],
                                        table->dtype};
-        return pw_launch(env->stream, &pw_kernel_embedding_quant, &q, sizeof q);
+        return launch_kernel(env, PW_KERNEL_EMBEDDING_QUANT, &q, sizeof q);
     }
     pw_k_embedding_args a = {fdata(out), ids->data, fdata(table), ids->shape[0],
                              table->shape[0], table->shape[1]};
-    return pw_launch(env->stream, &pw_kernel_embedding, &a, sizeof a);
+    return launch_kernel(env, PW_KERNEL_EMBEDDING, &a, sizeof a);
 }
 
 /* ---- rms_norm ------------------------------------------------------------------- */
@@ -167,7 +226,7 @@ static pw_status launch_rms_norm(const pw_op_env *env, const pw_value *args,
     pw_tensor *x = targ(args, 0), *w = targ(args, 1);
     pw_k_rms_norm_args a = {fdata(out), NULL, fdata(x), fdata(w), x->shape[0], x->shape[1],
                             env->rms_eps};
-    return pw_launch(env->stream, &pw_kernel_rms_norm, &a, sizeof a);
+    return launch_kernel(env, PW_KERNEL_RMS_NORM, &a, sizeof a);
 }
 
 /* ---- matmul ---------------------------------------------------------------------- */
@@ -185,29 +244,20 @@ static pw_status infer_matmul(const op_def *d, const pw_op_env *env, const pw_va
     return PW_OK;
 }
 
-static pw_pool *output_pool(const pw_op_env *env) {
-    return pw_stream_is_capturing(env->stream) ? pw_capture_pool() : env->pool;
-}
-
-/* The BLAS path's padding scratch is an ordinary short-lived block: it is
- * dead once the kernel has run, so releasing it right after the launch is
- * safe both eagerly and in a graph (later launches reusing the block run
- * after this one on replay too). */
+/* y = x w^T. An f32 weight's kernel may want scratch (the CPU BLAS path's
+ * zero-padded tile, the CUDA matmul's partial last tile): an ordinary
+ * short-lived block. */
 static pw_status matmul_into(const pw_op_env *env, float *y, const pw_tensor *x,
                              const pw_tensor *w) {
     int64_t t = x->shape[0], n = w->shape[0], k = w->shape[1];
     if (w->dtype != PW_F32) {
         pw_k_matmul_quant_args q = {y, fdata(x), w->data, t, n, k, w->dtype};
-        return pw_launch(env->stream, &pw_kernel_matmul_quant, &q, sizeof q);
+        return launch_kernel(env, PW_KERNEL_MATMUL_QUANT, &q, sizeof q);
     }
-    size_t scratch_floats = pw_stream_device(env->stream) == PW_DEVICE_CUDA
-                                ? pw_cuda_matmul_scratch_floats(t, n, k)
-                                : pw_k_matmul_scratch_floats(t, n, k);
-    void *scratch = NULL;
-    if (scratch_floats) PW_TRY(pw_pool_alloc(output_pool(env), scratch_floats * sizeof(float), &scratch));
-    pw_k_matmul_args a = {y, fdata(x), fdata(w), scratch, t, n, k};
-    pw_status s = pw_launch(env->stream, &pw_kernel_matmul, &a, sizeof a);
-    if (scratch) pw_pool_release(output_pool(env), scratch);
+    pw_k_matmul_args a = {y, fdata(x), fdata(w), NULL, t, n, k};
+    PW_TRY(scratch_alloc(env, kernel_scratch_bytes(env, PW_KERNEL_MATMUL, &a), &a.scratch));
+    pw_status s = launch_kernel(env, PW_KERNEL_MATMUL, &a, sizeof a);
+    scratch_release(env, a.scratch);
     return s;
 }
 
@@ -252,7 +302,7 @@ static pw_status launch_rope(const pw_op_env *env, const pw_value *args,
     pw_k_rope_args a = {fdata(out),          fdata(x),      rope_positions(env),
                         env->rope_table,     x->shape[0],   args[1].as.i,
                         env->head_dim,       env->rope_max_pos};
-    return pw_launch(env->stream, &pw_kernel_rope, &a, sizeof a);
+    return launch_kernel(env, PW_KERNEL_ROPE, &a, sizeof a);
 }
 
 /* ---- silu ------------------------------------------------------------------------------ */
@@ -274,7 +324,7 @@ static pw_status launch_silu_and_mul(const pw_op_env *env, const pw_value *args,
     pw_tensor *out = outs[0];
     pw_tensor *gu = targ(args, 0);
     pw_k_silu_args a = {fdata(out), fdata(gu), NULL, gu->shape[0], gu->shape[1] / 2};
-    return pw_launch(env->stream, &pw_kernel_silu_and_mul, &a, sizeof a);
+    return launch_kernel(env, PW_KERNEL_SILU_AND_MUL, &a, sizeof a);
 }
 
 static bool same_shape(const pw_tensor *a, const pw_tensor *b) {
@@ -316,7 +366,7 @@ static pw_status launch_silu_mul(const pw_op_env *env, const pw_value *args,
     pw_tensor *out = outs[0];
     pw_tensor *x = targ(args, 0), *y = targ(args, 1);
     pw_k_silu_args a = {fdata(out), fdata(x), fdata(y), 1, pw_tensor_numel(x)};
-    return pw_launch(env->stream, &pw_kernel_silu_mul, &a, sizeof a);
+    return launch_kernel(env, PW_KERNEL_SILU_MUL, &a, sizeof a);
 }
 
 static pw_status launch_add(const pw_op_env *env, const pw_value *args,
@@ -324,7 +374,7 @@ static pw_status launch_add(const pw_op_env *env, const pw_value *args,
     pw_tensor *out = outs[0];
     pw_tensor *x = targ(args, 0), *y = targ(args, 1);
     pw_k_add_args a = {fdata(out), fdata(x), fdata(y), pw_tensor_numel(x)};
-    return pw_launch(env->stream, &pw_kernel_add, &a, sizeof a);
+    return launch_kernel(env, PW_KERNEL_ADD, &a, sizeof a);
 }
 
 /* ---- empty_like ------------------------------------------------------------------------- */
@@ -401,7 +451,7 @@ static pw_status launch_attention(const pw_op_env *env, const pw_value *args,
         .n_tokens = q->shape[0], .n_heads = env->n_heads, .n_kv_heads = env->n_kv_heads,
         .head_dim = env->head_dim, .q_stride = q->shape[1], .kv_stride = k->shape[1],
         .num_blocks = env->num_blocks, .max_seqs = env->max_seqs};
-    return pw_launch(env->stream, &pw_kernel_attention, &a, sizeof a);
+    return launch_kernel(env, PW_KERNEL_ATTENTION, &a, sizeof a);
 }
 
 /* ---- argmax ------------------------------------------------------------------------------- */
@@ -424,36 +474,14 @@ static pw_status launch_argmax(const pw_op_env *env, const pw_value *args,
     pw_tensor *out = outs[0];
     pw_tensor *logits = targ(args, 0);
     pw_k_argmax_args a = {out->data, fdata(logits), logits->shape[0], logits->shape[1]};
-    return pw_launch(env->stream, &pw_kernel_argmax, &a, sizeof a);
+    return launch_kernel(env, PW_KERNEL_ARGMAX, &a, sizeof a);
 }
 
 /* ---- fused ops ------------------------------------------------------------------------------
- * One CPU launch each instead of two to five (kernels/fused.c runs the
- * constituent kernels, so the bits are the unfused ops'). On a stream of
- * another device they launch the constituent kernels one by one, which
- * every backend has. */
-
-static bool fused_on_cpu(const pw_op_env *env) {
-    return pw_stream_device(env->stream) == PW_DEVICE_CPU;
-}
-
-/* Scratch for a fused launch, from the pool outputs come from. Like the
- * matmul's BLAS padding it is dead once the launch has run, so it is
- * released right after (safe eagerly and in a captured graph alike). */
-static pw_status fused_scratch(const pw_op_env *env, size_t floats, float **out) {
-    *out = NULL;
-    if (floats == 0) return PW_OK;
-    void *p = NULL;
-    PW_TRY(pw_pool_alloc(output_pool(env), floats * sizeof(float), &p));
-    *out = p;
-    return PW_OK;
-}
-
-static void fused_scratch_release(const pw_op_env *env, float *p) {
-    if (p) pw_pool_release(output_pool(env), p);
-}
-
-static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
+ * One launch each instead of two to five where the stream's kernel set has
+ * the fused kernel (the CPU's, ops/cpu/fused.c, runs the constituent
+ * kernels, so the bits are the unfused ops'). With a set that lacks it they
+ * launch the constituent kernels one by one, which every set has. */
 
 /* add_rms_norm(a, b, w) -> (a + b, rms_norm(a + b) * w) */
 static pw_status infer_add_rms_norm(const op_def *d, const pw_op_env *env, const pw_value *args,
@@ -476,16 +504,16 @@ static pw_status launch_add_rms_norm(const pw_op_env *env, const pw_value *args,
                                      pw_tensor *const *outs) {
     pw_tensor *a = targ(args, 0), *b = targ(args, 1), *w = targ(args, 2);
     int64_t t = a->shape[0], dim = a->shape[1];
-    if (fused_on_cpu(env)) {
+    if (has_kernel(env, PW_KERNEL_SUM_RMS_NORM)) {
         pw_k_sum_rms_norm_args k = {fdata(outs[1]), fdata(outs[0]), fdata(a), fdata(b),
                                     fdata(w),       t,              dim,      env->rms_eps};
-        return pw_launch(env->stream, &pw_kernel_sum_rms_norm, &k, sizeof k);
+        return launch_kernel(env, PW_KERNEL_SUM_RMS_NORM, &k, sizeof k);
     }
     pw_k_add_args add = {fdata(outs[0]), fdata(a), fdata(b), t * dim};
-    PW_TRY(pw_launch(env->stream, &pw_kernel_add, &add, sizeof add));
+    PW_TRY(launch_kernel(env, PW_KERNEL_ADD, &add, sizeof add));
     pw_k_rms_norm_args norm = {fdata(outs[1]), NULL, fdata(outs[0]), fdata(w), t, dim,
                                env->rms_eps};
-    return pw_launch(env->stream, &pw_kernel_rms_norm, &norm, sizeof norm);
+    return launch_kernel(env, PW_KERNEL_RMS_NORM, &norm, sizeof norm);
 }
 
 /* A weight whose columns match x's, with `rows` rows (any when negative).
@@ -531,38 +559,35 @@ static pw_status infer_qkv_rope(const op_def *d, const pw_op_env *env, const pw_
     return PW_OK;
 }
 
+/* Unfused: three matmuls, then rope on q and on k in place. */
+static pw_status qkv_rope_unfused(const pw_op_env *env, const pw_value *args,
+                                  pw_tensor *const *outs) {
+    pw_tensor *x = targ(args, 0);
+    int64_t t = x->shape[0], rope_heads[2] = {args[4].as.i, args[5].as.i};
+    for (int i = 0; i < 3; i++) PW_TRY(matmul_into(env, fdata(outs[i]), x, targ(args, 1 + i)));
+    for (int i = 0; i < 2; i++) {
+        pw_k_rope_args r = {fdata(outs[i]), fdata(outs[i]), rope_positions(env),
+                            env->rope_table, t, rope_heads[i], env->head_dim,
+                            env->rope_max_pos};
+        PW_TRY(launch_kernel(env, PW_KERNEL_ROPE, &r, sizeof r));
+    }
+    return PW_OK;
+}
+
 static pw_status launch_qkv_rope(const pw_op_env *env, const pw_value *args,
                                  pw_tensor *const *outs) {
+    if (!has_kernel(env, PW_KERNEL_QKV_ROPE)) return qkv_rope_unfused(env, args, outs);
     pw_tensor *x = targ(args, 0), *wq = targ(args, 1), *wk = targ(args, 2), *wv = targ(args, 3);
-    int64_t t = x->shape[0], heads = args[4].as.i, kv_heads = args[5].as.i;
-    if (!fused_on_cpu(env)) {
-        for (int i = 0; i < 3; i++) PW_TRY(matmul_into(env, fdata(outs[i]), x, targ(args, 1 + i)));
-        int64_t rope_heads[2] = {heads, kv_heads};
-        for (int i = 0; i < 2; i++) {
-            pw_k_rope_args r = {fdata(outs[i]), fdata(outs[i]), rope_positions(env),
-                                env->rope_table, t, rope_heads[i], env->head_dim,
-                                env->rope_max_pos};
-            PW_TRY(pw_launch(env->stream, &pw_kernel_rope, &r, sizeof r));
-        }
-        return PW_OK;
-    }
-    size_t floats = 0;
-    for (int i = 1; i <= 3; i++) {
-        pw_tensor *w = targ(args, i);
-        floats = max_size(floats, pw_k_matmul_any_scratch_floats(w->dtype, t, w->shape[0],
-                                                                 w->shape[1]));
-    }
-    float *scratch = NULL;
-    PW_TRY(fused_scratch(env, floats, &scratch));
     pw_k_qkv_rope_args k = {
         .q = fdata(outs[0]), .k = fdata(outs[1]), .v = fdata(outs[2]), .x = fdata(x),
         .wq = wq->data, .wk = wk->data, .wv = wv->data,
-        .tq = wq->dtype, .tk = wk->dtype, .tv = wv->dtype, .scratch = scratch,
+        .tq = wq->dtype, .tk = wk->dtype, .tv = wv->dtype, .scratch = NULL,
         .positions = rope_positions(env), .rope_table = env->rope_table,
-        .n_tokens = t, .dim = x->shape[1], .n_heads = heads, .n_kv_heads = kv_heads,
-        .head_dim = env->head_dim, .max_pos = env->rope_max_pos};
-    pw_status s = pw_launch(env->stream, &pw_kernel_qkv_rope, &k, sizeof k);
-    fused_scratch_release(env, scratch);
+        .n_tokens = x->shape[0], .dim = x->shape[1], .n_heads = args[4].as.i,
+        .n_kv_heads = args[5].as.i, .head_dim = env->head_dim, .max_pos = env->rope_max_pos};
+    PW_TRY(scratch_alloc(env, kernel_scratch_bytes(env, PW_KERNEL_QKV_ROPE, &k), &k.scratch));
+    pw_status s = launch_kernel(env, PW_KERNEL_QKV_ROPE, &k, sizeof k);
+    scratch_release(env, k.scratch);
     return s;
 }
 
@@ -577,32 +602,44 @@ static pw_status infer_gate_up_silu(const op_def *d, const pw_op_env *env, const
     return PW_OK;
 }
 
-static pw_status launch_gate_up_silu(const pw_op_env *env, const pw_value *args,
-                                     pw_tensor *const *outs) {
-    pw_tensor *out = outs[0];
-    pw_tensor *x = targ(args, 0), *wg = targ(args, 1), *wu = targ(args, 2);
+/* Fused: `up` (x w_up^T, [T][F]) and the kernel's matmul scratch share
+ * one short-lived block. */
+static pw_status gate_up_silu_fused(const pw_op_env *env, pw_tensor *out, const pw_tensor *x,
+                                    const pw_tensor *wg, const pw_tensor *wu) {
     int64_t t = x->shape[0], f = wg->shape[0], dim = x->shape[1];
     size_t up_floats = (size_t)(t * f);
-    size_t mm_floats = max_size(pw_k_matmul_any_scratch_floats(wg->dtype, t, f, dim),
-                                pw_k_matmul_any_scratch_floats(wu->dtype, t, f, dim));
-    float *up = NULL;
-    PW_TRY(fused_scratch(env, up_floats + (fused_on_cpu(env) ? mm_floats : 0), &up));
-    pw_status s;
-    if (fused_on_cpu(env)) {
-        pw_k_gate_up_silu_args k = {fdata(out), fdata(x), wg->data, wu->data, wg->dtype,
-                                    wu->dtype,  up,       mm_floats ? up + up_floats : NULL,
-                                    t,          dim,      f};
-        s = pw_launch(env->stream, &pw_kernel_gate_up_silu, &k, sizeof k);
-    } else {
-        s = matmul_into(env, fdata(out), x, wg);
-        if (s == PW_OK) s = matmul_into(env, up, x, wu);
-        if (s == PW_OK) {
-            pw_k_silu_args k = {fdata(out), fdata(out), up, 1, t * f};
-            s = pw_launch(env->stream, &pw_kernel_silu_mul, &k, sizeof k);
-        }
-    }
-    fused_scratch_release(env, up);
+    pw_k_gate_up_silu_args k = {fdata(out), fdata(x), wg->data, wu->data, wg->dtype,
+                                wu->dtype,  NULL,     NULL,     t,        dim,
+                                f};
+    size_t mm_bytes = kernel_scratch_bytes(env, PW_KERNEL_GATE_UP_SILU, &k);
+    PW_TRY(scratch_alloc(env, up_floats * sizeof(float) + mm_bytes, &k.up));
+    k.scratch = mm_bytes ? k.up + up_floats : NULL;
+    pw_status s = launch_kernel(env, PW_KERNEL_GATE_UP_SILU, &k, sizeof k);
+    scratch_release(env, k.up);
     return s;
+}
+
+/* Unfused: out = x w_gate^T, up = x w_up^T, out = silu(out) * up. */
+static pw_status gate_up_silu_unfused(const pw_op_env *env, pw_tensor *out, const pw_tensor *x,
+                                      const pw_tensor *wg, const pw_tensor *wu) {
+    int64_t t = x->shape[0], f = wg->shape[0];
+    float *up = NULL;
+    PW_TRY(scratch_alloc(env, (size_t)(t * f) * sizeof(float), &up));
+    pw_status s = matmul_into(env, fdata(out), x, wg);
+    if (s == PW_OK) s = matmul_into(env, up, x, wu);
+    if (s == PW_OK) {
+        pw_k_silu_args k = {fdata(out), fdata(out), up, 1, t * f};
+        s = launch_kernel(env, PW_KERNEL_SILU_MUL, &k, sizeof k);
+    }
+    scratch_release(env, up);
+    return s;
+}
+
+static pw_status launch_gate_up_silu(const pw_op_env *env, const pw_value *args,
+                                     pw_tensor *const *outs) {
+    pw_tensor *x = targ(args, 0), *wg = targ(args, 1), *wu = targ(args, 2);
+    return has_kernel(env, PW_KERNEL_GATE_UP_SILU) ? gate_up_silu_fused(env, outs[0], x, wg, wu)
+                                                   : gate_up_silu_unfused(env, outs[0], x, wg, wu);
 }
 
 /* ---- the table ------------------------------------------------------------------------------
@@ -673,8 +710,7 @@ static pw_status op_invoke(const op_def *d, void *user, const pw_value *args, in
     const pw_op_env *env = user;
     out_spec spec;
     PW_TRY(check_call(d, env, args, nargs, &spec));
-    /* Kernels run where the stream is; the CUDA stream finds each kernel's
-     * CUDA implementation itself (and refuses a kernel that has none). */
+    /* Kernels run where the stream is, from that device's kernel set. */
     pw_device dev = pw_stream_device(env->stream);
     for (int i = 0; i < nargs; i++)
         if (args[i].kind == PW_VAL_TENSOR && args[i].as.tensor &&

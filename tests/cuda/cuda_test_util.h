@@ -11,6 +11,13 @@
 
 #if PW_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
+#include "ops/kernel_set.h"
+
+/* The CUDA kernel set's kernel of id (kernels are bound by pointer, never
+ * looked up by name). */
+static inline const pw_kernel *ct_kernel(pw_kernel_id id) {
+    return pw_kernel_set_cuda.entries[id].kernel;
+}
 
 /* Exits 77 with "no CUDA device: skipping" unless a GPU is usable. */
 static inline void ct_require_gpu(void) {

@@ -31,14 +31,14 @@ static void test_elementwise(void) {
 
     pw_k_embedding(cpu, ids, table, T, V, D);
     pw_k_embedding_args ea = {dout, up(ids, sizeof ids), up(table, (size_t)(V * D) * 4), T, V, D};
-    CHECK_OK(pw_launch(S, &pw_kernel_embedding, &ea, sizeof ea));
+    CHECK_OK(pw_launch(S, ct_kernel(PW_KERNEL_EMBEDDING), &ea, sizeof ea));
     ct_download(S, gpu, dout, (size_t)(T * D) * 4);
     CHECK(ct_max_abs_diff(cpu, gpu, (size_t)(T * D)) == 0.0f);
 
     float *dx = up(x, (size_t)(T * D) * 4), *dw = up(w, (size_t)D * 4);
     pw_k_rms_norm(cpu, x, w, T, D, 1e-5f);
     pw_k_rms_norm_args ra = {dout, NULL, dx, dw, T, D, 1e-5f};
-    CHECK_OK(pw_launch(S, &pw_kernel_rms_norm, &ra, sizeof ra));
+    CHECK_OK(pw_launch(S, ct_kernel(PW_KERNEL_RMS_NORM), &ra, sizeof ra));
     ct_download(S, gpu, dout, (size_t)(T * D) * 4);
     CHECK(ct_max_abs_diff(cpu, gpu, (size_t)(T * D)) < TOL_REDUCTION);
 
@@ -47,7 +47,7 @@ static void test_elementwise(void) {
     float *dres = up(res, (size_t)(T * D) * 4);
     pw_k_add_rms_norm(cpu, res_cpu, x, w, T, D, 1e-5f);
     pw_k_rms_norm_args fa = {dout, dres, dx, dw, T, D, 1e-5f};
-    CHECK_OK(pw_launch(S, &pw_kernel_add_rms_norm, &fa, sizeof fa));
+    CHECK_OK(pw_launch(S, ct_kernel(PW_KERNEL_ADD_RMS_NORM), &fa, sizeof fa));
     ct_download(S, gpu, dout, (size_t)(T * D) * 4);
     ct_download(S, res_gpu, dres, (size_t)(T * D) * 4);
     CHECK(ct_max_abs_diff(cpu, gpu, (size_t)(T * D)) < TOL_REDUCTION);
@@ -60,20 +60,20 @@ static void test_elementwise(void) {
     for (int i = 0; i < T; i++) pos[i] = i * 2 - 3; /* includes invalid ones */
     pw_k_rope(cpu, x, pos, rt, T, H, HD, MAXPOS);
     pw_k_rope_args pa = {dout, dx, up(pos, sizeof pos), up(rt, (size_t)(MAXPOS * HD) * 4), T, H, HD, MAXPOS};
-    CHECK_OK(pw_launch(S, &pw_kernel_rope, &pa, sizeof pa));
+    CHECK_OK(pw_launch(S, ct_kernel(PW_KERNEL_ROPE), &pa, sizeof pa));
     ct_download(S, gpu, dout, (size_t)(T * D) * 4);
     CHECK(ct_max_abs_diff(cpu, gpu, (size_t)(T * D)) < TOL_EXACTISH);
 
     const int64_t F = D / 2;
     pw_k_silu_and_mul(cpu, x, T, F);
     pw_k_silu_args sa = {dout, dx, NULL, T, F};
-    CHECK_OK(pw_launch(S, &pw_kernel_silu_and_mul, &sa, sizeof sa));
+    CHECK_OK(pw_launch(S, ct_kernel(PW_KERNEL_SILU_AND_MUL), &sa, sizeof sa));
     ct_download(S, gpu, dout, (size_t)(T * F) * 4);
     CHECK(ct_max_abs_diff(cpu, gpu, (size_t)(T * F)) < TOL_EXACTISH);
 
     pw_k_add(cpu, x, res, T * D);
     pw_k_add_args aa = {dout, dx, up(res, (size_t)(T * D) * 4), T * D};
-    CHECK_OK(pw_launch(S, &pw_kernel_add, &aa, sizeof aa));
+    CHECK_OK(pw_launch(S, ct_kernel(PW_KERNEL_ADD), &aa, sizeof aa));
     ct_download(S, gpu, dout, (size_t)(T * D) * 4);
     CHECK(ct_max_abs_diff(cpu, gpu, (size_t)(T * D)) == 0.0f);
 
@@ -82,7 +82,7 @@ static void test_elementwise(void) {
     int32_t am_cpu[37], am_gpu[37];
     pw_k_argmax(am_cpu, x, T, D);
     pw_k_argmax_args ga = {(int32_t *)dout, up(x, (size_t)(T * D) * 4), T, D};
-    CHECK_OK(pw_launch(S, &pw_kernel_argmax, &ga, sizeof ga));
+    CHECK_OK(pw_launch(S, ct_kernel(PW_KERNEL_ARGMAX), &ga, sizeof ga));
     ct_download(S, am_gpu, dout, sizeof am_gpu);
     CHECK(memcmp(am_cpu, am_gpu, sizeof am_cpu) == 0);
     CHECK_EQ_INT(am_gpu[1], 3);
@@ -102,14 +102,14 @@ static void test_matmul(void) {
     const int64_t sizes[] = {1, 16, 37};
     for (size_t i = 0; i < KT_LEN(sizes); i++) {
         pw_k_matmul_args ma = {dy, dx, dw, scratch, sizes[i], N, K};
-        CHECK_OK(pw_launch(S, &pw_kernel_matmul, &ma, sizeof ma));
+        CHECK_OK(pw_launch(S, ct_kernel(PW_KERNEL_MATMUL), &ma, sizeof ma));
         ct_download(S, gpu, dy, (size_t)(sizes[i] * N) * 4);
         CHECK(ct_max_abs_diff(cpu, gpu, (size_t)(sizes[i] * N)) < TOL_REDUCTION);
         if (i == 0) memcpy(row0, gpu, (size_t)N * 4);
         else CHECK(memcmp(row0, gpu, (size_t)N * 4) == 0);
     }
     pw_k_matmul_args bad = {dy, dx, dw, NULL, 5, N, K};
-    CHECK_ERR(pw_launch(S, &pw_kernel_matmul, &bad, sizeof bad), PW_ERR_INVALID_ARG, "scratch");
+    CHECK_ERR(pw_launch(S, ct_kernel(PW_KERNEL_MATMUL), &bad, sizeof bad), PW_ERR_INVALID_ARG, "scratch");
     free(x), free(w), free(cpu), free(gpu), free(row0);
 }
 
@@ -142,7 +142,7 @@ static void test_attention(void) {
     CHECK_OK(pw_cuda_memset(S, dkc, 0, (size_t)cache * 4));
     CHECK_OK(pw_cuda_memset(S, dvc, 0, (size_t)cache * 4));
     pw_k_attention_args da = {dout, dq, dk, dv, dkc, dvc, dmeta, T, H, KVH, HD, qw, kw, NB, 2};
-    CHECK_OK(pw_launch(S, &pw_kernel_attention, &da, sizeof da));
+    CHECK_OK(pw_launch(S, ct_kernel(PW_KERNEL_ATTENTION), &da, sizeof da));
     ct_download(S, gpu, dout, T * qw * 4);
     CHECK(ct_max_abs_diff(cpu, gpu, T * qw) < TOL_REDUCTION);
     memcpy(last, gpu + (T - 1) * qw, qw * 4);
@@ -155,7 +155,7 @@ static void test_attention(void) {
         CHECK_OK(pw_cuda_copy_to_device(S, dslots, &slots[t], 4));
         pw_k_attention_args one = {dout, dq + t * qw, dk + t * kw, dv + t * kw, dkc, dvc, dmeta,
                                    1, H, KVH, HD, qw, kw, NB, 2};
-        CHECK_OK(pw_launch(S, &pw_kernel_attention, &one, sizeof one));
+        CHECK_OK(pw_launch(S, ct_kernel(PW_KERNEL_ATTENTION), &one, sizeof one));
         CHECK_OK(pw_stream_synchronize(S)); /* pos[t] is read from host memory by the copy */
     }
     ct_download(S, gpu, dout, qw * 4);
@@ -165,14 +165,14 @@ static void test_attention(void) {
     int32_t pad = -1;
     CHECK_OK(pw_cuda_copy_to_device(S, dslots, &pad, 4));
     pw_k_attention_args one = {dout, dq, dk, dv, dkc, dvc, dmeta, 1, H, KVH, HD, qw, kw, NB, 2};
-    CHECK_OK(pw_launch(S, &pw_kernel_attention, &one, sizeof one));
+    CHECK_OK(pw_launch(S, ct_kernel(PW_KERNEL_ATTENTION), &one, sizeof one));
     ct_download(S, gpu, dout, qw * 4);
     float zeros[H * HD] = {0};
     CHECK(memcmp(gpu, zeros, sizeof zeros) == 0);
 
     pw_k_attention_args big = da;
     big.head_dim = PW_CUDA_ATTN_MAX_HEAD_DIM + 2;
-    CHECK_ERR(pw_launch(S, &pw_kernel_attention, &big, sizeof big), PW_ERR_UNSUPPORTED, "head_dim");
+    CHECK_ERR(pw_launch(S, ct_kernel(PW_KERNEL_ATTENTION), &big, sizeof big), PW_ERR_UNSUPPORTED, "head_dim");
     free(q), free(k), free(v), free(kc), free(vc), free(cpu), free(gpu), free(last);
 }
 

@@ -163,9 +163,7 @@ static pw_status stream_new(void **impl) {
 }
 
 const pw_cuda_kernel_impl *pw_cuda_kernel_for(const pw_kernel *k) {
-    if (!k) return NULL;
-    if (k->cuda) return k->cuda;
-    return k->name ? pw_cuda_kernel_by_name(k->name) : NULL;
+    return k ? k->cuda : NULL;
 }
 
 static pw_status stream_launch(void *impl, const pw_kernel *k, const void *args, size_t argbytes) {

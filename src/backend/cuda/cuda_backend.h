@@ -8,11 +8,10 @@
  * from a constructor whenever this object is linked in.
  *
  * Kernels: a pw_kernel launched on a CUDA stream runs its `cuda` entry (a
- * const pw_cuda_kernel_impl *); when that is NULL, the CUDA kernel of the
- * same name (embedding, rms_norm, add_rms_norm, matmul, rope, silu_and_mul,
- * silu_mul, add, argmax, attention) takes the same args struct as the CPU
- * kernel (ops/cpu/kernels.h), with every pointer a device
- * pointer (the attention meta struct included). */
+ * const pw_cuda_kernel_impl *); a kernel without one is refused. The CUDA
+ * kernels (the CUDA kernel set, src/ops/cuda) take the args structs of
+ * ops/kernel_args.h, with every pointer a device pointer (the attention
+ * meta struct included). */
 #ifndef PW_CUDA_BACKEND_H
 #define PW_CUDA_BACKEND_H
 
@@ -31,7 +30,7 @@ typedef struct pw_cuda_kernel_impl {
 
 void pw_cuda_init(void);
 
-/* The CUDA implementation of a kernel: k->cuda, else by name; NULL if none. */
+/* The CUDA implementation of a kernel: k->cuda (NULL if none). */
 const pw_cuda_kernel_impl *pw_cuda_kernel_for(const pw_kernel *k);
 
 /* Copies (asynchronous on s; the host side should be pinned memory from

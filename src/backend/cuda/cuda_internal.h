@@ -23,9 +23,6 @@ pw_status pw_cuda_check_blas(cublasStatus_t st, const char *call);
 #define PW_CUDA_TRY(call) PW_TRY(pw_cuda_check((call), #call))
 #define PW_CUBLAS_TRY(call) PW_TRY(pw_cuda_check_blas((call), #call))
 
-/* The kernel table of cuda_kernels.cu, looked up by pw_kernel name. */
-const pw_cuda_kernel_impl *pw_cuda_kernel_by_name(const char *name);
-
 #ifdef __cplusplus
 }
 #endif

@@ -12,11 +12,11 @@ extern "C" {
 #include "internal.h"
 }
 #include "ops/cpu/kernels.h"
+#include "ops/kernel_set.h"
 #include "backend/cuda/cuda_internal.h"
 
 #include <cuda_runtime.h>
 #include <math.h>
-#include <string.h>
 
 #define PW_CUDA_BLOCK 256
 #define PW_CUDA_ATTN_THREADS 128
@@ -428,7 +428,11 @@ static pw_status launch_attention(const void *args, const pw_cuda_stream_ctx *ct
     return last_launch("attention");
 }
 
-// ---- table -----------------------------------------------------------------
+// ---- the CUDA kernel set ---------------------------------------------------
+// Indexed by the op table's kernel ids (ops/op_table.h). No quantized and no
+// fused kernels yet: the fused ops launch their constituent kernels here,
+// and a quantized weight's matmul or embedding is refused by the ops layer
+// naming this set and the kernel.
 
 static const pw_cuda_kernel_impl impl_embedding = {launch_embedding};
 static const pw_cuda_kernel_impl impl_rms_norm = {launch_rms_norm};
@@ -441,19 +445,39 @@ static const pw_cuda_kernel_impl impl_add = {launch_add};
 static const pw_cuda_kernel_impl impl_argmax = {launch_argmax};
 static const pw_cuda_kernel_impl impl_attention = {launch_attention};
 
-static const struct {
-    const char *name;
-    const pw_cuda_kernel_impl *impl;
-} kernel_table[] = {
-    {"embedding", &impl_embedding},       {"rms_norm", &impl_rms_norm},
-    {"add_rms_norm", &impl_add_rms_norm}, {"matmul", &impl_matmul},
-    {"rope", &impl_rope},                 {"silu_and_mul", &impl_silu_and_mul},
-    {"silu_mul", &impl_silu_mul},         {"add", &impl_add},
-    {"argmax", &impl_argmax},             {"attention", &impl_attention},
-};
+static const pw_kernel k_embedding = {"embedding", NULL, &impl_embedding};
+static const pw_kernel k_rms_norm = {"rms_norm", NULL, &impl_rms_norm};
+static const pw_kernel k_add_rms_norm = {"add_rms_norm", NULL, &impl_add_rms_norm};
+static const pw_kernel k_matmul = {"matmul", NULL, &impl_matmul};
+static const pw_kernel k_rope = {"rope", NULL, &impl_rope};
+static const pw_kernel k_silu_and_mul = {"silu_and_mul", NULL, &impl_silu_and_mul};
+static const pw_kernel k_silu_mul = {"silu_mul", NULL, &impl_silu_mul};
+static const pw_kernel k_add = {"add", NULL, &impl_add};
+static const pw_kernel k_argmax = {"argmax", NULL, &impl_argmax};
+static const pw_kernel k_attention = {"attention", NULL, &impl_attention};
 
-extern "C" const pw_cuda_kernel_impl *pw_cuda_kernel_by_name(const char *name) {
-    for (size_t i = 0; i < sizeof kernel_table / sizeof kernel_table[0]; i++)
-        if (strcmp(kernel_table[i].name, name) == 0) return kernel_table[i].impl;
-    return NULL;
+static size_t matmul_scratch(const void *args) {
+    const pw_k_matmul_args *a = (const pw_k_matmul_args *)args;
+    return pw_cuda_matmul_scratch_floats(a->n_tokens, a->n, a->k) * sizeof(float);
 }
+
+// C++ has no array designators, so the table is filled by id in a
+// constexpr function: still a constant, built at compile time.
+static constexpr pw_kernel_set make_cuda_kernel_set() {
+    pw_kernel_set set{};
+    set.name = "cuda";
+    set.entries[PW_KERNEL_EMBEDDING] = {&k_embedding, nullptr};
+    set.entries[PW_KERNEL_RMS_NORM] = {&k_rms_norm, nullptr};
+    set.entries[PW_KERNEL_ADD_RMS_NORM] = {&k_add_rms_norm, nullptr};
+    set.entries[PW_KERNEL_MATMUL] = {&k_matmul, matmul_scratch};
+    set.entries[PW_KERNEL_ROPE] = {&k_rope, nullptr};
+    set.entries[PW_KERNEL_SILU_AND_MUL] = {&k_silu_and_mul, nullptr};
+    set.entries[PW_KERNEL_SILU_MUL] = {&k_silu_mul, nullptr};
+    set.entries[PW_KERNEL_ADD] = {&k_add, nullptr};
+    set.entries[PW_KERNEL_ARGMAX] = {&k_argmax, nullptr};
+    set.entries[PW_KERNEL_ATTENTION] = {&k_attention, nullptr};
+    return set;
+}
+
+// Declared extern "C" in ops/kernel_set.h.
+constexpr pw_kernel_set pw_kernel_set_cuda = make_cuda_kernel_set();

@@ -1,0 +1,99 @@
+/* The op table (src/ops/op_table.h) is the single source of the ops: every
+ * op id has a name and a definition the registry binds, every kernel id has
+ * a name and a CPU kernel of that name, each kernel set holds only kernels
+ * of its own device, and the splitter's set is exactly the table's
+ * splitting ops. */
+#include "ops/cpu/kernels.h"
+#include "ops/kernel_set.h"
+#include "ops/ops.h"
+#include "pw_config.h"
+#include "test_util.h"
+
+#include <string.h>
+
+static void test_ops_have_names_and_bind(void) {
+    CHECK_EQ_INT(pw_op_count(), PW_OP_COUNT_);
+    pw_op_env env = {0};
+    for (int i = 0; i < PW_OP_COUNT_; i++) {
+        const char *name = pw_op_name(i);
+        CHECK(name != NULL && name[0]);
+        if (!name) continue;
+        for (int j = 0; j < i; j++) CHECK(strcmp(name, pw_op_name(j)) != 0);
+        pw_callable c;
+        CHECK_OK(pw_op_resolve(&env, name, &c));
+        CHECK(c.fn != NULL && c.user == &env && strcmp(c.name, name) == 0);
+    }
+    CHECK(pw_op_name(-1) == NULL && pw_op_name(PW_OP_COUNT_) == NULL);
+    /* the ids are the table's rows: spot-check the names the builder writes */
+    CHECK_STREQ(pw_op_name(PW_OP_MATMUL), "matmul");
+    CHECK_STREQ(pw_op_name(PW_OP_ATTENTION), "attention");
+    CHECK_STREQ(pw_op_name(PW_OP_GATE_UP_SILU), "gate_up_silu");
+}
+
+static void test_splitting_set(void) {
+    const char *const *names = NULL;
+    int n = pw_op_splitting_names(&names);
+    CHECK(n >= 1 && names != NULL);
+    if (!names) return;
+    CHECK(names[n] == NULL);
+    /* the set equals the ops the table marks splitting, in table order */
+    int k = 0;
+    for (int i = 0; i < PW_OP_COUNT_; i++) {
+        if (!pw_op_is_splitting(pw_op_name(i))) continue;
+        CHECK(k < n);
+        if (k < n) CHECK_STREQ(names[k], pw_op_name(i));
+        k++;
+    }
+    CHECK_EQ_INT(k, n);
+    CHECK(pw_op_is_splitting("attention"));
+    CHECK(!pw_op_is_splitting("matmul"));
+}
+
+/* A set's kernels belong to its device, under the kernel table's names. */
+static void check_set(const pw_kernel_set *set, bool cpu) {
+    for (int id = 0; id < PW_KERNEL_COUNT_; id++) {
+        const pw_kernel *k = set->entries[id].kernel;
+        if (!k) {
+            CHECK(set->entries[id].scratch_bytes == NULL);
+            continue;
+        }
+        CHECK_STREQ(k->name, pw_kernel_id_name(id));
+        CHECK(cpu ? k->cpu != NULL && k->cuda == NULL : k->cpu == NULL && k->cuda != NULL);
+    }
+}
+
+static void test_kernel_sets(void) {
+    for (int id = 0; id < PW_KERNEL_COUNT_; id++) {
+        CHECK(pw_kernel_id_name(id) != NULL);
+        /* the CPU set is complete: every kernel, fused ones included */
+        CHECK(pw_kernel_set_cpu.entries[id].kernel != NULL);
+    }
+    CHECK(pw_kernel_id_name(-1) == NULL && pw_kernel_id_name(PW_KERNEL_COUNT_) == NULL);
+    CHECK(pw_kernel_set_for(PW_DEVICE_CPU) == &pw_kernel_set_cpu);
+    CHECK(pw_kernel_set_for((pw_device)7) == NULL);
+    check_set(&pw_kernel_set_cpu, true);
+    /* the CPU matmul's scratch is the BLAS padding it documents */
+    pw_k_matmul_args mm = {.n_tokens = 5, .n = 1024, .k = 1024};
+    CHECK_EQ_INT(pw_kernel_set_cpu.entries[PW_KERNEL_MATMUL].scratch_bytes(&mm),
+                 pw_k_matmul_scratch_floats(5, 1024, 1024) * sizeof(float));
+#if PW_HAVE_CUDA
+    CHECK(pw_kernel_set_for(PW_DEVICE_CUDA) == &pw_kernel_set_cuda);
+    check_set(&pw_kernel_set_cuda, false);
+    /* every kernel the unfused ops need on f32 weights */
+    const pw_kernel_id needed[] = {PW_KERNEL_EMBEDDING, PW_KERNEL_RMS_NORM, PW_KERNEL_MATMUL,
+                                   PW_KERNEL_ROPE,      PW_KERNEL_SILU_MUL, PW_KERNEL_ADD,
+                                   PW_KERNEL_ARGMAX,    PW_KERNEL_ATTENTION};
+    for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++)
+        CHECK(pw_kernel_set_cuda.entries[needed[i]].kernel != NULL);
+    CHECK(pw_kernel_set_cuda.entries[PW_KERNEL_MATMUL].scratch_bytes != NULL);
+#else
+    CHECK(pw_kernel_set_for(PW_DEVICE_CUDA) == NULL);
+#endif
+}
+
+int main(void) {
+    test_ops_have_names_and_bind();
+    test_splitting_set();
+    test_kernel_sets();
+    return pw_test_finish("model_op_table");
+}
