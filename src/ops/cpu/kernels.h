@@ -20,6 +20,7 @@
 #define PW_KERNELS_H
 
 #include "piecewise.h"
+#include "ops/kernel_args.h"
 
 #include <stdint.h>
 
@@ -51,12 +52,6 @@ void pw_k_parallel_cols(int64_t n, int64_t group, pw_k_range_fn fn, void *ctx);
 void pw_k_embedding(float *out, const int32_t *ids, const float *table, int64_t n_tokens,
                     int64_t vocab, int64_t dim);
 
-typedef struct pw_k_embedding_args {
-    float *out;           /* [n_tokens][dim] */
-    const int32_t *ids;   /* [n_tokens], persistent */
-    const float *table;   /* [vocab][dim] */
-    int64_t n_tokens, vocab, dim;
-} pw_k_embedding_args;
 extern const pw_kernel pw_kernel_embedding;
 
 /* ---- rms_norm ----------------------------------------------------------------- */
@@ -68,14 +63,6 @@ void pw_k_rms_norm(float *y, const float *x, const float *w, int64_t n_tokens, i
 void pw_k_add_rms_norm(float *y, float *residual, const float *x, const float *w,
                        int64_t n_tokens, int64_t dim, float eps);
 
-typedef struct pw_k_rms_norm_args {
-    float *y;           /* [n_tokens][dim] */
-    float *residual;    /* [n_tokens][dim]; only for the fused add variant */
-    const float *x;     /* [n_tokens][dim] */
-    const float *w;     /* [dim] */
-    int64_t n_tokens, dim;
-    float eps;
-} pw_k_rms_norm_args;
 extern const pw_kernel pw_kernel_rms_norm;
 extern const pw_kernel pw_kernel_add_rms_norm;
 
@@ -102,13 +89,6 @@ void pw_k_matmul(float *y, const float *x, const float *w, int64_t n_tokens, int
 void pw_k_matmul_own(float *y, const float *x, const float *w, int64_t n_tokens, int64_t n,
                      int64_t k);
 
-typedef struct pw_k_matmul_args {
-    float *y;          /* [n_tokens][n] */
-    const float *x;    /* [n_tokens][k] */
-    const float *w;    /* [n][k] */
-    float *scratch;    /* persistent, pw_k_matmul_scratch_floats() floats, or NULL */
-    int64_t n_tokens, n, k;
-} pw_k_matmul_args;
 extern const pw_kernel pw_kernel_matmul;
 
 /* ---- rope ---------------------------------------------------------------------------- */
@@ -123,13 +103,6 @@ void pw_k_rope_table(float *table, int64_t max_pos, int64_t head_dim, double the
 void pw_k_rope(float *out, const float *x, const int32_t *positions, const float *table,
                int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t max_pos);
 
-typedef struct pw_k_rope_args {
-    float *out;                 /* [n_tokens][n_heads*head_dim]; may equal x */
-    const float *x;             /* [n_tokens][n_heads*head_dim] */
-    const int32_t *positions;   /* [n_tokens], persistent */
-    const float *table;         /* pw_k_rope_table layout */
-    int64_t n_tokens, n_heads, head_dim, max_pos;
-} pw_k_rope_args;
 extern const pw_kernel pw_kernel_rope;
 
 /* ---- silu_and_mul ----------------------------------------------------------------------- */
@@ -139,12 +112,6 @@ void pw_k_silu_and_mul(float *out, const float *gate_up, int64_t n_tokens, int64
 /* out[i] = silu(a[i]) * b[i] for i < n. out may alias a or b. */
 void pw_k_silu_mul(float *out, const float *a, const float *b, int64_t n);
 
-typedef struct pw_k_silu_args {
-    float *out;          /* [n_tokens][f] (silu_mul: n elements) */
-    const float *a;      /* silu_and_mul: gate_up [n_tokens][2f]; silu_mul: a [n] */
-    const float *b;      /* silu_mul only: [n] */
-    int64_t n_tokens, f; /* silu_mul: n = n_tokens * f */
-} pw_k_silu_args;
 extern const pw_kernel pw_kernel_silu_and_mul;
 extern const pw_kernel pw_kernel_silu_mul;
 
@@ -153,11 +120,6 @@ extern const pw_kernel pw_kernel_silu_mul;
 /* out[i] = a[i] + b[i]; out may alias a or b. */
 void pw_k_add(float *out, const float *a, const float *b, int64_t n);
 
-typedef struct pw_k_add_args {
-    float *out;
-    const float *a, *b;
-    int64_t n;
-} pw_k_add_args;
 extern const pw_kernel pw_kernel_add;
 
 /* ---- argmax --------------------------------------------------------------------------------- */
@@ -169,43 +131,9 @@ void pw_k_argmax(int32_t *out, const float *logits, int64_t n_tokens, int64_t vo
  * NaN gives 0; all -inf gives the first that is not NaN). */
 int32_t pw_k_argmax_row(const float *row, int64_t n);
 
-typedef struct pw_k_argmax_args {
-    int32_t *out;          /* [n_tokens] */
-    const float *logits;   /* [n_tokens][vocab] */
-    int64_t n_tokens, vocab;
-} pw_k_argmax_args;
 extern const pw_kernel pw_kernel_argmax;
 
 /* ---- attention over a paged KV cache ------------------------------------------------------ */
-
-/* Per-step metadata. The engine rewrites the buffers these pointers name
- * before every step; the struct itself lives in persistent memory and the
- * attention args hold a pointer to it, so a replayed graph sees each step's
- * values. */
-typedef struct pw_attn_meta {
-    const int32_t *positions;    /* [T] position of token t in its sequence */
-    const int32_t *slot_mapping; /* [T] cache slot to write token t into; -1 = padding */
-    const int32_t *token_seq;    /* [T] row of block_tables for token t */
-    const int32_t *block_tables; /* [max_seqs][max_blocks_per_seq] physical block ids */
-    int32_t max_blocks_per_seq;
-    int32_t block_size;
-} pw_attn_meta;
-
-/* Positions per block of scores computed before one softmax rescale; the
- * boundaries are fixed (multiples of this from position 0), so the result
- * for a token never depends on its batch. */
-#define PW_K_ATTN_SCORE_CHUNK 256
-
-typedef struct pw_k_attention_args {
-    float *out;                /* [n_tokens][n_heads*head_dim], written (padding rows zeroed) */
-    const float *q;            /* [n_tokens][q_stride], heads at q + h*head_dim */
-    const float *k, *v;        /* [n_tokens][kv_stride] */
-    float *k_cache, *v_cache;  /* [num_blocks][block_size][n_kv_heads][head_dim] */
-    const pw_attn_meta *meta;  /* persistent */
-    int64_t n_tokens, n_heads, n_kv_heads, head_dim;
-    int64_t q_stride, kv_stride; /* row strides in elements */
-    int64_t num_blocks, max_seqs;
-} pw_k_attention_args;
 
 /* (1) writes k[t], v[t] into slot_mapping[t] for every non-padding token;
  * (2) for every non-padding token t and head h, attends causally over
@@ -231,13 +159,6 @@ bool pw_k_quant_supported(pw_dtype type);
 void pw_k_matmul_quant(float *y, const float *x, const void *w, pw_dtype type,
                        int64_t n_tokens, int64_t n, int64_t k);
 
-typedef struct pw_k_matmul_quant_args {
-    float *y;          /* [n_tokens][n] */
-    const float *x;    /* [n_tokens][k] */
-    const void *w;     /* [n][k / 32] blocks of type */
-    int64_t n_tokens, n, k;
-    pw_dtype type;     /* PW_Q8_0, PW_Q4_0 or PW_Q4_1 */
-} pw_k_matmul_quant_args;
 extern const pw_kernel pw_kernel_matmul_quant;
 
 /* out[t] = table[ids[t]] dequantized with pw_dequantize's arithmetic (the
@@ -245,13 +166,6 @@ extern const pw_kernel pw_kernel_matmul_quant;
 void pw_k_embedding_quant(float *out, const int32_t *ids, const void *table, pw_dtype type,
                           int64_t n_tokens, int64_t vocab, int64_t dim);
 
-typedef struct pw_k_embedding_quant_args {
-    float *out;            /* [n_tokens][dim] */
-    const int32_t *ids;    /* [n_tokens], persistent */
-    const void *table;     /* [vocab][dim / 32] blocks of type */
-    int64_t n_tokens, vocab, dim;
-    pw_dtype type;
-} pw_k_embedding_quant_args;
 extern const pw_kernel pw_kernel_embedding_quant;
 
 /* ---- fused launches (fused.c) ------------------------------------------------------------- */
@@ -266,13 +180,6 @@ extern const pw_kernel pw_kernel_embedding_quant;
 void pw_k_sum_rms_norm(float *y, float *sum, const float *a, const float *b, const float *w,
                        int64_t n_tokens, int64_t dim, float eps);
 
-typedef struct pw_k_sum_rms_norm_args {
-    float *y, *sum;       /* [n_tokens][dim] */
-    const float *a, *b;   /* [n_tokens][dim] */
-    const float *w;       /* [dim] */
-    int64_t n_tokens, dim;
-    float eps;
-} pw_k_sum_rms_norm_args;
 extern const pw_kernel pw_kernel_sum_rms_norm;
 
 /* y = x W^T for W f32 (pw_k_matmul, scratch as it needs) or quantized
@@ -284,30 +191,11 @@ size_t pw_k_matmul_any_scratch_floats(pw_dtype type, int64_t n_tokens, int64_t n
 
 /* q = rope(x Wq^T), k = rope(x Wk^T), v = x Wv^T: the attention inputs of
  * one layer (three matmuls and two ropes). */
-typedef struct pw_k_qkv_rope_args {
-    float *q, *k, *v;           /* [n_tokens][n_heads*head_dim], [n_tokens][n_kv_heads*head_dim] x2 */
-    const float *x;             /* [n_tokens][dim] */
-    const void *wq, *wk, *wv;   /* [rows][dim] of their types */
-    pw_dtype tq, tk, tv;
-    float *scratch;             /* persistent, the largest pw_k_matmul_any_scratch_floats, or NULL */
-    const int32_t *positions;   /* [n_tokens], persistent */
-    const float *rope_table;    /* pw_k_rope_table layout */
-    int64_t n_tokens, dim, n_heads, n_kv_heads, head_dim, max_pos;
-} pw_k_qkv_rope_args;
 void pw_k_qkv_rope(const pw_k_qkv_rope_args *a);
 extern const pw_kernel pw_kernel_qkv_rope;
 
 /* out = silu(x Wg^T) * (x Wu^T): the feed-forward input side (two matmuls
  * and silu_mul). */
-typedef struct pw_k_gate_up_silu_args {
-    float *out;                 /* [n_tokens][f] */
-    const float *x;             /* [n_tokens][dim] */
-    const void *w_gate, *w_up;  /* [f][dim] of their types */
-    pw_dtype t_gate, t_up;
-    float *up;                  /* persistent scratch, [n_tokens][f] */
-    float *scratch;             /* persistent, the larger pw_k_matmul_any_scratch_floats, or NULL */
-    int64_t n_tokens, dim, f;
-} pw_k_gate_up_silu_args;
 void pw_k_gate_up_silu(const pw_k_gate_up_silu_args *a);
 extern const pw_kernel pw_kernel_gate_up_silu;
 

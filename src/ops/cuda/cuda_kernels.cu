@@ -1,6 +1,7 @@
-// CUDA kernels for the Llama workload: the same args structs and semantics
-// as the CPU kernels (ops/cpu/kernels.h), every pointer a device
-// pointer.
+// CUDA kernels for the Llama workload: the args structs of
+// ops/kernel_args.h (the launch ABI every kernel set shares) and the
+// semantics the CPU kernels document (ops/cpu/kernels.h), every pointer a
+// device pointer.
 //
 // Batch invariance: every output row is computed by one thread block (or one
 // thread) whose work and reduction order depend only on the row's own
@@ -11,7 +12,7 @@
 extern "C" {
 #include "internal.h"
 }
-#include "ops/cpu/kernels.h"
+#include "ops/kernel_args.h"
 #include "ops/kernel_set.h"
 #include "backend/cuda/cuda_internal.h"
 

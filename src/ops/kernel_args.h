@@ -1,0 +1,148 @@
+/* The kernels' launch ABI: the argument struct of every kernel in the op
+ * table (ops/op_table.h), shared by every kernel set (src/ops/cpu,
+ * src/ops/cuda) and by the ops layer that packs them. A pw_launch copies
+ * the struct at launch or at capture and replays it verbatim, so it holds
+ * only shape constants and pointers (device pointers on a device stream);
+ * anything that changes per step is read through a pointer to a persistent
+ * buffer. ops/cpu/kernels.h documents what each kernel computes. */
+#ifndef PW_OPS_KERNEL_ARGS_H
+#define PW_OPS_KERNEL_ARGS_H
+
+#include "piecewise.h"
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pw_k_embedding_args {
+    float *out;           /* [n_tokens][dim] */
+    const int32_t *ids;   /* [n_tokens], persistent */
+    const float *table;   /* [vocab][dim] */
+    int64_t n_tokens, vocab, dim;
+} pw_k_embedding_args;
+
+typedef struct pw_k_embedding_quant_args {
+    float *out;            /* [n_tokens][dim] */
+    const int32_t *ids;    /* [n_tokens], persistent */
+    const void *table;     /* [vocab][dim / 32] blocks of type */
+    int64_t n_tokens, vocab, dim;
+    pw_dtype type;
+} pw_k_embedding_quant_args;
+
+typedef struct pw_k_rms_norm_args {
+    float *y;           /* [n_tokens][dim] */
+    float *residual;    /* [n_tokens][dim]; only for the fused add variant */
+    const float *x;     /* [n_tokens][dim] */
+    const float *w;     /* [dim] */
+    int64_t n_tokens, dim;
+    float eps;
+} pw_k_rms_norm_args;
+
+typedef struct pw_k_matmul_args {
+    float *y;          /* [n_tokens][n] */
+    const float *x;    /* [n_tokens][k] */
+    const float *w;    /* [n][k] */
+    float *scratch;    /* persistent, pw_k_matmul_scratch_floats() floats, or NULL */
+    int64_t n_tokens, n, k;
+} pw_k_matmul_args;
+
+typedef struct pw_k_matmul_quant_args {
+    float *y;          /* [n_tokens][n] */
+    const float *x;    /* [n_tokens][k] */
+    const void *w;     /* [n][k / 32] blocks of type */
+    int64_t n_tokens, n, k;
+    pw_dtype type;     /* PW_Q8_0, PW_Q4_0 or PW_Q4_1 */
+} pw_k_matmul_quant_args;
+
+typedef struct pw_k_rope_args {
+    float *out;                 /* [n_tokens][n_heads*head_dim]; may equal x */
+    const float *x;             /* [n_tokens][n_heads*head_dim] */
+    const int32_t *positions;   /* [n_tokens], persistent */
+    const float *table;         /* pw_k_rope_table layout */
+    int64_t n_tokens, n_heads, head_dim, max_pos;
+} pw_k_rope_args;
+
+typedef struct pw_k_silu_args {
+    float *out;          /* [n_tokens][f] (silu_mul: n elements) */
+    const float *a;      /* silu_and_mul: gate_up [n_tokens][2f]; silu_mul: a [n] */
+    const float *b;      /* silu_mul only: [n] */
+    int64_t n_tokens, f; /* silu_mul: n = n_tokens * f */
+} pw_k_silu_args;
+
+typedef struct pw_k_add_args {
+    float *out;
+    const float *a, *b;
+    int64_t n;
+} pw_k_add_args;
+
+typedef struct pw_k_argmax_args {
+    int32_t *out;          /* [n_tokens] */
+    const float *logits;   /* [n_tokens][vocab] */
+    int64_t n_tokens, vocab;
+} pw_k_argmax_args;
+
+/* Per-step metadata. The engine rewrites the buffers these pointers name
+ * before every step; the struct itself lives in persistent memory and the
+ * attention args hold a pointer to it, so a replayed graph sees each step's
+ * values. */
+typedef struct pw_attn_meta {
+    const int32_t *positions;    /* [T] position of token t in its sequence */
+    const int32_t *slot_mapping; /* [T] cache slot to write token t into; -1 = padding */
+    const int32_t *token_seq;    /* [T] row of block_tables for token t */
+    const int32_t *block_tables; /* [max_seqs][max_blocks_per_seq] physical block ids */
+    int32_t max_blocks_per_seq;
+    int32_t block_size;
+} pw_attn_meta;
+
+/* Positions per block of scores computed before one softmax rescale; the
+ * boundaries are fixed (multiples of this from position 0), so the result
+ * for a token never depends on its batch. */
+#define PW_K_ATTN_SCORE_CHUNK 256
+
+typedef struct pw_k_attention_args {
+    float *out;                /* [n_tokens][n_heads*head_dim], written (padding rows zeroed) */
+    const float *q;            /* [n_tokens][q_stride], heads at q + h*head_dim */
+    const float *k, *v;        /* [n_tokens][kv_stride] */
+    float *k_cache, *v_cache;  /* [num_blocks][block_size][n_kv_heads][head_dim] */
+    const pw_attn_meta *meta;  /* persistent */
+    int64_t n_tokens, n_heads, n_kv_heads, head_dim;
+    int64_t q_stride, kv_stride; /* row strides in elements */
+    int64_t num_blocks, max_seqs;
+} pw_k_attention_args;
+
+typedef struct pw_k_sum_rms_norm_args {
+    float *y, *sum;       /* [n_tokens][dim] */
+    const float *a, *b;   /* [n_tokens][dim] */
+    const float *w;       /* [dim] */
+    int64_t n_tokens, dim;
+    float eps;
+} pw_k_sum_rms_norm_args;
+
+typedef struct pw_k_qkv_rope_args {
+    float *q, *k, *v;           /* [n_tokens][n_heads*head_dim], [n_tokens][n_kv_heads*head_dim] x2 */
+    const float *x;             /* [n_tokens][dim] */
+    const void *wq, *wk, *wv;   /* [rows][dim] of their types */
+    pw_dtype tq, tk, tv;
+    float *scratch;             /* persistent, the largest pw_k_matmul_any_scratch_floats, or NULL */
+    const int32_t *positions;   /* [n_tokens], persistent */
+    const float *rope_table;    /* pw_k_rope_table layout */
+    int64_t n_tokens, dim, n_heads, n_kv_heads, head_dim, max_pos;
+} pw_k_qkv_rope_args;
+
+typedef struct pw_k_gate_up_silu_args {
+    float *out;                 /* [n_tokens][f] */
+    const float *x;             /* [n_tokens][dim] */
+    const void *w_gate, *w_up;  /* [f][dim] of their types */
+    pw_dtype t_gate, t_up;
+    float *up;                  /* persistent scratch, [n_tokens][f] */
+    float *scratch;             /* persistent, the larger pw_k_matmul_any_scratch_floats, or NULL */
+    int64_t n_tokens, dim, f;
+} pw_k_gate_up_silu_args;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
