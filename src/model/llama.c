@@ -10,7 +10,6 @@
 #include "model/llama.h"
 
 #include "model/dequant.h"
-#include "ops/cpu/kernels.h"
 #include "ops/ops.h"
 
 #include <inttypes.h>
@@ -100,7 +99,7 @@ static pw_status load_weight(pw_model *m, const char *name, int64_t d0, int64_t 
                         name, t->dims[0], t->n_dims > 1 ? t->dims[1] : 1, d0, d1 ? d1 : 1);
     m->dtype_counts[t->dtype]++;
     int64_t shape[2] = {d1 ? d1 : d0, d0};
-    if (d1 && keep_quantized && pw_k_quant_supported(t->dtype)) {
+    if (d1 && keep_quantized && pw_op_quantized_weight_supported(t->dtype)) {
         s = pw_tensor_wrap((void *)t->data, PW_DEVICE_CPU, t->dtype, 2, shape, out);
         if (s == PW_OK) m->info.weight_bytes += (size_t)pw_dtype_row_bytes(t->dtype, want_elems);
         return s;

@@ -170,7 +170,7 @@ static float *fdata(const pw_tensor *t) { return (float *)t->data; }
 static pw_status arg_weight(const op_def *d, const pw_value *args, int i, pw_tensor **out) {
     PW_TRY(arg_tensor(d, args, i, -1, 2, out));
     pw_dtype t = (*out)->dtype;
-    if (t != PW_F32 && !pw_k_quant_supported(t))
+    if (t != PW_F32 && !pw_op_quantized_weight_supported(t))
         return pw_error(PW_ERR_UNSUPPORTED,
                         "op '%s': argument %d '%s' has dtype %s; weights must be f32, q8_0, "
                         "q4_0 or q4_1",

@@ -1,6 +1,7 @@
-/* The op registry: an op name maps to argument checking, output shape
- * inference and a kernel per backend (the pw_kernel's cpu entry now; its
- * cuda slot for the CUDA backend). pw_op_resolve binds an op to an
+/* The op registry: the ops of the op table (ops/op_table.h), each an op
+ * name with argument checking, output shape inference and a launch of
+ * kernels from the kernel set of the stream's device (ops/kernel_set.h:
+ * bound by pointer, never by name). pw_op_resolve binds an op to an
  * execution environment as a pw_callable, which is what the graph plan
  * builder calls for each call_function target.
  *
@@ -25,8 +26,9 @@
  *   attention(q, k, v, out, layer int)               -> none; writes out (the splitting op:
  *                                                      out comes from the piece before)
  *   argmax(logits f32[T][V])                         -> i32[T]
- * Fused ops (one CPU launch each, the same bits as the ops they replace;
- * on another device they launch those ops' kernels one by one). Weights
+ * Fused ops (one launch each where the kernel set has the fused kernel,
+ * the same bits as the ops they replace; with a set that lacks it they
+ * launch those ops' kernels one by one). Weights
  * may be f32, q8_0, q4_0 or q4_1, each independently:
  *   add_rms_norm(a, b f32[T][D], w f32[D])           -> (a + b, rms_norm(a + b, w))
  *   qkv_rope(x f32[T][K], wq f32[Hq*hd][K], wk, wv f32[Hkv*hd][K], n_heads, n_kv_heads)
@@ -38,7 +40,7 @@
 #define PW_OPS_H
 
 #include "piecewise.h"
-#include "ops/cpu/kernels.h"
+#include "ops/kernel_args.h"
 #include "ops/op_table.h"
 
 /* What bound ops run against. Everything pointed to must outlive the
@@ -72,6 +74,19 @@ pw_status pw_op_resolve_hook(void *env, const char *target, pw_callable *out);
  * *returns_none = true. */
 pw_status pw_op_infer(const pw_op_env *env, const char *name, const pw_value *args, int nargs,
                       pw_dtype *dtype, int *ndim, int64_t shape[PW_MAX_DIMS], bool *returns_none);
+
+/* Host-side pieces of the kernels the model layer needs, so that it never
+ * includes ops/cpu or ops/cuda headers (src/ops/ops_host.c). */
+/* True for the block types (Q8_0, Q4_0, Q4_1) the weight-taking ops
+ * (matmul, embedding and the fused ops) take as they are; other weights
+ * must be f32. */
+bool pw_op_quantized_weight_supported(pw_dtype type);
+/* The rope table env.rope_table points to: [max_pos][head_dim/2][2] (cos,
+ * sin) of pos * theta^(-2i/head_dim), computed in double; head_dim even. */
+void pw_op_rope_table(float *table, int64_t max_pos, int64_t head_dim, double theta);
+/* The first index of the largest value of row[0..n), the argmax op's rule
+ * (NaN never wins; all NaN gives 0). */
+int32_t pw_op_argmax_row(const float *row, int64_t n);
 
 /* True for ops that split the graph (attention). */
 bool pw_op_is_splitting(const char *name);

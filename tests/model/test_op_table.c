@@ -91,9 +91,23 @@ static void test_kernel_sets(void) {
 #endif
 }
 
+/* The host helpers the model layer uses are the CPU kernels' rules. */
+static void test_host_helpers(void) {
+    for (int t = 0; t < PW_DTYPE_COUNT_; t++)
+        CHECK(pw_op_quantized_weight_supported((pw_dtype)t) == pw_k_quant_supported((pw_dtype)t));
+    CHECK(pw_op_quantized_weight_supported(PW_Q8_0) && !pw_op_quantized_weight_supported(PW_F32));
+    float a[8 * 4 * 2], b[8 * 4 * 2]; /* [max_pos][head_dim/2][2] */
+    pw_op_rope_table(a, 8, 8, 10000.0);
+    pw_k_rope_table(b, 8, 8, 10000.0);
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    const float row[] = {1.0f, 3.0f, 3.0f, -2.0f};
+    CHECK_EQ_INT(pw_op_argmax_row(row, 4), 1);
+}
+
 int main(void) {
     test_ops_have_names_and_bind();
     test_splitting_set();
     test_kernel_sets();
+    test_host_helpers();
     return pw_test_finish("model_op_table");
 }

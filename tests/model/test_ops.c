@@ -2,6 +2,7 @@
  * kernels compute, a small two-layer forward captured once replays bit for
  * bit like eager runs while the persistent metadata changes, and bad
  * arguments give clear errors. */
+#include "ops/cpu/kernels.h"
 #include "ops/ops.h"
 #include "test_util.h"
 

@@ -2,6 +2,7 @@
  * weight dtype to the quantized kernels (same bits as direct kernel calls),
  * and weights of other dtypes give clear errors. */
 #include "model/dequant.h"
+#include "ops/cpu/kernels.h"
 #include "ops/ops.h"
 #include "test_util.h"
 
