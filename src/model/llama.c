@@ -281,6 +281,73 @@ static int getitem(ir_builder *b, const char *name, int64_t l, int src, int64_t 
 
 #define N(x) pw_ir_arg_node(x)
 
+/* The nine weight placeholders of a layer, in pw_model_params order. */
+enum { W_ATTN_NORM, W_Q, W_K, W_V, W_O, W_FFN_NORM, W_GATE, W_UP, W_DOWN, W_PER_LAYER };
+
+static void layer_placeholders(ir_builder *b, int64_t l, int *w) {
+    static const char *const names[W_PER_LAYER] = {
+        "l%" PRId64 "_attn_norm", "l%" PRId64 "_wq",       "l%" PRId64 "_wk",
+        "l%" PRId64 "_wv",        "l%" PRId64 "_wo",       "l%" PRId64 "_ffn_norm",
+        "l%" PRId64 "_w_gate",    "l%" PRId64 "_w_up",     "l%" PRId64 "_w_down"};
+    for (int i = 0; i < W_PER_LAYER; i++) w[i] = placeholder(b, names[i], l);
+}
+
+/* The residual stream between layers: h, and x = the next norm's output. */
+typedef struct layer_io {
+    int h, x;
+} layer_io;
+
+/* Layer l: qkv_rope, attention, o_proj, add_rms_norm (residual and ffn
+ * norm), gate_up_silu, down, add_rms_norm (residual and the next layer's
+ * attention norm, `next_norm`, or the final norm when `last`). The fused
+ * ops give the same bits as the unfused chain with 7 launches instead of
+ * 15. */
+static layer_io build_layer(ir_builder *b, const pw_model_info *in, int64_t l, const int *lw,
+                            layer_io io, int next_norm, bool last) {
+    pw_ir_arg a[6];
+    a[0] = N(io.x), a[1] = N(lw[W_Q]), a[2] = N(lw[W_K]), a[3] = N(lw[W_V]);
+    a[4] = pw_ir_arg_int(in->n_heads), a[5] = pw_ir_arg_int(in->n_kv_heads);
+    int qkv = call(b, "qkv", l, PW_OP_QKV_ROPE, a, 6);
+    int q = getitem(b, "q", l, qkv, 0);
+    int k = getitem(b, "k", l, qkv, 1);
+    int v = getitem(b, "v", l, qkv, 2);
+    a[0] = N(q);
+    int o = call(b, "attn_out", l, PW_OP_EMPTY_LIKE, a, 1);
+    a[0] = N(q), a[1] = N(k), a[2] = N(v), a[3] = N(o), a[4] = pw_ir_arg_int(l);
+    call(b, "attn", l, PW_OP_ATTENTION, a, 5);
+    a[0] = N(o), a[1] = N(lw[W_O]);
+    int proj = call(b, "o_proj", l, PW_OP_MATMUL, a, 2);
+    a[0] = N(io.h), a[1] = N(proj), a[2] = N(lw[W_FFN_NORM]);
+    int res1 = call(b, "h_attn_ffn_in", l, PW_OP_ADD_RMS_NORM, a, 3);
+    int h1 = getitem(b, "h_attn", l, res1, 0);
+    int x2 = getitem(b, "ffn_in", l, res1, 1);
+    a[0] = N(x2), a[1] = N(lw[W_GATE]), a[2] = N(lw[W_UP]);
+    int act = call(b, "act", l, PW_OP_GATE_UP_SILU, a, 3);
+    a[0] = N(act), a[1] = N(lw[W_DOWN]);
+    int down = call(b, "down", l, PW_OP_MATMUL, a, 2);
+    a[0] = N(h1), a[1] = N(down), a[2] = N(next_norm);
+    int res2 = call(b, "h_next_in", l, PW_OP_ADD_RMS_NORM, a, 3);
+    layer_io next;
+    next.h = getitem(b, "h", l, res2, 0);
+    next.x = getitem(b, last ? "final_norm" : "attn_in", last ? -1 : l + 1, res2, 1);
+    return next;
+}
+
+/* The graph's output (the logits) and the token-dimension types of its
+ * input and output. */
+static void finish_graph(ir_builder *b, const pw_model_info *in, int ids, int logits) {
+    if (b->status == PW_OK) b->status = pw_ir_set_output(b->g, N(logits), NULL);
+    if (b->status == PW_OK) {
+        pw_ir_type t = {PW_IR_TYPE_TENSOR, PW_F32, 2, {PW_IR_DIM_TOKENS, in->vocab}};
+        b->status = pw_ir_set_node_type(b->g, logits, &t);
+    }
+    if (b->status == PW_OK) {
+        pw_ir_type t = {PW_IR_TYPE_TENSOR, PW_I32, 1, {PW_IR_DIM_TOKENS}};
+        b->status = pw_ir_set_node_type(b->g, ids, &t);
+    }
+    if (b->status == PW_OK) b->status = pw_ir_validate(b->g);
+}
+
 pw_status pw_model_build_ir(const pw_model *m, pw_ir **out) {
     *out = NULL;
     const pw_model_info *in = &m->info;
@@ -288,71 +355,30 @@ pw_status pw_model_build_ir(const pw_model *m, pw_ir **out) {
     PW_TRY(pw_ir_new("llama_forward", &b.g));
     int ids = placeholder(&b, "input_ids", 0);
     int tok_embd = placeholder(&b, "tok_embd", 0);
-    int *w = pw_host_calloc((size_t)in->n_layers * 9, sizeof(int));
+    int *w = pw_host_calloc((size_t)in->n_layers * W_PER_LAYER, sizeof(int));
     if (!w) {
         pw_ir_free(b.g);
         return PW_ERR_OOM;
     }
-    static const char *const wnames[9] = {"l%" PRId64 "_attn_norm", "l%" PRId64 "_wq",
-                                          "l%" PRId64 "_wk",        "l%" PRId64 "_wv",
-                                          "l%" PRId64 "_wo",        "l%" PRId64 "_ffn_norm",
-                                          "l%" PRId64 "_w_gate",    "l%" PRId64 "_w_up",
-                                          "l%" PRId64 "_w_down"};
-    for (int64_t l = 0; l < in->n_layers; l++)
-        for (int i = 0; i < 9; i++) w[l * 9 + i] = placeholder(&b, wnames[i], l);
+    for (int64_t l = 0; l < in->n_layers; l++) layer_placeholders(&b, l, &w[l * W_PER_LAYER]);
     int out_norm = placeholder(&b, "output_norm", 0);
     int lm_head = placeholder(&b, "lm_head", 0);
 
-    /* Per layer: qkv_rope, attention, o_proj, add_rms_norm (residual and
-     * ffn norm), gate_up_silu, down, add_rms_norm (residual and the next
-     * layer's attention norm, or the final norm): the fused ops give the
-     * same bits as the unfused chain with 7 launches instead of 15. */
-    pw_ir_arg a[6];
+    pw_ir_arg a[2];
     a[0] = N(ids), a[1] = N(tok_embd);
-    int h = call(&b, "embed", -1, PW_OP_EMBEDDING, a, 2);
-    a[0] = N(h), a[1] = N(in->n_layers > 0 ? w[0] : out_norm);
-    int x = in->n_layers > 0 ? call(&b, "attn_in", 0, PW_OP_RMS_NORM, a, 2)
-                             : call(&b, "final_norm", -1, PW_OP_RMS_NORM, a, 2);
+    layer_io io;
+    io.h = call(&b, "embed", -1, PW_OP_EMBEDDING, a, 2);
+    a[0] = N(io.h), a[1] = N(in->n_layers > 0 ? w[W_ATTN_NORM] : out_norm);
+    io.x = in->n_layers > 0 ? call(&b, "attn_in", 0, PW_OP_RMS_NORM, a, 2)
+                            : call(&b, "final_norm", -1, PW_OP_RMS_NORM, a, 2);
     for (int64_t l = 0; l < in->n_layers; l++) {
-        const int *lw = &w[l * 9];
-        a[0] = N(x), a[1] = N(lw[1]), a[2] = N(lw[2]), a[3] = N(lw[3]);
-        a[4] = pw_ir_arg_int(in->n_heads), a[5] = pw_ir_arg_int(in->n_kv_heads);
-        int qkv = call(&b, "qkv", l, PW_OP_QKV_ROPE, a, 6);
-        int q = getitem(&b, "q", l, qkv, 0);
-        int k = getitem(&b, "k", l, qkv, 1);
-        int v = getitem(&b, "v", l, qkv, 2);
-        a[0] = N(q);
-        int o = call(&b, "attn_out", l, PW_OP_EMPTY_LIKE, a, 1);
-        a[0] = N(q), a[1] = N(k), a[2] = N(v), a[3] = N(o), a[4] = pw_ir_arg_int(l);
-        call(&b, "attn", l, PW_OP_ATTENTION, a, 5);
-        a[0] = N(o), a[1] = N(lw[4]);
-        int proj = call(&b, "o_proj", l, PW_OP_MATMUL, a, 2);
-        a[0] = N(h), a[1] = N(proj), a[2] = N(lw[5]);
-        int res1 = call(&b, "h_attn_ffn_in", l, PW_OP_ADD_RMS_NORM, a, 3);
-        int h1 = getitem(&b, "h_attn", l, res1, 0);
-        int x2 = getitem(&b, "ffn_in", l, res1, 1);
-        a[0] = N(x2), a[1] = N(lw[6]), a[2] = N(lw[7]);
-        int act = call(&b, "act", l, PW_OP_GATE_UP_SILU, a, 3);
-        a[0] = N(act), a[1] = N(lw[8]);
-        int down = call(&b, "down", l, PW_OP_MATMUL, a, 2);
         bool last = l + 1 == in->n_layers;
-        a[0] = N(h1), a[1] = N(down), a[2] = N(last ? out_norm : w[(l + 1) * 9]);
-        int res2 = call(&b, "h_next_in", l, PW_OP_ADD_RMS_NORM, a, 3);
-        h = getitem(&b, "h", l, res2, 0);
-        x = getitem(&b, last ? "final_norm" : "attn_in", last ? -1 : l + 1, res2, 1);
+        int next_norm = last ? out_norm : w[(l + 1) * W_PER_LAYER + W_ATTN_NORM];
+        io = build_layer(&b, in, l, &w[l * W_PER_LAYER], io, next_norm, last);
     }
-    a[0] = N(x), a[1] = N(lm_head);
+    a[0] = N(io.x), a[1] = N(lm_head);
     int logits = call(&b, "logits", -1, PW_OP_MATMUL, a, 2);
-    if (b.status == PW_OK) b.status = pw_ir_set_output(b.g, N(logits), NULL);
-    if (b.status == PW_OK) {
-        pw_ir_type t = {PW_IR_TYPE_TENSOR, PW_F32, 2, {PW_IR_DIM_TOKENS, in->vocab}};
-        b.status = pw_ir_set_node_type(b.g, logits, &t);
-    }
-    if (b.status == PW_OK) {
-        pw_ir_type t = {PW_IR_TYPE_TENSOR, PW_I32, 1, {PW_IR_DIM_TOKENS}};
-        b.status = pw_ir_set_node_type(b.g, ids, &t);
-    }
-    if (b.status == PW_OK) b.status = pw_ir_validate(b.g);
+    finish_graph(&b, in, ids, logits);
     pw_host_free(w);
     if (b.status != PW_OK) {
         pw_ir_free(b.g);
