@@ -9,6 +9,7 @@ int main(void) { pw_test_skip("built without the CUDA backend: skipping"); }
 
 #include "../kernels/kernel_test_util.h"
 #include "ops/cpu/kernels.h"
+#include "ops/ops.h"
 
 /* Elementwise kernels: the same float operations in the same order. */
 #define TOL_EXACTISH 1e-5f
@@ -176,6 +177,28 @@ static void test_attention(void) {
     free(q), free(k), free(v), free(kc), free(vc), free(cpu), free(gpu), free(last);
 }
 
+/* Through the op registry: the CUDA kernel set has no quantized kernels,
+ * so a matmul on a Q8_0 weight is refused naming the set and the kernel
+ * (no kernel is looked up by name, and nothing is launched). */
+static void test_missing_kernel(void) {
+    const int64_t T = 2, K = 32, N = 4;
+    pw_tensor *x = NULL, *w = NULL;
+    CHECK_OK(pw_tensor_wrap(up(NULL, (size_t)(T * K) * 4), PW_DEVICE_CUDA, PW_F32, 2,
+                            (int64_t[]){T, K}, &x));
+    CHECK_OK(pw_tensor_wrap(up(NULL, (size_t)(N * pw_dtype_row_bytes(PW_Q8_0, K))), PW_DEVICE_CUDA,
+                            PW_Q8_0, 2, (int64_t[]){N, K}, &w));
+    pw_op_env env = {.stream = S, .pool = P};
+    pw_callable mm;
+    CHECK_OK(pw_op_resolve(&env, "matmul", &mm));
+    pw_value out = pw_value_none();
+    if (x && w)
+        CHECK_ERR(mm.fn(mm.user, (pw_value[]){pw_value_tensor(x), pw_value_tensor(w)}, 2, &out),
+                  PW_ERR_UNSUPPORTED, "the cuda kernel set has no matmul_quant kernel");
+    CHECK(out.kind == PW_VAL_NONE);
+    pw_tensor_release(x);
+    pw_tensor_release(w);
+}
+
 int main(void) {
     ct_require_gpu();
     kt_seed(42);
@@ -184,6 +207,7 @@ int main(void) {
     test_elementwise();
     test_matmul();
     test_attention();
+    test_missing_kernel();
     CHECK_OK(pw_stream_synchronize(S));
     pw_pool_free(P);
     pw_stream_free(S);
