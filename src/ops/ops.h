@@ -79,3 +79,16 @@ int pw_op_count(void);
 const char *pw_op_name(int i);
 
 #endif
+
+/* ---- host helpers for the model (src/ops/ops_host.c) ------------------------------------------ */
+
+/* Index of the highest value of row[0..n); ties go to the lowest index,
+ * NaN is never chosen (the argmax kernel's rule, one vectorized pass). */
+int32_t pw_ops_argmax_row(const float *row, int64_t n);
+/* The rope table the rope kernels read, computed on the host:
+ * pw_ops_rope_table_floats(max_pos, head_dim) floats. */
+void pw_ops_rope_table(float *table, int64_t max_pos, int64_t head_dim, double theta);
+size_t pw_ops_rope_table_floats(int64_t max_pos, int64_t head_dim);
+/* True when the kernels of `device` read weights of `dtype` directly;
+ * otherwise the caller supplies an f32 copy. */
+bool pw_ops_reads_weight_dtype(pw_device device, pw_dtype dtype);
