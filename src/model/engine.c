@@ -442,6 +442,43 @@ static bool is_eos(const pw_engine *e, int32_t tok) {
     return pw_model_is_end_of_generation(e->model, tok);
 }
 
+/* Advances every scheduled request past its tokens and samples the next
+ * token of each whose pending tokens all ran, from its last_logits row.
+ * Returns the number of new tokens (in e->step_tokens). */
+static int64_t sample_scheduled(pw_engine *e, int64_t ns, int64_t *prompt_tokens) {
+    int64_t vocab = pw_model_get_info(e->model)->vocab;
+    int64_t n_new = 0;
+    for (int64_t i = 0; i < ns; i++) {
+        pw_sched *s = &e->sched[i];
+        pw_request *r = s->r;
+        if (r->n_computed < r->n_prompt) *prompt_tokens += s->count;
+        r->n_computed += s->count;
+        if (r->n_computed < r->n_tokens) continue; /* prefill chunk, more to come */
+        const float *row = e->last_logits + r->slot * vocab;
+        int32_t tok = pw_sample(row, vocab, &r->sp, &r->rng, e->sample_scratch);
+        r->tokens[r->n_tokens++] = tok;
+        r->n_generated++;
+        r->finished = is_eos(e, tok) || r->n_tokens >= r->limit;
+        e->step_tokens[n_new++] = (pw_step_token){r->id, tok, r->finished};
+    }
+    return n_new;
+}
+
+static void record_step(pw_engine *e, pw_runtime_mode mode, int64_t n_tokens, int64_t n_new,
+                        int64_t prompt_tokens, double seconds) {
+    e->stats.steps++;
+    e->stats.steps_by_mode[mode]++;
+    e->stats.prompt_tokens += prompt_tokens;
+    e->stats.generated_tokens += n_new;
+    if (prompt_tokens > 0) {
+        e->stats.prefill_seconds += seconds;
+    } else {
+        e->stats.decode_seconds += seconds;
+        e->stats.decode_steps++;
+        e->stats.decode_step_tokens += n_tokens;
+    }
+}
+
 pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_out) {
     *tokens = e->step_tokens;
     *n_out = 0;
@@ -471,33 +508,9 @@ pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_
     pw_status st = fetch_logits(e, ns, logits_v.as.tensor);
     pw_value_release(logits_v);
     PW_TRY(st);
-    int64_t vocab = pw_model_get_info(e->model)->vocab;
-    int64_t n_new = 0, prompt_tokens = 0;
-    for (int64_t i = 0; i < ns; i++) {
-        pw_sched *s = &e->sched[i];
-        pw_request *r = s->r;
-        if (r->n_computed < r->n_prompt) prompt_tokens += s->count;
-        r->n_computed += s->count;
-        if (r->n_computed < r->n_tokens) continue; /* prefill chunk, more to come */
-        const float *row = e->last_logits + r->slot * vocab;
-        int32_t tok = pw_sample(row, vocab, &r->sp, &r->rng, e->sample_scratch);
-        r->tokens[r->n_tokens++] = tok;
-        r->n_generated++;
-        r->finished = is_eos(e, tok) || r->n_tokens >= r->limit;
-        e->step_tokens[n_new++] = (pw_step_token){r->id, tok, r->finished};
-    }
-    double dt = now_seconds() - t0;
-    e->stats.steps++;
-    e->stats.steps_by_mode[mode]++;
-    e->stats.prompt_tokens += prompt_tokens;
-    e->stats.generated_tokens += n_new;
-    if (prompt_tokens > 0) {
-        e->stats.prefill_seconds += dt;
-    } else {
-        e->stats.decode_seconds += dt;
-        e->stats.decode_steps++;
-        e->stats.decode_step_tokens += nt;
-    }
+    int64_t prompt_tokens = 0;
+    int64_t n_new = sample_scheduled(e, ns, &prompt_tokens);
+    record_step(e, mode, nt, n_new, prompt_tokens, now_seconds() - t0);
     *n_out = n_new;
     return PW_OK;
 }
