@@ -66,7 +66,11 @@ static pw_status alloc_step_buffers(pw_engine *e) {
     return pw_tensor_wrap(e->dev.input_ids, e->device, PW_I32, 1, shape, &e->ids_tensor);
 }
 
-/* The paged KV cache, zeroed, and the rope table. */
+/* The paged KV cache and the rope table. The cache is not cleared:
+ * attention reads only positions up to the token's own, all of which its
+ * request has written (this step's tokens are written before they are
+ * attended to), and padding tokens neither write nor read. Leaving it
+ * untouched keeps a large host cache out of resident memory until used. */
 static pw_status alloc_cache_and_rope(pw_engine *e) {
     const pw_model_info *in = pw_model_get_info(e->model);
     size_t layer_bytes = (size_t)e->num_blocks * (size_t)e->cfg.block_size *
@@ -74,8 +78,6 @@ static pw_status alloc_cache_and_rope(pw_engine *e) {
     for (int64_t l = 0; l < in->n_layers; l++) {
         PW_TRY(device_alloc(e, layer_bytes, (void **)&e->k_cache[l]));
         PW_TRY(device_alloc(e, layer_bytes, (void **)&e->v_cache[l]));
-        PW_TRY(pw_stream_memset(e->stream, e->k_cache[l], 0, layer_bytes));
-        PW_TRY(pw_stream_memset(e->stream, e->v_cache[l], 0, layer_bytes));
     }
     size_t rope_bytes = pw_ops_rope_table_floats(e->max_model_len, in->head_dim) * sizeof(float);
     float *rope = pw_host_alloc(rope_bytes);
