@@ -263,6 +263,13 @@ void pw_pool_free(pw_pool *pool) {
                pool->name, pool->graph_refs);
         return;
     }
+    if (pool->capturing) {
+        pw_log(PW_LOG_ERROR,
+               "pool '%s' freed while a capture allocates from it; leaking it (end or abort "
+               "the capture first)",
+               pool->name);
+        return;
+    }
     pw_segment *s = pool->segments;
     while (s) {
         pw_segment *n = s->next;

@@ -271,6 +271,8 @@ static void test_copies(void) {
               "address space");
     CHECK_ERR(pw_stream_memset(s, NULL, 0, 4), PW_ERR_INVALID_ARG, "destination is NULL");
     CHECK_ERR(pw_stream_memset(s, dev, 256, 4), PW_ERR_INVALID_ARG, "not a byte");
+    CHECK_ERR(pw_stream_memset(s, (void *)(uintptr_t)(UINTPTR_MAX - 2), 0, 8),
+              PW_ERR_INVALID_ARG, "address space");
     CHECK_ERR(pw_stream_memset(NULL, dev, 0, 4), PW_ERR_INVALID_ARG, "stream is NULL");
     CHECK_OK(pw_stream_copy_h2d(s, NULL, NULL, 0)); /* zero bytes: nothing to check */
     /* a failed copy during a capture does not record and does not poison */

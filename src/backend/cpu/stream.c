@@ -418,6 +418,9 @@ pw_status pw_stream_memset(pw_stream *s, void *dst, int value, size_t bytes) {
         return pw_error(PW_ERR_INVALID_ARG, "memset: value %d is not a byte (0..255)", value);
     if (bytes == 0) return PW_OK;
     if (!dst) return pw_error(PW_ERR_INVALID_ARG, "memset of %zu bytes: destination is NULL", bytes);
+    if ((uintptr_t)dst + bytes < (uintptr_t)dst)
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "memset: %zu bytes run past the end of the address space", bytes);
     memset_args a = {dst, bytes, value};
     if (!s->backend) return pw_launch(s, &memset_kernel_def, &a, sizeof a);
     if (s->recording) PW_TRY(record(s, &memset_kernel_def, &a, sizeof a));
