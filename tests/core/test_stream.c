@@ -221,6 +221,14 @@ static void test_copies(void) {
     CHECK(pw_device_available(PW_DEVICE_CPU, &why) && why[0] == '\0');
     CHECK_ERR(pw_device_get_caps(PW_DEVICE_CPU, NULL), PW_ERR_INVALID_ARG, "NULL");
     CHECK_ERR(pw_device_get_caps((pw_device)7, &caps), PW_ERR_INVALID_ARG, "unknown device");
+    CHECK(!pw_device_available((pw_device)7, &why) && strstr(why, "unknown device"));
+    CHECK(pw_device_available(PW_DEVICE_CPU, NULL));
+    if (!pw_device_available(PW_DEVICE_CUDA, &why)) {
+        /* no backend in this build, or no GPU: the reason is passed on */
+        CHECK(why[0] != '\0');
+        CHECK_ERR(pw_device_get_caps(PW_DEVICE_CUDA, &caps), PW_ERR_UNSUPPORTED, "device cuda: ");
+        CHECK(strstr(pw_last_error(), why) != NULL);
+    }
 
     int32_t host[8] = {1, 2, 3, 4, 5, 6, 7, 8}, back[8] = {0};
     int32_t *dev = NULL, *dev2 = NULL;

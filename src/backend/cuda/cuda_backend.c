@@ -25,7 +25,6 @@ pw_status pw_cuda_check(cudaError_t err, const char *call) {
                     cudaGetErrorString(err));
 }
 
-
 /* ---- device probe and memory ---------------------------------------------------------- */
 
 static bool probe_result;
@@ -272,7 +271,6 @@ static pw_status graph_replay(void *device_graph, void *impl) {
 }
 
 static void graph_free(void *device_graph) { cuda_graph_destroy(device_graph); }
-
 
 /* ---- copies ----------------------------------------------------------------------------------- */
 
