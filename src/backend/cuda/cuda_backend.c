@@ -67,8 +67,8 @@ static void device_free(void *p) {
     if (!p) return;
     cudaError_t err = cudaFree(p);
     if (err != cudaSuccess) {
-        pw_cuda_check(err, "cudaFree");
-        pw_log_warn("%s", pw_last_error());
+        /* cleanup: logged, the caller's error message stays */
+        pw_log_warn("cudaFree failed: %s (%s)", cudaGetErrorName(err), cudaGetErrorString(err));
         return;
     }
     atomic_fetch_sub(&stat_segments, 1);
@@ -84,10 +84,8 @@ pw_status pw_cuda_host_alloc(size_t bytes, void **out) {
 void pw_cuda_host_free(void *ptr) {
     if (!ptr) return;
     cudaError_t err = cudaFreeHost(ptr);
-    if (err != cudaSuccess) {
-        pw_cuda_check(err, "cudaFreeHost");
-        pw_log_warn("%s", pw_last_error());
-    }
+    if (err != cudaSuccess)
+        pw_log_warn("cudaFreeHost failed: %s (%s)", cudaGetErrorName(err), cudaGetErrorString(err));
 }
 
 const char *pw_cuda_device_name(char *buf, size_t cap) {
