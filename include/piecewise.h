@@ -336,6 +336,51 @@ bool pw_stream_is_capturing(const pw_stream *s);
 pw_stream *pw_capturing_stream(void);
 pw_pool *pw_capture_pool(void);
 
+/* Copies and memset on a stream, ordered with its launches. "Device"
+ * memory is memory of the stream's device (from a pool of that device);
+ * on a CPU stream both sides are host memory and each copy is a memcpy.
+ *   h2d: host src -> device dst;  d2h: device src -> host dst;
+ *   d2d: device -> device (the ranges must not overlap);
+ *   memset: every byte of dst set to value (0..255).
+ * Eager, the work is issued at once; on a device with asynchronous copies
+ * (pw_device_caps.async_copy) it completes in stream order, so host memory
+ * a copy reads or writes must stay valid and untouched until
+ * pw_stream_synchronize. During a capture the call is recorded like a
+ * launch and repeats at every replay with the same addresses and size.
+ * On CUDA a captured h2d/d2h needs page-locked host memory (cudaMallocHost,
+ * pw_cuda_host_alloc): pageable host memory cannot be captured, so it is
+ * refused with PW_ERR_CAPTURE and poisons the capture.
+ * bytes == 0 does nothing. Errors: PW_ERR_INVALID_ARG for a NULL stream, a
+ * NULL pointer with bytes > 0, overlapping d2d ranges, a memset value
+ * outside 0..255, or (CUDA) a pointer on the wrong side (e.g. a host
+ * pointer as the device destination of h2d). */
+pw_status pw_stream_copy_h2d(pw_stream *s, void *dst, const void *src, size_t bytes);
+pw_status pw_stream_copy_d2h(pw_stream *s, void *dst, const void *src, size_t bytes);
+pw_status pw_stream_copy_d2d(pw_stream *s, void *dst, const void *src, size_t bytes);
+pw_status pw_stream_memset(pw_stream *s, void *dst, int value, size_t bytes);
+
+/* What a device's backend can do, so that callers need not branch on the
+ * device itself. */
+typedef struct pw_device_caps {
+    bool graphs;       /* captures replay as recorded graphs (CPU and CUDA: true) */
+    bool graph_update; /* a re-capture can update an instantiated device graph in place
+                          (pw_stream_end_capture_update; CUDA: cudaGraphExecUpdate).
+                          CPU: false, there is nothing instantiated to update */
+    bool async_copy;   /* stream copies complete asynchronously (CPU: false) */
+    bool needs_warmup; /* first launches do one-time setup (module loading, library
+                          handles, workspaces) that must run eagerly before a capture
+                          (CPU: false, CUDA: true) */
+} pw_device_caps;
+
+/* True when `device` can be used now (backend built in and a device
+ * present); otherwise false with *reason (if reason is not NULL) saying
+ * why, e.g. "built without the CUDA backend". CPU is always available. */
+bool pw_device_available(pw_device device, const char **reason);
+/* Capabilities of an available device; PW_ERR_UNSUPPORTED with the reason
+ * when it is not available, PW_ERR_INVALID_ARG for NULL out or an unknown
+ * device. */
+pw_status pw_device_get_caps(pw_device device, pw_device_caps *out);
+
 /* Runs every recorded launch in order. No allocation, no lookups. */
 pw_status pw_graph_replay(pw_graph *g, pw_stream *s);
 void pw_graph_free(pw_graph *g);

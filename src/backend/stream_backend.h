@@ -12,6 +12,9 @@
 
 #include "piecewise.h"
 
+/* Which sides of a stream copy are host memory. */
+typedef enum pw_copy_kind { PW_COPY_H2D, PW_COPY_D2H, PW_COPY_D2D } pw_copy_kind;
+
 typedef struct pw_stream_backend {
     pw_status (*stream_new)(void **impl);
     void (*stream_free)(void *impl);
@@ -26,6 +29,13 @@ typedef struct pw_stream_backend {
     void (*abort_capture)(void *impl);
     pw_status (*replay)(void *device_graph, void *impl);
     void (*graph_free)(void *device_graph);
+    /* A copy or memset in stream order: issued eagerly outside a capture,
+     * added to the device capture inside one. stream.c has checked the
+     * arguments that do not depend on the device (NULL, size, overlap). */
+    pw_status (*copy)(void *impl, pw_copy_kind kind, void *dst, const void *src, size_t bytes);
+    pw_status (*memset)(void *impl, void *dst, int value, size_t bytes);
+    /* The backend's capabilities (the device is available when asked). */
+    void (*caps)(pw_device_caps *out);
 } pw_stream_backend;
 
 /* Installs the backend for `device` (PW_DEVICE_CPU cannot be replaced). */

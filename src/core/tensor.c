@@ -49,24 +49,25 @@ static pw_tensor *tensor_header(pw_dtype dtype, int ndim, const int64_t *shape) 
     return t;
 }
 
-pw_status pw_tensor_new(pw_pool *pool, pw_dtype dtype, int ndim, const int64_t *shape,
-                        pw_tensor **out) {
+pw_status pw_tensor_new_header(pw_dtype dtype, int ndim, const int64_t *shape, pw_tensor **out,
+                               size_t *bytes) {
     int64_t numel;
     *out = NULL;
-    if (!pool) return pw_error(PW_ERR_INVALID_ARG, "pw_tensor_new: pool is NULL");
+    *bytes = 0;
     PW_TRY(check_shape(dtype, ndim, shape, &numel));
     pw_tensor *t = tensor_header(dtype, ndim, shape);
     if (!t) return PW_ERR_OOM;
-    size_t bytes = (size_t)(numel / pw_dtype_block_elems(dtype) * pw_dtype_block_bytes(dtype));
-    pw_status s = pw_pool_alloc(pool, bytes, &t->data);
-    if (s != PW_OK) {
-        pw_host_free(t);
-        return s;
-    }
-    t->pool = pool;
-    t->device = pw_pool_device(pool);
+    *bytes = (size_t)(numel / pw_dtype_block_elems(dtype) * pw_dtype_block_bytes(dtype));
     *out = t;
     return PW_OK;
+}
+
+void pw_tensor_adopt(pw_tensor *t, void *data, pw_device device, pw_tensor_release_fn release,
+                     void *ctx) {
+    t->data = data;
+    t->device = device;
+    t->release = release;
+    t->release_ctx = ctx;
 }
 
 pw_status pw_tensor_wrap(void *data, pw_device device, pw_dtype dtype, int ndim,
@@ -95,7 +96,8 @@ pw_status pw_tensor_slice0(pw_tensor *base, int64_t start, int64_t end, pw_tenso
     if (!t) return PW_ERR_OOM;
     *t = *base;
     t->refcount = 1;
-    t->pool = NULL;
+    t->release = NULL;
+    t->release_ctx = NULL;
     t->shape[0] = end - start;
     int64_t elems = start * base->stride[0];
     int64_t be = pw_dtype_block_elems(base->dtype);
@@ -112,7 +114,8 @@ pw_status pw_tensor_weak_alias(const pw_tensor *src, pw_tensor **out) {
     if (!t) return PW_ERR_OOM;
     *t = *src;
     t->refcount = 1;
-    t->pool = NULL;
+    t->release = NULL;
+    t->release_ctx = NULL;
     t->base = NULL;
     *out = t;
     return PW_OK;
@@ -127,10 +130,10 @@ void pw_tensor_release(pw_tensor *t) {
     if (!t) return;
     assert(t->refcount > 0);
     if (--t->refcount > 0) return;
-    if (t->pool) {
+    if (t->release) {
         /* releasing is cleanup: a failure must not replace the caller's message */
         pw_error_hold();
-        pw_pool_release(t->pool, t->data);
+        t->release(t->release_ctx, t->data);
         pw_error_unhold();
     }
     pw_tensor_release(t->base);
@@ -156,8 +159,7 @@ size_t pw_tensor_nbytes(const pw_tensor *t) {
 }
 void *pw_tensor_data(const pw_tensor *t) { return t->data; }
 pw_device pw_tensor_device(const pw_tensor *t) { return t->device; }
-bool pw_tensor_owns_storage(const pw_tensor *t) { return t->pool != NULL; }
-pw_pool *pw_tensor_pool(const pw_tensor *t) { return t->pool; }
+bool pw_tensor_owns_storage(const pw_tensor *t) { return t->release != NULL; }
 int pw_tensor_refcount(const pw_tensor *t) { return t->refcount; }
 
 bool pw_tensor_is_contiguous(const pw_tensor *t) {

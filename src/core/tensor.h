@@ -5,6 +5,9 @@
 
 #include "internal.h"
 
+/* How an owning tensor gives its storage back. */
+typedef void (*pw_tensor_release_fn)(void *ctx, void *data);
+
 struct pw_tensor {
     void *data;
     pw_dtype dtype;
@@ -13,11 +16,23 @@ struct pw_tensor {
     int64_t stride[PW_MAX_DIMS]; /* in elements (blocks for quantized rows) */
     pw_device device;
     int refcount;
-    pw_pool *pool;     /* non-NULL: data is a block of this pool, freed at refcount 0 */
+    /* Owned storage: release(release_ctx, data) runs at refcount 0. The
+     * allocator that handed out the block sets it (a pool: mem/tensor_pool.c),
+     * so core never calls an allocator by name. NULL: borrowed storage. */
+    pw_tensor_release_fn release;
+    void *release_ctx;
     pw_tensor *base;   /* a slice keeps its base alive */
 };
 
 /* Row-major contiguous strides for shape. */
 void pw_tensor_set_contiguous(pw_tensor *t);
+
+/* A contiguous tensor header with no storage yet (data NULL, borrowed),
+ * after validating dtype and shape; *bytes is the storage it needs. */
+pw_status pw_tensor_new_header(pw_dtype dtype, int ndim, const int64_t *shape, pw_tensor **out,
+                               size_t *bytes);
+/* Gives t storage it owns: data on `device`, released by release(ctx, data). */
+void pw_tensor_adopt(pw_tensor *t, void *data, pw_device device, pw_tensor_release_fn release,
+                     void *ctx);
 
 #endif

@@ -164,6 +164,68 @@ static pw_block *best_fit(pw_pool *pool, size_t size) {
     return best;
 }
 
+/* ---- the thread's capture record ------------------------------------------------------ */
+
+typedef struct capture_record {
+    pw_pool *pool; /* NULL: no capture open on this thread */
+    pw_status violation;
+    char violation_msg[512];
+} capture_record;
+
+static _Thread_local capture_record tl_capture;
+
+static void set_capturing(pw_pool *pool, bool on);
+
+pw_status pw_mem_capture_open(pw_pool *pool) {
+    if (!pool) return pw_error(PW_ERR_INVALID_ARG, "capture: pool is NULL");
+    if (tl_capture.pool)
+        return pw_error(PW_ERR_CAPTURE,
+                        "begin_capture: a capture is already open on this thread (nested "
+                        "captures are not allowed)");
+    tl_capture.pool = pool;
+    tl_capture.violation = PW_OK;
+    tl_capture.violation_msg[0] = '\0';
+    set_capturing(pool, true);
+    return PW_OK;
+}
+
+void pw_mem_capture_close(void) {
+    pw_pool *pool = tl_capture.pool;
+    if (!pool) return;
+    tl_capture.pool = NULL;
+    set_capturing(pool, false);
+}
+
+pw_pool *pw_mem_capture_pool(void) { return tl_capture.pool; }
+
+pw_status pw_mem_capture_poison(pw_status code) {
+    if (tl_capture.pool && tl_capture.violation == PW_OK && code != PW_OK) {
+        tl_capture.violation = code;
+        snprintf(tl_capture.violation_msg, sizeof tl_capture.violation_msg, "%s",
+                 pw_last_error());
+    }
+    return code;
+}
+
+pw_status pw_mem_capture_violation(const char **msg) {
+    if (msg) *msg = tl_capture.violation_msg;
+    return tl_capture.pool ? tl_capture.violation : PW_OK;
+}
+
+/* A graph may only use memory from its capture pool: an allocation from
+ * another pool of the same device would give the graph an address nothing
+ * keeps alive. Other devices' pools are host-side business. */
+static pw_status check_capture_pool(pw_pool *pool) {
+    pw_pool *cp = tl_capture.pool;
+    if (PW_LIKELY(!cp)) return PW_OK;
+    if (pool == cp || pool->device != cp->device) return PW_OK;
+    pw_error(PW_ERR_CAPTURE,
+             "allocation from pool '%s' during a capture into pool '%s': a graph may only "
+             "use memory from its capture pool",
+             pool->name, cp->name);
+    return pw_mem_capture_poison(PW_ERR_CAPTURE);
+}
+
 /* ---- pool -------------------------------------------------------------------------- */
 
 pw_status pw_pool_new(pw_device device, const char *name, pw_pool **out) {
@@ -199,6 +261,13 @@ void pw_pool_free(pw_pool *pool) {
                "pool '%s' freed while %d graph(s) still use it; leaking it to keep their "
                "addresses valid",
                pool->name, pool->graph_refs);
+        return;
+    }
+    if (pool->capturing) {
+        pw_log(PW_LOG_ERROR,
+               "pool '%s' freed while a capture allocates from it; leaking it (end or abort "
+               "the capture first)",
+               pool->name);
         return;
     }
     pw_segment *s = pool->segments;
@@ -244,7 +313,7 @@ static pw_status add_segment(pw_pool *pool, size_t need, pw_block **out) {
 pw_status pw_pool_alloc(pw_pool *pool, size_t bytes, void **out) {
     *out = NULL;
     if (!pool) return pw_error(PW_ERR_INVALID_ARG, "pw_pool_alloc: pool is NULL");
-    PW_TRY(pw_capture_check_alloc(pool));
+    PW_TRY(check_capture_pool(pool));
     if (bytes > ((size_t)1 << 46))
         return pw_error(PW_ERR_OOM, "pool '%s': request of %zu bytes is too large", pool->name,
                         bytes);
@@ -364,7 +433,7 @@ const char *pw_pool_name(const pw_pool *pool) { return pool->name; }
 pw_device pw_pool_device(const pw_pool *pool) { return pool->device; }
 int pw_pool_graph_refs(const pw_pool *pool) { return pool->graph_refs; }
 
-void pw_pool_set_capturing(pw_pool *pool, bool on) {
+static void set_capturing(pw_pool *pool, bool on) {
     pool->capturing = on;
     if (!on) run_pending_trim(pool);
 }

@@ -11,15 +11,37 @@ typedef struct pw_device_mem_ops {
 
 void pw_mem_register_device(pw_device device, pw_device_mem_ops ops);
 
-/* Used by streams: capture state and graph references. */
-void pw_pool_set_capturing(pw_pool *pool, bool on);
+/* ---- the thread's open capture, as memory sees it ------------------------
+ *
+ * mem owns the record the pool consults on every allocation: which pool the
+ * capture open on this thread allocates from, and the first illegal call
+ * made during it (the violation that poisons the capture). The stream layer
+ * opens and closes the record around a capture and reports its own illegal
+ * calls into it; the pool never calls the stream.
+ *
+ * While a record is open, an allocation from another pool of the same
+ * device is refused with PW_ERR_CAPTURE and poisons the capture; the
+ * capture pool refuses an immediate trim. */
+
+/* Opens the record for `pool` on this thread. PW_ERR_CAPTURE if one is
+ * already open (captures do not nest). */
+pw_status pw_mem_capture_open(pw_pool *pool);
+/* Closes the record (no-op when none is open) and runs a trim of the
+ * capture pool deferred during it. */
+void pw_mem_capture_close(void);
+/* The capture pool of this thread's open record, or NULL. */
+pw_pool *pw_mem_capture_pool(void);
+/* Records `code` with the thread's current error message as the capture's
+ * violation unless one is already recorded; returns code. No-op (returns
+ * code) without an open record. */
+pw_status pw_mem_capture_poison(pw_status code);
+/* The recorded violation (PW_OK if none) and its message. */
+pw_status pw_mem_capture_violation(const char **msg);
+
+/* Used by streams: graph references. */
 void pw_pool_graph_ref(pw_pool *pool);
 void pw_pool_graph_unref(pw_pool *pool);
 /* True if ptr lies inside one of the pool's segments. */
 bool pw_pool_owns(const pw_pool *pool, const void *ptr);
-
-/* Defined by the stream module: refuses (and poisons the open capture)
- * when this thread is capturing into a different pool of the same device. */
-pw_status pw_capture_check_alloc(pw_pool *pool);
 
 #endif

@@ -110,76 +110,6 @@ static pw_status compile_model(pw_engine *e) {
 
 /* ---- persistent buffers and KV cache ---------------------------------------------------- */
 
-static pw_status alloc_buffers(pw_engine *e) {
-    const pw_model_info *in = pw_model_get_info(e->model);
-    int64_t T = e->max_tokens, S = e->cfg.max_num_seqs;
-    e->blocks_per_seq = (e->max_model_len + e->cfg.block_size - 1) / e->cfg.block_size;
-    e->num_blocks = e->cfg.kv_cache_positions / e->cfg.block_size;
-    if (e->num_blocks < e->blocks_per_seq) e->num_blocks = e->blocks_per_seq;
-    e->input_ids = pw_host_calloc((size_t)T, sizeof(int32_t));
-    e->positions = pw_host_calloc((size_t)T, sizeof(int32_t));
-    e->slot_mapping = pw_host_calloc((size_t)T, sizeof(int32_t));
-    e->token_seq = pw_host_calloc((size_t)T, sizeof(int32_t));
-    e->block_tables = pw_host_calloc((size_t)(S * e->blocks_per_seq), sizeof(int32_t));
-    e->free_blocks = pw_host_calloc((size_t)e->num_blocks, sizeof(int32_t));
-    e->requests = pw_host_calloc((size_t)S, sizeof *e->requests);
-    e->step_tokens = pw_host_calloc((size_t)S, sizeof *e->step_tokens);
-    e->sched = pw_host_calloc((size_t)S, sizeof *e->sched);
-    e->last_logits = pw_host_calloc((size_t)(S * in->vocab), sizeof(float));
-    e->sample_scratch = pw_host_alloc(pw_sampler_scratch_bytes(in->vocab));
-    e->params = pw_host_calloc((size_t)pw_model_num_params(e->model), sizeof(pw_value));
-    e->k_cache = pw_host_calloc((size_t)in->n_layers, sizeof(float *));
-    e->v_cache = pw_host_calloc((size_t)in->n_layers, sizeof(float *));
-    if (!e->input_ids || !e->positions || !e->slot_mapping || !e->token_seq ||
-        !e->block_tables || !e->free_blocks || !e->requests || !e->step_tokens || !e->sched ||
-        !e->last_logits || !e->sample_scratch || !e->params || !e->k_cache || !e->v_cache)
-        return PW_ERR_OOM;
-    for (int64_t b = 0; b < e->num_blocks; b++) e->free_blocks[b] = (int32_t)(e->num_blocks - 1 - b);
-    e->n_free_blocks = e->num_blocks;
-    for (int64_t i = 0; i < S; i++) e->requests[i].id = -1;
-
-    e->meta.positions = e->positions;
-    e->meta.slot_mapping = e->slot_mapping;
-    e->meta.token_seq = e->token_seq;
-    e->meta.block_tables = e->block_tables;
-    e->meta.max_blocks_per_seq = (int32_t)e->blocks_per_seq;
-    e->meta.block_size = (int32_t)e->cfg.block_size;
-
-    /* The forward's parameters: token ids (set per step), then the weights,
-     * which never change. */
-    e->n_params = pw_model_params(e->model, e->params, NULL);
-    if (e->device == PW_DEVICE_CUDA) {
-        PW_TRY(pw_engine_cuda_setup(e));
-        pw_engine_cuda_params(e, e->params, e->n_params);
-        return pw_engine_init_op_env(e);
-    }
-    size_t layer_floats =
-        (size_t)e->num_blocks * (size_t)e->cfg.block_size * (size_t)(in->n_kv_heads * in->head_dim);
-    for (int64_t l = 0; l < in->n_layers; l++) {
-        e->k_cache[l] = pw_host_calloc(layer_floats, sizeof(float));
-        e->v_cache[l] = pw_host_calloc(layer_floats, sizeof(float));
-        if (!e->k_cache[l] || !e->v_cache[l]) return PW_ERR_OOM;
-    }
-    e->rope_table = pw_host_alloc((size_t)e->max_model_len * (size_t)in->head_dim * sizeof(float));
-    if (!e->rope_table) return PW_ERR_OOM;
-    pw_k_rope_table(e->rope_table, e->max_model_len, in->head_dim, in->rope_theta);
-    e->kernel_meta = &e->meta;
-    e->kernel_positions = e->positions;
-    int64_t shape[1] = {T};
-    PW_TRY(pw_tensor_wrap(e->input_ids, PW_DEVICE_CPU, PW_I32, 1, shape, &e->ids_tensor));
-    return pw_engine_init_op_env(e);
-}
-
-/* Padding tokens write nothing and attend to nothing. */
-static void fill_padding(pw_engine *e, int64_t from, int64_t to) {
-    for (int64_t t = from; t < to; t++) {
-        e->input_ids[t] = 0;
-        e->positions[t] = 0;
-        e->slot_mapping[t] = -1;
-        e->token_seq[t] = 0;
-    }
-}
-
 pw_status pw_engine_perturb_metadata(void *user, int round) {
     pw_engine *e = user;
     /* Different per-step values in every persistent buffer: a kernel that
@@ -190,7 +120,8 @@ pw_status pw_engine_perturb_metadata(void *user, int round) {
         e->input_ids[t] = (int32_t)(round + 1);
         e->slot_mapping[t] = -1;
     }
-    return PW_OK;
+    PW_TRY(pw_engine_stage_inputs(e, e->max_tokens));
+    return pw_stream_synchronize(e->stream);
 }
 
 /* ---- forward ------------------------------------------------------------------------------ */
@@ -201,10 +132,10 @@ static pw_status forward(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc
                          int64_t n_padded, pw_value *logits) {
     pw_tensor *ids = NULL;
     *logits = pw_value_none();
-    if (e->cuda) PW_TRY(pw_engine_cuda_stage_inputs(e, n_padded));
+    PW_TRY(pw_engine_stage_inputs(e, n_padded));
     PW_TRY(pw_tensor_slice0(e->ids_tensor, 0, n_padded, &ids));
     e->params[0] = pw_value_tensor(ids); /* the weights were filled in once */
-    pw_forward_context ctx = {mode, *desc, e->kernel_meta};
+    pw_forward_context ctx = {mode, *desc, e->dev.meta};
     pw_status s = pw_forward_context_push(&ctx);
     if (s == PW_OK) {
         s = pw_graph_wrapper_call(e->full, e->params, e->n_params, logits);
@@ -216,7 +147,7 @@ static pw_status forward(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc
 
 static pw_status capture_forward(void *user, pw_runtime_mode mode, const pw_batch_desc *desc) {
     pw_engine *e = user;
-    fill_padding(e, 0, desc->num_tokens);
+    pw_schedule_fill_padding(e, 0, desc->num_tokens);
     pw_value logits;
     PW_TRY(forward(e, mode, desc, desc->num_tokens, &logits));
     pw_value_release(logits);
@@ -258,11 +189,8 @@ static pw_status check_config(const pw_engine_config *c, const pw_model_info *in
                         c->max_model_len);
     if (c->warmups < 0)
         return pw_error(PW_ERR_INVALID_ARG, "warmups must be >= 0 (got %d)", c->warmups);
-    if (c->device != PW_DEVICE_CPU && c->device != PW_DEVICE_CUDA)
-        return pw_error(PW_ERR_INVALID_ARG, "unknown device %d", (int)c->device);
-    if (c->device == PW_DEVICE_CUDA && !pw_cuda_available())
-        return pw_error(PW_ERR_UNSUPPORTED,
-                        "device cuda: %s", pw_cuda_unavailable_reason());
+    pw_device_caps caps; /* refuses an unknown or unavailable device, with the reason */
+    PW_TRY(pw_device_get_caps(c->device, &caps));
     if ((unsigned)c->mode >= PW_GRAPH_MODE_COUNT_)
         return pw_error(PW_ERR_INVALID_ARG, "unknown graph mode %d", (int)c->mode);
     (void)in;
@@ -300,7 +228,7 @@ pw_status pw_engine_new(pw_model *m, const pw_engine_config *cfg_in, pw_engine *
     if (s == PW_OK) s = pw_pool_new(e->device, "activations", &e->act_pool);
     if (s == PW_OK) s = pw_pool_new(e->device, "graphs", &e->graph_pool);
     if (s == PW_OK) s = pw_dispatcher_new(&dc, &e->dispatcher);
-    if (s == PW_OK) s = alloc_buffers(e);
+    if (s == PW_OK) s = pw_engine_alloc_buffers(e);
     if (s == PW_OK) s = compile_model(e);
     if (s == PW_OK) s = capture_all(e);
     if (s != PW_OK) {
@@ -331,14 +259,10 @@ void pw_engine_free(pw_engine *e) {
     pw_host_free(e->submods);
     pw_tensor_release(e->ids_tensor);
     pw_dispatcher_free(e->dispatcher);
-    const pw_model_info *in = pw_model_get_info(e->model);
-    if (e->device == PW_DEVICE_CUDA) {
-        pw_engine_cuda_free(e); /* device KV cache and rope table live in its pool */
-    } else {
-        for (int64_t l = 0; e->k_cache && l < in->n_layers; l++) pw_host_free(e->k_cache[l]);
-        for (int64_t l = 0; e->v_cache && l < in->n_layers; l++) pw_host_free(e->v_cache[l]);
-        pw_host_free(e->rope_table);
-    }
+    for (int i = 0; e->weights && i < e->n_params; i++) pw_tensor_release(e->weights[i]);
+    pw_host_free(e->weights);
+    /* the KV cache, rope table and step buffers are blocks of e->persistent */
+    pw_pool_free(e->persistent);
     pw_host_free(e->k_cache);
     pw_host_free(e->v_cache);
     if (e->requests)
@@ -368,29 +292,6 @@ static pw_request *find_request(const pw_engine *e, int64_t id) {
     for (int64_t i = 0; i < e->cfg.max_num_seqs; i++)
         if (e->requests[i].id == id) return &e->requests[i];
     return NULL;
-}
-
-static int64_t blocks_for(const pw_engine *e, int64_t positions) {
-    return (positions + e->cfg.block_size - 1) / e->cfg.block_size;
-}
-
-static pw_status reserve_blocks(pw_engine *e, pw_request *r, int64_t positions) {
-    int64_t need = blocks_for(e, positions);
-    if (need > e->blocks_per_seq)
-        return pw_error(PW_ERR_INVALID_ARG, "request needs %" PRId64 " positions, max_model_len is %" PRId64,
-                        positions, e->max_model_len);
-    if (need - r->n_blocks > e->n_free_blocks)
-        return pw_error(PW_ERR_OOM, "KV cache full: %" PRId64 " blocks needed, %" PRId64 " free",
-                        need - r->n_blocks, e->n_free_blocks);
-    int32_t *table = &e->block_tables[r->slot * e->blocks_per_seq];
-    if (r->n_blocks < need) e->block_tables_dirty = true;
-    while (r->n_blocks < need) table[r->n_blocks++] = e->free_blocks[--e->n_free_blocks];
-    return PW_OK;
-}
-
-static void release_blocks(pw_engine *e, pw_request *r) {
-    int32_t *table = &e->block_tables[r->slot * e->blocks_per_seq];
-    while (r->n_blocks > 0) e->free_blocks[e->n_free_blocks++] = table[--r->n_blocks];
 }
 
 static pw_status ensure_capacity(pw_request *r, int64_t n) {
@@ -427,7 +328,7 @@ pw_status pw_engine_add_request(pw_engine *e, const int32_t *prompt, int64_t n_p
                         "prompt of %" PRId64 " tokens plus %" PRId64
                         " new tokens exceeds the context of %" PRId64 " tokens",
                         n_prompt, max_new_tokens, e->max_model_len);
-    if (blocks_for(e, n_prompt + max_new_tokens) > e->num_blocks)
+    if (pw_kv_blocks_for(e, n_prompt + max_new_tokens) > e->num_blocks)
         return pw_error(PW_ERR_INVALID_ARG, "request needs more KV cache than the engine has");
     PW_TRY(check_tokens(e, prompt, n_prompt));
     pw_request *r = NULL;
@@ -471,7 +372,7 @@ pw_status pw_engine_continue_request(pw_engine *e, int64_t id, const int32_t *to
                         r->n_tokens, n, max_new_tokens, e->max_model_len);
     PW_TRY(check_tokens(e, tokens, n));
     PW_TRY(ensure_capacity(r, r->n_tokens + n + max_new_tokens));
-    PW_TRY(reserve_blocks(e, r, r->n_tokens + n + max_new_tokens));
+    PW_TRY(pw_kv_blocks_reserve(e, r, r->n_tokens + n + max_new_tokens));
     memcpy(r->tokens + r->n_tokens, tokens, (size_t)n * sizeof(int32_t));
     r->n_tokens += n;
     r->limit = r->n_tokens + max_new_tokens;
@@ -490,7 +391,7 @@ pw_status pw_engine_release_request(pw_engine *e, int64_t id) {
     pw_request *r = find_request(e, id);
     if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
     if (!r->finished) return pw_error(PW_ERR_STATE, "request %" PRId64 " is still running", id);
-    release_blocks(e, r);
+    pw_kv_blocks_release(e, r);
     r->id = -1;
     r->queued_or_live = false;
     r->admitted = false;
@@ -521,66 +422,63 @@ bool pw_engine_has_work(const pw_engine *e) {
 
 /* ---- one step ------------------------------------------------------------------------------------ */
 
-static int by_arrival(const void *a, const void *b) {
-    const pw_sched *x = a, *y = b;
-    return (x->r->arrival > y->r->arrival) - (x->r->arrival < y->r->arrival);
-}
-
-/* Decode tokens first (one per request), then prefill chunks, oldest
- * request first, within max_num_batched_tokens. */
-static pw_status schedule(pw_engine *e, int64_t *n_sched, int64_t *n_tokens, bool *uniform) {
-    int64_t budget = e->cfg.max_num_batched_tokens, ns = 0, nt = 0;
-    bool all_decode = true;
-    for (int pass = 0; pass < 2; pass++) {
-        int64_t first = ns;
-        for (int64_t i = 0; i < e->cfg.max_num_seqs; i++) {
-            pw_request *r = &e->requests[i];
-            if (r->id < 0 || r->finished) continue;
-            int64_t pending = r->n_tokens - r->n_computed;
-            bool decode = pending == 1;
-            if ((pass == 0) != decode) continue;
-            e->sched[ns].r = r;
-            e->sched[ns].count = pending;
-            ns++;
-        }
-        qsort(e->sched + first, (size_t)(ns - first), sizeof *e->sched, by_arrival);
+/* Copies the logits row of every request whose pending tokens all ran
+ * (its last scheduled token) into that request's row of last_logits; only
+ * those rows cross to the host. Waits for the copies, which also ends the
+ * step's use of the host input arrays, so the next step may rewrite them. */
+static pw_status fetch_logits(pw_engine *e, int64_t ns, const pw_tensor *logits) {
+    int64_t vocab = pw_model_get_info(e->model)->vocab;
+    size_t row_bytes = (size_t)vocab * sizeof(float);
+    const float *dev = pw_tensor_data(logits);
+    for (int64_t i = 0; i < ns; i++) {
+        const pw_sched *s = &e->sched[i];
+        if (s->r->n_computed + s->count < s->r->n_tokens) continue;
+        int64_t row = s->start + s->count - 1;
+        PW_TRY(pw_stream_copy_d2h(e->stream, e->last_logits + s->r->slot * vocab,
+                                  dev + row * vocab, row_bytes));
     }
-    int64_t kept = 0;
-    for (int64_t i = 0; i < ns && budget > 0; i++) {
-        pw_sched *s = &e->sched[i];
-        pw_request *r = s->r;
-        if (!r->admitted) {
-            if (reserve_blocks(e, r, r->limit) != PW_OK) {
-                pw_clear_error();
-                continue; /* waits for KV blocks */
-            }
-            r->admitted = true;
-        }
-        int64_t take = s->count < budget ? s->count : budget;
-        if (take != 1 || s->count != 1) all_decode = false;
-        s->count = take;
-        s->start = nt;
-        for (int64_t j = 0; j < take; j++) {
-            int64_t pos = r->n_computed + j;
-            int64_t t = nt + j;
-            int32_t block = e->block_tables[r->slot * e->blocks_per_seq + pos / e->cfg.block_size];
-            e->input_ids[t] = r->tokens[pos];
-            e->positions[t] = (int32_t)pos;
-            e->slot_mapping[t] = (int32_t)(block * e->cfg.block_size + pos % e->cfg.block_size);
-            e->token_seq[t] = (int32_t)r->slot;
-        }
-        nt += take;
-        budget -= take;
-        e->sched[kept++] = *s;
-    }
-    *n_sched = kept;
-    *n_tokens = nt;
-    *uniform = all_decode && kept > 0;
-    return PW_OK;
+    return pw_stream_synchronize(e->stream);
 }
 
 static bool is_eos(const pw_engine *e, int32_t tok) {
     return pw_model_is_end_of_generation(e->model, tok);
+}
+
+/* Advances every scheduled request past its tokens and samples the next
+ * token of each whose pending tokens all ran, from its last_logits row.
+ * Returns the number of new tokens (in e->step_tokens). */
+static int64_t sample_scheduled(pw_engine *e, int64_t ns, int64_t *prompt_tokens) {
+    int64_t vocab = pw_model_get_info(e->model)->vocab;
+    int64_t n_new = 0;
+    for (int64_t i = 0; i < ns; i++) {
+        pw_sched *s = &e->sched[i];
+        pw_request *r = s->r;
+        if (r->n_computed < r->n_prompt) *prompt_tokens += s->count;
+        r->n_computed += s->count;
+        if (r->n_computed < r->n_tokens) continue; /* prefill chunk, more to come */
+        const float *row = e->last_logits + r->slot * vocab;
+        int32_t tok = pw_sample(row, vocab, &r->sp, &r->rng, e->sample_scratch);
+        r->tokens[r->n_tokens++] = tok;
+        r->n_generated++;
+        r->finished = is_eos(e, tok) || r->n_tokens >= r->limit;
+        e->step_tokens[n_new++] = (pw_step_token){r->id, tok, r->finished};
+    }
+    return n_new;
+}
+
+static void record_step(pw_engine *e, pw_runtime_mode mode, int64_t n_tokens, int64_t n_new,
+                        int64_t prompt_tokens, double seconds) {
+    e->stats.steps++;
+    e->stats.steps_by_mode[mode]++;
+    e->stats.prompt_tokens += prompt_tokens;
+    e->stats.generated_tokens += n_new;
+    if (prompt_tokens > 0) {
+        e->stats.prefill_seconds += seconds;
+    } else {
+        e->stats.decode_seconds += seconds;
+        e->stats.decode_steps++;
+        e->stats.decode_step_tokens += n_tokens;
+    }
 }
 
 pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_out) {
@@ -588,7 +486,7 @@ pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_
     *n_out = 0;
     int64_t ns, nt;
     bool uniform;
-    PW_TRY(schedule(e, &ns, &nt, &uniform));
+    PW_TRY(pw_schedule(e, &ns, &nt, &uniform));
     if (nt == 0) {
         if (pw_engine_has_work(e))
             return pw_error(PW_ERR_STATE,
@@ -602,61 +500,19 @@ pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_
     pw_batch_desc desc;
     PW_TRY(pw_dispatch(e->dispatcher, nt, uniform, false, &mode, &desc));
     int64_t padded = desc.num_tokens;
-    fill_padding(e, nt, padded);
+    pw_schedule_fill_padding(e, nt, padded);
     pw_value logits_v;
     PW_TRY(forward(e, mode, &desc, padded, &logits_v));
     if (logits_v.kind != PW_VAL_TENSOR) {
         pw_value_release(logits_v);
         return pw_error(PW_ERR_INTERNAL, "the forward returned no logits tensor");
     }
-    const float *logits = pw_tensor_data(logits_v.as.tensor);
-    if (e->cuda) {
-        /* only the rows that get sampled cross back to the host: the last
-         * scheduled token of every request whose pending tokens all ran */
-        int64_t lo = padded, hi = -1;
-        for (int64_t i = 0; i < ns; i++) {
-            const pw_sched *s = &e->sched[i];
-            if (s->r->n_computed + s->count < s->r->n_tokens) continue;
-            int64_t row = s->start + s->count - 1;
-            if (row < lo) lo = row;
-            if (row > hi) hi = row;
-        }
-        pw_status cs = hi < 0 ? PW_OK
-                              : pw_engine_cuda_logits(e, logits_v.as.tensor, lo, hi + 1, &logits);
-        if (cs != PW_OK) {
-            pw_value_release(logits_v);
-            return cs;
-        }
-    }
-    int64_t vocab = pw_model_get_info(e->model)->vocab;
-    int64_t n_new = 0, prompt_tokens = 0;
-    for (int64_t i = 0; i < ns; i++) {
-        pw_sched *s = &e->sched[i];
-        pw_request *r = s->r;
-        if (r->n_computed < r->n_prompt) prompt_tokens += s->count;
-        r->n_computed += s->count;
-        if (r->n_computed < r->n_tokens) continue; /* prefill chunk, more to come */
-        const float *row = logits + (s->start + s->count - 1) * vocab;
-        memcpy(e->last_logits + r->slot * vocab, row, (size_t)vocab * sizeof(float));
-        int32_t tok = pw_sample(row, vocab, &r->sp, &r->rng, e->sample_scratch);
-        r->tokens[r->n_tokens++] = tok;
-        r->n_generated++;
-        r->finished = is_eos(e, tok) || r->n_tokens >= r->limit;
-        e->step_tokens[n_new++] = (pw_step_token){r->id, tok, r->finished};
-    }
+    pw_status st = fetch_logits(e, ns, logits_v.as.tensor);
     pw_value_release(logits_v);
-    double dt = now_seconds() - t0;
-    e->stats.steps++;
-    e->stats.steps_by_mode[mode]++;
-    e->stats.prompt_tokens += prompt_tokens;
-    e->stats.generated_tokens += n_new;
-    if (prompt_tokens > 0) {
-        e->stats.prefill_seconds += dt;
-    } else {
-        e->stats.decode_seconds += dt;
-        e->stats.decode_steps++;
-        e->stats.decode_step_tokens += nt;
-    }
+    PW_TRY(st);
+    int64_t prompt_tokens = 0;
+    int64_t n_new = sample_scheduled(e, ns, &prompt_tokens);
+    record_step(e, mode, nt, n_new, prompt_tokens, now_seconds() - t0);
     *n_out = n_new;
     return PW_OK;
 }

@@ -1,7 +1,6 @@
 #ifndef PW_MODEL_ENGINE_INTERNAL_H
 #define PW_MODEL_ENGINE_INTERNAL_H
 
-#include "ops/cpu/kernels.h"
 #include "model/llama.h"
 #include "ops/ops.h"
 
@@ -58,19 +57,24 @@ struct pw_engine {
     pw_value *params; /* [0] token ids (per step), then the weights (fixed) */
     int n_params;
 
-    /* persistent per-step buffers: graphs read them through pointers. The
-     * engine writes the host arrays; on CUDA they are staged to device
-     * mirrors before each forward. */
-    int32_t *input_ids, *positions, *slot_mapping, *token_seq, *block_tables;
-    pw_attn_meta meta;           /* host view (CPU kernels read this one) */
-    const pw_attn_meta *kernel_meta; /* what kernels read: &meta, or a device copy */
-    const int32_t *kernel_positions;
-    pw_tensor *ids_tensor;       /* over the kernel-visible token ids */
+    /* Persistent per-step buffers: graphs read them through pointers, so
+     * they never move. The scheduler writes the host arrays; before each
+     * forward they are copied (pw_stream_copy_h2d) into buffers of the
+     * engine's device, which is all the kernels read. On the CPU the
+     * copies are memcpys; the code is the same for every device. */
+    int32_t *input_ids, *positions, *slot_mapping, *token_seq, *block_tables; /* host */
+    pw_pool *persistent; /* device memory that lives as long as the engine */
+    struct {
+        int32_t *input_ids, *positions, *slot_mapping, *token_seq, *block_tables;
+        pw_attn_meta *meta;
+    } dev;
+    pw_attn_meta meta;           /* host copy of *dev.meta (its pointers are device ones) */
+    pw_tensor *ids_tensor;       /* over dev.input_ids */
     float **k_cache, **v_cache;  /* per layer [num_blocks][block_size][n_kv_heads][head_dim] */
-    float *rope_table;           /* kernel-visible */
+    float *rope_table;           /* device */
+    pw_tensor **weights;         /* device copies, by parameter index; NULL: used in place */
     pw_op_env env;
     pw_device device;
-    struct pw_engine_cuda *cuda; /* device state; NULL on the CPU */
 
     /* KV blocks */
     int64_t num_blocks, blocks_per_seq;
@@ -92,19 +96,32 @@ struct pw_engine {
 
 pw_status pw_engine_init_op_env(pw_engine *e);
 
-/* CUDA (engine_cuda.c; without the backend they report PW_ERR_UNSUPPORTED):
- * device buffers, KV cache, rope table and weights; per-step staging of
- * the host inputs; the logits copied back. */
-pw_status pw_engine_cuda_setup(pw_engine *e);
-void pw_engine_cuda_free(pw_engine *e);
-pw_status pw_engine_cuda_stage_inputs(pw_engine *e, int64_t n_padded);
-/* Replaces the weight parameters (all but params[0]) with device copies. */
-void pw_engine_cuda_params(pw_engine *e, pw_value *params, int nparams);
-/* Copies logits rows [lo, hi) to the host; *host points at row 0 of a
- * host array laid out like the device tensor (rows outside are stale). */
-pw_status pw_engine_cuda_logits(pw_engine *e, const pw_tensor *logits, int64_t lo, int64_t hi,
-                                const float **host);
 void pw_engine_free_op_env(pw_engine *e);
+
+/* Persistent buffers (engine_buffers.c): host arrays, device buffers, KV
+ * cache, rope table, weight copies; everything device-side comes from
+ * e->persistent, freed with it. */
+pw_status pw_engine_alloc_buffers(pw_engine *e);
+/* Copies the host side of the per-step buffers (the first n_tokens rows;
+ * the block tables when they changed) to the device buffers the kernels
+ * read. Runs before the forward, outside any capture. */
+pw_status pw_engine_stage_inputs(pw_engine *e, int64_t n_tokens);
+
+/* KV block allocator (kv_blocks.c). */
+void pw_kv_blocks_init(pw_engine *e);
+int64_t pw_kv_blocks_for(const pw_engine *e, int64_t positions);
+/* True when reserving `positions` for r would succeed (no error is set). */
+bool pw_kv_blocks_fit(const pw_engine *e, const pw_request *r, int64_t positions);
+/* Grows r's blocks to cover `positions`: PW_ERR_INVALID_ARG past
+ * max_model_len, PW_ERR_OOM when too few blocks are free. */
+pw_status pw_kv_blocks_reserve(pw_engine *e, pw_request *r, int64_t positions);
+void pw_kv_blocks_release(pw_engine *e, pw_request *r);
+
+/* Scheduler (scheduler.c): fills e->sched and the host per-step arrays;
+ * *uniform when every scheduled request decodes exactly one token. */
+pw_status pw_schedule(pw_engine *e, int64_t *n_sched, int64_t *n_tokens, bool *uniform);
+/* Rows [from, to) become padding: no cache write, no attention. */
+void pw_schedule_fill_padding(pw_engine *e, int64_t from, int64_t to);
 pw_status pw_engine_perturb_metadata(void *user, int round);
 
 #endif

@@ -7,7 +7,7 @@ pw_status pw_engine_init_op_env(pw_engine *e) {
     pw_op_env *env = &e->env;
     env->stream = e->stream;
     env->pool = e->act_pool;
-    env->attn_meta = e->kernel_meta;
+    env->attn_meta = e->dev.meta;
     env->k_cache = e->k_cache;
     env->v_cache = e->v_cache;
     env->n_layers = (int)in->n_layers;
@@ -20,7 +20,7 @@ pw_status pw_engine_init_op_env(pw_engine *e) {
     env->rope_table = e->rope_table;
     env->rope_max_pos = e->max_model_len;
     env->rms_eps = in->rms_eps;
-    env->positions = e->kernel_positions;
+    env->positions = e->dev.positions;
     return PW_OK;
 }
 

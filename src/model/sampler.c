@@ -2,7 +2,7 @@
  * seeded generator so that a run is reproducible. */
 #include "model/sampler.h"
 
-#include "ops/cpu/kernels.h"
+#include "ops/ops.h"
 
 #include <math.h>
 #include <string.h>
@@ -21,7 +21,7 @@ static double uniform01(uint64_t *state) { return (double)(next_u64(state) >> 11
  * never chosen): greedy sampling runs every step on the host, so it should
  * cost little next to a replayed forward. */
 int32_t pw_sample_greedy(const float *logits, int64_t vocab) {
-    return pw_k_argmax_row(logits, vocab);
+    return pw_op_argmax_row(logits, vocab);
 }
 
 typedef struct prob_index {

@@ -87,6 +87,11 @@ void pw_op_rope_table(float *table, int64_t max_pos, int64_t head_dim, double th
 /* The first index of the largest value of row[0..n), the argmax op's rule
  * (NaN never wins; all NaN gives 0). */
 int32_t pw_op_argmax_row(const float *row, int64_t n);
+/* Floats in the rope table of pw_op_rope_table. */
+size_t pw_op_rope_table_floats(int64_t max_pos, int64_t head_dim);
+/* True when the kernels of `device` read weights of `dtype` directly
+ * (asked of the device's kernel set); otherwise the caller supplies f32. */
+bool pw_op_reads_weight_dtype(pw_device device, pw_dtype dtype);
 
 /* True for ops that split the graph (attention). */
 bool pw_op_is_splitting(const char *name);
@@ -99,3 +104,4 @@ int pw_op_count(void);
 const char *pw_op_name(int i);
 
 #endif
+

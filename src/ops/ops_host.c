@@ -1,7 +1,9 @@
 /* The host-side helpers ops.h exports to the model layer: they are the
  * CPU kernels' own functions, so the model's rules (which weights stay
- * quantized, the rope table, the argmax tie rule) are the kernels' rules. */
+ * quantized, the rope table, the argmax tie rule) are the kernels' rules,
+ * and the model never names a kernel header or a device. */
 #include "ops/cpu/kernels.h"
+#include "ops/kernel_set.h"
 #include "ops/ops.h"
 
 bool pw_op_quantized_weight_supported(pw_dtype type) { return pw_k_quant_supported(type); }
@@ -10,4 +12,17 @@ void pw_op_rope_table(float *table, int64_t max_pos, int64_t head_dim, double th
     pw_k_rope_table(table, max_pos, head_dim, theta);
 }
 
+size_t pw_op_rope_table_floats(int64_t max_pos, int64_t head_dim) {
+    return (size_t)max_pos * (size_t)head_dim;
+}
+
 int32_t pw_op_argmax_row(const float *row, int64_t n) { return pw_k_argmax_row(row, n); }
+
+bool pw_op_reads_weight_dtype(pw_device device, pw_dtype dtype) {
+    if (dtype == PW_F32) return true;
+    /* A block-quantized weight is read in place only by a kernel set that
+     * has the quantized kernels; otherwise the caller supplies f32. */
+    const pw_kernel_set *set = pw_kernel_set_for(device);
+    return set && set->entries[PW_KERNEL_MATMUL_QUANT].kernel &&
+           set->entries[PW_KERNEL_EMBEDDING_QUANT].kernel && pw_k_quant_supported(dtype);
+}

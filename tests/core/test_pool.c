@@ -2,6 +2,7 @@
  * live blocks overlap, stats exact), coalescing, trim rules, graph pools. */
 #include "test_util.h"
 #include "internal.h"
+#include "mem/pool_internal.h"
 
 #include <stdint.h>
 
@@ -244,6 +245,53 @@ static void test_shared_pool_reuse(void) {
     pw_pool_free(pool);
 }
 
+/* The pool consults mem's own record of the thread's capture: no stream
+ * is involved (mem sits below the backend and never calls it). */
+static void test_capture_record_without_stream(void) {
+    pw_pool *gpool, *other;
+    CHECK_OK(pw_pool_new(PW_DEVICE_CPU, "graph", &gpool));
+    CHECK_OK(pw_pool_new(PW_DEVICE_CPU, "other", &other));
+    CHECK(pw_mem_capture_pool() == NULL);
+    CHECK(pw_mem_capture_violation(NULL) == PW_OK);
+    CHECK_ERR(pw_mem_capture_open(NULL), PW_ERR_INVALID_ARG, "pool is NULL");
+
+    CHECK_OK(pw_mem_capture_open(gpool));
+    CHECK(pw_mem_capture_pool() == gpool);
+    CHECK(pw_capture_pool() == gpool); /* the public query reads the same record */
+    CHECK_ERR(pw_mem_capture_open(other), PW_ERR_CAPTURE, "nested");
+    void *p = NULL, *q = NULL;
+    CHECK_OK(pw_pool_alloc(gpool, 100, &p));
+    CHECK_ERR(pw_pool_alloc(other, 100, &q), PW_ERR_CAPTURE, "capture pool");
+    CHECK(q == NULL);
+    const char *msg = NULL;
+    CHECK(pw_mem_capture_violation(&msg) == PW_ERR_CAPTURE);
+    CHECK(msg && strstr(msg, "'other'") && strstr(msg, "'graph'"));
+    /* the first violation wins */
+    pw_error(PW_ERR_OOM, "a later failure");
+    CHECK(pw_mem_capture_poison(PW_ERR_OOM) == PW_ERR_OOM);
+    CHECK(pw_mem_capture_violation(&msg) == PW_ERR_CAPTURE && strstr(msg, "'other'"));
+    /* the capture pool refuses an immediate trim while the record is open */
+    CHECK_ERR(pw_pool_trim(gpool, false, NULL), PW_ERR_CAPTURE, "trim during a capture");
+    CHECK_OK(pw_pool_trim(gpool, true, NULL)); /* deferred */
+    CHECK_OK(pw_pool_release(gpool, p));
+    /* freeing the capture pool while the capture is open is refused (the
+     * pool stays valid), so the record never points at freed memory */
+    pw_pool_free(gpool); /* logs the refusal */
+    CHECK_OK(pw_pool_alloc(gpool, 100, &p));
+    CHECK_OK(pw_pool_release(gpool, p));
+    pw_mem_capture_close();
+    pw_pool_stats st;
+    pw_pool_get_stats(gpool, &st);
+    CHECK_EQ_INT(st.reserved, 0); /* the deferred trim ran at close */
+    CHECK(pw_mem_capture_pool() == NULL);
+    CHECK(pw_mem_capture_violation(NULL) == PW_OK);
+    pw_mem_capture_close(); /* closing twice is harmless */
+    CHECK_OK(pw_pool_alloc(other, 100, &q));
+    CHECK_OK(pw_pool_release(other, q));
+    pw_pool_free(other);
+    pw_pool_free(gpool);
+}
+
 int main(void) {
     test_random_against_model();
     test_best_fit_split_coalesce();
@@ -252,5 +300,6 @@ int main(void) {
     test_host_oom_sweep();
     test_trim_rules();
     test_shared_pool_reuse();
+    test_capture_record_without_stream();
     return pw_test_finish("core_pool");
 }

@@ -207,10 +207,100 @@ static void test_replay_inside_capture(void) {
     pw_stream_free(s);
 }
 
+/* Copies and memset on a CPU stream: eager they run at once; captured they
+ * are recorded like launches and redone by every replay. */
+static void test_copies(void) {
+    pw_stream *s;
+    pw_pool *gpool;
+    CHECK_OK(pw_stream_new(PW_DEVICE_CPU, &s));
+    CHECK_OK(pw_pool_new(PW_DEVICE_CPU, "graph", &gpool));
+    pw_device_caps caps;
+    CHECK_OK(pw_device_get_caps(PW_DEVICE_CPU, &caps));
+    CHECK(caps.graphs && !caps.graph_update && !caps.async_copy && !caps.needs_warmup);
+    const char *why = "unset";
+    CHECK(pw_device_available(PW_DEVICE_CPU, &why) && why[0] == '\0');
+    CHECK_ERR(pw_device_get_caps(PW_DEVICE_CPU, NULL), PW_ERR_INVALID_ARG, "NULL");
+    CHECK_ERR(pw_device_get_caps((pw_device)7, &caps), PW_ERR_INVALID_ARG, "unknown device");
+    CHECK(!pw_device_available((pw_device)7, &why) && strstr(why, "unknown device"));
+    CHECK(pw_device_available(PW_DEVICE_CPU, NULL));
+    if (!pw_device_available(PW_DEVICE_CUDA, &why)) {
+        /* no backend in this build, or no GPU: the reason is passed on */
+        CHECK(why[0] != '\0');
+        CHECK_ERR(pw_device_get_caps(PW_DEVICE_CUDA, &caps), PW_ERR_UNSUPPORTED, "device cuda: ");
+        CHECK(strstr(pw_last_error(), why) != NULL);
+    }
+
+    int32_t host[8] = {1, 2, 3, 4, 5, 6, 7, 8}, back[8] = {0};
+    int32_t *dev = NULL, *dev2 = NULL;
+    CHECK_OK(pw_pool_alloc(gpool, sizeof host, (void **)&dev));
+    CHECK_OK(pw_pool_alloc(gpool, sizeof host, (void **)&dev2));
+    /* eager */
+    CHECK_OK(pw_stream_copy_h2d(s, dev, host, sizeof host));
+    CHECK_OK(pw_stream_copy_d2d(s, dev2, dev, sizeof host));
+    CHECK_OK(pw_stream_memset(s, dev2, 0, 2 * sizeof(int32_t)));
+    CHECK_OK(pw_stream_copy_d2h(s, back, dev2, sizeof back));
+    CHECK_OK(pw_stream_synchronize(s));
+    CHECK(back[0] == 0 && back[1] == 0 && back[2] == 3 && back[7] == 8);
+    CHECK_OK(pw_stream_memset(s, back, 0xff, sizeof back));
+    CHECK(back[3] == -1);
+
+    /* captured: nothing runs until replay, then each replay redoes it */
+    pw_graph *g = NULL;
+    memset(back, 0, sizeof back);
+    CHECK_OK(pw_stream_begin_capture(s, gpool));
+    CHECK_OK(pw_stream_copy_h2d(s, dev, host, sizeof host));
+    CHECK_OK(pw_stream_copy_d2d(s, dev2, dev, sizeof host));
+    CHECK_OK(pw_stream_memset(s, dev2, 0, sizeof(int32_t)));
+    CHECK_OK(pw_stream_copy_d2h(s, back, dev2, sizeof back));
+    CHECK_OK(pw_stream_copy_d2h(s, back, dev2, 0)); /* empty: not recorded */
+    CHECK_OK(pw_stream_end_capture(s, &g));
+    CHECK(back[7] == 0);
+    CHECK_EQ_INT(pw_graph_num_launches(g), 4);
+    const pw_kernel *k;
+    const void *args;
+    size_t ab;
+    CHECK_OK(pw_graph_launch_at(g, 0, &k, &args, &ab));
+    CHECK_STREQ(k->name, "copy_h2d");
+    CHECK_OK(pw_graph_launch_at(g, 2, &k, &args, &ab));
+    CHECK_STREQ(k->name, "memset");
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < 8; i++) host[i] = 10 * (round + 1) + i;
+        CHECK_OK(pw_graph_replay(g, s));
+        CHECK(back[0] == 0 && back[1] == 10 * (round + 1) + 1 && back[7] == 10 * (round + 1) + 7);
+    }
+    pw_graph_free(g);
+
+    /* errors: clear message, nothing done */
+    CHECK_ERR(pw_stream_copy_h2d(NULL, dev, host, 4), PW_ERR_INVALID_ARG, "stream is NULL");
+    CHECK_ERR(pw_stream_copy_h2d(s, NULL, host, 4), PW_ERR_INVALID_ARG, "destination pointer is NULL");
+    CHECK_ERR(pw_stream_copy_d2h(s, back, NULL, 4), PW_ERR_INVALID_ARG, "source pointer is NULL");
+    CHECK_ERR(pw_stream_copy_d2d(s, dev + 1, dev, 8), PW_ERR_INVALID_ARG, "overlap");
+    CHECK_ERR(pw_stream_copy_d2d(s, dev, (const void *)(uintptr_t)(UINTPTR_MAX - 2), 8), PW_ERR_INVALID_ARG,
+              "address space");
+    CHECK_ERR(pw_stream_memset(s, NULL, 0, 4), PW_ERR_INVALID_ARG, "destination is NULL");
+    CHECK_ERR(pw_stream_memset(s, dev, 256, 4), PW_ERR_INVALID_ARG, "not a byte");
+    CHECK_ERR(pw_stream_memset(s, (void *)(uintptr_t)(UINTPTR_MAX - 2), 0, 8),
+              PW_ERR_INVALID_ARG, "address space");
+    CHECK_ERR(pw_stream_memset(NULL, dev, 0, 4), PW_ERR_INVALID_ARG, "stream is NULL");
+    CHECK_OK(pw_stream_copy_h2d(s, NULL, NULL, 0)); /* zero bytes: nothing to check */
+    /* a failed copy during a capture does not record and does not poison */
+    CHECK_OK(pw_stream_begin_capture(s, gpool));
+    CHECK_ERR(pw_stream_copy_d2d(s, dev + 1, dev, 8), PW_ERR_INVALID_ARG, "overlap");
+    CHECK_OK(pw_stream_end_capture(s, &g));
+    CHECK_EQ_INT(pw_graph_num_launches(g), 0);
+    pw_graph_free(g);
+
+    CHECK_OK(pw_pool_release(gpool, dev));
+    CHECK_OK(pw_pool_release(gpool, dev2));
+    pw_pool_free(gpool);
+    pw_stream_free(s);
+}
+
 int main(void) {
     test_replay_inside_capture();
     test_replay_equals_eager();
     test_capture_errors();
     test_capture_oom();
+    test_copies();
     return pw_test_finish("core_stream");
 }

@@ -1,5 +1,8 @@
 /* Tensors, values, status names, log levels. */
 #include "test_util.h"
+#include "core/tensor.h"
+
+#include <stdlib.h>
 
 static void test_tensor_basics(void) {
     pw_pool *pool;
@@ -104,9 +107,60 @@ static void test_names(void) {
     CHECK_STREQ(pw_last_error(), "");
 }
 
+/* Core frees owned storage through the callback its allocator set; a pool
+ * tensor names its pool, a tensor from another allocator does not. */
+typedef struct counting_alloc {
+    int releases;
+    void *last;
+} counting_alloc;
+
+static void counting_release(void *ctx, void *data) {
+    counting_alloc *c = ctx;
+    c->releases++;
+    c->last = data;
+    free(data);
+}
+
+static void test_release_callback(void) {
+    int64_t shape[2] = {3, 4};
+    pw_tensor *t;
+    size_t bytes = 0;
+    CHECK_OK(pw_tensor_new_header(PW_F32, 2, shape, &t, &bytes));
+    CHECK_EQ_INT(bytes, 48);
+    CHECK(!pw_tensor_owns_storage(t));
+    counting_alloc c = {0};
+    void *data = malloc(bytes);
+    pw_tensor_adopt(t, data, PW_DEVICE_CPU, counting_release, &c);
+    CHECK(pw_tensor_owns_storage(t));
+    CHECK(pw_tensor_pool(t) == NULL); /* not a pool block */
+    pw_tensor *row;
+    CHECK_OK(pw_tensor_slice0(t, 1, 2, &row));
+    CHECK(!pw_tensor_owns_storage(row));
+    pw_tensor_release(t);
+    CHECK_EQ_INT(c.releases, 0); /* the slice keeps it alive */
+    pw_tensor_release(row);
+    CHECK_EQ_INT(c.releases, 1);
+    CHECK(c.last == data);
+    CHECK_ERR(pw_tensor_new_header(PW_F32, 5, shape, &t, &bytes), PW_ERR_INVALID_ARG,
+              "dimensions");
+
+    pw_pool *pool;
+    CHECK_OK(pw_pool_new(PW_DEVICE_CPU, "t", &pool));
+    CHECK_OK(pw_tensor_new(pool, PW_F32, 2, shape, &t));
+    CHECK(pw_tensor_pool(t) == pool);
+    pw_pool_stats st;
+    pw_pool_get_stats(pool, &st);
+    CHECK_EQ_INT(st.n_live_blocks, 1);
+    pw_tensor_release(t);
+    pw_pool_get_stats(pool, &st);
+    CHECK_EQ_INT(st.n_live_blocks, 0);
+    pw_pool_free(pool);
+}
+
 int main(void) {
     test_tensor_basics();
     test_values();
     test_names();
+    test_release_callback();
     return pw_test_finish("core_tensor");
 }

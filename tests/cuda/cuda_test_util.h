@@ -32,7 +32,7 @@ static inline void *ct_upload(pw_stream *s, pw_pool *pool, const void *host, siz
         fprintf(stderr, "device alloc: %s\n", pw_last_error());
         exit(1);
     }
-    if (bytes && pw_cuda_copy_to_device(s, d, host, bytes) != PW_OK) {
+    if (bytes && pw_stream_copy_h2d(s, d, host, bytes) != PW_OK) {
         fprintf(stderr, "upload: %s\n", pw_last_error());
         exit(1);
     }
@@ -40,7 +40,7 @@ static inline void *ct_upload(pw_stream *s, pw_pool *pool, const void *host, siz
 }
 
 static inline void ct_download(pw_stream *s, void *host, const void *dev, size_t bytes) {
-    if (pw_cuda_copy_to_host(s, host, dev, bytes) != PW_OK) {
+    if (pw_stream_copy_d2h(s, host, dev, bytes) != PW_OK || pw_stream_synchronize(s) != PW_OK) {
         fprintf(stderr, "download: %s\n", pw_last_error());
         exit(1);
     }

@@ -25,7 +25,12 @@ static void test_no_device_errors(void) {
     pw_pool_free(pool);
     void *h = NULL;
     CHECK_ERR(pw_cuda_host_alloc(64, &h), PW_ERR_CUDA, "no CUDA device");
-    CHECK_ERR(pw_cuda_copy_to_device(NULL, NULL, NULL, 0), PW_ERR_INVALID_ARG, "CUDA stream");
+    CHECK_ERR(pw_stream_copy_h2d(NULL, NULL, NULL, 0), PW_ERR_INVALID_ARG, "stream is NULL");
+    pw_device_caps caps;
+    const char *why = NULL;
+    CHECK(!pw_device_available(PW_DEVICE_CUDA, &why));
+    CHECK(why && strstr(why, "no CUDA device"));
+    CHECK_ERR(pw_device_get_caps(PW_DEVICE_CUDA, &caps), PW_ERR_UNSUPPORTED, "no CUDA device");
 }
 
 typedef struct gpu {
@@ -77,7 +82,7 @@ static void test_eager_and_replay(void) {
     CHECK_OK(pw_cuda_graph_num_nodes(graph, &nodes));
     CHECK_EQ_INT((int)nodes, 2);
     fill(a, N_ELEMS, 5.0f); /* new per-step values in the persistent input */
-    CHECK_OK(pw_cuda_copy_to_device(g.s, da, a, sizeof a));
+    CHECK_OK(pw_stream_copy_h2d(g.s, da, a, sizeof a));
     CHECK_OK(pw_graph_replay(graph, g.s));
     ct_download(g.s, out, dout, sizeof out);
     float expect[N_ELEMS], sum[N_ELEMS];
@@ -105,7 +110,11 @@ static void test_capture_errors(void) {
     CHECK_OK(pw_stream_begin_capture(g.s, g.gpool));
     void *p = NULL;
     CHECK_ERR(pw_pool_alloc(g.pool, 256, &p), PW_ERR_CAPTURE, "capture pool");
-    CHECK_ERR(pw_cuda_copy_to_device(g.s, p, &p, 0), PW_ERR_CAPTURE, "before the captured");
+    /* pageable host memory cannot be captured: refused, and it poisons too */
+    float pageable[4] = {0};
+    void *dev = NULL;
+    CHECK_OK(pw_pool_alloc(g.gpool, sizeof pageable, &dev));
+    CHECK_ERR(pw_stream_copy_h2d(g.s, dev, pageable, sizeof pageable), PW_ERR_CAPTURE, "pageable");
     CHECK_ERR(pw_stream_end_capture(g.s, &graph), PW_ERR_CAPTURE, "pool");
 
     pw_kernel nameless = {"no_such_kernel", NULL, NULL};
@@ -173,6 +182,57 @@ static void test_update_and_compare(void) {
     gpu_close(&g);
 }
 
+/* Copies and memset: eager, and captured into a graph whose replay redoes
+ * them with the new contents of the (pinned) host buffers. */
+static void test_copies(void) {
+    gpu g;
+    gpu_open(&g);
+    pw_device_caps caps;
+    CHECK_OK(pw_device_get_caps(PW_DEVICE_CUDA, &caps));
+    CHECK(caps.graphs && caps.graph_update && caps.async_copy && caps.needs_warmup);
+    enum { n = 256 };
+    float *in = NULL, *out = NULL;
+    CHECK_OK(pw_cuda_host_alloc(n * sizeof(float), (void **)&in));
+    CHECK_OK(pw_cuda_host_alloc(n * sizeof(float), (void **)&out));
+    void *da = NULL, *db = NULL;
+    CHECK_OK(pw_pool_alloc(g.pool, n * sizeof(float), &da));
+    CHECK_OK(pw_pool_alloc(g.pool, n * sizeof(float), &db));
+    for (int i = 0; i < n; i++) in[i] = (float)i;
+    CHECK_OK(pw_stream_copy_h2d(g.s, da, in, n * sizeof(float)));
+    CHECK_OK(pw_stream_copy_d2d(g.s, db, da, n * sizeof(float)));
+    CHECK_OK(pw_stream_memset(g.s, db, 0, 16));
+    CHECK_OK(pw_stream_copy_d2h(g.s, out, db, n * sizeof(float)));
+    CHECK_OK(pw_stream_synchronize(g.s));
+    CHECK(out[0] == 0.0f && out[3] == 0.0f && out[4] == 4.0f && out[n - 1] == (float)(n - 1));
+    /* wrong sides */
+    float pageable[4] = {0};
+    CHECK_ERR(pw_stream_copy_h2d(g.s, pageable, in, sizeof pageable), PW_ERR_INVALID_ARG,
+              "not CUDA device memory");
+    CHECK_ERR(pw_stream_copy_d2h(g.s, da, db, 16), PW_ERR_INVALID_ARG, "not host memory");
+    CHECK_ERR(pw_stream_memset(g.s, pageable, 0, 16), PW_ERR_INVALID_ARG, "not CUDA device");
+
+    pw_graph *graph = NULL;
+    CHECK_OK(pw_stream_begin_capture(g.s, g.gpool));
+    CHECK_OK(pw_stream_copy_h2d(g.s, da, in, n * sizeof(float)));
+    CHECK_OK(pw_stream_copy_d2d(g.s, db, da, n * sizeof(float)));
+    CHECK_OK(pw_stream_memset(g.s, db, 0, 16));
+    CHECK_OK(pw_stream_copy_d2h(g.s, out, db, n * sizeof(float)));
+    CHECK_OK(pw_stream_end_capture(g.s, &graph));
+    CHECK_EQ_INT((int)pw_graph_num_launches(graph), 4);
+    size_t nodes = 0;
+    CHECK_OK(pw_cuda_graph_num_nodes(graph, &nodes));
+    CHECK_EQ_INT((int)nodes, 4);
+    for (int i = 0; i < n; i++) in[i] = (float)(2 * i + 1);
+    memset(out, 0xff, n * sizeof(float));
+    CHECK_OK(pw_graph_replay(graph, g.s));
+    CHECK_OK(pw_stream_synchronize(g.s));
+    CHECK(out[0] == 0.0f && out[4] == 9.0f && out[n - 1] == (float)(2 * n - 1));
+    pw_graph_free(graph);
+    pw_cuda_host_free(in);
+    pw_cuda_host_free(out);
+    gpu_close(&g);
+}
+
 int main(void) {
     pw_cuda_init();
     if (!pw_cuda_available()) {
@@ -183,6 +243,7 @@ int main(void) {
     test_eager_and_replay();
     test_capture_errors();
     test_update_and_compare();
+    test_copies();
     return pw_test_finish("cuda_backend");
 }
 #endif

@@ -140,8 +140,8 @@ static void test_attention(void) {
     float *dq = up(q, T * qw * 4), *dk = up(k, T * kw * 4), *dv = up(v, T * kw * 4);
     float *dkc = up(NULL, (size_t)cache * 4), *dvc = up(NULL, (size_t)cache * 4);
     float *dout = up(NULL, T * qw * 4), *gpu = kt_zeros(T * qw), *last = kt_zeros(qw);
-    CHECK_OK(pw_cuda_memset(S, dkc, 0, (size_t)cache * 4));
-    CHECK_OK(pw_cuda_memset(S, dvc, 0, (size_t)cache * 4));
+    CHECK_OK(pw_stream_memset(S, dkc, 0, (size_t)cache * 4));
+    CHECK_OK(pw_stream_memset(S, dvc, 0, (size_t)cache * 4));
     pw_k_attention_args da = {dout, dq, dk, dv, dkc, dvc, dmeta, T, H, KVH, HD, qw, kw, NB, 2};
     CHECK_OK(pw_launch(S, ct_kernel(PW_KERNEL_ATTENTION), &da, sizeof da));
     ct_download(S, gpu, dout, T * qw * 4);
@@ -149,11 +149,11 @@ static void test_attention(void) {
     memcpy(last, gpu + (T - 1) * qw, qw * 4);
 
     /* Decode: token t alone, its metadata at row 0 of the buffers. */
-    CHECK_OK(pw_cuda_memset(S, dkc, 0, (size_t)cache * 4));
-    CHECK_OK(pw_cuda_memset(S, dvc, 0, (size_t)cache * 4));
+    CHECK_OK(pw_stream_memset(S, dkc, 0, (size_t)cache * 4));
+    CHECK_OK(pw_stream_memset(S, dvc, 0, (size_t)cache * 4));
     for (int t = 0; t < T; t++) {
-        CHECK_OK(pw_cuda_copy_to_device(S, dpos, &pos[t], 4));
-        CHECK_OK(pw_cuda_copy_to_device(S, dslots, &slots[t], 4));
+        CHECK_OK(pw_stream_copy_h2d(S, dpos, &pos[t], 4));
+        CHECK_OK(pw_stream_copy_h2d(S, dslots, &slots[t], 4));
         pw_k_attention_args one = {dout, dq + t * qw, dk + t * kw, dv + t * kw, dkc, dvc, dmeta,
                                    1, H, KVH, HD, qw, kw, NB, 2};
         CHECK_OK(pw_launch(S, ct_kernel(PW_KERNEL_ATTENTION), &one, sizeof one));
@@ -164,7 +164,7 @@ static void test_attention(void) {
 
     /* Padding (slot -1) gives a zero row. */
     int32_t pad = -1;
-    CHECK_OK(pw_cuda_copy_to_device(S, dslots, &pad, 4));
+    CHECK_OK(pw_stream_copy_h2d(S, dslots, &pad, 4));
     pw_k_attention_args one = {dout, dq, dk, dv, dkc, dvc, dmeta, 1, H, KVH, HD, qw, kw, NB, 2};
     CHECK_OK(pw_launch(S, ct_kernel(PW_KERNEL_ATTENTION), &one, sizeof one));
     ct_download(S, gpu, dout, qw * 4);

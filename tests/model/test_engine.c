@@ -208,6 +208,52 @@ static void check_continue_matches_fresh(pw_model *m) {
     pw_engine_free(e);
 }
 
+/* A request that waits for KV blocks is scheduling, not an error: the
+ * step succeeds and leaves the thread's last error message as it was. The
+ * waiting request runs once the first one is released. */
+static void check_kv_wait_keeps_message(pw_model *m) {
+    pw_engine_config cfg;
+    pw_engine_config_init(&cfg);
+    cfg.max_num_seqs = 2;
+    cfg.max_num_batched_tokens = 8;
+    cfg.block_size = 4;
+    cfg.max_model_len = 16;
+    cfg.kv_cache_positions = 16; /* room for one request of 16 positions */
+    cfg.mode = PW_GRAPH_NONE;
+    cfg.progress = PW_PROGRESS_OFF;
+    cfg.print_capture_totals = false;
+    pw_engine *e;
+    CHECK_OK(pw_engine_new(m, &cfg, &e));
+    if (!e) return;
+    int32_t prompt[4] = {1, 2, 3, 4};
+    int64_t a, b, k;
+    const pw_step_token *t;
+    CHECK_OK(pw_engine_add_request(e, prompt, 4, 12, NULL, &a));
+    CHECK_OK(pw_engine_add_request(e, prompt, 4, 12, NULL, &b));
+    pw_error(PW_ERR_IO, "the caller's own message");
+    CHECK_OK(pw_engine_step(e, &t, &k));
+    CHECK_EQ_INT(k, 1); /* only the first request was admitted */
+    CHECK(t[0].request == a);
+    CHECK(strstr(pw_last_error(), "the caller's own message") != NULL);
+    while (pw_engine_has_work(e)) {
+        pw_status s = pw_engine_step(e, &t, &k);
+        if (s != PW_OK) { /* b waits behind a's finished blocks */
+            CHECK(s == PW_ERR_STATE && strstr(pw_last_error(), "release them first"));
+            CHECK_OK(pw_engine_release_request(e, a));
+        }
+    }
+    const int32_t *out;
+    int64_t n;
+    CHECK_OK(pw_engine_request_output(e, b, &out, &n));
+    CHECK(n >= 1);
+    pw_engine_free(e);
+
+    cfg.device = (pw_device)9;
+    e = NULL;
+    CHECK_ERR(pw_engine_new(m, &cfg, &e), PW_ERR_INVALID_ARG, "unknown device");
+    CHECK(e == NULL);
+}
+
 static void test_tiny_random_model(void) {
     char path[] = "/tmp/pw_test_tiny_XXXXXX";
     int fd = mkstemp(path);
@@ -221,6 +267,7 @@ static void test_tiny_random_model(void) {
         CHECK_EQ_INT(pw_model_get_info(m)->n_layers, cfg.n_layers);
         check_modes_agree(m, "tiny");
         check_continue_matches_fresh(m);
+        check_kv_wait_keeps_message(m);
         pw_model_free(m);
     }
     /* quantized weights (dequantized at load) run the same pipeline */

@@ -35,8 +35,6 @@ struct pw_stream {
     const pw_stream_backend *backend; /* NULL for CPU streams */
     void *impl;
     pw_graph *recording;  /* non-NULL while capturing */
-    pw_status violation;  /* first illegal call during the capture */
-    char violation_msg[512];
 };
 
 static _Thread_local pw_stream *tl_capture_stream;
@@ -51,28 +49,14 @@ void *pw_stream_backend_handle(const pw_stream *s) { return s->impl; }
 void *pw_graph_device_handle(const pw_graph *g) { return g->device_graph; }
 
 pw_stream *pw_capturing_stream(void) { return tl_capture_stream; }
-pw_pool *pw_capture_pool(void) {
-    return tl_capture_stream ? tl_capture_stream->recording->pool : NULL;
-}
+pw_pool *pw_capture_pool(void) { return pw_mem_capture_pool(); }
 
+/* The first illegal call of a capture is kept in mem's record of the
+ * thread's capture (mem/pool_internal.h), next to the pool's own refusals,
+ * so end_capture reports whichever came first. */
 static pw_status note_violation(pw_stream *s, pw_status code) {
-    if (s->violation == PW_OK) {
-        s->violation = code;
-        snprintf(s->violation_msg, sizeof s->violation_msg, "%s", pw_last_error());
-    }
-    return code;
-}
-
-pw_status pw_capture_check_alloc(pw_pool *pool) {
-    pw_stream *s = tl_capture_stream;
-    if (PW_LIKELY(!s)) return PW_OK;
-    pw_pool *cp = s->recording->pool;
-    if (pool == cp || pw_pool_device(pool) != pw_pool_device(cp)) return PW_OK;
-    pw_error(PW_ERR_CAPTURE,
-             "allocation from pool '%s' during a capture into pool '%s': a graph may only "
-             "use memory from its capture pool",
-             pw_pool_name(pool), pw_pool_name(cp));
-    return note_violation(s, PW_ERR_CAPTURE);
+    (void)s;
+    return pw_mem_capture_poison(code);
 }
 
 pw_status pw_stream_new(pw_device device, pw_stream **out) {
@@ -212,26 +196,27 @@ pw_status pw_stream_begin_capture(pw_stream *s, pw_pool *pool) {
     if (!g) return PW_ERR_OOM;
     g->pool = pool;
     g->backend = s->backend;
-    if (s->backend) {
-        pw_status st = s->backend->begin_capture(s->impl);
-        if (st != PW_OK) {
-            pw_host_free(g);
-            return st;
-        }
+    pw_status st = pw_mem_capture_open(pool);
+    if (st == PW_OK && s->backend) {
+        st = s->backend->begin_capture(s->impl);
+        if (st != PW_OK) pw_mem_capture_close();
+    }
+    if (st != PW_OK) {
+        pw_host_free(g);
+        return st;
     }
     s->recording = g;
-    s->violation = PW_OK;
-    s->violation_msg[0] = '\0';
     tl_capture_stream = s;
-    pw_pool_set_capturing(pool, true);
     return PW_OK;
 }
 
 static pw_graph *detach(pw_stream *s) {
     pw_graph *g = s->recording;
     s->recording = NULL;
-    if (tl_capture_stream == s) tl_capture_stream = NULL;
-    pw_pool_set_capturing(g->pool, false);
+    if (tl_capture_stream == s) {
+        tl_capture_stream = NULL;
+        pw_mem_capture_close();
+    }
     return g;
 }
 
@@ -254,15 +239,24 @@ static pw_status end_device_capture(pw_stream *s, void *reuse) {
     return st;
 }
 
+/* A capture with an illegal call in it ends in that call's error, and
+ * everything it made is freed. */
+static pw_status refuse_poisoned(pw_stream *s) {
+    if (tl_capture_stream != s) return PW_OK; /* the record is this thread's */
+    const char *msg = NULL;
+    pw_status v = pw_mem_capture_violation(&msg);
+    if (v == PW_OK) return PW_OK;
+    char copy[512];
+    snprintf(copy, sizeof copy, "%s", msg);
+    pw_stream_abort_capture(s);
+    return pw_error(v, "capture abandoned: %s", copy);
+}
+
 pw_status pw_stream_end_capture(pw_stream *s, pw_graph **out) {
     *out = NULL;
     if (!s->recording)
         return pw_error(PW_ERR_CAPTURE, "end_capture: no capture is open on this stream");
-    if (s->violation != PW_OK) {
-        pw_status v = s->violation;
-        pw_stream_abort_capture(s);
-        return pw_error(v, "capture abandoned: %s", s->violation_msg);
-    }
+    PW_TRY(refuse_poisoned(s));
     PW_TRY(end_device_capture(s, NULL));
     /* Reference the pool before the capture closes, so a trim deferred
      * during the capture cannot release what the new graph uses. */
@@ -282,11 +276,7 @@ pw_status pw_stream_end_capture_update(pw_stream *s, pw_graph *g) {
         return pw_error(PW_ERR_INVALID_ARG,
                         "end_capture_update: the graph was captured into another pool or device");
     }
-    if (s->violation != PW_OK) {
-        pw_status v = s->violation;
-        pw_stream_abort_capture(s);
-        return pw_error(v, "capture abandoned: %s", s->violation_msg);
-    }
+    PW_TRY(refuse_poisoned(s));
     PW_TRY(end_device_capture(s, g->device_graph));
     pw_graph *fresh = detach(s);
     for (size_t i = 0; i < fresh->n; i++)
@@ -339,5 +329,136 @@ pw_status pw_graph_launch_at(const pw_graph *g, size_t i, const pw_kernel **kern
     *kernel = g->kernels[i];
     *args = g->launches[i].args;
     *argbytes = g->argbytes[i];
+    return PW_OK;
+}
+
+/* ---- copies and memset ------------------------------------------------------------------ */
+
+/* On the CPU a copy is a memcpy kernel: eager it runs at once, during a
+ * capture it is recorded like any launch (so verify_capture and
+ * pw_graph_launch_at see it too). A device stream records the same host
+ * entry and hands the copy itself to its backend. */
+typedef struct copy_args {
+    void *dst;
+    const void *src;
+    size_t bytes;
+} copy_args;
+
+typedef struct memset_args {
+    void *dst;
+    size_t bytes;
+    int value;
+} memset_args;
+
+static void copy_kernel(const void *p) {
+    const copy_args *a = p;
+    memcpy(a->dst, a->src, a->bytes);
+}
+
+static void memset_kernel(const void *p) {
+    const memset_args *a = p;
+    memset(a->dst, a->value, a->bytes);
+}
+
+static const pw_kernel copy_kernels[] = {
+    [PW_COPY_H2D] = {"copy_h2d", copy_kernel, NULL},
+    [PW_COPY_D2H] = {"copy_d2h", copy_kernel, NULL},
+    [PW_COPY_D2D] = {"copy_d2d", copy_kernel, NULL},
+};
+static const pw_kernel memset_kernel_def = {"memset", memset_kernel, NULL};
+
+static const char *copy_name(pw_copy_kind kind) { return copy_kernels[kind].name; }
+
+static pw_status check_copy(const pw_stream *s, pw_copy_kind kind, const void *dst,
+                            const void *src, size_t bytes) {
+    const char *what = copy_name(kind);
+    if (!s) return pw_error(PW_ERR_INVALID_ARG, "%s: stream is NULL", what);
+    if (bytes == 0) return PW_OK;
+    if (!dst || !src)
+        return pw_error(PW_ERR_INVALID_ARG, "%s of %zu bytes: %s pointer is NULL", what, bytes,
+                        !dst ? "destination" : "source");
+    uintptr_t d = (uintptr_t)dst, r = (uintptr_t)src;
+    if (d + bytes < d || r + bytes < r)
+        return pw_error(PW_ERR_INVALID_ARG, "%s: %zu bytes run past the end of the address space",
+                        what, bytes);
+    /* Only a d2d copy has both ranges in one address space everywhere. */
+    if ((kind == PW_COPY_D2D || !s->backend) && d < r + bytes && r < d + bytes)
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "%s: source and destination ranges of %zu bytes overlap", what, bytes);
+    return PW_OK;
+}
+
+static pw_status stream_copy(pw_stream *s, pw_copy_kind kind, void *dst, const void *src,
+                             size_t bytes) {
+    PW_TRY(check_copy(s, kind, dst, src, bytes));
+    if (bytes == 0) return PW_OK;
+    copy_args a = {dst, src, bytes};
+    if (!s->backend) return pw_launch(s, &copy_kernels[kind], &a, sizeof a);
+    if (s->recording) PW_TRY(record(s, &copy_kernels[kind], &a, sizeof a));
+    pw_status st = s->backend->copy(s->impl, kind, dst, src, bytes);
+    if (st != PW_OK && s->recording) return note_violation(s, st);
+    return st;
+}
+
+pw_status pw_stream_copy_h2d(pw_stream *s, void *dst, const void *src, size_t bytes) {
+    return stream_copy(s, PW_COPY_H2D, dst, src, bytes);
+}
+
+pw_status pw_stream_copy_d2h(pw_stream *s, void *dst, const void *src, size_t bytes) {
+    return stream_copy(s, PW_COPY_D2H, dst, src, bytes);
+}
+
+pw_status pw_stream_copy_d2d(pw_stream *s, void *dst, const void *src, size_t bytes) {
+    return stream_copy(s, PW_COPY_D2D, dst, src, bytes);
+}
+
+pw_status pw_stream_memset(pw_stream *s, void *dst, int value, size_t bytes) {
+    if (!s) return pw_error(PW_ERR_INVALID_ARG, "memset: stream is NULL");
+    if (value < 0 || value > 255)
+        return pw_error(PW_ERR_INVALID_ARG, "memset: value %d is not a byte (0..255)", value);
+    if (bytes == 0) return PW_OK;
+    if (!dst) return pw_error(PW_ERR_INVALID_ARG, "memset of %zu bytes: destination is NULL", bytes);
+    if ((uintptr_t)dst + bytes < (uintptr_t)dst)
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "memset: %zu bytes run past the end of the address space", bytes);
+    memset_args a = {dst, bytes, value};
+    if (!s->backend) return pw_launch(s, &memset_kernel_def, &a, sizeof a);
+    if (s->recording) PW_TRY(record(s, &memset_kernel_def, &a, sizeof a));
+    pw_status st = s->backend->memset(s->impl, dst, value, bytes);
+    if (st != PW_OK && s->recording) return note_violation(s, st);
+    return st;
+}
+
+/* ---- devices: availability and capabilities ------------------------------------------------ */
+
+bool pw_device_available(pw_device device, const char **reason) {
+    if (reason) *reason = "";
+    switch (device) {
+    case PW_DEVICE_CPU:
+        return true;
+    case PW_DEVICE_CUDA:
+        if (pw_cuda_available() && device_backends[device]) return true;
+        if (reason) *reason = pw_cuda_unavailable_reason();
+        return false;
+    }
+    if (reason) *reason = "unknown device";
+    return false;
+}
+
+pw_status pw_device_get_caps(pw_device device, pw_device_caps *out) {
+    if (!out) return pw_error(PW_ERR_INVALID_ARG, "device caps: out is NULL");
+    memset(out, 0, sizeof *out);
+    if ((unsigned)device > PW_DEVICE_CUDA)
+        return pw_error(PW_ERR_INVALID_ARG, "device caps: unknown device %d", (int)device);
+    const char *why = "";
+    if (!pw_device_available(device, &why))
+        return pw_error(PW_ERR_UNSUPPORTED, "device %s: %s", pw_device_name(device), why);
+    if (device == PW_DEVICE_CPU) {
+        /* recorded graphs; nothing instantiated to update; copies are
+         * memcpys done on return; no lazy setup to warm up */
+        out->graphs = true;
+        return PW_OK;
+    }
+    device_backends[device]->caps(out);
     return PW_OK;
 }

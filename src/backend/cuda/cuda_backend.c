@@ -3,7 +3,9 @@
  *
  * stream.c owns the device-independent capture state (see
  * backend/stream_backend.h); this file only does the CUDA calls. Every
- * CUDA or cuBLAS failure becomes PW_ERR_CUDA naming the call. */
+ * CUDA failure becomes PW_ERR_CUDA naming the call. The backend needs only
+ * the CUDA runtime: library handles the kernels use (cuBLAS) belong to the
+ * op layer, which keeps them in the stream's op slot (src/ops/cuda/). */
 #include "backend/cuda/cuda_internal.h"
 #include "backend/stream_backend.h"
 #include "mem/pool_internal.h"
@@ -11,9 +13,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
-
-/* cuBLAS workspace per stream: the size NVIDIA recommends for Hopper. */
-#define PW_CUDA_CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
 
 void pw_backend_set_cuda_probe(bool (*probe)(void));
 
@@ -24,12 +23,6 @@ pw_status pw_cuda_check(cudaError_t err, const char *call) {
     if (PW_LIKELY(err == cudaSuccess)) return PW_OK;
     return pw_error(PW_ERR_CUDA, "%s failed: %s (%s)", call, cudaGetErrorName(err),
                     cudaGetErrorString(err));
-}
-
-pw_status pw_cuda_check_blas(cublasStatus_t st, const char *call) {
-    if (PW_LIKELY(st == CUBLAS_STATUS_SUCCESS)) return PW_OK;
-    return pw_error(PW_ERR_CUDA, "%s failed: %s (%s)", call, cublasGetStatusName(st),
-                    cublasGetStatusString(st));
 }
 
 /* ---- device probe and memory ---------------------------------------------------------- */
@@ -74,8 +67,8 @@ static void device_free(void *p) {
     if (!p) return;
     cudaError_t err = cudaFree(p);
     if (err != cudaSuccess) {
-        pw_cuda_check(err, "cudaFree");
-        pw_log_warn("%s", pw_last_error());
+        /* cleanup: logged, the caller's error message stays */
+        pw_log_warn("cudaFree failed: %s (%s)", cudaGetErrorName(err), cudaGetErrorString(err));
         return;
     }
     atomic_fetch_sub(&stat_segments, 1);
@@ -91,10 +84,8 @@ pw_status pw_cuda_host_alloc(size_t bytes, void **out) {
 void pw_cuda_host_free(void *ptr) {
     if (!ptr) return;
     cudaError_t err = cudaFreeHost(ptr);
-    if (err != cudaSuccess) {
-        pw_cuda_check(err, "cudaFreeHost");
-        pw_log_warn("%s", pw_last_error());
-    }
+    if (err != cudaSuccess)
+        pw_log_warn("cudaFreeHost failed: %s (%s)", cudaGetErrorName(err), cudaGetErrorString(err));
 }
 
 const char *pw_cuda_device_name(char *buf, size_t cap) {
@@ -109,6 +100,7 @@ const char *pw_cuda_device_name(char *buf, size_t cap) {
 
 typedef struct cuda_stream {
     pw_cuda_stream_ctx ctx;
+    pw_cuda_op_slot op; /* ctx.op points here */
     bool capturing;
 } cuda_stream;
 
@@ -123,28 +115,16 @@ typedef struct cuda_graph {
 static void stream_free(void *impl) {
     cuda_stream *cs = impl;
     if (!cs) return;
-    if (cs->ctx.cublas) (void)cublasDestroy(cs->ctx.cublas);
-    if (cs->ctx.stream) {
-        (void)cudaStreamSynchronize(cs->ctx.stream);
-        (void)cudaStreamDestroy(cs->ctx.stream);
-    }
-    if (cs->ctx.cublas_workspace) (void)cudaFree(cs->ctx.cublas_workspace);
+    if (cs->ctx.stream) (void)cudaStreamSynchronize(cs->ctx.stream);
+    /* the op layer's context may hold work or memory bound to the stream */
+    if (cs->op.free && cs->op.ctx) cs->op.free(cs->op.ctx);
+    if (cs->ctx.stream) (void)cudaStreamDestroy(cs->ctx.stream);
     pw_host_free(cs);
 }
 
 static pw_status stream_setup(cuda_stream *cs) {
     PW_CUDA_TRY(cudaStreamCreateWithFlags(&cs->ctx.stream, cudaStreamNonBlocking));
-    PW_CUBLAS_TRY(cublasCreate(&cs->ctx.cublas));
-    PW_CUBLAS_TRY(cublasSetStream(cs->ctx.cublas, cs->ctx.stream));
-    /* cublasSetStream resets the workspace, so it is set after. */
-    PW_CUDA_TRY(cudaMalloc(&cs->ctx.cublas_workspace, PW_CUDA_CUBLAS_WORKSPACE_BYTES));
-    PW_CUBLAS_TRY(cublasSetWorkspace(cs->ctx.cublas, cs->ctx.cublas_workspace,
-                                     PW_CUDA_CUBLAS_WORKSPACE_BYTES));
-    /* Fixed numerics: plain FP32 (no TF32 or reduced-precision reductions),
-     * no atomics, host scalars. */
-    PW_CUBLAS_TRY(cublasSetMathMode(cs->ctx.cublas, CUBLAS_PEDANTIC_MATH));
-    PW_CUBLAS_TRY(cublasSetAtomicsMode(cs->ctx.cublas, CUBLAS_ATOMICS_NOT_ALLOWED));
-    PW_CUBLAS_TRY(cublasSetPointerMode(cs->ctx.cublas, CUBLAS_POINTER_MODE_HOST));
+    cs->ctx.op = &cs->op;
     return PW_OK;
 }
 
@@ -288,6 +268,76 @@ static pw_status graph_replay(void *device_graph, void *impl) {
 
 static void graph_free(void *device_graph) { cuda_graph_destroy(device_graph); }
 
+/* ---- copies ----------------------------------------------------------------------------------- */
+
+/* Where a pointer lives, as the runtime sees it: device (or managed)
+ * memory, page-locked host memory, or plain pageable host memory. */
+typedef enum mem_side { SIDE_DEVICE, SIDE_PINNED, SIDE_PAGEABLE } mem_side;
+
+static pw_status side_of(const void *p, mem_side *out) {
+    struct cudaPointerAttributes attr;
+    cudaError_t err = cudaPointerGetAttributes(&attr, p);
+    if (err == cudaErrorInvalidValue) { /* older runtimes: not a CUDA pointer */
+        (void)cudaGetLastError();
+        *out = SIDE_PAGEABLE;
+        return PW_OK;
+    }
+    PW_TRY(pw_cuda_check(err, "cudaPointerGetAttributes"));
+    *out = attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged ? SIDE_DEVICE
+           : attr.type == cudaMemoryTypeHost                                       ? SIDE_PINNED
+                                                                                   : SIDE_PAGEABLE;
+    return PW_OK;
+}
+
+/* One side of a copy: device memory where the copy expects it, host memory
+ * otherwise, and page-locked host memory when the copy is being captured
+ * (CUDA cannot capture a copy from or to pageable memory). */
+static pw_status check_side(const cuda_stream *cs, const void *p, bool want_device,
+                            const char *what, const char *role) {
+    mem_side side;
+    PW_TRY(side_of(p, &side));
+    if (want_device && side != SIDE_DEVICE)
+        return pw_error(PW_ERR_INVALID_ARG, "%s: the %s %p is host memory, not CUDA device memory",
+                        what, role, p);
+    if (!want_device && side == SIDE_DEVICE)
+        return pw_error(PW_ERR_INVALID_ARG, "%s: the %s %p is CUDA device memory, not host memory",
+                        what, role, p);
+    if (!want_device && side == SIDE_PAGEABLE && cs->capturing)
+        return pw_error(PW_ERR_CAPTURE,
+                        "%s during a capture: the %s %p is pageable host memory, which CUDA "
+                        "cannot capture; use page-locked memory (pw_cuda_host_alloc) or copy "
+                        "outside the captured region",
+                        what, role, p);
+    return PW_OK;
+}
+
+static pw_status stream_copy(void *impl, pw_copy_kind kind, void *dst, const void *src,
+                             size_t bytes) {
+    cuda_stream *cs = impl;
+    static const char *const names[] = {"copy_h2d", "copy_d2h", "copy_d2d"};
+    static const enum cudaMemcpyKind kinds[] = {cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
+                                                cudaMemcpyDeviceToDevice};
+    const char *what = names[kind];
+    PW_TRY(check_side(cs, dst, kind != PW_COPY_D2H, what, "destination"));
+    PW_TRY(check_side(cs, src, kind != PW_COPY_H2D, what, "source"));
+    PW_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, kinds[kind], cs->ctx.stream));
+    return PW_OK;
+}
+
+static pw_status stream_memset(void *impl, void *dst, int value, size_t bytes) {
+    cuda_stream *cs = impl;
+    PW_TRY(check_side(cs, dst, true, "memset", "destination"));
+    PW_CUDA_TRY(cudaMemsetAsync(dst, value, bytes, cs->ctx.stream));
+    return PW_OK;
+}
+
+static void stream_caps(pw_device_caps *out) {
+    out->graphs = true;
+    out->graph_update = true;  /* cudaGraphExecUpdate */
+    out->async_copy = true;
+    out->needs_warmup = true;  /* lazy module loading, cuBLAS handles and workspaces */
+}
+
 static const pw_stream_backend cuda_stream_backend = {
     .stream_new = stream_new,
     .stream_free = stream_free,
@@ -298,51 +348,10 @@ static const pw_stream_backend cuda_stream_backend = {
     .abort_capture = stream_abort_capture,
     .replay = graph_replay,
     .graph_free = graph_free,
+    .copy = stream_copy,
+    .memset = stream_memset,
+    .caps = stream_caps,
 };
-
-/* ---- copies ----------------------------------------------------------------------------------- */
-
-static pw_status cuda_stream_of(pw_stream *s, const char *what, cudaStream_t *out) {
-    if (!s || pw_stream_device(s) != PW_DEVICE_CUDA)
-        return pw_error(PW_ERR_INVALID_ARG, "%s: needs a CUDA stream", what);
-    if (pw_stream_is_capturing(s))
-        return pw_error(PW_ERR_CAPTURE,
-                        "%s during a capture: per-step copies belong before the captured "
-                        "region",
-                        what);
-    cuda_stream *cs = pw_stream_backend_handle(s);
-    *out = cs->ctx.stream;
-    return PW_OK;
-}
-
-pw_status pw_cuda_copy_to_device(pw_stream *s, void *dst, const void *src, size_t bytes) {
-    cudaStream_t cs = NULL;
-    PW_TRY(cuda_stream_of(s, "copy to device", &cs));
-    if (bytes) PW_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cs));
-    return PW_OK;
-}
-
-pw_status pw_cuda_copy_to_host(pw_stream *s, void *dst, const void *src, size_t bytes) {
-    cudaStream_t cs = NULL;
-    PW_TRY(cuda_stream_of(s, "copy to host", &cs));
-    if (bytes) PW_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, cs));
-    PW_CUDA_TRY(cudaStreamSynchronize(cs));
-    return PW_OK;
-}
-
-pw_status pw_cuda_copy_device(pw_stream *s, void *dst, const void *src, size_t bytes) {
-    cudaStream_t cs = NULL;
-    PW_TRY(cuda_stream_of(s, "device copy", &cs));
-    if (bytes) PW_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cs));
-    return PW_OK;
-}
-
-pw_status pw_cuda_memset(pw_stream *s, void *dst, int value, size_t bytes) {
-    cudaStream_t cs = NULL;
-    PW_TRY(cuda_stream_of(s, "memset", &cs));
-    if (bytes) PW_CUDA_TRY(cudaMemsetAsync(dst, value, bytes, cs));
-    return PW_OK;
-}
 
 /* ---- graphs: counters, node counts, comparison ---------------------------------------------- */
 

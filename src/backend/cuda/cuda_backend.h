@@ -21,8 +21,16 @@
 extern "C" {
 #endif
 
-/* What a CUDA launcher sees: the stream and its cuBLAS handle. */
+/* What a CUDA launcher sees: the stream and the op layer's slot on it. */
 typedef struct pw_cuda_stream_ctx pw_cuda_stream_ctx;
+
+/* One context per stream that the op layer owns (its cuBLAS handle and
+ * workspace, src/ops/cuda/): created by the ops on first use, freed with
+ * the stream by free(ctx), after the stream's work has finished. */
+typedef struct pw_cuda_op_slot {
+    void *ctx;
+    void (*free)(void *ctx);
+} pw_cuda_op_slot;
 
 typedef struct pw_cuda_kernel_impl {
     pw_status (*launch)(const void *args, const pw_cuda_stream_ctx *ctx);
@@ -33,15 +41,8 @@ void pw_cuda_init(void);
 /* The CUDA implementation of a kernel: k->cuda (NULL if none). */
 const pw_cuda_kernel_impl *pw_cuda_kernel_for(const pw_kernel *k);
 
-/* Copies (asynchronous on s; the host side should be pinned memory from
- * pw_cuda_host_alloc for the copy to overlap). Refused during a capture:
- * per-step inputs are copied before the forward, outside captured regions. */
-pw_status pw_cuda_copy_to_device(pw_stream *s, void *dst, const void *src, size_t bytes);
-/* Waits for the copy, so the host buffer can be read on return. */
-pw_status pw_cuda_copy_to_host(pw_stream *s, void *dst, const void *src, size_t bytes);
-/* Device-to-device, asynchronous on s. */
-pw_status pw_cuda_copy_device(pw_stream *s, void *dst, const void *src, size_t bytes);
-pw_status pw_cuda_memset(pw_stream *s, void *dst, int value, size_t bytes);
+/* Copies and memsets are the device-neutral pw_stream_copy_h2d / d2h / d2d
+ * and pw_stream_memset (include/piecewise.h). */
 
 /* Pinned (page-locked) host memory for staging per-step inputs. */
 pw_status pw_cuda_host_alloc(size_t bytes, void **out);

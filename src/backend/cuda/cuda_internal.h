@@ -4,7 +4,6 @@
 
 #include "backend/cuda/cuda_backend.h"
 
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #ifdef __cplusplus
@@ -13,15 +12,12 @@ extern "C" {
 
 struct pw_cuda_stream_ctx {
     cudaStream_t stream;
-    cublasHandle_t cublas;
-    void *cublas_workspace; /* fixed, so cuBLAS never allocates during a capture */
+    pw_cuda_op_slot *op; /* the op layer's per-stream context (never NULL) */
 };
 
 /* PW_OK, or PW_ERR_CUDA naming the call that failed and CUDA's message. */
 pw_status pw_cuda_check(cudaError_t err, const char *call);
-pw_status pw_cuda_check_blas(cublasStatus_t st, const char *call);
 #define PW_CUDA_TRY(call) PW_TRY(pw_cuda_check((call), #call))
-#define PW_CUBLAS_TRY(call) PW_TRY(pw_cuda_check_blas((call), #call))
 
 #ifdef __cplusplus
 }

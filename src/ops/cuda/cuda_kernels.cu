@@ -15,6 +15,7 @@ extern "C" {
 #include "ops/kernel_args.h"
 #include "ops/kernel_set.h"
 #include "backend/cuda/cuda_internal.h"
+#include "ops/cuda/cuda_blas.h"
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -126,7 +127,9 @@ static pw_status launch_add_rms_norm(const void *args, const pw_cuda_stream_ctx 
 static pw_status sgemm_tile(const pw_cuda_stream_ctx *ctx, float *y, const float *x,
                             const float *w, int64_t n, int64_t k) {
     const float one = 1.0f, zero = 0.0f;
-    PW_CUBLAS_TRY(cublasSgemm(ctx->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, PW_CUDA_MATMUL_TILE,
+    cublasHandle_t blas;
+    PW_TRY(pw_cuda_blas_handle(ctx, &blas));
+    PW_CUBLAS_TRY(cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, PW_CUDA_MATMUL_TILE,
                               (int)k, &one, w, (int)k, x, (int)k, &zero, y, (int)n));
     return PW_OK;
 }

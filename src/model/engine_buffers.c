@@ -1,0 +1,158 @@
+/* The engine's persistent state, allocated once: host arrays the scheduler
+ * writes, and in memory of the engine's device (its persistent pool) the
+ * per-step buffers, the attention metadata struct, the paged KV cache, the
+ * rope table and whatever weight copies the device needs. Host data reaches
+ * the device through stream copies only, so this code is the same for
+ * every device (on the CPU the copies are memcpys). */
+#include "model/engine_internal.h"
+
+#include "model/dequant.h"
+#include "model/sampler.h"
+
+static pw_status alloc_host_arrays(pw_engine *e) {
+    const pw_model_info *in = pw_model_get_info(e->model);
+    int64_t T = e->max_tokens, S = e->cfg.max_num_seqs;
+    e->input_ids = pw_host_calloc((size_t)T, sizeof(int32_t));
+    e->positions = pw_host_calloc((size_t)T, sizeof(int32_t));
+    e->slot_mapping = pw_host_calloc((size_t)T, sizeof(int32_t));
+    e->token_seq = pw_host_calloc((size_t)T, sizeof(int32_t));
+    e->block_tables = pw_host_calloc((size_t)(S * e->blocks_per_seq), sizeof(int32_t));
+    e->free_blocks = pw_host_calloc((size_t)e->num_blocks, sizeof(int32_t));
+    e->requests = pw_host_calloc((size_t)S, sizeof *e->requests);
+    e->step_tokens = pw_host_calloc((size_t)S, sizeof *e->step_tokens);
+    e->sched = pw_host_calloc((size_t)S, sizeof *e->sched);
+    e->last_logits = pw_host_calloc((size_t)(S * in->vocab), sizeof(float));
+    e->sample_scratch = pw_host_alloc(pw_sampler_scratch_bytes(in->vocab));
+    e->params = pw_host_calloc((size_t)pw_model_num_params(e->model), sizeof(pw_value));
+    e->k_cache = pw_host_calloc((size_t)in->n_layers, sizeof(float *));
+    e->v_cache = pw_host_calloc((size_t)in->n_layers, sizeof(float *));
+    if (!e->input_ids || !e->positions || !e->slot_mapping || !e->token_seq ||
+        !e->block_tables || !e->free_blocks || !e->requests || !e->step_tokens || !e->sched ||
+        !e->last_logits || !e->sample_scratch || !e->params || !e->k_cache || !e->v_cache)
+        return PW_ERR_OOM;
+    for (int64_t i = 0; i < S; i++) e->requests[i].id = -1;
+    return PW_OK;
+}
+
+static pw_status device_alloc(pw_engine *e, size_t bytes, void **out) {
+    return pw_pool_alloc(e->persistent, bytes, out);
+}
+
+/* A device buffer holding a copy of `bytes` of host data. */
+static pw_status device_upload(pw_engine *e, const void *host, size_t bytes, void **out) {
+    PW_TRY(device_alloc(e, bytes, out));
+    return pw_stream_copy_h2d(e->stream, *out, host, bytes);
+}
+
+/* The per-step buffers and the attention metadata struct that points at
+ * them, in device memory. */
+static pw_status alloc_step_buffers(pw_engine *e) {
+    size_t tok = (size_t)e->max_tokens * sizeof(int32_t);
+    size_t table = (size_t)(e->cfg.max_num_seqs * e->blocks_per_seq) * sizeof(int32_t);
+    PW_TRY(device_alloc(e, tok, (void **)&e->dev.input_ids));
+    PW_TRY(device_alloc(e, tok, (void **)&e->dev.positions));
+    PW_TRY(device_alloc(e, tok, (void **)&e->dev.slot_mapping));
+    PW_TRY(device_alloc(e, tok, (void **)&e->dev.token_seq));
+    PW_TRY(device_alloc(e, table, (void **)&e->dev.block_tables));
+    e->meta.positions = e->dev.positions;
+    e->meta.slot_mapping = e->dev.slot_mapping;
+    e->meta.token_seq = e->dev.token_seq;
+    e->meta.block_tables = e->dev.block_tables;
+    e->meta.max_blocks_per_seq = (int32_t)e->blocks_per_seq;
+    e->meta.block_size = (int32_t)e->cfg.block_size;
+    PW_TRY(device_upload(e, &e->meta, sizeof e->meta, (void **)&e->dev.meta));
+    e->block_tables_dirty = true;
+    int64_t shape[1] = {e->max_tokens};
+    return pw_tensor_wrap(e->dev.input_ids, e->device, PW_I32, 1, shape, &e->ids_tensor);
+}
+
+/* The paged KV cache and the rope table. The cache is not cleared:
+ * attention reads only positions up to the token's own, all of which its
+ * request has written (this step's tokens are written before they are
+ * attended to), and padding tokens neither write nor read. Leaving it
+ * untouched keeps a large host cache out of resident memory until used. */
+static pw_status alloc_cache_and_rope(pw_engine *e) {
+    const pw_model_info *in = pw_model_get_info(e->model);
+    size_t layer_bytes = (size_t)e->num_blocks * (size_t)e->cfg.block_size *
+                         (size_t)(in->n_kv_heads * in->head_dim) * sizeof(float);
+    for (int64_t l = 0; l < in->n_layers; l++) {
+        PW_TRY(device_alloc(e, layer_bytes, (void **)&e->k_cache[l]));
+        PW_TRY(device_alloc(e, layer_bytes, (void **)&e->v_cache[l]));
+    }
+    size_t rope_bytes = pw_op_rope_table_floats(e->max_model_len, in->head_dim) * sizeof(float);
+    float *rope = pw_host_alloc(rope_bytes);
+    if (!rope) return PW_ERR_OOM;
+    pw_op_rope_table(rope, e->max_model_len, in->head_dim, in->rope_theta);
+    pw_status s = device_upload(e, rope, rope_bytes, (void **)&e->rope_table);
+    /* the copy may read the host table asynchronously */
+    if (s == PW_OK) s = pw_stream_synchronize(e->stream);
+    pw_host_free(rope);
+    return s;
+}
+
+/* A copy of a host weight that the device's kernels can read: the same
+ * dtype where they read it, f32 (dequantized) otherwise. */
+static pw_status upload_weight(pw_engine *e, const pw_tensor *w, pw_tensor **out) {
+    int64_t shape[PW_MAX_DIMS];
+    int nd = pw_tensor_ndim(w);
+    for (int i = 0; i < nd; i++) shape[i] = pw_tensor_dim(w, i);
+    pw_dtype dt = pw_tensor_dtype(w);
+    bool keep = pw_op_reads_weight_dtype(e->device, dt);
+    PW_TRY(pw_tensor_new(e->persistent, keep ? dt : PW_F32, nd, shape, out));
+    size_t bytes = pw_tensor_nbytes(*out);
+    float *host = NULL;
+    if (!keep) {
+        host = pw_host_alloc(bytes);
+        if (!host) return PW_ERR_OOM;
+    }
+    pw_status s = keep ? PW_OK
+                       : pw_dequantize(dt, pw_tensor_data(w), host, pw_tensor_numel(w));
+    if (s == PW_OK)
+        s = pw_stream_copy_h2d(e->stream, pw_tensor_data(*out), keep ? pw_tensor_data(w) : host,
+                               bytes);
+    /* the copy reads host memory asynchronously: wait before freeing it */
+    if (s == PW_OK) s = pw_stream_synchronize(e->stream);
+    pw_host_free(host);
+    return s;
+}
+
+/* The forward's parameters: token ids (set per step), then the weights,
+ * which never change. Weights already on the engine's device are used in
+ * place (the CPU reads the mapped file); others get a device copy. */
+static pw_status bind_params(pw_engine *e) {
+    e->n_params = pw_model_params(e->model, e->params, NULL);
+    e->weights = pw_host_calloc((size_t)e->n_params, sizeof *e->weights);
+    if (!e->weights) return PW_ERR_OOM;
+    for (int i = 1; i < e->n_params; i++) {
+        const pw_tensor *w = e->params[i].as.tensor;
+        if (e->params[i].kind != PW_VAL_TENSOR || pw_tensor_device(w) == e->device) continue;
+        PW_TRY(upload_weight(e, w, &e->weights[i]));
+        e->params[i] = pw_value_tensor(e->weights[i]);
+    }
+    return PW_OK;
+}
+
+pw_status pw_engine_alloc_buffers(pw_engine *e) {
+    e->blocks_per_seq = (e->max_model_len + e->cfg.block_size - 1) / e->cfg.block_size;
+    e->num_blocks = e->cfg.kv_cache_positions / e->cfg.block_size;
+    if (e->num_blocks < e->blocks_per_seq) e->num_blocks = e->blocks_per_seq;
+    PW_TRY(alloc_host_arrays(e));
+    pw_kv_blocks_init(e);
+    PW_TRY(pw_pool_new(e->device, "engine persistent", &e->persistent));
+    PW_TRY(alloc_step_buffers(e));
+    PW_TRY(alloc_cache_and_rope(e));
+    PW_TRY(bind_params(e));
+    return pw_engine_init_op_env(e);
+}
+
+pw_status pw_engine_stage_inputs(pw_engine *e, int64_t n_tokens) {
+    size_t tok = (size_t)n_tokens * sizeof(int32_t);
+    PW_TRY(pw_stream_copy_h2d(e->stream, e->dev.input_ids, e->input_ids, tok));
+    PW_TRY(pw_stream_copy_h2d(e->stream, e->dev.positions, e->positions, tok));
+    PW_TRY(pw_stream_copy_h2d(e->stream, e->dev.slot_mapping, e->slot_mapping, tok));
+    PW_TRY(pw_stream_copy_h2d(e->stream, e->dev.token_seq, e->token_seq, tok));
+    if (!e->block_tables_dirty) return PW_OK;
+    e->block_tables_dirty = false;
+    return pw_stream_copy_h2d(e->stream, e->dev.block_tables, e->block_tables,
+                              (size_t)(e->cfg.max_num_seqs * e->blocks_per_seq) * sizeof(int32_t));
+}
