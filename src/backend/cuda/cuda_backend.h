@@ -17,6 +17,7 @@
 #define PW_CUDA_BACKEND_H
 
 #include "piecewise.h"
+#include "internal.h" /* PW_INTERNAL_API */
 
 #ifdef __cplusplus
 extern "C" {
@@ -37,12 +38,12 @@ const pw_cuda_kernel_impl *pw_cuda_kernel_for(const pw_kernel *k);
 /* Copies (asynchronous on s; the host side should be pinned memory from
  * pw_cuda_host_alloc for the copy to overlap). Refused during a capture:
  * per-step inputs are copied before the forward, outside captured regions. */
-pw_status pw_cuda_copy_to_device(pw_stream *s, void *dst, const void *src, size_t bytes);
+PW_INTERNAL_API pw_status pw_cuda_copy_to_device(pw_stream *s, void *dst, const void *src, size_t bytes);
 /* Waits for the copy, so the host buffer can be read on return. */
-pw_status pw_cuda_copy_to_host(pw_stream *s, void *dst, const void *src, size_t bytes);
+PW_INTERNAL_API pw_status pw_cuda_copy_to_host(pw_stream *s, void *dst, const void *src, size_t bytes);
 /* Device-to-device, asynchronous on s. */
 pw_status pw_cuda_copy_device(pw_stream *s, void *dst, const void *src, size_t bytes);
-pw_status pw_cuda_memset(pw_stream *s, void *dst, int value, size_t bytes);
+PW_INTERNAL_API pw_status pw_cuda_memset(pw_stream *s, void *dst, int value, size_t bytes);
 
 /* Pinned (page-locked) host memory for staging per-step inputs. */
 pw_status pw_cuda_host_alloc(size_t bytes, void **out);
