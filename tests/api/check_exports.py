@@ -12,7 +12,8 @@ libpiecewise exports for libpiecewise-llm only. Exported: `nm -D
   - piecewise/model.h is libpiecewise-llm's; piecewise.h, graph.h and
     runtime.h are libpiecewise's (the capture library needs no model code).
 
-Usage: check_exports.py --source DIR --nm NM capture=LIB.so llm=LIB.so
+Usage: check_exports.py --source DIR [--nm NM] [--not-built DIR ...]
+                        capture=LIB.so llm=LIB.so
 """
 import argparse
 import os
@@ -61,6 +62,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--source", required=True)
     ap.add_argument("--nm", default="nm")
+    ap.add_argument("--not-built", action="append", default=[], metavar="DIR",
+                    help="a src/ folder this build leaves out (e.g. src/backend/cuda): "
+                         "its PW_INTERNAL_API functions are not expected")
     ap.add_argument("libs", nargs=2, metavar="NAME=LIB")
     args = ap.parse_args()
     libs = dict(spec.split("=", 1) for spec in args.libs)
@@ -80,7 +84,10 @@ def main():
             for lineno, name in unmarked:
                 errors.append("include/%s:%d: %s is declared without PW_API" % (rel, lineno, name))
     internal = {}
+    skipped = [os.path.normpath(os.path.join(args.source, d)) for d in args.not_built]
     for dirpath, _, files in os.walk(os.path.join(args.source, "src")):
+        if any(os.path.normpath(dirpath).startswith(d) for d in skipped):
+            continue
         for f in sorted(files):
             if f.endswith(".h"):
                 path = os.path.join(dirpath, f)
