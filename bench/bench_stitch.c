@@ -5,6 +5,7 @@
 #include "bench.h"
 #include "cli.h"
 #include "graph/graph_internal.h"
+#include "pw_testing.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,6 +5,7 @@
  * toy ops, so when both succeed their results must agree. */
 #include "fuzz_common.h"
 #include "core/internal.h"
+#include "pw_testing.h"
 
 #include <math.h>
 

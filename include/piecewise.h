@@ -5,12 +5,18 @@
  * message with context (thread-local; see pw_last_error for exactly when it
  * is defined). User input never aborts the process.
  *
- * Layers (see docs/ARCHITECTURE.md):
+ * Documents cited as docs/NAME.md are installed with the headers, in
+ * <prefix>/share/doc/piecewise/docs/.
+ *
+ * Layers (see docs/ARCHITECTURE.md), in two libraries:
+ *   libpiecewise (the capture layer; this header, graph.h, runtime.h)
  *   core     status, logging, dtypes, tensors, values
  *   mem      caching pool with graph pools (stable addresses)
  *   backend  streams: eager launch, capture into a device graph, replay
  *   graph    IR, text format, splitter, stitching plan and C emission
  *   runtime  modes, batch descriptors, forward context, graph wrapper, dispatcher
+ *   libpiecewise-llm (links libpiecewise; model.h)
+ *   ops      op table, CPU and CUDA kernels
  *   model    GGUF, tokenizer, Llama graph, KV cache, engine
  */
 #ifndef PIECEWISE_H
@@ -20,6 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "piecewise/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -27,7 +35,7 @@ extern "C" {
 #define PW_VERSION_MAJOR 0
 #define PW_VERSION_MINOR 1
 #define PW_VERSION_PATCH 0
-const char *pw_version(void);
+PW_API const char *pw_version(void);
 
 /* ------------------------------------------------------------------------ */
 /* Status and errors                                                         */
@@ -52,7 +60,7 @@ typedef enum pw_status {
 } pw_status;
 
 /* Stable short name, e.g. "PW_ERR_PARSE". */
-const char *pw_status_name(pw_status s);
+PW_API const char *pw_status_name(pw_status s);
 /* The message of this thread's last failure.
  * - After a call returns a status other than PW_OK it describes that
  *   failure (never empty), with the context each layer added, until the
@@ -65,9 +73,9 @@ const char *pw_status_name(pw_status s);
  *   _release functions, pw_stream_abort_capture, ...) leave it as it is,
  *   so freeing things on an error path keeps the message of the error
  *   being returned. Logging and environment variables never touch it. */
-const char *pw_last_error(void);
+PW_API const char *pw_last_error(void);
 /* Empties the message (tests use it to check that a failure sets one). */
-void pw_clear_error(void);
+PW_API void pw_clear_error(void);
 
 /* ------------------------------------------------------------------------ */
 /* Logging: PW_LOG_LEVEL=error|warn|info|debug (default warn)                */
@@ -80,10 +88,10 @@ typedef enum pw_log_level {
     PW_LOG_DEBUG = 3
 } pw_log_level;
 
-pw_log_level pw_log_get_level(void);
-void pw_log_set_level(pw_log_level level);
+PW_API pw_log_level pw_log_get_level(void);
+PW_API void pw_log_set_level(pw_log_level level);
 /* Parses "error", "warn", "info", "debug". */
-pw_status pw_log_level_parse(const char *name, pw_log_level *out);
+PW_API pw_status pw_log_level_parse(const char *name, pw_log_level *out);
 
 /* ------------------------------------------------------------------------ */
 /* Dtypes and devices                                                        */
@@ -111,24 +119,24 @@ typedef enum pw_dtype {
     PW_DTYPE_COUNT_
 } pw_dtype;
 
-const char *pw_dtype_name(pw_dtype t);
+PW_API const char *pw_dtype_name(pw_dtype t);
 /* Elements per block (1 for plain types) and bytes per block. */
-int64_t pw_dtype_block_elems(pw_dtype t);
-int64_t pw_dtype_block_bytes(pw_dtype t);
+PW_API int64_t pw_dtype_block_elems(pw_dtype t);
+PW_API int64_t pw_dtype_block_bytes(pw_dtype t);
 /* Bytes for n elements (n must be a multiple of the block size). */
-int64_t pw_dtype_row_bytes(pw_dtype t, int64_t n);
+PW_API int64_t pw_dtype_row_bytes(pw_dtype t, int64_t n);
 
 typedef enum pw_device { PW_DEVICE_CPU = 0, PW_DEVICE_CUDA = 1 } pw_device;
-const char *pw_device_name(pw_device d);
-pw_status pw_device_parse(const char *name, pw_device *out);
+PW_API const char *pw_device_name(pw_device d);
+PW_API pw_status pw_device_parse(const char *name, pw_device *out);
 /* True if this build has the CUDA backend and a GPU is usable now. */
-bool pw_cuda_available(void);
+PW_API bool pw_cuda_available(void);
 /* Why pw_cuda_available() is false: "built without the CUDA backend" or
  * "no CUDA device" (with the runtime's reason); "" when it is true. */
-const char *pw_cuda_unavailable_reason(void);
+PW_API const char *pw_cuda_unavailable_reason(void);
 /* Threads the CPU kernels may use (matrix products); default 1. */
-void pw_set_num_threads(int n);
-int pw_get_num_threads(void);
+PW_API void pw_set_num_threads(int n);
+PW_API int pw_get_num_threads(void);
 
 /* ------------------------------------------------------------------------ */
 /* Caching pool                                                              */
@@ -155,31 +163,28 @@ typedef struct pw_pool_stats {
     size_t n_live_blocks;  /* blocks handed out and not yet freed */
 } pw_pool_stats;
 
-pw_status pw_pool_new(pw_device device, const char *name, pw_pool **out);
+PW_API pw_status pw_pool_new(pw_device device, const char *name, pw_pool **out);
 /* Frees every segment. Live blocks become invalid. Refused (the pool is
  * leaked and an error logged) if graphs still reference it. */
-void pw_pool_free(pw_pool *pool);
-pw_status pw_pool_alloc(pw_pool *pool, size_t bytes, void **out);
+PW_API void pw_pool_free(pw_pool *pool);
+PW_API pw_status pw_pool_alloc(pw_pool *pool, size_t bytes, void **out);
 /* Returns a block to the pool's cache. NULL is a no-op. Freeing a pointer
  * the pool did not hand out is PW_ERR_INVALID_ARG. */
-pw_status pw_pool_release(pw_pool *pool, void *ptr);
-void pw_pool_get_stats(const pw_pool *pool, pw_pool_stats *out);
-void pw_pool_reset_peak(pw_pool *pool);
+PW_API pw_status pw_pool_release(pw_pool *pool, void *ptr);
+PW_API void pw_pool_get_stats(const pw_pool *pool, pw_pool_stats *out);
+PW_API void pw_pool_reset_peak(pw_pool *pool);
 /* Returns wholly free segments to the device. During a capture into this
  * pool it is refused (PW_ERR_CAPTURE) unless defer is true, in which case
  * the trim runs when the capture ends. With live graphs on the pool it
  * releases nothing and returns PW_OK (*released = 0). */
-pw_status pw_pool_trim(pw_pool *pool, bool defer, size_t *released);
+PW_API pw_status pw_pool_trim(pw_pool *pool, bool defer, size_t *released);
 /* Suppress trims (e.g. the graph wrapper's gc_disable); calls nest. */
-void pw_pool_hold_trim(pw_pool *pool);
-void pw_pool_unhold_trim(pw_pool *pool);
-const char *pw_pool_name(const pw_pool *pool);
-pw_device pw_pool_device(const pw_pool *pool);
+PW_API void pw_pool_hold_trim(pw_pool *pool);
+PW_API void pw_pool_unhold_trim(pw_pool *pool);
+PW_API const char *pw_pool_name(const pw_pool *pool);
+PW_API pw_device pw_pool_device(const pw_pool *pool);
 /* Number of device graphs that still reference this pool. */
-int pw_pool_graph_refs(const pw_pool *pool);
-/* Test hook: make the n-th future device allocation (counting from 1) of
- * any pool fail; 0 disables. Used to prove out-of-memory paths. */
-void pw_pool_fail_nth_device_alloc(int64_t n);
+PW_API int pw_pool_graph_refs(const pw_pool *pool);
 /* Size granularity of blocks (alignment of every returned pointer). */
 #define PW_POOL_ALIGN 64
 
@@ -196,34 +201,34 @@ void pw_pool_fail_nth_device_alloc(int64_t n);
 typedef struct pw_tensor pw_tensor;
 
 /* Allocates storage from pool (contiguous, row-major). */
-pw_status pw_tensor_new(pw_pool *pool, pw_dtype dtype, int ndim, const int64_t *shape,
+PW_API pw_status pw_tensor_new(pw_pool *pool, pw_dtype dtype, int ndim, const int64_t *shape,
                         pw_tensor **out);
 /* Wraps memory the caller keeps alive (contiguous). */
-pw_status pw_tensor_wrap(void *data, pw_device device, pw_dtype dtype, int ndim,
+PW_API pw_status pw_tensor_wrap(void *data, pw_device device, pw_dtype dtype, int ndim,
                          const int64_t *shape, pw_tensor **out);
 /* A view of rows [start, end) along dim 0. Keeps the base alive. */
-pw_status pw_tensor_slice0(pw_tensor *base, int64_t start, int64_t end, pw_tensor **out);
+PW_API pw_status pw_tensor_slice0(pw_tensor *base, int64_t start, int64_t end, pw_tensor **out);
 /* A non-owning alias with the same data, shape and strides. It does not
  * keep the base alive: this is the graph wrapper's "weak ref" output. */
-pw_status pw_tensor_weak_alias(const pw_tensor *t, pw_tensor **out);
-pw_tensor *pw_tensor_retain(pw_tensor *t);
+PW_API pw_status pw_tensor_weak_alias(const pw_tensor *t, pw_tensor **out);
+PW_API pw_tensor *pw_tensor_retain(pw_tensor *t);
 /* Drops one reference; at zero, owned storage returns to its pool. */
-void pw_tensor_release(pw_tensor *t);
+PW_API void pw_tensor_release(pw_tensor *t);
 
-pw_dtype pw_tensor_dtype(const pw_tensor *t);
-int pw_tensor_ndim(const pw_tensor *t);
-int64_t pw_tensor_dim(const pw_tensor *t, int i);
-int64_t pw_tensor_stride(const pw_tensor *t, int i);
-int64_t pw_tensor_numel(const pw_tensor *t);
-size_t pw_tensor_nbytes(const pw_tensor *t); /* for contiguous tensors */
-void *pw_tensor_data(const pw_tensor *t);
-pw_device pw_tensor_device(const pw_tensor *t);
-bool pw_tensor_is_contiguous(const pw_tensor *t);
-bool pw_tensor_owns_storage(const pw_tensor *t);
-pw_pool *pw_tensor_pool(const pw_tensor *t); /* NULL if borrowed */
-int pw_tensor_refcount(const pw_tensor *t);
+PW_API pw_dtype pw_tensor_dtype(const pw_tensor *t);
+PW_API int pw_tensor_ndim(const pw_tensor *t);
+PW_API int64_t pw_tensor_dim(const pw_tensor *t, int i);
+PW_API int64_t pw_tensor_stride(const pw_tensor *t, int i);
+PW_API int64_t pw_tensor_numel(const pw_tensor *t);
+PW_API size_t pw_tensor_nbytes(const pw_tensor *t); /* for contiguous tensors */
+PW_API void *pw_tensor_data(const pw_tensor *t);
+PW_API pw_device pw_tensor_device(const pw_tensor *t);
+PW_API bool pw_tensor_is_contiguous(const pw_tensor *t);
+PW_API bool pw_tensor_owns_storage(const pw_tensor *t);
+PW_API pw_pool *pw_tensor_pool(const pw_tensor *t); /* NULL if borrowed */
+PW_API int pw_tensor_refcount(const pw_tensor *t);
 /* "f32[8, 64]" into buf; returns buf. */
-const char *pw_tensor_describe(const pw_tensor *t, char *buf, size_t cap);
+PW_API const char *pw_tensor_describe(const pw_tensor *t, char *buf, size_t cap);
 
 /* ------------------------------------------------------------------------ */
 /* Values: what runnables, pieces and the stitching plan pass around         */
@@ -261,18 +266,18 @@ static inline pw_value pw_value_int(int64_t i) { pw_value v; v.kind = PW_VAL_INT
 static inline pw_value pw_value_float(double f) { pw_value v; v.kind = PW_VAL_FLOAT; v.as.f = f; return v; }
 
 /* A new tuple of n items, each a NONE value, with one reference. */
-pw_status pw_tuple_new(int n, pw_tuple **out);
-int pw_tuple_size(const pw_tuple *t);
+PW_API pw_status pw_tuple_new(int n, pw_tuple **out);
+PW_API int pw_tuple_size(const pw_tuple *t);
 /* Borrowed view of item i. */
-pw_value pw_tuple_get(const pw_tuple *t, int i);
+PW_API pw_value pw_tuple_get(const pw_tuple *t, int i);
 /* Stores v, taking over the caller's reference; the old item is released. */
-void pw_tuple_set(pw_tuple *t, int i, pw_value v);
-pw_tuple *pw_tuple_retain(pw_tuple *t);
-void pw_tuple_release(pw_tuple *t);
+PW_API void pw_tuple_set(pw_tuple *t, int i, pw_value v);
+PW_API pw_tuple *pw_tuple_retain(pw_tuple *t);
+PW_API void pw_tuple_release(pw_tuple *t);
 static inline pw_value pw_value_tuple(pw_tuple *t) { pw_value v; v.kind = PW_VAL_TUPLE; v.as.tuple = t; return v; }
 
-pw_value pw_value_retain(pw_value v);
-void pw_value_release(pw_value v);
+PW_API pw_value pw_value_retain(pw_value v);
+PW_API void pw_value_release(pw_value v);
 
 /* A callable: what a graph wrapper wraps, what the stitching plan calls
  * through its submodule table, what a user plugs in. On success *out holds
@@ -312,29 +317,29 @@ typedef struct pw_graph pw_graph;
 /* Largest argument block for one launch. */
 #define PW_MAX_KERNEL_ARG_BYTES 512
 
-pw_status pw_stream_new(pw_device device, pw_stream **out);
-void pw_stream_free(pw_stream *s);
-pw_device pw_stream_device(const pw_stream *s);
+PW_API pw_status pw_stream_new(pw_device device, pw_stream **out);
+PW_API void pw_stream_free(pw_stream *s);
+PW_API pw_device pw_stream_device(const pw_stream *s);
 
 /* Eager: runs the kernel now. Capturing: records it (no execution). */
-pw_status pw_launch(pw_stream *s, const pw_kernel *k, const void *args, size_t argbytes);
+PW_API pw_status pw_launch(pw_stream *s, const pw_kernel *k, const void *args, size_t argbytes);
 /* Waits for all work. During a capture it is an error that invalidates
  * the capture. */
-pw_status pw_stream_synchronize(pw_stream *s);
+PW_API pw_status pw_stream_synchronize(pw_stream *s);
 
 /* Starts recording launches on s. Allocations from any pool other than
  * `pool` on this thread fail while the capture is open; a nested capture
  * fails. */
-pw_status pw_stream_begin_capture(pw_stream *s, pw_pool *pool);
+PW_API pw_status pw_stream_begin_capture(pw_stream *s, pw_pool *pool);
 /* Ends the capture. If an illegal call happened during it, returns that
  * error (with the call named) and frees everything the capture made. */
-pw_status pw_stream_end_capture(pw_stream *s, pw_graph **out);
+PW_API pw_status pw_stream_end_capture(pw_stream *s, pw_graph **out);
 /* Abandons an open capture (for error paths): no graph, nothing leaked. */
-void pw_stream_abort_capture(pw_stream *s);
-bool pw_stream_is_capturing(const pw_stream *s);
+PW_API void pw_stream_abort_capture(pw_stream *s);
+PW_API bool pw_stream_is_capturing(const pw_stream *s);
 /* The capture open on this thread, or NULL. */
-pw_stream *pw_capturing_stream(void);
-pw_pool *pw_capture_pool(void);
+PW_API pw_stream *pw_capturing_stream(void);
+PW_API pw_pool *pw_capture_pool(void);
 
 /* Copies and memset on a stream, ordered with its launches. "Device"
  * memory is memory of the stream's device (from a pool of that device);
@@ -354,10 +359,10 @@ pw_pool *pw_capture_pool(void);
  * NULL pointer with bytes > 0, overlapping d2d ranges, a memset value
  * outside 0..255, or (CUDA) a pointer on the wrong side (e.g. a host
  * pointer as the device destination of h2d). */
-pw_status pw_stream_copy_h2d(pw_stream *s, void *dst, const void *src, size_t bytes);
-pw_status pw_stream_copy_d2h(pw_stream *s, void *dst, const void *src, size_t bytes);
-pw_status pw_stream_copy_d2d(pw_stream *s, void *dst, const void *src, size_t bytes);
-pw_status pw_stream_memset(pw_stream *s, void *dst, int value, size_t bytes);
+PW_API pw_status pw_stream_copy_h2d(pw_stream *s, void *dst, const void *src, size_t bytes);
+PW_API pw_status pw_stream_copy_d2h(pw_stream *s, void *dst, const void *src, size_t bytes);
+PW_API pw_status pw_stream_copy_d2d(pw_stream *s, void *dst, const void *src, size_t bytes);
+PW_API pw_status pw_stream_memset(pw_stream *s, void *dst, int value, size_t bytes);
 
 /* What a device's backend can do, so that callers need not branch on the
  * device itself. */
@@ -375,20 +380,20 @@ typedef struct pw_device_caps {
 /* True when `device` can be used now (backend built in and a device
  * present); otherwise false with *reason (if reason is not NULL) saying
  * why, e.g. "built without the CUDA backend". CPU is always available. */
-bool pw_device_available(pw_device device, const char **reason);
+PW_API bool pw_device_available(pw_device device, const char **reason);
 /* Capabilities of an available device; PW_ERR_UNSUPPORTED with the reason
  * when it is not available, PW_ERR_INVALID_ARG for NULL out or an unknown
  * device. */
-pw_status pw_device_get_caps(pw_device device, pw_device_caps *out);
+PW_API pw_status pw_device_get_caps(pw_device device, pw_device_caps *out);
 
 /* Runs every recorded launch in order. No allocation, no lookups. */
-pw_status pw_graph_replay(pw_graph *g, pw_stream *s);
-void pw_graph_free(pw_graph *g);
-size_t pw_graph_num_launches(const pw_graph *g);
+PW_API pw_status pw_graph_replay(pw_graph *g, pw_stream *s);
+PW_API void pw_graph_free(pw_graph *g);
+PW_API size_t pw_graph_num_launches(const pw_graph *g);
 /* Launch i of the recording: kernel, argument bytes. For verification. */
-pw_status pw_graph_launch_at(const pw_graph *g, size_t i, const pw_kernel **kernel,
+PW_API pw_status pw_graph_launch_at(const pw_graph *g, size_t i, const pw_kernel **kernel,
                              const void **args, size_t *argbytes);
-pw_pool *pw_graph_pool(const pw_graph *g);
+PW_API pw_pool *pw_graph_pool(const pw_graph *g);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
-# Installs the built project into a scratch prefix and builds a tiny program
-# against it twice: through pkg-config and through the CMake package.
+# Installs the built project into a scratch prefix and builds two programs
+# against it, each through pkg-config and through the CMake package, shared
+# and static:
+#   capture  the capture layer only (libpiecewise): must not need
+#            libpiecewise-llm or BLAS;
+#   llm      the model layer (libpiecewise-llm, which brings libpiecewise):
+#            a model error read back through pw_last_error, which lives in
+#            libpiecewise, so both libraries share one error slot.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=$(cd "${1:-build}" && pwd)
@@ -8,8 +14,10 @@ prefix=$(mktemp -d)
 work=$(mktemp -d)
 trap 'rm -rf "$prefix" "$work"' EXIT
 cmake --install "$build" --prefix "$prefix" >/dev/null
+libdir=$prefix/lib
+[ -d "$libdir" ] || libdir=$prefix/lib64
 
-cat > "$work/main.c" <<'C'
+cat > "$work/capture.c" <<'C'
 #include <piecewise.h>
 #include <stdio.h>
 static void twice(const void *p) { float *x = *(float *const *)p; *x *= 2; }
@@ -25,19 +33,70 @@ int main(void) {
     return v == 4 ? 0 : 1;
 }
 C
-export PKG_CONFIG_PATH="$prefix/lib/pkgconfig:$prefix/lib64/pkgconfig"
-cc -std=c11 "$work/main.c" $(pkg-config --cflags --libs --static piecewise) -o "$work/via_pc"
-LD_LIBRARY_PATH="$prefix/lib:$prefix/lib64" "$work/via_pc"
+cat > "$work/llm.c" <<'C'
+#include <piecewise.h>
+#include <stdio.h>
+#include <string.h>
+int main(void) {
+    pw_model *m = NULL;
+    pw_engine_config cfg;
+    pw_engine_config_init(&cfg);
+    pw_set_num_threads(2);
+    pw_status st = pw_model_load("/nonexistent/model.gguf", &m);
+    if (st != PW_ERR_IO || m != NULL || !strstr(pw_last_error(), "/nonexistent/model.gguf")) {
+        fprintf(stderr, "unexpected: %s: %s\n", pw_status_name(st), pw_last_error());
+        return 1;
+    }
+    printf("piecewise-llm %s: %s (%d threads)\n", pw_version(), pw_status_name(st),
+           pw_get_num_threads());
+    return pw_get_num_threads() == 2 ? 0 : 1;
+}
+C
+
+export PKG_CONFIG_PATH="$libdir/pkgconfig"
+export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+# The capture-only program must not load the LLM library or BLAS.
+check_capture_only() {
+  if readelf -d "$1" | grep -E 'NEEDED.*(piecewise-llm|blas)'; then
+    echo "FAIL: $1 needs the LLM library or BLAS" >&2
+    exit 1
+  fi
+}
+
+for prog in capture llm; do
+  pc=piecewise; [ "$prog" = llm ] && pc=piecewise-llm
+  # pkg-config, shared libraries
+  cc -std=c11 "$work/$prog.c" $(pkg-config --cflags --libs "$pc") -o "$work/${prog}_pc"
+  "$work/${prog}_pc"
+  # pkg-config, static libraries (the archives named instead of -l)
+  libs=$(pkg-config --static --libs "$pc" \
+         | sed -e "s#-lpiecewise-llm\\b#$libdir/libpiecewise-llm.a#" -e "s#-lpiecewise\\b#$libdir/libpiecewise.a#")
+  cc -std=c11 "$work/$prog.c" $(pkg-config --cflags "$pc") $libs -o "$work/${prog}_pc_static"
+  "$work/${prog}_pc_static"
+done
+check_capture_only "$work/capture_pc"
+check_capture_only "$work/capture_pc_static"
 
 mkdir -p "$work/cm"
 cat > "$work/cm/CMakeLists.txt" <<'C'
 cmake_minimum_required(VERSION 3.25)
 project(consumer C)
 find_package(piecewise REQUIRED)
-add_executable(consumer ../main.c)
-target_link_libraries(consumer PRIVATE piecewise::piecewise)
+add_executable(capture ../capture.c)
+target_link_libraries(capture PRIVATE piecewise::piecewise)
+add_executable(capture_static ../capture.c)
+target_link_libraries(capture_static PRIVATE piecewise::piecewise_static)
+add_executable(llm ../llm.c)
+target_link_libraries(llm PRIVATE piecewise::llm)
+add_executable(llm_static ../llm.c)
+target_link_libraries(llm_static PRIVATE piecewise::llm_static)
 C
 cmake -S "$work/cm" -B "$work/cm/build" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$work/cm/build" >/dev/null
-LD_LIBRARY_PATH="$prefix/lib:$prefix/lib64" "$work/cm/build/consumer"
-echo "consumer check passed (pkg-config and CMake package)"
+for exe in capture capture_static llm llm_static; do
+  "$work/cm/build/$exe"
+done
+check_capture_only "$work/cm/build/capture"
+check_capture_only "$work/cm/build/capture_static"
+echo "consumer check passed (piecewise and piecewise-llm; pkg-config and CMake; shared and static)"

@@ -1,19 +1,24 @@
-/* piecewise public API: graph layer. Included by piecewise.h; do not include directly.
+/* piecewise public API: graph layer. Included by piecewise.h; may be included alone.
  *
  *   IR        an FX-like graph (pw_ir) with a C builder, validation, a text
  *             format (docs/graph-format.md) and DOT output
  *   split     cut a graph at splitting ops (attention) into a stitching
- *             graph plus subgraphs (DESIGN §2.7)
- *   plan      stitching code generation (DESIGN §2.8, docs/codegen.md): one
+ *             graph plus subgraphs
+ *   plan      stitching code generation (docs/codegen.md): one
  *             liveness analysis, three forms: a plan interpreter, C source,
  *             and that C compiled at run time (native)
  *
  * Strings returned through char **out are allocated with malloc; the caller
  * frees them with free(). */
+/* piecewise.h first, outside the guard: it includes every layer header in
+ * order, this one included, so whichever header comes first the
+ * declarations appear lowest layer first. */
+#include "piecewise.h"
+
 #ifndef PIECEWISE_GRAPH_H
 #define PIECEWISE_GRAPH_H
 
-#include "piecewise.h"
+#include "piecewise/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,7 +43,7 @@ typedef enum pw_ir_node_kind {
 } pw_ir_node_kind;
 
 /* "placeholder", "call_function", ... */
-const char *pw_ir_node_kind_name(pw_ir_node_kind k);
+PW_API const char *pw_ir_node_kind_name(pw_ir_node_kind k);
 
 typedef enum pw_ir_arg_kind {
     PW_IR_ARG_NODE = 0, /* reference to an earlier node of the same graph */
@@ -108,73 +113,74 @@ typedef struct pw_ir_type {
 #define PW_IR_MAX_NAME 256
 
 /* name: an identifier ([A-Za-z_][A-Za-z0-9_]*). */
-pw_status pw_ir_new(const char *name, pw_ir **out);
-void pw_ir_free(pw_ir *g);
-const char *pw_ir_name(const pw_ir *g);
+PW_API pw_status pw_ir_new(const char *name, pw_ir **out);
+PW_API void pw_ir_free(pw_ir *g);
+PW_API const char *pw_ir_name(const pw_ir *g);
 
 /* Every builder returns the new node's index through *out (may be NULL).
  * Node names are identifiers, unique within the graph. Targets of
  * call_function may contain dots ("vllm.unified_attention"). Node
  * references must name existing nodes (PW_ERR_INVALID_ARG otherwise). */
-pw_status pw_ir_add_placeholder(pw_ir *g, const char *name, int *out);
-pw_status pw_ir_add_call_function(pw_ir *g, const char *name, const char *target,
-                                  const pw_ir_arg *args, int nargs, const pw_ir_kwarg *kwargs,
-                                  int nkwargs, int *out);
-pw_status pw_ir_add_call_module(pw_ir *g, const char *name, const char *target,
-                                const pw_ir_arg *args, int nargs, const pw_ir_kwarg *kwargs,
-                                int nkwargs, int *out);
-pw_status pw_ir_add_getitem(pw_ir *g, const char *name, int src_node, int64_t index, int *out);
+PW_API pw_status pw_ir_add_placeholder(pw_ir *g, const char *name, int *out);
+PW_API pw_status pw_ir_add_call_function(pw_ir *g, const char *name, const char *target,
+                                         const pw_ir_arg *args, int nargs,
+                                         const pw_ir_kwarg *kwargs, int nkwargs, int *out);
+PW_API pw_status pw_ir_add_call_module(pw_ir *g, const char *name, const char *target,
+                                       const pw_ir_arg *args, int nargs,
+                                       const pw_ir_kwarg *kwargs, int nkwargs, int *out);
+PW_API pw_status pw_ir_add_getitem(pw_ir *g, const char *name, int src_node, int64_t index,
+                                   int *out);
 /* Adds the output node (named "output", or output_1, ... if taken). Once. */
-pw_status pw_ir_set_output(pw_ir *g, pw_ir_arg value, int *out);
-pw_status pw_ir_set_node_type(pw_ir *g, int node, const pw_ir_type *type);
+PW_API pw_status pw_ir_set_output(pw_ir *g, pw_ir_arg value, int *out);
+PW_API pw_status pw_ir_set_node_type(pw_ir *g, int node, const pw_ir_type *type);
 /* A full-line comment printed just before the next node added (or before
  * the end of the graph). text excludes the leading '#'. */
-pw_status pw_ir_add_comment(pw_ir *g, const char *text);
+PW_API pw_status pw_ir_add_comment(pw_ir *g, const char *text);
 
 /* Submodules. pw_ir_add_subgraph takes ownership of sub (also on failure);
  * its name must be unique among g's subgraphs. */
-pw_status pw_ir_add_subgraph(pw_ir *g, pw_ir *sub);
-int pw_ir_num_subgraphs(const pw_ir *g);
-const pw_ir *pw_ir_subgraph(const pw_ir *g, int i);
+PW_API pw_status pw_ir_add_subgraph(pw_ir *g, pw_ir *sub);
+PW_API int pw_ir_num_subgraphs(const pw_ir *g);
+PW_API const pw_ir *pw_ir_subgraph(const pw_ir *g, int i);
 /* NULL if there is none of that name. */
-const pw_ir *pw_ir_find_subgraph(const pw_ir *g, const char *name);
+PW_API const pw_ir *pw_ir_find_subgraph(const pw_ir *g, const char *name);
 /* A splitting subgraph is one the splitter made around splitting ops. */
-bool pw_ir_is_splitting(const pw_ir *g);
-void pw_ir_set_splitting(pw_ir *g, bool splitting);
+PW_API bool pw_ir_is_splitting(const pw_ir *g);
+PW_API void pw_ir_set_splitting(pw_ir *g, bool splitting);
 
 /* Deep copy, subgraphs included. */
-pw_status pw_ir_clone(const pw_ir *g, pw_ir **out);
+PW_API pw_status pw_ir_clone(const pw_ir *g, pw_ir **out);
 
 /* ------------------------------------------------------------------------ */
 /* IR: reading                                                               */
 /* ------------------------------------------------------------------------ */
 
-int pw_ir_num_nodes(const pw_ir *g);
-pw_ir_node_kind pw_ir_node_kind_of(const pw_ir *g, int node);
-const char *pw_ir_node_name(const pw_ir *g, int node);
+PW_API int pw_ir_num_nodes(const pw_ir *g);
+PW_API pw_ir_node_kind pw_ir_node_kind_of(const pw_ir *g, int node);
+PW_API const char *pw_ir_node_name(const pw_ir *g, int node);
 /* call_function / call_module target; NULL for other kinds. */
-const char *pw_ir_node_target(const pw_ir *g, int node);
-int pw_ir_node_num_args(const pw_ir *g, int node);
-const pw_ir_arg *pw_ir_node_arg(const pw_ir *g, int node, int i);
-int pw_ir_node_num_kwargs(const pw_ir *g, int node);
-const pw_ir_kwarg *pw_ir_node_kwarg(const pw_ir *g, int node, int i);
+PW_API const char *pw_ir_node_target(const pw_ir *g, int node);
+PW_API int pw_ir_node_num_args(const pw_ir *g, int node);
+PW_API const pw_ir_arg *pw_ir_node_arg(const pw_ir *g, int node, int i);
+PW_API int pw_ir_node_num_kwargs(const pw_ir *g, int node);
+PW_API const pw_ir_kwarg *pw_ir_node_kwarg(const pw_ir *g, int node, int i);
 /* Distinct nodes that reference this node, in graph order. */
-int pw_ir_node_num_users(const pw_ir *g, int node);
-int pw_ir_node_user(const pw_ir *g, int node, int i);
-const pw_ir_type *pw_ir_node_type(const pw_ir *g, int node);
+PW_API int pw_ir_node_num_users(const pw_ir *g, int node);
+PW_API int pw_ir_node_user(const pw_ir *g, int node, int i);
+PW_API const pw_ir_type *pw_ir_node_type(const pw_ir *g, int node);
 /* 1-based source line if the graph was parsed, else 0. */
-int pw_ir_node_line(const pw_ir *g, int node);
+PW_API int pw_ir_node_line(const pw_ir *g, int node);
 /* -1 if absent. */
-int pw_ir_find_node(const pw_ir *g, const char *name);
-int pw_ir_output_node(const pw_ir *g);
-int pw_ir_num_placeholders(const pw_ir *g);
+PW_API int pw_ir_find_node(const pw_ir *g, const char *name);
+PW_API int pw_ir_output_node(const pw_ir *g);
+PW_API int pw_ir_num_placeholders(const pw_ir *g);
 
 /* Checks the graph and its subgraphs: exactly one output, last; getitem
  * sources are nodes that can be tuples (not constants, not tensor- or
  * sym-typed nodes) and indices are integers; call_module arity matches the
  * subgraph's placeholders where the target is a subgraph. Errors name the
  * graph, the node and (for parsed graphs) the line. */
-pw_status pw_ir_validate(const pw_ir *g);
+PW_API pw_status pw_ir_validate(const pw_ir *g);
 
 /* ------------------------------------------------------------------------ */
 /* Text format (docs/graph-format.md)                                        */
@@ -185,17 +191,17 @@ pw_status pw_ir_validate(const pw_ir *g);
  * PW_ERR_PARSE with "line L:C". Meaning is pw_ir_validate's to check (so a
  * graph that is well-formed text but invalid can still be read and
  * reported on). len may be (size_t)-1 for a NUL-terminated text. */
-pw_status pw_ir_parse(const char *text, size_t len, pw_ir **out);
-pw_status pw_ir_parse_file(const char *path, pw_ir **out);
+PW_API pw_status pw_ir_parse(const char *text, size_t len, pw_ir **out);
+PW_API pw_status pw_ir_parse_file(const char *path, pw_ir **out);
 /* Canonical text. print(parse(print(g))) == print(g), and a canonically
  * formatted document (comments included) prints back byte for byte. */
-pw_status pw_ir_print(const pw_ir *g, char **out);
+PW_API pw_status pw_ir_print(const pw_ir *g, char **out);
 /* Graphviz. Subgraphs become clusters; call_module nodes point at them;
  * splitting subgraphs and their ops are highlighted. */
-pw_status pw_ir_to_dot(const pw_ir *g, char **out);
+PW_API pw_status pw_ir_to_dot(const pw_ir *g, char **out);
 
 /* ------------------------------------------------------------------------ */
-/* Splitter (DESIGN §2.7)                                                    */
+/* Splitter                                                                  */
 /* ------------------------------------------------------------------------ */
 
 /* split_ops[0..n_split_ops) names the splitting ops: a call_function splits
@@ -215,16 +221,17 @@ pw_status pw_ir_to_dot(const pw_ir *g, char **out);
  * splitting ones. A subgraph with
  * several values used later returns a tuple; with one, that value; with none,
  * an empty tuple. */
-pw_status pw_split(const pw_ir *g, const char *const *split_ops, int n_split_ops, pw_ir **out);
+PW_API pw_status pw_split(const pw_ir *g, const char *const *split_ops, int n_split_ops,
+                          pw_ir **out);
 
 /* Refuses a split graph whose splitting subgraphs return values that later
- * nodes read (a splitting op that allocates its own output, DESIGN §2.4):
- * such a graph cannot be replayed piecewise. PW_ERR_UNSUPPORTED naming the
- * subgraph, the op and the reader. */
-pw_status pw_check_split_for_replay(const pw_ir *split);
+ * nodes read (a splitting op that allocates its own output, whose address
+ * would change from one replay to the next): such a graph cannot be replayed
+ * piecewise. PW_ERR_UNSUPPORTED naming the subgraph, the op and the reader. */
+PW_API pw_status pw_check_split_for_replay(const pw_ir *split);
 
 /* ------------------------------------------------------------------------ */
-/* Stitching plan (DESIGN §2.8, docs/codegen.md)                             */
+/* Stitching plan (docs/codegen.md)                                          */
 /* ------------------------------------------------------------------------ */
 
 typedef struct pw_plan pw_plan;
@@ -243,7 +250,7 @@ typedef struct pw_plan_options {
     const char *function_name;
 } pw_plan_options;
 
-/* Runtime conventions (same for the plan, the native function and pw_ir_run):
+/* Runtime conventions (same for the plan and the native function):
  *  - a callable gets its positional arguments, then its keyword values in
  *    order; arguments are borrowed; constants are pw_values (strings borrowed
  *    from the plan, lists/tuples as plan-owned pw_tuples);
@@ -255,29 +262,23 @@ typedef struct pw_plan_options {
  *  - *out receives a new reference (parameters and constants in the output
  *    are retained);
  *  - on error everything the run owns is released and *out is NONE. */
-pw_status pw_plan_build(const pw_ir *stitch, const pw_plan_options *opts, pw_plan **out);
-void pw_plan_free(pw_plan *p);
-int pw_plan_num_params(const pw_plan *p);
+PW_API pw_status pw_plan_build(const pw_ir *stitch, const pw_plan_options *opts, pw_plan **out);
+PW_API void pw_plan_free(pw_plan *p);
+PW_API int pw_plan_num_params(const pw_plan *p);
 /* Every call_module target in first-seen order (inlined ones included, like
  * the seed); the submodule table passed to run is indexed the same way and
  * entries of inlined targets are ignored (may be {NULL}). */
-int pw_plan_num_submodules(const pw_plan *p);
-const char *pw_plan_submodule_name(const pw_plan *p, int i);
-bool pw_plan_submodule_inlined(const pw_plan *p, int i);
+PW_API int pw_plan_num_submodules(const pw_plan *p);
+PW_API const char *pw_plan_submodule_name(const pw_plan *p, int i);
+PW_API bool pw_plan_submodule_inlined(const pw_plan *p, int i);
 /* Nodes the function executes: calls, getitems, tuple builds (after inlining). */
-int pw_plan_num_nodes(const pw_plan *p);
-pw_status pw_plan_run(const pw_plan *p, const pw_callable *submods, int nsub,
-                      const pw_value *args, int nargs, pw_value *out);
+PW_API int pw_plan_num_nodes(const pw_plan *p);
+PW_API pw_status pw_plan_run(const pw_plan *p, const pw_callable *submods, int nsub,
+                             const pw_value *args, int nargs, pw_value *out);
 /* Disassembly: one instruction per line with the node it comes from. */
-pw_status pw_plan_print(const pw_plan *p, char **out);
+PW_API pw_status pw_plan_print(const pw_plan *p, char **out);
 /* Self-contained C source of the same function (see docs/codegen.md). */
-pw_status pw_plan_emit_c(const pw_plan *p, char **out);
-
-/* Reference evaluator: walks the IR directly (subgraphs recursively), holds
- * every value until the end. Same conventions and submodule indexing as the
- * plan; an oracle for tests. */
-pw_status pw_ir_run(const pw_ir *stitch, const pw_plan_options *opts, const pw_callable *submods,
-                    int nsub, const pw_value *args, int nargs, pw_value *out);
+PW_API pw_status pw_plan_emit_c(const pw_plan *p, char **out);
 
 /* ------------------------------------------------------------------------ */
 /* Native: the emitted C compiled at run time                                */
@@ -289,11 +290,11 @@ pw_status pw_ir_run(const pw_ir *stitch, const pw_plan_options *opts, const pw_c
  * plan (still PW_OK; pw_native_is_compiled says which). The plan must
  * outlive the native function. */
 typedef struct pw_native pw_native;
-pw_status pw_native_compile(const pw_plan *plan, pw_native **out);
-void pw_native_free(pw_native *n);
-bool pw_native_is_compiled(const pw_native *n);
-pw_status pw_native_run(const pw_native *n, const pw_callable *submods, int nsub,
-                        const pw_value *args, int nargs, pw_value *out);
+PW_API pw_status pw_native_compile(const pw_plan *plan, pw_native **out);
+PW_API void pw_native_free(pw_native *n);
+PW_API bool pw_native_is_compiled(const pw_native *n);
+PW_API pw_status pw_native_run(const pw_native *n, const pw_callable *submods, int nsub,
+                               const pw_value *args, int nargs, pw_value *out);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,4 @@
-/* piecewise public API: model layer. Included by piecewise.h; do not include directly.
+/* piecewise public API: model layer. Included by piecewise.h; may be included alone.
  *
  *   model   a Llama-family model from a GGUF file: hyperparameters, weights
  *           (dequantized to f32 where no kernel takes the stored type),
@@ -6,10 +6,15 @@
  *   engine  several requests at once: paged KV cache, chunked prefill mixed
  *           with decode, the dispatcher padding each batch to a capture
  *           size, graphs captured at start-up, sampling */
+/* piecewise.h first, outside the guard: it includes every layer header in
+ * order, this one included, so whichever header comes first the
+ * declarations appear lowest layer first. */
+#include "piecewise.h"
+
 #ifndef PIECEWISE_MODEL_H
 #define PIECEWISE_MODEL_H
 
-#include "piecewise.h"
+#include "piecewise/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -41,24 +46,24 @@ typedef struct pw_model_info {
 
 /* Maps the file, checks the architecture and every tensor's shape, and
  * prepares the weights and the tokenizer. Errors name the file and field. */
-pw_status pw_model_load(const char *path, pw_model **out);
-void pw_model_free(pw_model *m);
-const pw_model_info *pw_model_get_info(const pw_model *m);
+PW_API pw_status pw_model_load(const char *path, pw_model **out);
+PW_API void pw_model_free(pw_model *m);
+PW_API const pw_model_info *pw_model_get_info(const pw_model *m);
 
 /* The forward pass as an IR graph with a symbolic token count: placeholders
  * input_ids then every weight; the output is the logits [s0, vocab]. */
-pw_status pw_model_build_ir(const pw_model *m, pw_ir **out);
+PW_API pw_status pw_model_build_ir(const pw_model *m, pw_ir **out);
 
 /* Tokenizer from the GGUF metadata. *ids is malloc'ed; free() it. */
-pw_status pw_model_tokenize(const pw_model *m, const char *text, bool add_bos, int32_t **ids,
-                            int64_t *n);
+PW_API pw_status pw_model_tokenize(const pw_model *m, const char *text, bool add_bos, int32_t **ids,
+                                   int64_t *n);
 /* The text of one token, for streaming (byte tokens give their byte). The
  * pointer stays valid until the next call on this thread. */
-const char *pw_model_token_text(const pw_model *m, int32_t prev, int32_t token);
-int32_t pw_model_bos(const pw_model *m);
-int32_t pw_model_eos(const pw_model *m);
+PW_API const char *pw_model_token_text(const pw_model *m, int32_t prev, int32_t token);
+PW_API int32_t pw_model_bos(const pw_model *m);
+PW_API int32_t pw_model_eos(const pw_model *m);
 /* EOS and the other end-of-generation tokens (e.g. <|im_end|>). */
-bool pw_model_is_end_of_generation(const pw_model *m, int32_t token);
+PW_API bool pw_model_is_end_of_generation(const pw_model *m, int32_t token);
 
 /* Chat templates (tokenizer.chat_template): the chatml family (SmolLM2,
  * with the template's default system prompt) and llama2 [INST]. Others are
@@ -68,17 +73,17 @@ typedef struct pw_chat_message {
     const char *content;
 } pw_chat_message;
 
-bool pw_model_has_chat_template(const pw_model *m);
+PW_API bool pw_model_has_chat_template(const pw_model *m);
 /* The conversation as prompt text (*out malloc'ed; free() it), ending with
  * the assistant's turn opener when add_generation_prompt. */
-pw_status pw_model_apply_chat_template(const pw_model *m, const pw_chat_message *msgs, int n,
-                                       bool add_generation_prompt, char **out);
+PW_API pw_status pw_model_apply_chat_template(const pw_model *m, const pw_chat_message *msgs, int n,
+                                              bool add_generation_prompt, char **out);
 /* The text that follows an assistant answer to add the next user turn:
  * closes the answer (unless it ended with its end-of-turn token,
  * answer_closed) and opens the assistant's reply. For multi-turn chat that
  * keeps the KV cache. */
-pw_status pw_model_chat_next_turn(const pw_model *m, const char *user, bool answer_closed,
-                                  char **out);
+PW_API pw_status pw_model_chat_next_turn(const pw_model *m, const char *user, bool answer_closed,
+                                         char **out);
 
 /* ------------------------------------------------------------------------ */
 /* Engine                                                                    */
@@ -109,7 +114,7 @@ typedef struct pw_engine_config {
     bool print_capture_totals;      /* one totals line on stderr after capture (default true) */
 } pw_engine_config;
 
-void pw_engine_config_init(pw_engine_config *cfg);
+PW_API void pw_engine_config_init(pw_engine_config *cfg);
 
 typedef struct pw_engine_stats {
     int64_t steps;
@@ -129,14 +134,14 @@ typedef struct pw_engine_stats {
 /* Compiles the model (graph, split, stitching plan, one PIECEWISE wrapper
  * per piece and a FULL wrapper around the forward), builds the KV cache,
  * and captures every descriptor the dispatcher lists. */
-pw_status pw_engine_new(pw_model *m, const pw_engine_config *cfg, pw_engine **out);
-void pw_engine_free(pw_engine *e);
+PW_API pw_status pw_engine_new(pw_model *m, const pw_engine_config *cfg, pw_engine **out);
+PW_API void pw_engine_free(pw_engine *e);
 
 /* Queues a request. The prompt must be non-empty and, with max_new_tokens,
  * fit in max_model_len. *id (may be NULL) identifies it. */
-pw_status pw_engine_add_request(pw_engine *e, const int32_t *prompt, int64_t n_prompt,
-                                int64_t max_new_tokens, const pw_sampling_params *sp,
-                                int64_t *id);
+PW_API pw_status pw_engine_add_request(pw_engine *e, const int32_t *prompt, int64_t n_prompt,
+                                       int64_t max_new_tokens, const pw_sampling_params *sp,
+                                       int64_t *id);
 
 typedef struct pw_step_token {
     int64_t request;
@@ -147,28 +152,28 @@ typedef struct pw_step_token {
 /* Runs one step: schedules decode tokens and prefill chunks, dispatches,
  * runs the forward, samples. *tokens (borrowed until the next step) lists
  * the tokens generated in this step. */
-pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_tokens);
-bool pw_engine_has_work(const pw_engine *e);
+PW_API pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_tokens);
+PW_API bool pw_engine_has_work(const pw_engine *e);
 /* Generated tokens so far (borrowed). */
-pw_status pw_engine_request_output(const pw_engine *e, int64_t id, const int32_t **tokens,
-                                   int64_t *n);
+PW_API pw_status pw_engine_request_output(const pw_engine *e, int64_t id, const int32_t **tokens,
+                                          int64_t *n);
 /* Removes a finished request and frees its KV blocks. */
-pw_status pw_engine_release_request(pw_engine *e, int64_t id);
+PW_API pw_status pw_engine_release_request(pw_engine *e, int64_t id);
 /* Stops a request whether or not it has finished, and releases it. */
-pw_status pw_engine_cancel_request(pw_engine *e, int64_t id);
+PW_API pw_status pw_engine_cancel_request(pw_engine *e, int64_t id);
 /* Appends tokens to a finished request's context and lets it generate
  * again, reusing its KV cache (multi-turn chat). */
-pw_status pw_engine_continue_request(pw_engine *e, int64_t id, const int32_t *tokens,
-                                     int64_t n, int64_t max_new_tokens);
-void pw_engine_get_stats(const pw_engine *e, pw_engine_stats *out);
-void pw_engine_reset_stats(pw_engine *e);
+PW_API pw_status pw_engine_continue_request(pw_engine *e, int64_t id, const int32_t *tokens,
+                                            int64_t n, int64_t max_new_tokens);
+PW_API void pw_engine_get_stats(const pw_engine *e, pw_engine_stats *out);
+PW_API void pw_engine_reset_stats(pw_engine *e);
 /* The logits of the last step for request id's last token (borrowed, vocab
  * floats), for tests that compare modes. */
-pw_status pw_engine_last_logits(const pw_engine *e, int64_t id, const float **logits);
-const pw_dispatcher *pw_engine_dispatcher(const pw_engine *e);
+PW_API pw_status pw_engine_last_logits(const pw_engine *e, int64_t id, const float **logits);
+PW_API const pw_dispatcher *pw_engine_dispatcher(const pw_engine *e);
 /* The compiled stitching plan and split graph (borrowed). */
-const pw_plan *pw_engine_plan(const pw_engine *e);
-const pw_ir *pw_engine_split_graph(const pw_engine *e);
+PW_API const pw_plan *pw_engine_plan(const pw_engine *e);
+PW_API const pw_ir *pw_engine_split_graph(const pw_engine *e);
 
 #ifdef __cplusplus
 }

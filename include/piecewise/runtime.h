@@ -1,13 +1,18 @@
-/* piecewise public API: runtime layer. Included by piecewise.h; do not include directly.
+/* piecewise public API: runtime layer. Included by piecewise.h; may be included alone.
  *
  * Runtime modes, batch descriptors, the thread-local forward context, the
  * graph wrapper (capture once per descriptor, replay afterwards), the
  * dispatcher (which descriptor and mode a step runs with) and the capture
  * driver. Semantics: docs/runtime.md. */
+/* piecewise.h first, outside the guard: it includes every layer header in
+ * order, this one included, so whichever header comes first the
+ * declarations appear lowest layer first. */
+#include "piecewise.h"
+
 #ifndef PIECEWISE_RUNTIME_H
 #define PIECEWISE_RUNTIME_H
 
-#include "piecewise.h"
+#include "piecewise/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -27,9 +32,9 @@ typedef enum pw_runtime_mode {
 } pw_runtime_mode;
 
 /* "NONE", "PIECEWISE", "FULL" ("?" for out-of-range values). */
-const char *pw_runtime_mode_name(pw_runtime_mode m);
+PW_API const char *pw_runtime_mode_name(pw_runtime_mode m);
 /* Case-insensitive; unknown names are PW_ERR_PARSE. */
-pw_status pw_runtime_mode_parse(const char *name, pw_runtime_mode *out);
+PW_API pw_status pw_runtime_mode_parse(const char *name, pw_runtime_mode *out);
 
 /* What the user configures. The composite modes pick a runtime mode per
  * batch kind: uniform decode batches use the decode mode, all others the
@@ -46,14 +51,14 @@ typedef enum pw_graph_mode {
 #define PW_GRAPH_MODE_DEFAULT PW_GRAPH_FULL_AND_PIECEWISE
 
 /* "NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE". */
-const char *pw_graph_mode_name(pw_graph_mode m);
+PW_API const char *pw_graph_mode_name(pw_graph_mode m);
 /* Case-insensitive; unknown names are PW_ERR_PARSE. */
-pw_status pw_graph_mode_parse(const char *name, pw_graph_mode *out);
+PW_API pw_status pw_graph_mode_parse(const char *name, pw_graph_mode *out);
 /* Runtime mode used for uniform decode batches / for all other batches. */
-pw_runtime_mode pw_graph_mode_decode_mode(pw_graph_mode m);
-pw_runtime_mode pw_graph_mode_mixed_mode(pw_graph_mode m);
+PW_API pw_runtime_mode pw_graph_mode_decode_mode(pw_graph_mode m);
+PW_API pw_runtime_mode pw_graph_mode_mixed_mode(pw_graph_mode m);
 /* True if either the decode or the mixed mode is rm. */
-bool pw_graph_mode_uses(pw_graph_mode m, pw_runtime_mode rm);
+PW_API bool pw_graph_mode_uses(pw_graph_mode m, pw_runtime_mode rm);
 
 /* ------------------------------------------------------------------------ */
 /* Batch descriptor: the key of a captured graph                             */
@@ -80,14 +85,14 @@ static inline pw_batch_desc pw_batch_desc_make(int64_t num_tokens, int64_t num_r
     return d;
 }
 
-uint64_t pw_batch_desc_hash(const pw_batch_desc *d);
-bool pw_batch_desc_equal(const pw_batch_desc *a, const pw_batch_desc *b);
+PW_API uint64_t pw_batch_desc_hash(const pw_batch_desc *d);
+PW_API bool pw_batch_desc_equal(const pw_batch_desc *a, const pw_batch_desc *b);
 /* The PIECEWISE key: num_reqs unset and uniform false, because pieces do
  * not depend on them. num_tokens and has_lora are kept. */
-pw_batch_desc pw_batch_desc_relax_for_piecewise(pw_batch_desc d);
+PW_API pw_batch_desc pw_batch_desc_relax_for_piecewise(pw_batch_desc d);
 /* "(num_tokens=8, num_reqs=unset, uniform=false, has_lora=false)" into
  * buf (truncated to cap); returns buf. */
-const char *pw_batch_desc_format(const pw_batch_desc *d, char *buf, size_t cap);
+PW_API const char *pw_batch_desc_format(const pw_batch_desc *d, char *buf, size_t cap);
 
 /* ------------------------------------------------------------------------ */
 /* Forward context (thread-local, nests)                                     */
@@ -104,14 +109,14 @@ typedef struct pw_forward_context {
 /* Makes a copy of ctx the current context on this thread; the previous one
  * comes back at the matching pop. Deeper than PW_FORWARD_CONTEXT_MAX_DEPTH
  * or an invalid mode is an error. */
-pw_status pw_forward_context_push(const pw_forward_context *ctx);
+PW_API pw_status pw_forward_context_push(const pw_forward_context *ctx);
 /* PW_ERR_STATE if nothing is pushed. */
-pw_status pw_forward_context_pop(void);
+PW_API pw_status pw_forward_context_pop(void);
 /* The current context (valid until the matching pop); PW_ERR_STATE with
  * *out = NULL if none is set. */
-pw_status pw_forward_context_get(const pw_forward_context **out);
-bool pw_forward_context_is_set(void);
-int pw_forward_context_depth(void);
+PW_API pw_status pw_forward_context_get(const pw_forward_context **out);
+PW_API bool pw_forward_context_is_set(void);
+PW_API int pw_forward_context_depth(void);
 
 /* ------------------------------------------------------------------------ */
 /* Capture phase                                                             */
@@ -121,9 +126,9 @@ int pw_forward_context_depth(void);
  * (the engine's capture phase). Calls nest; end without begin is a no-op
  * that returns PW_ERR_STATE. A wrapper asked to capture outside the phase
  * fails with PW_ERR_CAPTURE. */
-void pw_capture_phase_begin(void);
-pw_status pw_capture_phase_end(void);
-bool pw_capture_phase_active(void);
+PW_API void pw_capture_phase_begin(void);
+PW_API pw_status pw_capture_phase_end(void);
+PW_API bool pw_capture_phase_active(void);
 
 /* ------------------------------------------------------------------------ */
 /* Graph wrapper                                                             */
@@ -157,7 +162,7 @@ typedef struct pw_wrapper_options {
     void *perturb_user;
 } pw_wrapper_options;
 
-void pw_wrapper_options_init(pw_wrapper_options *opts);
+PW_API void pw_wrapper_options_init(pw_wrapper_options *opts);
 
 typedef struct pw_wrapper_counters {
     uint64_t graphs_captured;    /* captures that produced a kept graph */
@@ -169,11 +174,11 @@ typedef struct pw_wrapper_counters {
 /* mode must be PIECEWISE or FULL. stream is where the runnable launches and
  * where graphs replay; graph_pool is the shared pool captures allocate
  * from. Both are borrowed and must outlive the wrapper. opts may be NULL. */
-pw_status pw_graph_wrapper_new(pw_callable runnable, pw_runtime_mode mode, pw_stream *stream,
-                               pw_pool *graph_pool, const pw_wrapper_options *opts,
-                               pw_graph_wrapper **out);
+PW_API pw_status pw_graph_wrapper_new(pw_callable runnable, pw_runtime_mode mode, pw_stream *stream,
+                                      pw_pool *graph_pool, const pw_wrapper_options *opts,
+                                      pw_graph_wrapper **out);
 /* Frees every graph of the wrapper and the wrapper. NULL is a no-op. */
-void pw_graph_wrapper_free(pw_graph_wrapper *w);
+PW_API void pw_graph_wrapper_free(pw_graph_wrapper *w);
 
 /* Reads the forward context (PW_ERR_STATE if none) and then:
  *  - context mode NONE or not the wrapper's mode: calls the runnable;
@@ -182,34 +187,34 @@ void pw_graph_wrapper_free(pw_graph_wrapper *w);
  *  - otherwise: replays, and returns new references to the same output
  *    tensors as every previous replay of that descriptor.
  * On success *out holds a new reference. */
-pw_status pw_graph_wrapper_call(pw_graph_wrapper *w, const pw_value *args, int nargs,
-                                pw_value *out);
+PW_API pw_status pw_graph_wrapper_call(pw_graph_wrapper *w, const pw_value *args, int nargs,
+                                       pw_value *out);
 /* The wrapper as a callable (user = w), so wrappers nest and plug into
  * anything that takes a pw_callable. */
-pw_callable pw_graph_wrapper_as_callable(pw_graph_wrapper *w);
+PW_API pw_callable pw_graph_wrapper_as_callable(pw_graph_wrapper *w);
 /* The wrapped runnable (the seed's unwrap). */
-pw_callable pw_graph_wrapper_runnable(const pw_graph_wrapper *w);
-pw_runtime_mode pw_graph_wrapper_mode(const pw_graph_wrapper *w);
-const char *pw_graph_wrapper_name(const pw_graph_wrapper *w);
+PW_API pw_callable pw_graph_wrapper_runnable(const pw_graph_wrapper *w);
+PW_API pw_runtime_mode pw_graph_wrapper_mode(const pw_graph_wrapper *w);
+PW_API const char *pw_graph_wrapper_name(const pw_graph_wrapper *w);
 /* Number of descriptors with a captured graph. */
-size_t pw_graph_wrapper_num_graphs(const pw_graph_wrapper *w);
+PW_API size_t pw_graph_wrapper_num_graphs(const pw_graph_wrapper *w);
 /* The graph captured for desc; PW_ERR_NOT_FOUND if none. Borrowed. */
-pw_status pw_graph_wrapper_graph(const pw_graph_wrapper *w, const pw_batch_desc *desc,
-                                 pw_graph **out);
-void pw_graph_wrapper_get_counters(const pw_graph_wrapper *w, pw_wrapper_counters *out);
+PW_API pw_status pw_graph_wrapper_graph(const pw_graph_wrapper *w, const pw_batch_desc *desc,
+                                        pw_graph **out);
+PW_API void pw_graph_wrapper_get_counters(const pw_graph_wrapper *w, pw_wrapper_counters *out);
 /* Frees every graph (and kept output alias) of this wrapper; the next call
  * for a descriptor captures again. Refused (PW_ERR_STATE) while the
  * wrapper is in the middle of its own capture. */
-pw_status pw_graph_wrapper_clear(pw_graph_wrapper *w);
+PW_API pw_status pw_graph_wrapper_clear(pw_graph_wrapper *w);
 /* pw_graph_wrapper_clear on every live wrapper (e.g. before re-capture).
  * Returns the first error; clears the others regardless. */
-pw_status pw_graph_wrappers_clear_all(void);
+PW_API pw_status pw_graph_wrappers_clear_all(void);
 /* Number of live wrappers (all threads). */
-size_t pw_graph_wrappers_count(void);
+PW_API size_t pw_graph_wrappers_count(void);
 
 /* Totals over all wrappers since start or the last reset. */
-void pw_counters_get(pw_wrapper_counters *out);
-void pw_counters_reset(void);
+PW_API void pw_counters_get(pw_wrapper_counters *out);
+PW_API void pw_counters_reset(void);
 
 /* ------------------------------------------------------------------------ */
 /* Dispatcher                                                                */
@@ -239,7 +244,7 @@ typedef struct pw_dispatcher_config {
 
 /* mode = PW_GRAPH_MODE_DEFAULT, max_num_seqs = 256,
  * max_num_batched_tokens = 8192, default sizes, no LoRA. */
-void pw_dispatcher_config_init(pw_dispatcher_config *cfg);
+PW_API void pw_dispatcher_config_init(pw_dispatcher_config *cfg);
 
 /* One descriptor to capture and the mode to capture it in. */
 typedef struct pw_capture_item {
@@ -247,8 +252,8 @@ typedef struct pw_capture_item {
     pw_batch_desc desc;
 } pw_capture_item;
 
-pw_status pw_dispatcher_new(const pw_dispatcher_config *cfg, pw_dispatcher **out);
-void pw_dispatcher_free(pw_dispatcher *d);
+PW_API pw_status pw_dispatcher_new(const pw_dispatcher_config *cfg, pw_dispatcher **out);
+PW_API void pw_dispatcher_free(pw_dispatcher *d);
 
 /* Picks the mode and descriptor of a step:
  *  - graphs off or num_tokens > max capture size: NONE with the exact,
@@ -258,17 +263,17 @@ void pw_dispatcher_free(pw_dispatcher *d);
  *    the relaxed key (FULL if the mixed mode is FULL, else PIECEWISE), and
  *    fall back to NONE with the exact descriptor.
  * num_tokens < 1 is PW_ERR_INVALID_ARG. No allocation, no locks. */
-pw_status pw_dispatch(const pw_dispatcher *d, int64_t num_tokens, bool uniform_decode,
-                      bool has_lora, pw_runtime_mode *mode, pw_batch_desc *desc);
-pw_graph_mode pw_dispatcher_graph_mode(const pw_dispatcher *d);
+PW_API pw_status pw_dispatch(const pw_dispatcher *d, int64_t num_tokens, bool uniform_decode,
+                             bool has_lora, pw_runtime_mode *mode, pw_batch_desc *desc);
+PW_API pw_graph_mode pw_dispatcher_graph_mode(const pw_dispatcher *d);
 /* Sorted ascending; borrowed. */
-const int64_t *pw_dispatcher_capture_sizes(const pw_dispatcher *d, int *n);
-int64_t pw_dispatcher_max_capture_size(const pw_dispatcher *d);
+PW_API const int64_t *pw_dispatcher_capture_sizes(const pw_dispatcher *d, int *n);
+PW_API int64_t pw_dispatcher_max_capture_size(const pw_dispatcher *d);
 /* Smallest capture size >= n, or -1 if n < 1 or n > the maximum. */
-int64_t pw_dispatcher_padded_size(const pw_dispatcher *d, int64_t n);
+PW_API int64_t pw_dispatcher_padded_size(const pw_dispatcher *d, int64_t n);
 /* The descriptors to capture: PIECEWISE first, then FULL, each largest
  * first. Borrowed; *n is the count. */
-const pw_capture_item *pw_dispatcher_capture_list(const pw_dispatcher *d, size_t *n);
+PW_API const pw_capture_item *pw_dispatcher_capture_list(const pw_dispatcher *d, size_t *n);
 
 /* ------------------------------------------------------------------------ */
 /* Capture driver                                                            */
@@ -293,7 +298,7 @@ typedef struct pw_capture_options {
 } pw_capture_options;
 
 /* warmups = 1, progress AUTO, no pool, totals printed. */
-void pw_capture_options_init(pw_capture_options *opts);
+PW_API void pw_capture_options_init(pw_capture_options *opts);
 
 #define PW_CAPTURE_SUMMARY_CAP 128
 
@@ -311,8 +316,8 @@ typedef struct pw_capture_report {
  * descriptor's mode inside the capture phase, so the wrappers capture.
  * Stops at the first error, with the descriptor in the message. opts and
  * out may be NULL. */
-pw_status pw_capture_all(const pw_dispatcher *d, pw_forward_fn fwd, void *user,
-                         const pw_capture_options *opts, pw_capture_report *out);
+PW_API pw_status pw_capture_all(const pw_dispatcher *d, pw_forward_fn fwd, void *user,
+                                const pw_capture_options *opts, pw_capture_report *out);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,5 @@
 #include "internal.h"
+#include "pw_testing.h"
 
 #include <stdatomic.h>
 #include <string.h>

@@ -101,9 +101,4 @@ void pw_ir_format_float(double f, char *buf, size_t cap);
 /* Is target one of the ops (exact, or its last dotted component)? */
 bool pw_ir_target_matches(const char *target, const char *const *ops, int n);
 
-/* A Llama-like graph with `layers` layers in the "attention writes into a
- * buffer" style of the seed, built with the public builder. For tests and
- * the stitching benchmark. */
-pw_status pw_ir_synthetic_llama(int layers, pw_ir **out);
-
 #endif

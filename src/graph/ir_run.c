@@ -2,6 +2,7 @@
  * subgraphs recursively, keeping every value until the graph returns. It
  * shares no code with the plan, which makes it a useful oracle. */
 #include "graph_internal.h"
+#include "pw_testing.h"
 
 typedef struct eval_ctx {
     const pw_ir *root;

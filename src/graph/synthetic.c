@@ -1,7 +1,9 @@
-/* A synthetic Llama-like graph for tests and the stitching benchmark. It
- * follows the seed's example: weights are placeholders, attention writes
- * into a buffer made by the piece before it and returns nothing. */
+/* A synthetic Llama-like graph for tests and the stitching benchmark
+ * (declared in pw_testing.h). It follows the seed's example: weights are
+ * placeholders, attention writes into a buffer made by the piece before it
+ * and returns nothing; built with the public builder. */
 #include "graph_internal.h"
+#include "pw_testing.h"
 
 #define SYN_HIDDEN 64
 

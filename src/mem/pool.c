@@ -10,6 +10,7 @@
  * into. While any reference exists, trim releases nothing, so no address a
  * graph recorded can be unmapped or handed to another pool. */
 #include "mem/pool_internal.h"
+#include "pw_testing.h"
 
 #include <stdatomic.h>
 #include <string.h>

@@ -4,6 +4,7 @@
 #define PW_TEST_UTIL_H
 
 #include "piecewise.h"
+#include "pw_testing.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -16,6 +16,7 @@
 #define PW_CUDA_BACKEND_H
 
 #include "piecewise.h"
+#include "internal.h" /* PW_INTERNAL_API */
 
 #ifdef __cplusplus
 extern "C" {

@@ -16,7 +16,7 @@ struct pw_cuda_stream_ctx {
 };
 
 /* PW_OK, or PW_ERR_CUDA naming the call that failed and CUDA's message. */
-pw_status pw_cuda_check(cudaError_t err, const char *call);
+PW_INTERNAL_API pw_status pw_cuda_check(cudaError_t err, const char *call);
 #define PW_CUDA_TRY(call) PW_TRY(pw_cuda_check((call), #call))
 
 #ifdef __cplusplus
