@@ -30,9 +30,6 @@ typedef struct stitch_rt {
 typedef pw_status (*stitch_fn)(const stitch_rt *rt, const pw_callable *fn, const pw_callable *sub,
                                const pw_value *k, const pw_value *p, pw_value *out);
 
-pw_status pw_plan_getitem(pw_value src, int64_t index, const char *node, pw_value *out);
-pw_status pw_plan_check_call(const pw_plan *p, const pw_callable *submods, int nsub, int nargs);
-
 static pw_status rt_tuple(int n, const pw_value *items, pw_value *out) {
     pw_tuple *t;
     pw_status s = pw_tuple_new(n, &t);
