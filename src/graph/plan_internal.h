@@ -7,6 +7,7 @@
 
 #include "graph_internal.h"
 #include "plan_opcodes.h"
+#include "tensor.h"
 
 /* One operation of the lowered program, before register allocation: what
  * liveness analyses and the C emitter prints. Temporaries are numbered per
@@ -84,6 +85,23 @@ pw_status pw_plan_analyse(pw_plan *p);
 pw_status pw_plan_assign_registers(pw_plan *p);
 
 /* ---- shared by the interpreter (plan_run.c) and the native function ---------------------- */
+
+/* Reference counting on the hot path: tensors are counted inline (the
+ * layout is the library's own, tensor.h); only a last release, and tuples,
+ * go through the core functions. Scalars and strings are not counted. The
+ * native function gets these through its runtime table (native.c). */
+static inline void pw_plan_value_retain(pw_value v) {
+    if (v.kind == PW_VAL_TENSOR) v.as.tensor->refcount++;
+    else if (v.kind == PW_VAL_TUPLE) pw_tuple_retain(v.as.tuple);
+}
+static inline void pw_plan_value_release(pw_value v) {
+    if (v.kind == PW_VAL_TENSOR) {
+        if (v.as.tensor->refcount > 1) v.as.tensor->refcount--;
+        else pw_tensor_release(v.as.tensor);
+    } else if (v.kind == PW_VAL_TUPLE) {
+        pw_tuple_release(v.as.tuple);
+    }
+}
 
 /* getitem with its checks (tuple, index in range); retains the item. */
 pw_status pw_plan_getitem(pw_value src, int64_t index, const char *node, pw_value *out);

@@ -1,26 +1,9 @@
 /* The plan interpreter: one dispatch loop over the instructions of
  * plan_opcodes.h. */
 #include "plan_internal.h"
-#include "tensor.h"
 
 /* Registers kept on the C stack during a run; larger frames are allocated. */
 #define PW_PLAN_STACK_TEMPS 64
-
-/* Reference counting on the hot path: tensors are counted inline (the
- * layout is the library's own, tensor.h); only a last release, and tuples,
- * go through the core functions. Scalars and strings are not counted. */
-static inline void value_retain(pw_value v) {
-    if (v.kind == PW_VAL_TENSOR) v.as.tensor->refcount++;
-    else if (v.kind == PW_VAL_TUPLE) pw_tuple_retain(v.as.tuple);
-}
-static inline void value_release(pw_value v) {
-    if (v.kind == PW_VAL_TENSOR) {
-        if (v.as.tensor->refcount > 1) v.as.tensor->refcount--;
-        else pw_tensor_release(v.as.tensor);
-    } else if (v.kind == PW_VAL_TUPLE) {
-        pw_tuple_release(v.as.tuple);
-    }
-}
 
 static const char *value_kind_name(pw_value_kind k) {
     static const char *const names[] = {"none", "tensor", "tuple", "int", "float", "bool", "string"};
@@ -38,7 +21,7 @@ pw_status pw_plan_getitem(pw_value src, int64_t index, const char *node, pw_valu
         return pw_error(PW_ERR_INVALID_ARG, "stitching: node %s: index %lld out of range for a "
                         "tuple of %d", node, (long long)index, n);
     *out = pw_tuple_get(src.as.tuple, (int)i);
-    value_retain(*out);
+    pw_plan_value_retain(*out);
     return PW_OK;
 }
 
@@ -65,7 +48,7 @@ static inline pw_status run_tuple(const pw_instr *ip, const uint32_t *opnds, con
         uint32_t w = o[j];
         pw_value v = V(w);
         if (w & PW_OPND_MOVE) T[PW_OPND_INDEX(w)] = pw_value_none();
-        else value_retain(v);
+        else pw_plan_value_retain(v);
         pw_tuple_set(t, j, v);
     }
     T[ip->a] = pw_value_tuple(t);
@@ -74,7 +57,7 @@ static inline pw_status run_tuple(const pw_instr *ip, const uint32_t *opnds, con
 
 /* Releases what the registers still hold (nothing after a clean run). */
 static void release_frame(pw_value *T, int ntemps, const pw_value *stack_temps) {
-    for (int i = 0; i < ntemps; i++) value_release(T[i]);
+    for (int i = 0; i < ntemps; i++) pw_plan_value_release(T[i]);
     if (T != stack_temps) pw_host_free(T);
 }
 
@@ -125,14 +108,14 @@ pw_status pw_plan_run(const pw_plan *p, const pw_callable *submods, int nsub, co
             if (PW_UNLIKELY(s != PW_OK)) goto fail;
             break;
         case PW_OP_FREE:
-            value_release(T[ip->a]);
+            pw_plan_value_release(T[ip->a]);
             T[ip->a] = pw_value_none();
             break;
         case PW_OP_RETURN: {
             uint32_t w = ip->b;
             *out = V(w);
             if (w & PW_OPND_MOVE) T[PW_OPND_INDEX(w)] = pw_value_none();
-            else value_retain(*out);
+            else pw_plan_value_retain(*out);
             release_frame(T, p->ntemps, stack_temps); /* all NONE unless a bug */
             return PW_OK;
         }
