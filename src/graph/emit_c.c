@@ -106,11 +106,16 @@ static void emit_opnd(emitter *e, uint32_t w) {
     }
 }
 
+/* A release of every value alive now, on one line. */
+static void emit_release_live(emitter *e) {
+    for (int v = 0; v < e->p->nvalues; v++)
+        if (e->live[v]) pw_sb_printf(&e->sb, "PW_RELEASE(%s); ", e->local[v]);
+}
+
 /* Releases every value alive now, then returns `ret`. */
 static void emit_cleanup(emitter *e, const char *ret) {
     pw_sb_puts(&e->sb, "{ ");
-    for (int v = 0; v < e->p->nvalues; v++)
-        if (e->live[v]) pw_sb_printf(&e->sb, "PW_RELEASE(%s); ", e->local[v]);
+    emit_release_live(e);
     pw_sb_printf(&e->sb, "return %s; }\n", ret);
 }
 
@@ -132,6 +137,32 @@ static void emit_opnd_array(emitter *e, const uint32_t *o, int n) {
     pw_sb_puts(&e->sb, "}");
 }
 
+/* CALL or CALLSUB: a call through the bound ops or the submodule table. */
+static void emit_call(emitter *e, const pw_flat_op *op, const uint32_t *o) {
+    const pw_plan *p = e->p;
+    pw_sb *sb = &e->sb;
+    bool sub = op->op == PW_OP_CALLSUB;
+    const char *table = sub ? "sub" : "fn";
+    pw_sb_printf(sb, "    /* %s = %s(...) */\n", p->names[op->name] + 1,
+                 sub ? p->submod_names[op->fn] : p->fn_targets[op->fn]);
+    if (sub) {
+        pw_sb_printf(sb, "    if (!sub[%d].fn) { ", op->fn);
+        emit_release_live(e);
+        pw_sb_printf(sb, "return rt->no_submodule(%d, GRAPH, ", op->fn);
+        emit_name_literal(e, op->name);
+        pw_sb_puts(sb, "); }\n");
+    }
+    pw_sb_printf(sb, "    pw_value %s;\n", e->local[op->dst]);
+    pw_sb_printf(sb, "    st = %s[%d].fn(%s[%d].user, ", table, op->fn, table, op->fn);
+    emit_opnd_array(e, o, op->n);
+    pw_sb_printf(sb, ", %d, &%s);\n", op->n, e->local[op->dst]);
+    pw_sb_puts(sb, "    if (PW_FAILED(st)) { ");
+    emit_release_live(e);
+    pw_sb_puts(sb, "return rt->failed(st, GRAPH, ");
+    emit_name_literal(e, op->name);
+    pw_sb_puts(sb, "); }\n");
+}
+
 static void emit_op(emitter *e, const pw_flat_op *op) {
     const pw_plan *p = e->p;
     pw_sb *sb = &e->sb;
@@ -139,31 +170,9 @@ static void emit_op(emitter *e, const pw_flat_op *op) {
     const uint32_t *o = p->fopnds ? p->fopnds + op->first : NULL;
     switch ((pw_opcode)op->op) {
     case PW_OP_CALL:
-    case PW_OP_CALLSUB: {
-        bool sub = op->op == PW_OP_CALLSUB;
-        const char *table = sub ? "sub" : "fn";
-        pw_sb_printf(sb, "    /* %s = %s(...) */\n", p->names[op->name] + 1,
-                     sub ? p->submod_names[op->fn] : p->fn_targets[op->fn]);
-        if (sub) {
-            pw_sb_printf(sb, "    if (!sub[%d].fn) { ", op->fn);
-            for (int v = 0; v < p->nvalues; v++)
-                if (e->live[v]) pw_sb_printf(sb, "PW_RELEASE(%s); ", e->local[v]);
-            pw_sb_printf(sb, "return rt->no_submodule(%d, GRAPH, ", op->fn);
-            emit_name_literal(e, op->name);
-            pw_sb_puts(sb, "); }\n");
-        }
-        pw_sb_printf(sb, "    pw_value %s;\n", e->local[op->dst]);
-        pw_sb_printf(sb, "    st = %s[%d].fn(%s[%d].user, ", table, op->fn, table, op->fn);
-        emit_opnd_array(e, o, op->n);
-        pw_sb_printf(sb, ", %d, &%s);\n", op->n, e->local[op->dst]);
-        pw_sb_puts(sb, "    if (PW_FAILED(st)) { ");
-        for (int v = 0; v < p->nvalues; v++)
-            if (e->live[v]) pw_sb_printf(sb, "PW_RELEASE(%s); ", e->local[v]);
-        pw_sb_puts(sb, "return rt->failed(st, GRAPH, ");
-        emit_name_literal(e, op->name);
-        pw_sb_puts(sb, "); }\n");
+    case PW_OP_CALLSUB:
+        emit_call(e, op, o);
         break;
-    }
     case PW_OP_GETITEM:
         pw_sb_printf(sb, "    pw_value %s;\n    st = rt->getitem(", e->local[op->dst]);
         emit_opnd(e, op->src);
