@@ -2,6 +2,7 @@
  * system C compiler into a shared object, loaded with dlopen and called
  * directly. Without a working compiler it falls back to the plan. */
 #include "plan_internal.h"
+#include "gen_abi.h" /* after piecewise.h: the runtime table only */
 #include "pw_config.h"
 
 #include <ctype.h>
@@ -11,29 +12,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* The emitted prelude declares these layouts itself; keep them in step. */
-_Static_assert(sizeof(pw_value) == 16 && offsetof(pw_value, as) == 8, "pw_value layout");
-_Static_assert(sizeof(pw_callable) == 3 * sizeof(void *) && offsetof(pw_callable, user) == sizeof(void *),
-               "pw_callable layout");
-_Static_assert(PW_VAL_NONE == 0 && PW_VAL_TENSOR == 1 && PW_VAL_TUPLE == 2 && PW_VAL_STRING == 6,
-               "pw_value_kind numbering");
-_Static_assert(PW_OK == 0, "PW_OK is 0");
+/* The runtime table of the generated function (gen_abi.h). Reference
+ * counts change here, with the interpreter's fast path, and nowhere in the
+ * generated code. */
+static pw_value rt_retain(pw_value v) {
+    pw_plan_value_retain(v);
+    return v;
+}
 
-/* Mirrors pw_stitch_rt in the emitted prelude (emit_c.c). */
-typedef struct stitch_rt {
-    pw_value (*retain)(pw_value v);
-    void (*release)(pw_value v);
-    pw_status (*getitem)(pw_value src, int64_t index, const char *node, pw_value *out);
-    pw_status (*tuple)(int n, const pw_value *items, pw_value *out);
-    pw_status (*failed)(pw_status s, const char *graph, const char *node);
-    pw_status (*no_submodule)(int index, const char *graph, const char *node);
-} stitch_rt;
-
-typedef pw_status (*stitch_fn)(const stitch_rt *rt, const pw_callable *fn, const pw_callable *sub,
-                               const pw_value *k, const pw_value *p, pw_value *out);
-
-pw_status pw_plan_getitem(pw_value src, int64_t index, const char *node, pw_value *out);
-pw_status pw_plan_check_call(const pw_plan *p, const pw_callable *submods, int nsub, int nargs);
+static void rt_release(pw_value v) { pw_plan_value_release(v); }
 
 static pw_status rt_tuple(int n, const pw_value *items, pw_value *out) {
     pw_tuple *t;
@@ -57,13 +44,13 @@ static pw_status rt_no_submodule(int index, const char *graph, const char *node)
                     node, index);
 }
 
-static const stitch_rt runtime = {pw_value_retain, pw_value_release, pw_plan_getitem, rt_tuple, rt_failed,
-                                  rt_no_submodule};
+static const pw_stitch_rt runtime = {rt_retain, rt_release, pw_plan_getitem, rt_tuple, rt_failed,
+                                     rt_no_submodule};
 
 struct pw_native {
     const pw_plan *plan;
     void *handle;
-    stitch_fn fn;
+    pw_stitch_fn fn;
 };
 
 /* A compiler command, possibly with flags ("gcc -m64"). It goes to the shell
@@ -89,6 +76,16 @@ static bool valid_tmpdir(const char *v) {
     struct stat st;
     return v[0] == '/' && strlen(v) < PW_TMPDIR_MAX && !strchr(v, '\'') && stat(v, &st) == 0 &&
            S_ISDIR(st.st_mode);
+}
+
+/* The function is straight-line code run once per call. Past a few
+ * hundred nodes fetching it costs more than its instructions (measured
+ * with bench stitch: -Os beat -O2 at 80 layers, lost at 8), so large
+ * plans are compiled for size. */
+#define PW_NATIVE_SIZE_OPT_NODES 300
+
+static const char *optimization(const pw_plan *plan) {
+    return plan->nnodes > PW_NATIVE_SIZE_OPT_NODES ? "-Os" : "-O2";
 }
 
 static bool write_file(const char *path, const char *text) {
@@ -129,7 +126,8 @@ static bool compile_and_load(const pw_plan *plan, const char *source, pw_native 
     } else {
         pw_sb cmd = {0};
         /* CC may carry flags ("gcc -m64"), so it goes to the shell unquoted */
-        pw_sb_printf(&cmd, "%s -O2 -shared -fPIC -o '%s' '%s' 2>'%s' >&2", compiler(), so, src, log);
+        pw_sb_printf(&cmd, "%s %s -shared -fPIC -o '%s' '%s' 2>'%s' >&2", compiler(), optimization(plan), so,
+                     src, log);
         char *line = NULL;
         if (pw_sb_finish(&cmd, &line) != PW_OK) {
             snprintf(why, cap, "out of memory");
