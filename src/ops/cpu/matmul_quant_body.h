@@ -214,13 +214,30 @@ MQ_INLINE mq_wprep mq_wprep_make(const uint8_t *blk, pw_dtype type) {
     } else {
         /* Low nibbles are elements 0-15, high nibbles 16-31. */
         const uint8_t *qs = blk + (type == PW_Q4_1 ? 4 : 2);
-        __m128i raw = _mm_loadu_si128((const __m128i *)qs);
-        __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
+        __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+        both = _mm256_srlv_epi64(both, _mm256_setr_epi64x(0, 0, 4, 4));
         p.w = _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
         if (type == PW_Q4_0) p.w = _mm256_sub_epi8(p.w, _mm256_set1_epi8(8));
     }
     p.u = type == PW_Q4_1 ? p.w : _mm256_abs_epi8(p.w);
     return p;
+}
+
+/* The block's scale d in every lane (and m for Q4_1): a broadcast of the
+ * half(s) and one vcvtph2ps, exact. */
+MQ_INLINE void mq_wscales(const uint8_t *blk, pw_dtype type, pw_v8f *d, pw_v8f *m) {
+    if (type == PW_Q4_1) {
+        int32_t dm;
+        memcpy(&dm, blk, sizeof dm);
+        __m256 both = _mm256_cvtph_ps(_mm_set1_epi32(dm)); /* d, m, d, m, ... */
+        *d = (pw_v8f)_mm256_moveldup_ps(both);
+        *m = (pw_v8f)_mm256_movehdup_ps(both);
+    } else {
+        int16_t h;
+        memcpy(&h, blk, sizeof h);
+        *d = (pw_v8f)_mm256_cvtph_ps(_mm_set1_epi16(h));
+        *m = pw_v8_splat(0.0f);
+    }
 }
 
 /* Lane l: sum of u_j * s_j over j = 4l..4l+3, exact (no saturation: |u|
@@ -270,6 +287,11 @@ MQ_INLINE mq_wprep mq_wprep_make(const uint8_t *blk, pw_dtype type) {
     return p;
 }
 
+MQ_INLINE void mq_wscales(const uint8_t *blk, pw_dtype type, pw_v8f *d, pw_v8f *m) {
+    *d = pw_v8_splat(mq_half(blk));
+    *m = pw_v8_splat(type == PW_Q4_1 ? mq_half(blk + 2) : 0.0f);
+}
+
 MQ_INLINE pw_v8f mq_dotf(const mq_wprep *p, mq_act a, pw_dtype type) {
     (void)type;
     pw_v8f r;
@@ -305,18 +327,27 @@ MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow,
     }
     for (int64_t b = 0; b < nb; b++) {
         mq_act a[BATCH_TILE_ROWS];
+        pw_v8f da[BATCH_TILE_ROWS];
 #pragma GCC unroll 8
-        for (int r = 0; r < rows; r++) a[r] = mq_act_load(xq[r] + b * QK);
+        for (int r = 0; r < rows; r++) {
+            a[r] = mq_act_load(xq[r] + b * QK);
+            da[r] = pw_v8_splat(xd[r][b]);
+        }
 #pragma GCC unroll 16
         for (int c = 0; c < cols; c++) {
             const uint8_t *blk = w + c * wrow + b * bb;
+#if MQ_X86
+            /* Decode streams the weights from memory once per token: ask for
+             * the same block of the next tile's column ahead of time. */
+            if (rows == 1) _mm_prefetch((const char *)(blk + cols * wrow), _MM_HINT_T0);
+#endif
             mq_wprep p = mq_wprep_make(blk, type);
-            float dw = mq_half(blk);
-            pw_v8f mw = pw_v8_splat(type == PW_Q4_1 ? mq_half(blk + 2) : 0.0f);
+            pw_v8f dw, mw;
+            mq_wscales(blk, type, &dw, &mw);
 #pragma GCC unroll 8
             for (int r = 0; r < rows; r++) {
                 pw_v8f pf = mq_dotf(&p, a[r], type);
-                pw_v8f ds = pw_v8_splat(dw * xd[r][b]);
+                pw_v8f ds = dw * da[r]; /* lane-wise d_w * d_a, one rounding */
                 pw_v8f s = pw_v8_madd(ds, pf, acc[r * cols + c]);
                 if (type == PW_Q4_1) s = pw_v8_madd(mw, mq_loadf(xs[r] + b * LANES), s);
                 acc[r * cols + c] = s;
