@@ -132,11 +132,11 @@ lb_median() {
 # llama-batched-bench, 16 sequences, 1 thread: decode tokens/s (S_TG).
 bb_once() {
     "$BIN/llama-batched-bench" -m "$MODEL" -c 4096 -b 2048 -ub 512 -npp 1 -ntg "$TOKENS" \
-        -npl 16 -t 1 -tb 1 --output-format jsonl 2>/dev/null |
+        -npl 16 -t 1 -tb 1 --output-format jsonl 2>&1 |
         python3 -c 'import json,sys
 for l in sys.stdin:
     l=l.strip()
-    if l.startswith("{"): print(json.loads(l)["speed_tg"])'
+    if l.startswith("{") and "speed_tg" in l: print(json.loads(l)["speed_tg"])'
 }
 
 bb_median() {
