@@ -364,8 +364,105 @@ MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow,
         }
 }
 
+#if defined(PW_ISA_AVX512VNNI_COPY)
+/* The same tile with two columns per 512-bit vector: lanes 0-7 hold column
+ * c's 8 accumulator lanes, lanes 8-15 column c + 1's, so every lane runs
+ * exactly the operations of the 256-bit code (vpdpbusd, vcvtdq2ps, the
+ * scale product and the fused multiply-adds are lane-wise), with half the
+ * instructions. cols is even; used for the batch tiles (the 1-row tile
+ * gains nothing from it: its vector inserts cost what the pairing saves). */
+MQ_INLINE __m512i mq_pair_i(__m256i lo, __m256i hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+MQ_INLINE __m512 mq_pair_f(pw_v8f lo, pw_v8f hi) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512((__m256)lo), (__m256)hi, 1);
+}
+
+MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow,
+                             const uint8_t *w, int64_t wrow, int64_t nb, pw_dtype type,
+                             int64_t bb, int rows, int cols) {
+    __m512 acc[TILE_ACCS / 2];
+    for (int e = 0; e < TILE_ACCS / 2; e++) acc[e] = _mm512_setzero_ps();
+    const int pairs = cols / 2;
+    const int8_t *xq[BATCH_TILE_ROWS];
+    const float *xd[BATCH_TILE_ROWS], *xs[BATCH_TILE_ROWS];
+#pragma GCC unroll 8
+    for (int r = 0; r < rows; r++) {
+        uint8_t *row = (uint8_t *)(uintptr_t)(xa + r * xrow);
+        xq[r] = xq_values(row);
+        xd[r] = xq_scales(row, nb);
+        xs[r] = xq_sums(row, nb);
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i a[BATCH_TILE_ROWS];
+        __m512 da[BATCH_TILE_ROWS];
+#pragma GCC unroll 8
+        for (int r = 0; r < rows; r++) {
+            a[r] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xq[r] + b * QK)));
+            /* Signed weights: a + 128 as the unsigned operand (below). */
+            if (type != PW_Q4_1) a[r] = _mm512_xor_si512(a[r], _mm512_set1_epi8((char)0x80));
+            da[r] = _mm512_set1_ps(xd[r][b]);
+        }
+#pragma GCC unroll 8
+        for (int pc = 0; pc < pairs; pc++) {
+            const uint8_t *blk0 = w + (2 * pc) * wrow + b * bb, *blk1 = blk0 + wrow;
+            if (rows == 1) {
+                _mm_prefetch((const char *)(blk0 + cols * wrow), _MM_HINT_T0);
+                _mm_prefetch((const char *)(blk1 + cols * wrow), _MM_HINT_T0);
+            }
+            mq_wprep p0 = mq_wprep_make(blk0, type), p1 = mq_wprep_make(blk1, type);
+            __m512i u = mq_pair_i(p0.u, p1.u), ws = mq_pair_i(p0.w, p1.w);
+            /* For signed weights the dot product is (a + 128) . w - 128 sum(w):
+             * vpdpbusd starts from -128 * (lane sums of w), one product per
+             * column pair shared by every row instead of a sign per row. */
+            __m512i corr = _mm512_setzero_si512();
+            if (type != PW_Q4_1)
+                corr = _mm512_sub_epi32(corr, _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                                                  _mm512_set1_epi8((char)0x80), ws));
+            pw_v8f d0, m0, d1, m1;
+            mq_wscales(blk0, type, &d0, &m0);
+            mq_wscales(blk1, type, &d1, &m1);
+            __m512 dw = mq_pair_f(d0, d1), mw = mq_pair_f(m0, m1);
+#pragma GCC unroll 8
+            for (int r = 0; r < rows; r++) {
+                __m512i dot = type == PW_Q4_1 ? _mm512_dpbusd_epi32(corr, u, a[r])
+                                              : _mm512_dpbusd_epi32(corr, a[r], ws);
+                __m512 pf = _mm512_cvtepi32_ps(dot);
+                __m512 ds = _mm512_mul_ps(dw, da[r]);
+                __m512 v = _mm512_fmadd_ps(ds, pf, acc[r * pairs + pc]);
+                if (type == PW_Q4_1) {
+                    __m512 sa = _mm512_broadcast_f32x8(_mm256_loadu_ps(xs[r] + b * LANES));
+                    v = _mm512_fmadd_ps(mw, sa, v);
+                }
+                acc[r * pairs + pc] = v;
+            }
+        }
+    }
+    pw_v8f lanes[TILE_ACCS];
+    for (int r = 0; r < rows; r++)
+        for (int pc = 0; pc < pairs; pc++) {
+            __m512 v = acc[r * pairs + pc];
+            lanes[r * cols + 2 * pc] = (pw_v8f)_mm512_castps512_ps256(v);
+            lanes[r * cols + 2 * pc + 1] = (pw_v8f)_mm512_extractf32x8_ps(v, 1);
+        }
+    for (int e = rows * cols; e < TILE_ACCS; e++) lanes[e] = pw_v8_splat(0.0f);
+    pw_v8f sums[2];
+    mq_reduce8(lanes, &sums[0]);
+    if (rows * cols > 8) mq_reduce8(lanes + 8, &sums[1]);
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            int e = r * cols + c;
+            y[r * ldy + c] = sums[e / 8][e % 8];
+        }
+}
+#define MQ_TILE(rows, cols)                                                                    \
+    ((rows) > 1 && (cols) % 2 == 0                                                             \
+         ? mq_tile_pairs(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols)     \
+         : mq_tile(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols))
+#else
 #define MQ_TILE(rows, cols)                                                                    \
     mq_tile(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols)
+#endif
 
 MQ_INLINE void mq_row_block(float *y, const uint8_t *xa, const uint8_t *w, int64_t n, int64_t k,
                             pw_dtype type, int64_t bb, int64_t j0, int64_t j1, int rows) {
