@@ -153,7 +153,10 @@ compare() {
     MODEL=$1
     [[ -f $MODEL ]] || die "no model file $MODEL"
     [[ -x $PW_BUILD/piecewise ]] || die "no $PW_BUILD/piecewise: build piecewise first"
-    build_all
+    # The native build is enough unless it dies on this CPU (pick_flavour).
+    fetch_source
+    build_flavour native
+    write_ready
     BIN=$CACHE/$(pick_flavour "$MODEL")
     log "llama.cpp from $BIN; $REPEATS repeats, $TOKENS decode tokens"
     local l_tg1 l_tg2 l_pp l_b16
