@@ -20,7 +20,9 @@
 # tokens with 1 thread (llama-bench pp128), batched decode of 16 sequences
 # (llama-batched-bench, 1 thread), and the ratios; piecewise's figures come
 # from `build/piecewise bench model MODEL --json`. Each figure is a median
-# of $REPEATS runs (llama-bench -r; bench model --repeats).
+# of $REPEATS runs (llama-bench -r; bench model --repeats). Peak RSS: one
+# 16-token decode each (llama-bench -n 16; piecewise run -n 16, one request,
+# graphs captured for batch 1 only), from GNU time.
 #
 # Environment: PW_LLAMACPP_CACHE, LLAMACPP_PY_VERSION, JOBS (build jobs, 2),
 # PW_BUILD (piecewise build folder, build), REPEATS (5), TOKENS (decode
@@ -171,8 +173,10 @@ compare() {
     pj=$(mktemp)
     "$PW_BUILD/piecewise" bench model "$MODEL" --batch 1,16 --threads 1,2 --tokens "$TOKENS" \
         --repeats "$REPEATS" --json >"$pj"
-    p_rss=$(peak_rss_kb "$PW_BUILD/piecewise" bench model "$MODEL" --batch 1 --tokens 16 \
-        --repeats 1 --json)
+    # Peak RSS of one request decoding 16 tokens, against llama-bench's
+    # 16-token decode (bench model holds several engines at once).
+    p_rss=$(peak_rss_kb "$PW_BUILD/piecewise" run "$MODEL" -p "Hello" -n 16 --max-seqs 1 \
+        --capture-sizes 1)
     python3 - "$pj" "$l_tg1" "$l_tg2" "$l_pp" "$l_b16" "$l_rss" "$p_rss" "$BIN" <<'EOF'
 import json, sys
 p = json.load(open(sys.argv[1]))
