@@ -156,7 +156,10 @@ void pw_k_matmul_quant_with(pw_k_int8_isa level, float *y, const float *x, const
     }
     /* No memory for the whole batch: a few rows at a time from the stack
      * (each row's result is the same either way). */
-    _Alignas(64) uint8_t stack[STACK_ACT_BYTES];
+    /* floats, so that the scales stored in it are accessed as what the
+     * buffer is (the int8 values go through a character type) */
+    _Alignas(64) float stack_floats[STACK_ACT_BYTES / sizeof(float)];
+    uint8_t *stack = (uint8_t *)stack_floats;
     int64_t step = (int64_t)(STACK_ACT_BYTES / row);
     if (step < 1) {
         pw_log_warn("quantized matmul: no memory for the activations of K=%lld; output zeroed",

@@ -121,6 +121,13 @@ MQ_INLINE float mq_max(float a, float b) { return a > b ? a : b; }
 MQ_INLINE int8_t *xq_values(uint8_t *row) { return (int8_t *)row; }
 MQ_INLINE float *xq_scales(uint8_t *row, int64_t nb) { return (float *)(row + nb * QK); }
 MQ_INLINE float *xq_sums(uint8_t *row, int64_t nb) { return (float *)(row + nb * (QK + 4)); }
+MQ_INLINE const int8_t *xq_cvalues(const uint8_t *row) { return (const int8_t *)row; }
+MQ_INLINE const float *xq_cscales(const uint8_t *row, int64_t nb) {
+    return (const float *)(row + nb * QK);
+}
+MQ_INLINE const float *xq_csums(const uint8_t *row, int64_t nb) {
+    return (const float *)(row + nb * (QK + 4));
+}
 
 #if MQ_X86
 /* One block: amax, d, values, lane sums, exactly as the portable copy. */
@@ -320,10 +327,10 @@ MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow,
     const float *xd[BATCH_TILE_ROWS], *xs[BATCH_TILE_ROWS];
 #pragma GCC unroll 8
     for (int r = 0; r < rows; r++) {
-        uint8_t *row = (uint8_t *)(uintptr_t)(xa + r * xrow);
-        xq[r] = xq_values(row);
-        xd[r] = xq_scales(row, nb);
-        xs[r] = xq_sums(row, nb);
+        const uint8_t *row = xa + r * xrow;
+        xq[r] = xq_cvalues(row);
+        xd[r] = xq_cscales(row, nb);
+        xs[r] = xq_csums(row, nb);
     }
     for (int64_t b = 0; b < nb; b++) {
         mq_act a[BATCH_TILE_ROWS];
@@ -388,10 +395,10 @@ MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
     const float *xd[BATCH_TILE_ROWS], *xs[BATCH_TILE_ROWS];
 #pragma GCC unroll 8
     for (int r = 0; r < rows; r++) {
-        uint8_t *row = (uint8_t *)(uintptr_t)(xa + r * xrow);
-        xq[r] = xq_values(row);
-        xd[r] = xq_scales(row, nb);
-        xs[r] = xq_sums(row, nb);
+        const uint8_t *row = xa + r * xrow;
+        xq[r] = xq_cvalues(row);
+        xd[r] = xq_cscales(row, nb);
+        xs[r] = xq_csums(row, nb);
     }
     for (int64_t b = 0; b < nb; b++) {
         __m512i a[BATCH_TILE_ROWS];
