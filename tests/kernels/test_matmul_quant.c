@@ -8,6 +8,8 @@
 #include "ops/cpu/matmul_quant_isa.h"
 #include "kernel_test_util.h"
 
+#include "internal.h" /* pw_host_fail_nth */
+
 #include <math.h>
 
 #define QK 32
@@ -245,6 +247,36 @@ static void check_quantizer(void) {
     free(x), free(ref), free(got);
 }
 
+/* When the activations' buffer cannot grow, rows go a few at a time
+ * through the stack and give the same bits; a row too long for the stack
+ * gives zeros (and a warning) rather than a crash. */
+static void check_out_of_memory(void) {
+    const int64_t t = 64, n = 24, k = 2048;
+    float *x = kt_random((size_t)(t * k));
+    uint8_t *w = random_blocks(PW_Q4_1, n, k);
+    pw_host_fail_nth(1); /* larger than any earlier call: the buffer must grow */
+    float *chunked = run(PW_Q4_1, x, w, t, n, k);
+    pw_host_fail_nth(0);
+    float *whole = run(PW_Q4_1, x, w, t, n, k);
+    CHECK(kt_bitwise_equal(chunked, whole, (size_t)(t * n) * sizeof *whole));
+    free(x), free(w), free(chunked), free(whole);
+
+    /* 512 blocks: 34,816 bytes a row, past the stack buffer; 12 rows are
+     * more than the buffer grew to above. */
+    const int64_t big_k = 16384, big_t = 12;
+    x = kt_random((size_t)(big_t * big_k));
+    w = random_blocks(PW_Q8_0, 3, big_k);
+    pw_host_fail_nth(1);
+    float *y = run(PW_Q8_0, x, w, big_t, 3, big_k);
+    pw_host_fail_nth(0);
+    float *zero = kt_zeros((size_t)(big_t * 3));
+    CHECK(kt_bitwise_equal(y, zero, (size_t)(big_t * 3) * sizeof *y));
+    free(y);
+    y = run(PW_Q8_0, x, w, big_t, 3, big_k);
+    CHECK(!kt_bitwise_equal(y, zero, (size_t)(big_t * 3) * sizeof *y));
+    free(x), free(w), free(y), free(zero);
+}
+
 /* 1, 2 and 3 threads give the same bits on a product above the split
  * threshold with a partial column group. */
 static void check_threads(pw_dtype type) {
@@ -369,6 +401,7 @@ int main(void) {
     CHECK(!pw_k_quant_supported(PW_F32));
     CHECK(!pw_k_quant_supported(PW_F16));
     check_quantizer();
+    check_out_of_memory();
     check_capture();
     return pw_test_finish("kernels_matmul_quant");
 }

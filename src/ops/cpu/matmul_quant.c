@@ -81,29 +81,30 @@ static pthread_once_t act_once = PTHREAD_ONCE_INIT;
 
 static void act_buffer_free(void *v) {
     act_buffer *b = v;
-    free(b->p);
-    free(b);
+    pw_host_free(b->p);
+    pw_host_free(b);
 }
 
 static void act_key_init(void) { act_key_ok = pthread_key_create(&act_key, act_buffer_free) == 0; }
 
-/* At least `bytes` of this thread's buffer, or NULL when memory is short. */
+/* At least `bytes` of this thread's buffer, or NULL when memory is short
+ * (pw_host_alloc: tests inject that failure with pw_host_fail_nth). */
 static uint8_t *act_scratch(size_t bytes) {
     pthread_once(&act_once, act_key_init);
     if (!act_key_ok) return NULL;
     act_buffer *b = pthread_getspecific(act_key);
     if (!b) {
-        b = calloc(1, sizeof *b);
+        b = pw_host_calloc(1, sizeof *b);
         if (!b) return NULL;
         if (pthread_setspecific(act_key, b) != 0) {
-            free(b);
+            pw_host_free(b);
             return NULL;
         }
     }
     if (b->cap < bytes) {
-        uint8_t *p = malloc(bytes);
+        uint8_t *p = pw_host_alloc(bytes);
         if (!p) return NULL;
-        free(b->p);
+        pw_host_free(b->p);
         b->p = p;
         b->cap = bytes;
     }
