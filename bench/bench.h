@@ -18,6 +18,9 @@ int pw_bench_peak(int argc, char **argv);
 /* One core's measured f32 multiply-add peak in GFLOP/s (median of
  * `repeats` runs of about 0.05 s); *how names the instructions used. */
 double pw_bench_peak_gflops(int repeats, const char **how);
+/* One core's measured int8 dot-product peak in GOP/s (a multiply-add is 2),
+ * with the instructions the quantized matmul's best copy uses. */
+double pw_bench_peak_int8_gops(int repeats, const char **how);
 
 /* Options of a suite that takes only --json and --help: sets *json and
  * returns -1 to go on, or the exit code (0 after --help, 2 on an unknown

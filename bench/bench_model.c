@@ -263,6 +263,7 @@ typedef struct capture_result {
     double prefill_tok_s;
     int64_t prefill_tokens;
     double peak_gflops; /* one core, bench peak; 0 on the CUDA device */
+    double peak_int8_gops; /* one core's int8 dot-product peak (bench peak); 0 on CUDA */
 } capture_result;
 
 static pw_status measure_prefill(pw_engine *e, pw_model *m, const model_opts *o,
@@ -334,6 +335,24 @@ static double flops_per_token(const pw_model_info *in, int64_t tokens) {
     return 2.0 * ((double)in->n_layers * (layer_macs + attn_macs) + d * (double)in->vocab);
 }
 
+/* Operations per token of the matrix products alone (projections and the
+ * classifier, a multiply-add counts 2): with quantized weights these are
+ * the integer dot products, set against bench peak's int8 figure. */
+static double matmul_ops_per_token(const pw_model_info *in) {
+    double q = (double)(in->n_heads * in->head_dim), kv = (double)(in->n_kv_heads * in->head_dim);
+    double d = (double)in->dim, f = (double)in->ffn_dim;
+    double layer_macs = d * q + 2.0 * d * kv + q * d + 3.0 * d * f;
+    return 2.0 * ((double)in->n_layers * layer_macs + d * (double)in->vocab);
+}
+
+/* Share of one core's int8 peak (per thread) that tok_s tokens per second
+ * of matrix products reach. */
+static double int8_fraction(const pw_model_info *in, const capture_result *c, double tok_s,
+                            int threads) {
+    if (c->peak_int8_gops <= 0) return 0;
+    return tok_s * matmul_ops_per_token(in) / (c->peak_int8_gops * 1e9 * threads);
+}
+
 static void print_table(const model_opts *o, const pw_model_info *in,
                         decode_result res[MODES][MAX_BATCHES], const capture_result *c) {
     printf("model %s: %" PRId64 " layers, dim %" PRId64 ", ffn %" PRId64 ", vocab %" PRId64
@@ -374,6 +393,14 @@ static void print_table(const model_opts *o, const pw_model_info *in,
                100.0 * res[2][0].tok_s / (ceiling * o->threads), o->batches[last],
                100.0 * res[2][last].tok_s / (ceiling * o->threads));
     }
+    if (c->peak_int8_gops > 0)
+        printf("int8: one core's dot-product peak is %.1f GOP/s (bench peak); the matrix products\n"
+               "  (%.2f MOP per token), were they all integer dot products, reach %.1f%% of it\n"
+               "  at full batch %" PRId64 ", %.1f%% at batch %" PRId64 ", %.1f%% in prefill\n",
+               c->peak_int8_gops, matmul_ops_per_token(in) / 1e6,
+               100.0 * int8_fraction(in, c, res[2][0].tok_s, o->threads), o->batches[0],
+               100.0 * int8_fraction(in, c, res[2][last].tok_s, o->threads), o->batches[last],
+               100.0 * int8_fraction(in, c, c->prefill_tok_s, 1));
     printf("\nprefill   %" PRId64 "-token prompt: %.0f tok/s\n", c->prefill_tokens,
            c->prefill_tok_s);
     printf("capture   %" PRIu64 " graphs (%d sizes, PIECEWISE and FULL) in %.1f ms, %.3f ms/graph\n",
@@ -394,16 +421,21 @@ static void print_json(const model_opts *o, const pw_model_info *in,
             const decode_result *r = &res[mi][b];
             printf("%s{\"mode\":\"%s\",\"batch\":%" PRId64
                    ",\"decode_tok_s\":%.1f,\"step_ms\":%.5f,\"speedup_vs_none\":%.3f,"
-                   "\"decode_tok_s_cpu\":%.1f,\"gflop_s\":%.3f}",
+                   "\"decode_tok_s_cpu\":%.1f,\"gflop_s\":%.3f,\"int8_peak_fraction\":%.4f}",
                    first ? "" : ",", mode_names[mi], o->batches[b], r->tok_s, r->step_ms,
                    r->tok_s / res[0][b].tok_s, r->cpu_tok_s,
-                   r->tok_s * flops_per_token(in, o->tokens) / 1e9);
+                   r->tok_s * flops_per_token(in, o->tokens) / 1e9,
+                   int8_fraction(in, c, r->tok_s, o->threads));
             first = 0;
         }
     printf("],\"threads\":%d,\"tokens\":%" PRId64 ",\"prefill_tok_s\":%.1f,", o->threads,
            o->tokens, c->prefill_tok_s);
     printf("\"flop_per_token\":%.0f,\"peak_gflop_s\":%.2f,", flops_per_token(in, o->tokens),
            c->peak_gflops);
+    printf("\"matmul_op_per_token\":%.0f,\"peak_int8_gop_s\":%.2f,"
+           "\"prefill_int8_peak_fraction\":%.4f,",
+           matmul_ops_per_token(in), c->peak_int8_gops,
+           int8_fraction(in, c, c->prefill_tok_s, 1));
     if (scaling) {
         printf("\"thread_scaling\":[");
         for (int t = 0; t < o->n_thread_counts; t++)
@@ -477,6 +509,7 @@ int pw_bench_model(int argc, char **argv) {
     if (s == PW_OK && bench_device == PW_DEVICE_CPU) {
         const char *how;
         cap.peak_gflops = pw_bench_peak_gflops(9, &how);
+        cap.peak_int8_gops = pw_bench_peak_int8_gops(9, &how);
     }
     if (s != PW_OK) {
         pw_model_free(m);

@@ -5,13 +5,20 @@
  * result is the ceiling any f32 kernel on this core works under; bench
  * model sets its throughput against it. Built with AVX2+FMA where the
  * compiler targets x86-64 and the CPU has them, else with plain vector
- * multiplies and adds (the ceiling of the baseline kernel copies). */
+ * multiplies and adds (the ceiling of the baseline kernel copies).
+ *
+ * The integer peak is the same idea for the quantized matmul's int8 dot
+ * products: twelve independent chains of the instruction its best copy
+ * uses (vpdpbusd on 512 bits where the CPU has AVX-512 VNNI, on 256 bits
+ * with AVX-VNNI, else vpmaddubsw + vpmaddwd + vpaddd), from registers; one
+ * int8 multiply-add counts 2 operations. */
 #include "bench.h"
 
 #include <stdbool.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define PEAK_X86 1
 #else
@@ -46,6 +53,82 @@ __attribute__((noinline)) static void chains_plain(float *out, long iters) {
     memcpy(out, &s, sizeof s);
 }
 
+#if PEAK_X86
+/* The chains are written in assembly, one instruction per chain and turn:
+ * compilers fold dot products of constants, or copy the chained registers
+ * around, and either hides the peak. */
+#define CHAIN_DECL(T, init)                                                                    \
+    T c0 = init, c1 = init, c2 = init, c3 = init, c4 = init, c5 = init, c6 = init, c7 = init,   \
+      c8 = init, c9 = init, c10 = init, c11 = init
+#define CHAIN_ALL(S) S(c0) S(c1) S(c2) S(c3) S(c4) S(c5) S(c6) S(c7) S(c8) S(c9) S(c10) S(c11)
+
+/* vpdpbusd on 512 bits: 64 int8 multiply-adds per chain and turn (the
+ * AVX-512 kernel copy's width). */
+__attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) static int
+int8_chains_avx512vnni(long iters) {
+    __m512i a = _mm512_set1_epi8(1), b = _mm512_set1_epi8(2);
+    CHAIN_DECL(__m512i, a);
+#define S512(x) __asm__ volatile("vpdpbusd %1, %2, %0" : "+v"(x) : "v"(a), "v"(b));
+    for (long i = 0; i < iters; i++) { CHAIN_ALL(S512) }
+    __m512i s = _mm512_add_epi32(_mm512_add_epi32(c0, c1), _mm512_add_epi32(c2, c3));
+    s = _mm512_add_epi32(s, _mm512_add_epi32(_mm512_add_epi32(c4, c5), _mm512_add_epi32(c6, c7)));
+    s = _mm512_add_epi32(s, _mm512_add_epi32(_mm512_add_epi32(c8, c9), _mm512_add_epi32(c10, c11)));
+    return _mm512_reduce_add_epi32(s);
+}
+
+/* VEX vpdpbusd on 256 bits: 32 per chain and turn. */
+__attribute__((target("avx2,avxvnni"), noinline)) static int int8_chains_avxvnni(long iters) {
+    __m256i a = _mm256_set1_epi8(1), b = _mm256_set1_epi8(2);
+    CHAIN_DECL(__m256i, a);
+#define SVNNI(x) __asm__ volatile("%{vex%} vpdpbusd %1, %2, %0" : "+x"(x) : "x"(a), "x"(b));
+    for (long i = 0; i < iters; i++) { CHAIN_ALL(SVNNI) }
+    __m256i s = _mm256_add_epi32(_mm256_add_epi32(c0, c1), _mm256_add_epi32(c2, c3));
+    s = _mm256_add_epi32(s, _mm256_add_epi32(_mm256_add_epi32(c4, c5), _mm256_add_epi32(c6, c7)));
+    s = _mm256_add_epi32(s, _mm256_add_epi32(_mm256_add_epi32(c8, c9), _mm256_add_epi32(c10, c11)));
+    return _mm256_extract_epi32(s, 0);
+}
+
+/* vpmaddubsw + vpmaddwd + vpaddd: 32 per chain and turn, three
+ * instructions (a temporary per chain). */
+__attribute__((target("avx2"), noinline)) static int int8_chains_avx2(long iters) {
+    __m256i a = _mm256_set1_epi8(1), b = _mm256_set1_epi8(2), ones = _mm256_set1_epi16(1);
+    CHAIN_DECL(__m256i, a);
+#define SAVX2(x)                                                                               \
+    {                                                                                          \
+        __m256i t;                                                                             \
+        __asm__ volatile("vpmaddubsw %2, %3, %1\n\tvpmaddwd %4, %1, %1\n\tvpaddd %1, %0, %0"   \
+                         : "+x"(x), "=&x"(t)                                                   \
+                         : "x"(a), "x"(b), "x"(ones));                                         \
+    }
+    for (long i = 0; i < iters; i++) { CHAIN_ALL(SAVX2) }
+    __m256i s = _mm256_add_epi32(_mm256_add_epi32(c0, c1), _mm256_add_epi32(c2, c3));
+    s = _mm256_add_epi32(s, _mm256_add_epi32(_mm256_add_epi32(c4, c5), _mm256_add_epi32(c6, c7)));
+    s = _mm256_add_epi32(s, _mm256_add_epi32(_mm256_add_epi32(c8, c9), _mm256_add_epi32(c10, c11)));
+    return _mm256_extract_epi32(s, 0);
+}
+
+/* AVX-VNNI: CPUID leaf 7 subleaf 1, EAX bit 4. */
+static bool have_avxvnni(void) {
+    unsigned eax, ebx, ecx, edx;
+    if (__get_cpuid_max(0, NULL) < 7) return false;
+    __cpuid_count(7, 1, eax, ebx, ecx, edx);
+    return (eax & (1u << 4)) != 0;
+}
+#endif
+
+/* Plain C: 8 lanes, one 32-bit multiply-add each per chain and turn (the
+ * portable kernel copy's integer arithmetic). */
+__attribute__((noinline)) static int int8_chains_plain(long iters) {
+    typedef int v8i __attribute__((vector_size(32)));
+    v8i acc[CHAINS], a = (v8i){0} + 3, b = (v8i){0} - 5;
+    for (int c = 0; c < CHAINS; c++) acc[c] = (v8i){0} + c;
+    for (long i = 0; i < iters; i++)
+        for (int c = 0; c < CHAINS; c++) acc[c] = acc[c] * a + b;
+    v8i s = acc[0];
+    for (int c = 1; c < CHAINS; c++) s = s + acc[c];
+    return s[0];
+}
+
 static bool have_fma(void) {
 #if PEAK_X86
     __builtin_cpu_init();
@@ -76,10 +159,47 @@ double pw_bench_peak_gflops(int repeats, const char **how) {
     return pw_bench_median(g, (size_t)repeats);
 }
 
+double pw_bench_peak_int8_gops(int repeats, const char **how) {
+    int (*fn)(long) = int8_chains_plain;
+    double macs_per_turn = 8.0; /* per chain */
+    *how = "C 32-bit vector multiplies and adds, 12 chains x 8 lanes";
+#if PEAK_X86
+    __builtin_cpu_init();
+    if (have_fma()) {
+        macs_per_turn = 32.0;
+        if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
+            __builtin_cpu_supports("avx512bw")) {
+            fn = int8_chains_avx512vnni;
+            macs_per_turn = 64.0;
+            *how = "AVX-512 VNNI vpdpbusd on 512 bits, 12 chains";
+        } else if (have_avxvnni()) {
+            fn = int8_chains_avxvnni;
+            *how = "AVX-VNNI vpdpbusd, 12 chains";
+        } else {
+            fn = int8_chains_avx2;
+            *how = "AVX2 vpmaddubsw + vpmaddwd + vpaddd, 12 chains";
+        }
+    }
+#endif
+    double g[64];
+    if (repeats > 64) repeats = 64;
+    if (repeats < 1) repeats = 1;
+    for (int r = 0; r < repeats; r++) {
+        uint64_t t0 = pw_bench_now_ns();
+        volatile int sink = fn(ITERS);
+        uint64_t t1 = pw_bench_now_ns();
+        (void)sink;
+        g[r] = 2.0 * macs_per_turn * CHAINS * (double)ITERS / (double)(t1 - t0);
+    }
+    return pw_bench_median(g, (size_t)repeats);
+}
+
 static void usage(FILE *f) {
     fprintf(f, "usage: piecewise bench peak [--json]\n\n"
-               "One core's f32 multiply-add peak, measured from registers (median of 9):\n"
-               "the ceiling for every kernel, and for bench model's GFLOP/s column.\n");
+               "One core's f32 multiply-add peak and int8 dot-product peak, measured from\n"
+               "registers (median of 9): the ceilings for the f32 kernels and for the\n"
+               "quantized matmul's integer dot products (bench model sets its figures\n"
+               "against both).\n");
 }
 
 int pw_bench_peak(int argc, char **argv) {
@@ -88,7 +208,15 @@ int pw_bench_peak(int argc, char **argv) {
     if (rc >= 0) return rc;
     const char *how;
     double g = pw_bench_peak_gflops(9, &how);
-    if (json) printf("{\"peak_gflop_s\":%.2f,\"method\":\"%s\"}\n", g, how);
-    else printf("f32 peak, 1 thread: %.1f GFLOP/s (%s)\n", g, how);
+    const char *how_int8;
+    double gi = pw_bench_peak_int8_gops(9, &how_int8);
+    if (json)
+        printf("{\"peak_gflop_s\":%.2f,\"method\":\"%s\",\"peak_int8_gop_s\":%.2f,"
+               "\"int8_method\":\"%s\"}\n",
+               g, how, gi, how_int8);
+    else
+        printf("f32 peak, 1 thread: %.1f GFLOP/s (%s)\n"
+               "int8 dot-product peak, 1 thread: %.1f GOP/s (%s; a multiply-add is 2)\n",
+               g, how, gi, how_int8);
     return 0;
 }

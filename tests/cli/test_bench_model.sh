@@ -19,7 +19,7 @@ expect_fail 2 "unexpected argument '--bogus'" bench model m.gguf --bogus
 expect_fail 1 "/no/such/model.gguf" bench model /no/such/model.gguf
 "$bin" bench model --help | grep -q "usage: piecewise bench model" || { echo "FAIL: --help"; fail=1; }
 expect_fail 2 "unknown option '--fast'" bench peak --fast
-"$bin" bench peak --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["peak_gflop_s"] > 0' \
+"$bin" bench peak --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["peak_gflop_s"] > 0 and d["peak_int8_gop_s"] > 0' \
   || { echo "FAIL: bench peak --json"; fail=1; }
 
 if [ -f "$model" ]; then
@@ -37,7 +37,12 @@ for r in runs:
     assert r["decode_tok_s"] > 0 and r["step_ms"] > 0 and r["gflop_s"] > 0, r
     # GFLOP/s is the documented per-token work times tok/s
     assert abs(r["gflop_s"] - r["decode_tok_s"] * d["flop_per_token"] / 1e9) < 1e-3 * r["gflop_s"] + 1e-3, r
-assert d["prefill_tok_s"] > 0 and d["peak_gflop_s"] > 0
+assert d["prefill_tok_s"] > 0 and d["peak_gflop_s"] > 0 and d["peak_int8_gop_s"] > 0
+# int8 share: matrix-product operations per token times tok/s over the int8 peak
+assert d["matmul_op_per_token"] == 2 * (5 * 45312 + 64 * 512), d["matmul_op_per_token"]
+for r in runs:
+    want = r["decode_tok_s"] * d["matmul_op_per_token"] / (d["peak_int8_gop_s"] * 1e9)
+    assert abs(r["int8_peak_fraction"] - want) < 1e-3 * want + 1e-4, r
 assert [(r["threads"], r["batch"]) for r in d["thread_scaling"]] == [(1, 1), (1, 2), (2, 1), (2, 2)], d
 assert all(r["decode_tok_s"] > 0 for r in d["thread_scaling"])
 # stories260K: 2 x (5 layers x 45,312 weights + 32,768 classifier) + attention at mean context 3

@@ -1,10 +1,14 @@
 /* Quantized matmul and embedding: against a dequantize-then-double
- * reference, against a scalar model of the documented operation sequence
- * (exact, for both instruction-set copies), bitwise batch invariance, and
+ * reference (within the activation quantization's error bound), against a
+ * scalar model of the documented operation sequence (exact), every
+ * instruction-set copy against the others bit for bit (products and
+ * quantized activations), bitwise batch and thread-count invariance, and
  * capture/replay through pw_launch equal to eager launches. */
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/matmul_quant_isa.h"
 #include "kernel_test_util.h"
+
+#include "internal.h" /* pw_host_fail_nth */
 
 #include <math.h>
 
@@ -77,34 +81,67 @@ static int qval(pw_dtype type, const uint8_t *blk, int j) {
     return type == PW_Q4_0 ? nib - 8 : nib;
 }
 
-/* The documented sequence, scalar: per lane l and block b,
- * s = fma(g3, q3, fma(g2, q2, fma(g1, q1, g0 q0))), acc = fma(d, s, acc)
- * (Q4_1: then acc = fma(m, xs, acc) with xs = (g0 + g1) + (g2 + g3)); then
- * the fixed lane tree. */
+/* Activation quantization as documented (matmul_quant.c), scalar: per
+ * block amax, d = amax / 127, a_j = rint(x_j * (127 / amax)) clamped to
+ * [-127, 127], sa_l = d * (a_4l + ... + a_4l+3). */
+typedef struct qblock {
+    int8_t a[QK];
+    float d, sa[8];
+} qblock;
+
+static void quantize_block(const float *x, qblock *q) {
+    float amax = 0;
+    for (int j = 0; j < QK; j++) amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+    q->d = amax / 127.0f;
+    float id = amax > 0 ? 127.0f / amax : 0.0f;
+    for (int j = 0; j < QK; j++) {
+        long v = lrintf(x[j] * id);
+        q->a[j] = (int8_t)(v < -127 ? -127 : v > 127 ? 127 : v);
+    }
+    for (int l = 0; l < 8; l++)
+        q->sa[l] = q->d * (float)(q->a[4 * l] + q->a[4 * l + 1] + q->a[4 * l + 2] + q->a[4 * l + 3]);
+}
+
+/* The documented sequence, scalar: per block b and lane l,
+ * p = sum of w_j a_j over j = 4l..4l+3 (exact), acc = fma(d_w d_a, p, acc),
+ * Q4_1: acc = fma(m_w, sa_l, acc); then the fixed lane tree. */
 static float canonical_dot(pw_dtype type, const float *x, const uint8_t *wrow, int64_t k) {
     int64_t bb = pw_dtype_block_bytes(type);
     float acc[8] = {0};
     for (int64_t b = 0; b < k / QK; b++) {
         const uint8_t *blk = wrow + b * bb;
-        const float *xb = x + b * QK;
+        qblock q;
+        quantize_block(x + b * QK, &q);
         float d = half((uint16_t)(blk[0] | blk[1] << 8));
         float m = type == PW_Q4_1 ? half((uint16_t)(blk[2] | blk[3] << 8)) : 0.0f;
         for (int l = 0; l < 8; l++) {
-            float q[4];
-            for (int g = 0; g < 4; g++) q[g] = (float)qval(type, blk, g * 8 + l);
-            float s = xb[l] * q[0];
-            for (int g = 1; g < 4; g++) s = fmaf(xb[g * 8 + l], q[g], s);
-            float a = fmaf(d, s, acc[l]);
-            if (type == PW_Q4_1) {
-                float x01 = xb[l] + xb[8 + l], x23 = xb[16 + l] + xb[24 + l], xs = x01 + x23;
-                a = fmaf(m, xs, a);
-            }
+            int32_t p = 0;
+            for (int j = 4 * l; j < 4 * l + 4; j++) p += qval(type, blk, j) * q.a[j];
+            float a = fmaf(d * q.d, (float)p, acc[l]);
+            if (type == PW_Q4_1) a = fmaf(m, q.sa[l], a);
             acc[l] = a;
         }
     }
     float t1 = acc[0] + acc[4], t2 = acc[2] + acc[6], t3 = acc[1] + acc[5], t4 = acc[3] + acc[7];
     float u1 = t1 + t2, u2 = t3 + t4;
     return u1 + u2;
+}
+
+/* Error bound of the activation quantization against the exact product:
+ * each a_j * d_a is within d_a / 2 (plus rounding of d_a) of x_j, so the
+ * block's error is at most sum |w_j| * d_a * 0.51. */
+static double quant_bound(pw_dtype type, const float *x, const float *wf, int64_t k) {
+    (void)type;
+    double e = 0;
+    for (int64_t b = 0; b < k / QK; b++) {
+        double amax = 0, sw = 0;
+        for (int j = 0; j < QK; j++) {
+            amax = fmax(amax, fabs((double)x[b * QK + j]));
+            sw += fabs((double)wf[b * QK + j]);
+        }
+        e += sw * amax / 127.0 * 0.51;
+    }
+    return e;
 }
 
 static float *run(pw_dtype type, const float *x, const uint8_t *w, int64_t t, int64_t n,
@@ -114,7 +151,7 @@ static float *run(pw_dtype type, const float *x, const uint8_t *w, int64_t t, in
     return y;
 }
 
-/* Odd shapes reach every tile and tail path: T mod 4, N mod 4, several
+/* Odd shapes reach every tile and tail path: T mod 4, N mod 8, several
  * blocks. */
 static void check_reference(pw_dtype type, int64_t t, int64_t n, int64_t k) {
     float *x = kt_random((size_t)(t * k));
@@ -122,9 +159,8 @@ static void check_reference(pw_dtype type, int64_t t, int64_t n, int64_t k) {
     float *wf = malloc((size_t)(n * k) * sizeof *wf);
     dequant(type, w, wf, n * k);
     float *y = run(type, x, w, t, n, k);
-    double *ref = malloc((size_t)(t * n) * sizeof *ref);
+    bool ref_ok = true, canonical_ok = true, isas_ok = true;
     int64_t row_bytes = k / QK * pw_dtype_block_bytes(type);
-    bool canonical_ok = true, isas_ok = true;
     for (int64_t i = 0; i < t; i++)
         for (int64_t j = 0; j < n; j++) {
             double s = 0, mag = 0;
@@ -132,39 +168,131 @@ static void check_reference(pw_dtype type, int64_t t, int64_t n, int64_t k) {
                 s += (double)x[i * k + q] * wf[j * k + q];
                 mag += fabs((double)x[i * k + q] * wf[j * k + q]);
             }
-            ref[i * n + j] = s;
-            /* error relative to the magnitude of the terms, not the sum */
-            if (!(fabs(y[i * n + j] - s) <= 1e-5 * mag + 1e-30)) {
-                fprintf(stderr, "%s %lldx%lldx%lld [%lld][%lld]: %g vs %g\n",
+            double bound = quant_bound(type, x + i * k, wf + j * k, k) + 1e-5 * mag + 1e-30;
+            if (!(fabs(y[i * n + j] - s) <= bound)) {
+                fprintf(stderr, "%s %lldx%lldx%lld [%lld][%lld]: %g vs %g (bound %g)\n",
                         pw_dtype_name(type), (long long)t, (long long)n, (long long)k,
-                        (long long)i, (long long)j, y[i * n + j], s);
-                canonical_ok = false;
+                        (long long)i, (long long)j, y[i * n + j], s, bound);
+                ref_ok = false;
             }
             float c = canonical_dot(type, x + i * k, w + j * row_bytes, k);
-            if (memcmp(&c, &y[i * n + j], sizeof c) != 0) canonical_ok = false;
+            if (memcmp(&c, &y[i * n + j], sizeof c) != 0) {
+                if (canonical_ok)
+                    fprintf(stderr, "%s %lldx%lldx%lld [%lld][%lld]: %.9g, model %.9g\n",
+                            pw_dtype_name(type), (long long)t, (long long)n, (long long)k,
+                            (long long)i, (long long)j, y[i * n + j], c);
+                canonical_ok = false;
+            }
         }
+    CHECK(ref_ok);
     CHECK(canonical_ok);
-    /* Both instruction-set copies, called directly: the same bits. */
-    {
-        float *yi = kt_random((size_t)(t * n));
-        pw_k_matmul_quant_run_generic(yi, x, w, type, t, n, k, 0, n);
-        isas_ok &= kt_bitwise_equal(yi, y, (size_t)(t * n) * sizeof *y);
-#if PW_HAVE_FMA_KERNELS
-        if (pw_k_isa_fma()) {
-            float *yf = kt_random((size_t)(t * n));
-            pw_k_matmul_quant_run_fma(yf, x, w, type, t, n, k, 0, n);
-            isas_ok &= kt_bitwise_equal(yf, y, (size_t)(t * n) * sizeof *y);
-            free(yf);
-        } else {
-            static bool noted;
-            if (!noted) printf("CPU without AVX2+FMA (or PW_KERNEL_ISA=generic): FMA copy not checked\n");
-            noted = true;
+    /* Every instruction-set copy this CPU runs, called directly: the same
+     * bits (the quantized activations too). */
+    for (int l = PW_K_INT8_GENERIC; l <= PW_K_INT8_AVX512VNNI; l++) {
+        if (!pw_k_isa_int8_runs((pw_k_int8_isa)l)) {
+            static bool noted[4];
+            if (!noted[l]) printf("copy %s not run on this CPU\n", pw_k_isa_int8_name(l));
+            noted[l] = true;
+            continue;
         }
-#endif
+        float *yi = kt_random((size_t)(t * n));
+        pw_k_matmul_quant_with((pw_k_int8_isa)l, yi, x, w, type, t, n, k);
+        bool same = kt_bitwise_equal(yi, y, (size_t)(t * n) * sizeof *y);
+        if (!same) fprintf(stderr, "copy %s differs\n", pw_k_isa_int8_name(l));
+        isas_ok &= same;
         free(yi);
     }
     CHECK(isas_ok);
-    free(x), free(w), free(wf), free(y), free(ref);
+    free(x), free(w), free(wf), free(y);
+}
+
+/* The quantizer copies give the same bytes, including zero, tiny and huge
+ * blocks and values that round to ties. */
+static void check_quantizer(void) {
+    const int64_t k = 8 * QK, rows = 3;
+    float *x = kt_random((size_t)(rows * k));
+    for (int j = 0; j < QK; j++) x[j] = 0.0f;                        /* all zero */
+    for (int j = 0; j < QK; j++) x[QK + j] = (float)(j - 16) * 0.5f;  /* ties */
+    for (int j = 0; j < QK; j++) x[2 * QK + j] = 1e-30f * (float)j;   /* tiny */
+    for (int j = 0; j < QK; j++) x[3 * QK + j] = 3e38f * (j % 2 ? -1.0f : 1.0f);
+    x[4 * QK + 5] = -0.0f;
+    const size_t bytes = (size_t)(rows * PW_K_Q8_ROW_BYTES(k));
+    uint8_t *ref = malloc(bytes), *got = malloc(bytes);
+    pw_k_q8_quantize_rows_generic(ref, x, rows, k);
+    /* the portable copy against the scalar model */
+    bool model_ok = true;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t b = 0; b < k / QK; b++) {
+            qblock q;
+            quantize_block(x + r * k + b * QK, &q);
+            const uint8_t *row = ref + r * PW_K_Q8_ROW_BYTES(k);
+            float d, sa[8];
+            memcpy(&d, row + k + b * 4, sizeof d);
+            memcpy(sa, row + k + (k / QK) * 4 + b * 32, sizeof sa);
+            model_ok &= memcmp(row + b * QK, q.a, QK) == 0 && memcmp(&d, &q.d, 4) == 0 &&
+                        memcmp(sa, q.sa, sizeof sa) == 0;
+        }
+    CHECK(model_ok);
+#if PW_HAVE_FMA_KERNELS
+    void (*copies[])(uint8_t *, const float *, int64_t, int64_t) = {
+        pw_k_q8_quantize_rows_fma, pw_k_q8_quantize_rows_avxvnni,
+        pw_k_q8_quantize_rows_avx512vnni};
+    for (int c = 0; c < 3; c++) {
+        if (!pw_k_isa_int8_runs((pw_k_int8_isa)(PW_K_INT8_AVX2 + c))) continue;
+        memset(got, 0xA5, bytes);
+        copies[c](got, x, rows, k);
+        CHECK(memcmp(got, ref, bytes) == 0);
+    }
+#endif
+    free(x), free(ref), free(got);
+}
+
+/* When the activations' buffer cannot grow, rows go a few at a time
+ * through the stack and give the same bits; a row too long for the stack
+ * gives zeros (and a warning) rather than a crash. */
+static void check_out_of_memory(void) {
+    const int64_t t = 64, n = 24, k = 2048;
+    float *x = kt_random((size_t)(t * k));
+    uint8_t *w = random_blocks(PW_Q4_1, n, k);
+    pw_host_fail_nth(1); /* larger than any earlier call: the buffer must grow */
+    float *chunked = run(PW_Q4_1, x, w, t, n, k);
+    pw_host_fail_nth(0);
+    float *whole = run(PW_Q4_1, x, w, t, n, k);
+    CHECK(kt_bitwise_equal(chunked, whole, (size_t)(t * n) * sizeof *whole));
+    free(x), free(w), free(chunked), free(whole);
+
+    /* 512 blocks: 34,816 bytes a row, past the stack buffer; 12 rows are
+     * more than the buffer grew to above. */
+    const int64_t big_k = 16384, big_t = 12;
+    x = kt_random((size_t)(big_t * big_k));
+    w = random_blocks(PW_Q8_0, 3, big_k);
+    pw_host_fail_nth(1);
+    float *y = run(PW_Q8_0, x, w, big_t, 3, big_k);
+    pw_host_fail_nth(0);
+    float *zero = kt_zeros((size_t)(big_t * 3));
+    CHECK(kt_bitwise_equal(y, zero, (size_t)(big_t * 3) * sizeof *y));
+    free(y);
+    y = run(PW_Q8_0, x, w, big_t, 3, big_k);
+    CHECK(!kt_bitwise_equal(y, zero, (size_t)(big_t * 3) * sizeof *y));
+    free(x), free(w), free(y), free(zero);
+}
+
+/* 1, 2 and 3 threads give the same bits on a product above the split
+ * threshold with a partial column group. */
+static void check_threads(pw_dtype type) {
+    const int64_t t = 5, n = 203, k = 256;
+    float *x = kt_random((size_t)(t * k));
+    uint8_t *w = random_blocks(type, n, k);
+    pw_set_num_threads(1);
+    float *y1 = run(type, x, w, t, n, k);
+    for (int th = 2; th <= 3; th++) {
+        pw_set_num_threads(th);
+        float *y = run(type, x, w, t, n, k);
+        CHECK(kt_bitwise_equal(y, y1, (size_t)(t * n) * sizeof *y));
+        free(y);
+    }
+    pw_set_num_threads(1);
+    free(x), free(w), free(y1);
 }
 
 /* Row r alone, and at a random place in batches of 1..48 filled with
@@ -262,14 +390,18 @@ int main(void) {
         CHECK(pw_k_quant_supported(types[i]));
         static const int64_t shapes[][3] = {{1, 1, 32}, {1, 7, 64}, {3, 5, 96}, {4, 9, 32},
                                             {6, 13, 160}, {9, 4, 256}, {13, 17, 64},
-                                            {2, 14, 64}, {5, 31, 32}};
+                                            {2, 14, 64}, {5, 31, 32}, {8, 19, 576},
+                                            {17, 6, 128}};
         for (size_t s = 0; s < KT_LEN(shapes); s++)
             check_reference(types[i], shapes[s][0], shapes[s][1], shapes[s][2]);
         check_invariance(types[i], 23, 128, 100 + i);
+        check_threads(types[i]);
         check_embedding(types[i]);
     }
     CHECK(!pw_k_quant_supported(PW_F32));
     CHECK(!pw_k_quant_supported(PW_F16));
+    check_quantizer();
+    check_out_of_memory();
     check_capture();
     return pw_test_finish("kernels_matmul_quant");
 }

@@ -45,3 +45,63 @@ bool pw_k_isa_fma(void) {
     }
     return c == 2;
 }
+
+/* ---- integer dot-product levels ---------------------------------------- */
+
+#if PW_HAVE_FMA_KERNELS
+/* AVX-VNNI: CPUID leaf 7 subleaf 1, EAX bit 4 (the VEX-encoded vpdpbusd);
+ * asked of CPUID because older compilers' __builtin_cpu_supports does not
+ * know it. The YMM state the OS must save is already checked by the AVX2
+ * test behind pw_k_isa_fma(). */
+static bool has_avxvnni(void) {
+    unsigned eax, ebx, ecx, edx;
+    if (__get_cpuid_max(0, NULL) < 7) return false;
+    __cpuid_count(7, 1, eax, ebx, ecx, edx);
+    return (eax & (1u << 4)) != 0;
+}
+
+/* AVX-512 F, BW, VL and VNNI; GCC's and clang's checks include the OS's
+ * support for the ZMM state (XCR0). */
+static bool has_avx512vnni(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+}
+#endif
+
+bool pw_k_isa_int8_runs(pw_k_int8_isa level) {
+    switch (level) {
+    case PW_K_INT8_GENERIC: return true;
+#if PW_HAVE_FMA_KERNELS
+    case PW_K_INT8_AVX2: return pw_k_isa_fma();
+    case PW_K_INT8_AVXVNNI: return pw_k_isa_fma() && has_avxvnni();
+    case PW_K_INT8_AVX512VNNI: return pw_k_isa_fma() && has_avx512vnni();
+#endif
+    default: return false;
+    }
+}
+
+pw_k_int8_isa pw_k_isa_int8(void) {
+    /* -1 = not decided yet. Racing first calls all compute the same answer. */
+    static _Atomic int choice = -1;
+    int c = atomic_load_explicit(&choice, memory_order_relaxed);
+    if (c < 0) {
+        c = PW_K_INT8_GENERIC;
+        for (int l = PW_K_INT8_AVX512VNNI; l > PW_K_INT8_GENERIC; l--)
+            if (pw_k_isa_int8_runs((pw_k_int8_isa)l)) {
+                c = l;
+                break;
+            }
+        atomic_store_explicit(&choice, c, memory_order_relaxed);
+    }
+    return (pw_k_int8_isa)c;
+}
+
+const char *pw_k_isa_int8_name(pw_k_int8_isa level) {
+    switch (level) {
+    case PW_K_INT8_AVX2: return "avx2";
+    case PW_K_INT8_AVXVNNI: return "avx-vnni";
+    case PW_K_INT8_AVX512VNNI: return "avx512-vnni";
+    default: return "generic";
+    }
+}

@@ -25,6 +25,10 @@
  * NAME_fma.c file defines PW_ISA_FMA_COPY before including anything. */
 #if defined(PW_ISA_FMA_COPY)
 #define PW_ISA(fn) fn##_fma
+#elif defined(PW_ISA_AVXVNNI_COPY)
+#define PW_ISA(fn) fn##_avxvnni
+#elif defined(PW_ISA_AVX512VNNI_COPY)
+#define PW_ISA(fn) fn##_avx512vnni
 #else
 #define PW_ISA(fn) fn##_generic
 #endif
@@ -44,5 +48,27 @@ bool pw_k_isa_fma(void);
 #define PW_ISA_CALL(fn, ...) fn##_generic(__VA_ARGS__)
 #define PW_ISA_DECLARE(ret, fn, params) ret fn##_generic params
 #endif
+
+/* Integer dot-product levels (the quantized matmul, matmul_quant_body.h):
+ * besides NAME.c and NAME_fma.c (AVX2: vpmaddubsw + vpmaddwd), a kernel may
+ * have NAME_avxvnni.c (built with AVX-VNNI: vpdpbusd on 256 bits) and
+ * NAME_avx512vnni.c (AVX-512 F/BW/VL + VNNI: vpdpbusd on 256 bits with 32
+ * registers). All return the same bits: integer sums are exact whatever
+ * instruction forms them, and the float steps are the same operations. */
+typedef enum pw_k_int8_isa {
+    PW_K_INT8_GENERIC = 0,
+    PW_K_INT8_AVX2 = 1,
+    PW_K_INT8_AVXVNNI = 2,
+    PW_K_INT8_AVX512VNNI = 3,
+} pw_k_int8_isa;
+/* The best level this CPU runs: GENERIC when pw_k_isa_fma() is false
+ * (PW_KERNEL_ISA=generic included), else AVX2 or a VNNI level it has.
+ * Decided once per process. */
+pw_k_int8_isa pw_k_isa_int8(void);
+/* Whether this CPU (and build) can run a given level's copy; tests call
+ * every copy that runs and compare them. */
+bool pw_k_isa_int8_runs(pw_k_int8_isa level);
+/* "generic", "avx2", "avx-vnni", "avx512-vnni". */
+const char *pw_k_isa_int8_name(pw_k_int8_isa level);
 
 #endif

@@ -1,72 +1,183 @@
 /* y[T][N] = x[T][K] * W[N][K]^T with W in ggml blocks (Q8_0, Q4_0, Q4_1),
- * batch-invariant; and the row lookup of a quantized embedding table.
+ * by integer dot products, batch-invariant; and the row lookup of a
+ * quantized embedding table.
  *
- * Every output element is computed by one sequence of float operations,
- * whichever tile, T or instruction set reaches it. With x_b the 32
- * activations of block b split in four 8-lane groups g0..g3 (elements 0-7,
- * 8-15, 16-23, 24-31), q the block's integer values converted to float
- * (exact; Q4_0: nibble - 8, Q4_1: the nibble) and fma(a, b, c) = a*b + c
- * rounded once, lane-wise:
- *   s   = fma(g3, q3, fma(g2, q2, fma(g1, q1, g0*q0)))
- *   acc = fma(d, s, acc)                        Q8_0, Q4_0
- *   acc = fma(m, xs, fma(d, s, acc))            Q4_1, xs = (g0 + g1) + (g2 + g3)
- * over blocks b in order from acc = +0, then the 8 lanes are reduced by
- * the fixed tree ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)). K is a multiple of
- * 32, so there is no tail. The Q4_1 form is d*sum(x q) + m*sum(x) per
- * block, kept in lanes so no per-block horizontal sum is needed.
+ * Activations are quantized per token, in blocks of 32 matching the weight
+ * blocks (as llama.cpp's Q8_0/Q8_1 activations): amax = max |x_j| over the
+ * block, d_a = amax / 127, a_j = x_j * (127 / amax) rounded to nearest even
+ * (0 when amax is 0), clamped to [-127, 127]; with it the lane sums
+ * sa_l = d_a * (a_4l + a_4l+1 + a_4l+2 + a_4l+3), l = 0..7.
  *
- * The register tiles (rows x columns of accumulators) and the column
- * blocking only change how many elements are in flight, never that
- * sequence, so row t's result depends on row t alone.
+ * Every output element is then computed by one sequence, whichever tile,
+ * T, thread count or instruction set reaches it. With w_j the weight
+ * block's integer values (Q8_0: int8; Q4_0: nibble - 8; Q4_1: the nibble),
+ * d_w (and m_w for Q4_1) its scales, and fma(a, b, c) = a*b + c rounded
+ * once, for blocks b in order from acc = +0 (8 lanes):
+ *   p_l   = sum_{j=4l}^{4l+3} w_j a_j           exact int32 (|p_l| < 2^16)
+ *   acc_l = fma(d_w * d_a, (float)p_l, acc_l)
+ *   acc_l = fma(m_w, sa_l, acc_l)                 Q4_1 only
+ * then y = ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)). The Q4_1 form is
+ * d_w d_a sum(n a) + m_w d_a sum(a), kept in lanes.
  *
- * The tile code (matmul_quant_body.h) is compiled twice: here for the
- * baseline ISA and by matmul_quant_fma.c with AVX2+FMA+F16C, picked at run
- * time by pw_k_isa_fma() (isa.h). Multiply-adds go through pw_v8_madd (the
- * FMA instruction in one copy, fmaf in the other: one rounding, the same
- * bits); only the unpacking differs (AVX2 widening and F16C conversion vs
- * portable code), and both give the same exact floats. The test runs both
- * copies and compares them with each other and with a scalar model of the
- * sequence. */
+ * The integer lane sums are exact whatever forms them (vpmaddubsw +
+ * vpmaddwd, vpdpbusd, or C loops), and the float steps are the same IEEE
+ * operations in every copy (fma: the instruction, or C's fmaf), so the
+ * portable, AVX2, AVX-VNNI and AVX-512 VNNI copies (matmul_quant_body.h)
+ * return the same bits; the tests compare them with each other and with a
+ * scalar model of the sequence. The register tiles, the column blocking and
+ * the split over threads only change how many outputs are in flight. */
 #include "ops/cpu/kernels.h"
 
+#include "internal.h"
+
 #include <assert.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
-/* The baseline copy of the tile code; matmul_quant_fma.c builds the other. */
+/* The portable copy of the tile code; the other copies are built from the
+ * same body by matmul_quant_{fma,avxvnni,avx512vnni}.c. */
 #include "ops/cpu/matmul_quant_body.h"
 
 bool pw_k_quant_supported(pw_dtype type) {
     return type == PW_Q8_0 || type == PW_Q4_0 || type == PW_Q4_1;
 }
 
+typedef void (*quantize_fn) PW_K_Q8_QUANTIZE_PARAMS;
+typedef void (*qdot_fn) PW_K_QDOT_PARAMS;
+
+typedef struct int8_copy {
+    quantize_fn quantize;
+    qdot_fn run;
+} int8_copy;
+
+static int8_copy copy_for(pw_k_int8_isa level) {
+    switch (level) {
+#if PW_HAVE_FMA_KERNELS
+    case PW_K_INT8_AVX2: return (int8_copy){pw_k_q8_quantize_rows_fma, pw_k_qdot_run_fma};
+    case PW_K_INT8_AVXVNNI:
+        return (int8_copy){pw_k_q8_quantize_rows_avxvnni, pw_k_qdot_run_avxvnni};
+    case PW_K_INT8_AVX512VNNI:
+        return (int8_copy){pw_k_q8_quantize_rows_avx512vnni, pw_k_qdot_run_avx512vnni};
+#endif
+    default: return (int8_copy){pw_k_q8_quantize_rows_generic, pw_k_qdot_run_generic};
+    }
+}
+
+/* ---- per-thread buffer for the quantized activations ------------------- */
+
+/* The quantized activations live for one call. Kernel arguments hold no
+ * scratch for them (they are replayed verbatim), so each calling thread
+ * keeps a buffer that grows to the largest call it has made and is freed
+ * when the thread exits. */
+typedef struct act_buffer {
+    uint8_t *p;
+    size_t cap;
+} act_buffer;
+
+static pthread_key_t act_key;
+static bool act_key_ok;
+static pthread_once_t act_once = PTHREAD_ONCE_INIT;
+
+static void act_buffer_free(void *v) {
+    act_buffer *b = v;
+    pw_host_free(b->p);
+    pw_host_free(b);
+}
+
+static void act_key_init(void) { act_key_ok = pthread_key_create(&act_key, act_buffer_free) == 0; }
+
+/* At least `bytes` of this thread's buffer, or NULL when memory is short
+ * (pw_host_alloc: tests inject that failure with pw_host_fail_nth). */
+static uint8_t *act_scratch(size_t bytes) {
+    pthread_once(&act_once, act_key_init);
+    if (!act_key_ok) return NULL;
+    act_buffer *b = pthread_getspecific(act_key);
+    if (!b) {
+        b = pw_host_calloc(1, sizeof *b);
+        if (!b) return NULL;
+        if (pthread_setspecific(act_key, b) != 0) {
+            pw_host_free(b);
+            return NULL;
+        }
+    }
+    if (b->cap < bytes) {
+        uint8_t *p = pw_host_alloc(bytes);
+        if (!p) return NULL;
+        pw_host_free(b->p);
+        b->p = p;
+        b->cap = bytes;
+    }
+    return b->p;
+}
+
+/* ---- the product ---------------------------------------------------------- */
+
 /* Columns go to threads in groups of this many (the 1 x 8 tile's width). */
 #define COL_GROUP 8
+/* Rows of one pass when no buffer for all of them can be had: the stack. */
+#define STACK_ACT_BYTES (32 * 1024)
 
 typedef struct quant_cols_job {
+    qdot_fn run;
     float *y;
-    const float *x;
-    const uint8_t *w;
+    const uint8_t *xa, *w;
     pw_dtype type;
     int64_t n_tokens, n, k;
 } quant_cols_job;
 
 static void quant_cols_range(void *ctx, int64_t j0, int64_t j1) {
     const quant_cols_job *j = ctx;
-    PW_ISA_CALL(pw_k_matmul_quant_run, j->y, j->x, j->w, j->type, j->n_tokens, j->n, j->k, j0, j1);
+    j->run(j->y, j->xa, j->w, j->type, j->n_tokens, j->n, j->k, j0, j1);
 }
 
-/* With several threads, large products are split by output columns in
- * groups of 8, as the f32 kernel does: every element still follows the
+/* Rows already quantized into xa: with several threads, large products are
+ * split by output columns in groups of 8; every element still follows the
  * documented sequence, so the split changes no bit. */
-void pw_k_matmul_quant(float *y, const float *x, const void *w, pw_dtype type,
-                       int64_t n_tokens, int64_t n, int64_t k) {
-    assert(pw_k_quant_supported(type) && k % QK == 0);
+static void qdot(int8_copy c, float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type,
+                 int64_t n_tokens, int64_t n, int64_t k) {
     if (n > COL_GROUP && n_tokens * n * k >= PW_K_PARALLEL_MIN_MACS && pw_k_parallel_threads() > 1) {
-        quant_cols_job job = {y, x, w, type, n_tokens, n, k};
+        quant_cols_job job = {c.run, y, xa, w, type, n_tokens, n, k};
         pw_k_parallel_cols(n, COL_GROUP, quant_cols_range, &job);
         return;
     }
-    PW_ISA_CALL(pw_k_matmul_quant_run, y, x, w, type, n_tokens, n, k, 0, n);
+    c.run(y, xa, w, type, n_tokens, n, k, 0, n);
+}
+
+void pw_k_matmul_quant_with(pw_k_int8_isa level, float *y, const float *x, const void *w,
+                            pw_dtype type, int64_t n_tokens, int64_t n, int64_t k) {
+    assert(pw_k_quant_supported(type) && k % QK == 0);
+    int8_copy c = copy_for(level);
+    const size_t row = (size_t)PW_K_Q8_ROW_BYTES(k);
+    uint8_t *xa = act_scratch(row * (size_t)n_tokens);
+    if (xa) {
+        c.quantize(xa, x, n_tokens, k);
+        qdot(c, y, xa, w, type, n_tokens, n, k);
+        return;
+    }
+    /* No memory for the whole batch: a few rows at a time from the stack
+     * (each row's result is the same either way). */
+    /* floats, so that the scales stored in it are accessed as what the
+     * buffer is (the int8 values go through a character type) */
+    _Alignas(64) float stack_floats[STACK_ACT_BYTES / sizeof(float)];
+    uint8_t *stack = (uint8_t *)stack_floats;
+    int64_t step = (int64_t)(STACK_ACT_BYTES / row);
+    if (step < 1) {
+        pw_log_warn("quantized matmul: no memory for the activations of K=%lld; output zeroed",
+                    (long long)k);
+        memset(y, 0, (size_t)(n_tokens * n) * sizeof *y);
+        return;
+    }
+    for (int64_t t = 0; t < n_tokens; t += step) {
+        int64_t rows = n_tokens - t < step ? n_tokens - t : step;
+        c.quantize(stack, x + t * k, rows, k);
+        qdot(c, y + t * n, stack, w, type, rows, n, k);
+    }
+}
+
+void pw_k_matmul_quant(float *y, const float *x, const void *w, pw_dtype type,
+                       int64_t n_tokens, int64_t n, int64_t k) {
+    pw_k_matmul_quant_with(pw_k_isa_int8(), y, x, w, type, n_tokens, n, k);
 }
 
 static void matmul_quant_launch(const void *args) {

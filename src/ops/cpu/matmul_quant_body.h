@@ -1,11 +1,13 @@
-/* Tile code of the quantized matmul (matmul_quant.c), compiled twice: by
- * matmul_quant.c for the baseline ISA and by matmul_quant_fma.c with
- * AVX2+FMA+F16C (isa.h). The canonical per-element sequence is documented
- * in matmul_quant.c; every multiply-add goes through pw_v8_madd (one
- * rounding in both copies) and the unpacked weights are exact integers in
- * both, so both copies return the same bits. Only the unpacking differs:
- * AVX2 widening and F16C scale conversion in the FMA copy, portable code
- * in the baseline copy.
+/* Tile code of the quantized matmul (matmul_quant.c): activations quantized
+ * to int8 blocks, integer dot products against the weight blocks, and the
+ * float steps that combine the scales. Compiled four times (isa.h): by
+ * matmul_quant.c (portable C), matmul_quant_fma.c (AVX2: vpmaddubsw +
+ * vpmaddwd), matmul_quant_avxvnni.c (AVX-VNNI: vpdpbusd) and
+ * matmul_quant_avx512vnni.c (AVX-512 VNNI on 256-bit vectors, 32
+ * registers, bigger tiles). The sequence every copy computes is the one in
+ * matmul_quant.c's header comment; the copies differ only in how they form
+ * the exact integer lane sums and in their tile shapes, so they return the
+ * same bits.
  *
  * Not a normal header: included once per copy, defines PW_ISA(...)
  * functions and static helpers of its own. */
@@ -17,11 +19,21 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(PW_ISA_FMA_COPY)
+#if defined(PW_ISA_FMA_COPY) || defined(PW_ISA_AVXVNNI_COPY) || defined(PW_ISA_AVX512VNNI_COPY)
+#define MQ_X86 1
 #if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
-#error "matmul_quant_fma.c must be built with -mavx2 -mfma -mf16c"
+#error "the x86 copies of matmul_quant_body.h need -mavx2 -mfma -mf16c"
+#endif
+#if defined(PW_ISA_AVXVNNI_COPY) && !defined(__AVXVNNI__)
+#error "matmul_quant_avxvnni.c must be built with -mavxvnni"
+#endif
+#if defined(PW_ISA_AVX512VNNI_COPY) &&                                                        \
+    (!defined(__AVX512VNNI__) || !defined(__AVX512VL__) || !defined(__AVX512BW__))
+#error "matmul_quant_avx512vnni.c must be built with -mavx512f -mavx512bw -mavx512vl -mavx512vnni"
 #endif
 #include <immintrin.h>
+#else
+#define MQ_X86 0
 #endif
 
 #define MQ_INLINE static inline __attribute__((always_inline))
@@ -29,31 +41,36 @@
 #define QK 32
 #define LANES PW_VEC_LANES
 
-/* Block sizes in bytes (ggml layouts, see src/model/dequant.h). */
+/* Weight block sizes in bytes (ggml layouts, see src/model/dequant.h). */
 #define Q8_0_BYTES 34 /* f16 d, 32 x int8 */
 #define Q4_0_BYTES 18 /* f16 d, 16 nibble bytes */
 #define Q4_1_BYTES 20 /* f16 d, f16 m, 16 nibble bytes */
 
-/* Accumulators of one register tile, reduced together by mq_reduce8. */
-#define TILE_ACCS 8
-/* Batches: 4 rows x 2 columns, so one unpacked weight block serves four
- * tokens. The leftover rows (and decode, T = 1) use 1 row x 8 columns. */
+/* Register tiles: rows (tokens) x columns (outputs). A batch tile unpacks
+ * each weight block once for all its rows; the 1-row tile (leftover rows,
+ * decode at T = 1) loads each activation block once for its 8 columns.
+ * AVX-512 has 32 vector registers, so its batch tile is twice as wide. */
+#if defined(PW_ISA_AVX512VNNI_COPY)
+#define BATCH_TILE_ROWS 4
+#define BATCH_TILE_COLS 4
+#else
 #define BATCH_TILE_ROWS 4
 #define BATCH_TILE_COLS 2
+#endif
 #define ROW_TILE_COLS 8
+#define TILE_ACCS 16
 /* Columns processed together so their weight rows stay in L2 while every
- * row tile of x streams past them. */
+ * row tile of the activations streams past them. */
 #define COL_BLOCK_BYTES (128 * 1024)
 
-/* Vectors travel through pointers and memcpy (unaligned loads). */
-MQ_INLINE pw_v8f mq_load(const float *p) {
+MQ_INLINE pw_v8f mq_loadf(const float *p) {
     pw_v8f v;
     memcpy(&v, p, sizeof v);
     return v;
 }
 
 /* IEEE half at p (little-endian) to float, exact. */
-MQ_INLINE float mq_half(const uint8_t *p) {
+MQ_INLINE float mq_half_portable(const uint8_t *p) {
     uint16_t h = (uint16_t)(p[0] | p[1] << 8);
     uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1F, mant = h & 0x3FF;
     uint32_t bits;
@@ -70,6 +87,16 @@ MQ_INLINE float mq_half(const uint8_t *p) {
     return f;
 }
 
+#if MQ_X86
+MQ_INLINE float mq_half(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return _cvtsh_ss(h);
+}
+#else
+#define mq_half mq_half_portable
+#endif
+
 /* Lane e of out is ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)) of acc[e], values
  * moved between lanes only by shuffles. */
 MQ_INLINE void mq_reduce8(const pw_v8f *acc, pw_v8f *out) {
@@ -85,126 +112,373 @@ MQ_INLINE void mq_reduce8(const pw_v8f *acc, pw_v8f *out) {
            __builtin_shufflevector(q01, q23, 1, 3, 9, 11, 5, 7, 13, 15);
 }
 
-/* The four 8-lane groups of a block's integer values as floats (exact), and
- * its scales d and m (Q4_1) in every lane. */
-typedef struct mq_unpacked {
-    pw_v8f q[4];
-    pw_v8f d, m;
-} mq_unpacked;
+/* ---- activation quantization ------------------------------------------- */
 
-#if defined(PW_ISA_FMA_COPY)
-/* The half at p in all 8 lanes: a 16-bit broadcast and one vcvtph2ps. */
-MQ_INLINE pw_v8f mq_half_splat(const uint8_t *p) {
-    int16_t h;
-    memcpy(&h, p, sizeof h);
-    return (pw_v8f)_mm256_cvtph_ps(_mm_set1_epi16(h));
+/* The maximum as vmaxps computes it: a > b ? a : b (b when unordered). */
+MQ_INLINE float mq_max(float a, float b) { return a > b ? a : b; }
+
+/* Row layout (matmul_quant_isa.h): values, then scales, then lane sums. */
+MQ_INLINE int8_t *xq_values(uint8_t *row) { return (int8_t *)row; }
+MQ_INLINE float *xq_scales(uint8_t *row, int64_t nb) { return (float *)(row + nb * QK); }
+MQ_INLINE float *xq_sums(uint8_t *row, int64_t nb) { return (float *)(row + nb * (QK + 4)); }
+MQ_INLINE const int8_t *xq_cvalues(const uint8_t *row) { return (const int8_t *)row; }
+MQ_INLINE const float *xq_cscales(const uint8_t *row, int64_t nb) {
+    return (const float *)(row + nb * QK);
+}
+MQ_INLINE const float *xq_csums(const uint8_t *row, int64_t nb) {
+    return (const float *)(row + nb * (QK + 4));
 }
 
-MQ_INLINE pw_v8f mq_cvt(__m256i v) { return (pw_v8f)_mm256_cvtepi32_ps(v); }
-
-MQ_INLINE void mq_unpack(const uint8_t *blk, pw_dtype type, mq_unpacked *u) {
-    u->d = mq_half_splat(blk);
-    if (type == PW_Q4_1) u->m = mq_half_splat(blk + 2);
-    if (type == PW_Q8_0) {
-        for (int g = 0; g < 4; g++)
-            u->q[g] = mq_cvt(
-                _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 2 + g * LANES))));
-        return;
-    }
-    /* Bytes 0-7 and 8-15 widened to 32 bits: their low nibbles are
-     * elements 0-7 and 8-15, their high nibbles (a 32-bit shift, as the
-     * widened byte has nothing above) elements 16-23 and 24-31. */
-    const uint8_t *qs = blk + (type == PW_Q4_1 ? 4 : 2);
-    __m256i b0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)qs));
-    __m256i b1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qs + 8)));
-    __m256i low = _mm256_set1_epi32(0x0F);
-    __m256i n[4] = {_mm256_and_si256(b0, low), _mm256_and_si256(b1, low),
-                    _mm256_srli_epi32(b0, 4), _mm256_srli_epi32(b1, 4)};
-    for (int g = 0; g < 4; g++) {
-        if (type == PW_Q4_0) n[g] = _mm256_sub_epi32(n[g], _mm256_set1_epi32(8));
-        u->q[g] = mq_cvt(n[g]);
-    }
+#if MQ_X86
+/* One block: amax, d, values, lane sums, exactly as the portable copy. */
+MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sa) {
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    __m256 v[4];
+    for (int g = 0; g < 4; g++) v[g] = _mm256_loadu_ps(x + g * LANES);
+    __m256 m = _mm256_and_ps(v[0], abs_mask);
+    for (int g = 1; g < 4; g++) m = _mm256_max_ps(m, _mm256_and_ps(v[g], abs_mask));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+    float amax = _mm_cvtss_f32(h);
+    float dv = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    __m256 vid = _mm256_set1_ps(id);
+    __m256i i[4];
+    for (int g = 0; g < 4; g++) i[g] = _mm256_cvtps_epi32(_mm256_mul_ps(v[g], vid));
+    /* Saturating packs interleave 128-bit halves; the permute restores
+     * element order. */
+    __m256i p01 = _mm256_packs_epi32(i[0], i[1]), p23 = _mm256_packs_epi32(i[2], i[3]);
+    __m256i b = _mm256_packs_epi16(p01, p23);
+    b = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    b = _mm256_max_epi8(b, _mm256_set1_epi8(-127));
+    _mm256_storeu_si256((__m256i *)q, b);
+    __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), b),
+                                  _mm256_set1_epi16(1));
+    _mm256_storeu_ps(sa, _mm256_mul_ps(_mm256_set1_ps(dv), _mm256_cvtepi32_ps(s)));
+    *d = dv;
 }
 #else
-/* Portable unpacking: integer values to float (exact). */
-MQ_INLINE void mq_unpack(const uint8_t *blk, pw_dtype type, mq_unpacked *u) {
-    u->d = pw_v8_splat(mq_half(blk));
-    u->m = pw_v8_splat(type == PW_Q4_1 ? mq_half(blk + 2) : 0.0f);
-    float q[QK];
+MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sa) {
+    float m[LANES], a[QK];
+    for (int j = 0; j < QK; j++) {
+        uint32_t bits;
+        memcpy(&bits, &x[j], sizeof bits);
+        bits &= 0x7FFFFFFFu;
+        memcpy(&a[j], &bits, sizeof bits);
+    }
+    for (int l = 0; l < LANES; l++) {
+        m[l] = a[l];
+        for (int g = 1; g < 4; g++) m[l] = mq_max(m[l], a[g * LANES + l]);
+    }
+    float h[4];
+    for (int l = 0; l < 4; l++) h[l] = mq_max(m[l], m[l + 4]);
+    float h0 = mq_max(h[0], h[2]), h1 = mq_max(h[1], h[3]);
+    float amax = mq_max(h0, h1);
+    float dv = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (int j = 0; j < QK; j++) {
+        float r = x[j] * id;
+        /* vcvtps2dq: nearest-even, INT_MIN when out of range or NaN; the
+         * packs saturate to int8, then values are clamped to -127. */
+        int v = r >= -2147483648.0f && r < 2147483648.0f ? (int)__builtin_rintf(r) : -128;
+        q[j] = (int8_t)(v < -127 ? -127 : v > 127 ? 127 : v);
+    }
+    for (int l = 0; l < LANES; l++) {
+        int s = q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3];
+        sa[l] = dv * (float)s;
+    }
+    *d = dv;
+}
+#endif
+
+void PW_ISA(pw_k_q8_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows, int64_t k) {
+    const int64_t nb = k / QK;
+    for (int64_t t = 0; t < n_rows; t++) {
+        uint8_t *row = xa + t * PW_K_Q8_ROW_BYTES(k);
+        int8_t *q = xq_values(row);
+        float *d = xq_scales(row, nb), *sa = xq_sums(row, nb);
+        for (int64_t b = 0; b < nb; b++)
+            xq_block(x + t * k + b * QK, q + b * QK, d + b, sa + b * LANES);
+    }
+}
+
+/* ---- integer dot products ---------------------------------------------- */
+
+/* A weight block's 32 integer values in element order (Q8_0: the int8
+ * values; Q4_0: nibble - 8; Q4_1: the nibble), prepared for the dot
+ * product: u the unsigned operand (|w|, or the nibble for Q4_1). */
+#if MQ_X86
+typedef struct mq_wprep {
+    __m256i u, w;
+} mq_wprep;
+typedef __m256i mq_act;
+
+MQ_INLINE mq_act mq_act_load(const int8_t *q) { return _mm256_loadu_si256((const __m256i *)q); }
+
+MQ_INLINE mq_wprep mq_wprep_make(const uint8_t *blk, pw_dtype type) {
+    mq_wprep p;
     if (type == PW_Q8_0) {
-        for (int j = 0; j < QK; j++) q[j] = (float)(int8_t)blk[2 + j];
+        p.w = _mm256_loadu_si256((const __m256i *)(blk + 2));
+    } else {
+        /* Low nibbles are elements 0-15, high nibbles 16-31. */
+        const uint8_t *qs = blk + (type == PW_Q4_1 ? 4 : 2);
+        __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+        both = _mm256_srlv_epi64(both, _mm256_setr_epi64x(0, 0, 4, 4));
+        p.w = _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+        if (type == PW_Q4_0) p.w = _mm256_sub_epi8(p.w, _mm256_set1_epi8(8));
+    }
+    p.u = type == PW_Q4_1 ? p.w : _mm256_abs_epi8(p.w);
+    return p;
+}
+
+/* The block's scale d in every lane (and m for Q4_1): a broadcast of the
+ * half(s) and one vcvtph2ps, exact. */
+MQ_INLINE void mq_wscales(const uint8_t *blk, pw_dtype type, pw_v8f *d, pw_v8f *m) {
+    if (type == PW_Q4_1) {
+        int32_t dm;
+        memcpy(&dm, blk, sizeof dm);
+        __m256 both = _mm256_cvtph_ps(_mm_set1_epi32(dm)); /* d, m, d, m, ... */
+        *d = (pw_v8f)_mm256_moveldup_ps(both);
+        *m = (pw_v8f)_mm256_movehdup_ps(both);
+    } else {
+        int16_t h;
+        memcpy(&h, blk, sizeof h);
+        *d = (pw_v8f)_mm256_cvtph_ps(_mm_set1_epi16(h));
+        *m = pw_v8_splat(0.0f);
+    }
+}
+
+/* Lane l: sum of u_j * s_j over j = 4l..4l+3, exact (no saturation: |u|
+ * <= 128 and |s| <= 127, so a vpmaddubsw pair stays within 32512). */
+MQ_INLINE __m256i mq_dot_us(__m256i u, __m256i s) {
+#if defined(PW_ISA_AVX512VNNI_COPY)
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#elif defined(PW_ISA_AVXVNNI_COPY)
+    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s);
+#else
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+
+/* The 8 lane sums p_l = sum_{j=4l}^{4l+3} w_j * a_j as floats (exact). For
+ * signed weights, |w| times a with w's sign (vpsignb; a != -128). */
+MQ_INLINE pw_v8f mq_dotf(const mq_wprep *p, mq_act a, pw_dtype type) {
+    __m256i s = type == PW_Q4_1 ? a : _mm256_sign_epi8(a, p->w);
+    return (pw_v8f)_mm256_cvtepi32_ps(mq_dot_us(p->u, s));
+}
+#else
+typedef struct mq_wprep {
+    int8_t w[QK];
+} mq_wprep;
+typedef struct mq_act {
+    int8_t q[QK];
+} mq_act;
+
+MQ_INLINE mq_act mq_act_load(const int8_t *q) {
+    mq_act a;
+    memcpy(a.q, q, QK);
+    return a;
+}
+
+MQ_INLINE mq_wprep mq_wprep_make(const uint8_t *blk, pw_dtype type) {
+    mq_wprep p;
+    if (type == PW_Q8_0) {
+        memcpy(p.w, blk + 2, QK);
     } else {
         const uint8_t *qs = blk + (type == PW_Q4_1 ? 4 : 2);
         int off = type == PW_Q4_0 ? 8 : 0;
         for (int j = 0; j < QK / 2; j++) {
-            q[j] = (float)((qs[j] & 0x0F) - off);
-            q[j + QK / 2] = (float)((qs[j] >> 4) - off);
+            p.w[j] = (int8_t)((qs[j] & 0x0F) - off);
+            p.w[j + QK / 2] = (int8_t)((qs[j] >> 4) - off);
         }
     }
-    memcpy(u->q, q, sizeof q);
+    return p;
+}
+
+MQ_INLINE void mq_wscales(const uint8_t *blk, pw_dtype type, pw_v8f *d, pw_v8f *m) {
+    *d = pw_v8_splat(mq_half(blk));
+    *m = pw_v8_splat(type == PW_Q4_1 ? mq_half(blk + 2) : 0.0f);
+}
+
+MQ_INLINE pw_v8f mq_dotf(const mq_wprep *p, mq_act a, pw_dtype type) {
+    (void)type;
+    pw_v8f r;
+    for (int l = 0; l < LANES; l++) {
+        int s = 0;
+        for (int j = 4 * l; j < 4 * l + 4; j++) s += p->w[j] * a.q[j];
+        r[l] = (float)s;
+    }
+    return r;
 }
 #endif
 
-/* Block b of a rows x cols register tile: acc[r * cols + c] takes block b
- * of row r against column c. */
-MQ_INLINE void mq_block(pw_v8f *acc, const float *x, const uint8_t *w, int64_t row_bytes,
-                        int64_t k, pw_dtype type, int rows, int cols) {
-    pw_v8f xg[BATCH_TILE_ROWS][4], xs[BATCH_TILE_ROWS];
-#pragma GCC unroll 8
-    for (int r = 0; r < rows; r++) {
-        for (int i = 0; i < 4; i++) xg[r][i] = mq_load(x + r * k + i * LANES);
-        if (type == PW_Q4_1) xs[r] = (xg[r][0] + xg[r][1]) + (xg[r][2] + xg[r][3]);
-    }
-#pragma GCC unroll 8
-    for (int c = 0; c < cols; c++) {
-        mq_unpacked u;
-        mq_unpack(w + c * row_bytes, type, &u);
-#pragma GCC unroll 8
-        for (int r = 0; r < rows; r++) {
-            const pw_v8f *g = xg[r];
-            pw_v8f s = g[0] * u.q[0];
-            s = pw_v8_madd(g[1], u.q[1], s);
-            s = pw_v8_madd(g[2], u.q[2], s);
-            s = pw_v8_madd(g[3], u.q[3], s);
-            pw_v8f a = pw_v8_madd(u.d, s, acc[r * cols + c]);
-            if (type == PW_Q4_1) a = pw_v8_madd(u.m, xs[r], a);
-            acc[r * cols + c] = a;
-        }
-    }
-}
+/* ---- tiles -------------------------------------------------------------- */
 
 /* A rows x cols block of outputs (rows * cols <= TILE_ACCS). Always inlined
  * with constant shapes and type, so each call site is a fully unrolled
- * register tile; unused accumulators stay zero and are never stored. Blocks
- * go in order, two per loop turn (one pointer update for both). */
-MQ_INLINE void mq_tile(float *y, int64_t ldy, const float *x, const uint8_t *w,
-                       int64_t row_bytes, int64_t k, pw_dtype type, int64_t bbytes, int rows,
-                       int cols) {
+ * register tile; unused accumulators stay zero and are never stored.
+ * Per block b, row r, column c (matmul_quant.c):
+ *   acc = fma(d_w * d_a, p, acc); Q4_1 then acc = fma(m_w, sa, acc). */
+MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow,
+                       const uint8_t *w, int64_t wrow, int64_t nb, pw_dtype type, int64_t bb,
+                       int rows, int cols) {
     pw_v8f acc[TILE_ACCS];
     memset(acc, 0, sizeof acc);
-    const int64_t nb = k / QK;
-    int64_t b = 0;
-    for (; b + 2 <= nb; b += 2) {
-        mq_block(acc, x + b * QK, w + b * bbytes, row_bytes, k, type, rows, cols);
-        mq_block(acc, x + (b + 1) * QK, w + (b + 1) * bbytes, row_bytes, k, type, rows, cols);
+    const int8_t *xq[BATCH_TILE_ROWS];
+    const float *xd[BATCH_TILE_ROWS], *xs[BATCH_TILE_ROWS];
+#pragma GCC unroll 8
+    for (int r = 0; r < rows; r++) {
+        const uint8_t *row = xa + r * xrow;
+        xq[r] = xq_cvalues(row);
+        xd[r] = xq_cscales(row, nb);
+        xs[r] = xq_csums(row, nb);
     }
-    if (b < nb) mq_block(acc, x + b * QK, w + b * bbytes, row_bytes, k, type, rows, cols);
-    pw_v8f sums;
-    mq_reduce8(acc, &sums);
+    for (int64_t b = 0; b < nb; b++) {
+        mq_act a[BATCH_TILE_ROWS];
+        pw_v8f da[BATCH_TILE_ROWS];
+#pragma GCC unroll 8
+        for (int r = 0; r < rows; r++) {
+            a[r] = mq_act_load(xq[r] + b * QK);
+            da[r] = pw_v8_splat(xd[r][b]);
+        }
+#pragma GCC unroll 16
+        for (int c = 0; c < cols; c++) {
+            const uint8_t *blk = w + c * wrow + b * bb;
+#if MQ_X86
+            /* Decode streams the weights from memory once per token: ask for
+             * the same block of the next tile's column ahead of time. */
+            if (rows == 1) _mm_prefetch((const char *)(blk + cols * wrow), _MM_HINT_T0);
+#endif
+            mq_wprep p = mq_wprep_make(blk, type);
+            pw_v8f dw, mw;
+            mq_wscales(blk, type, &dw, &mw);
+#pragma GCC unroll 8
+            for (int r = 0; r < rows; r++) {
+                pw_v8f pf = mq_dotf(&p, a[r], type);
+                pw_v8f ds = dw * da[r]; /* lane-wise d_w * d_a, one rounding */
+                pw_v8f s = pw_v8_madd(ds, pf, acc[r * cols + c]);
+                if (type == PW_Q4_1) s = pw_v8_madd(mw, mq_loadf(xs[r] + b * LANES), s);
+                acc[r * cols + c] = s;
+            }
+        }
+    }
+    pw_v8f sums[2];
+    mq_reduce8(acc, &sums[0]);
+    if (rows * cols > 8) mq_reduce8(acc + 8, &sums[1]);
     for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++) y[r * ldy + c] = sums[r * cols + c];
+        for (int c = 0; c < cols; c++) {
+            int e = r * cols + c;
+            y[r * ldy + c] = sums[e / 8][e % 8];
+        }
 }
 
-#define MQ_TILE(rows, cols) mq_tile(y + j, n, x, w + j * rb, rb, k, type, bb, rows, cols)
+#if defined(PW_ISA_AVX512VNNI_COPY)
+/* The same tile with two columns per 512-bit vector: lanes 0-7 hold column
+ * c's 8 accumulator lanes, lanes 8-15 column c + 1's, so every lane runs
+ * exactly the operations of the 256-bit code (vpdpbusd, vcvtdq2ps, the
+ * scale product and the fused multiply-adds are lane-wise), with half the
+ * instructions. cols is even; used for the batch tiles (the 1-row tile
+ * gains nothing from it: its vector inserts cost what the pairing saves). */
+MQ_INLINE __m512i mq_pair_i(__m256i lo, __m256i hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+MQ_INLINE __m512 mq_pair_f(pw_v8f lo, pw_v8f hi) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512((__m256)lo), (__m256)hi, 1);
+}
 
-MQ_INLINE void mq_row_block(float *y, const float *x, const uint8_t *w, int64_t n, int64_t k,
+MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow,
+                             const uint8_t *w, int64_t wrow, int64_t nb, pw_dtype type,
+                             int64_t bb, int rows, int cols) {
+    __m512 acc[TILE_ACCS / 2];
+    for (int e = 0; e < TILE_ACCS / 2; e++) acc[e] = _mm512_setzero_ps();
+    const int pairs = cols / 2;
+    const int8_t *xq[BATCH_TILE_ROWS];
+    const float *xd[BATCH_TILE_ROWS], *xs[BATCH_TILE_ROWS];
+#pragma GCC unroll 8
+    for (int r = 0; r < rows; r++) {
+        const uint8_t *row = xa + r * xrow;
+        xq[r] = xq_cvalues(row);
+        xd[r] = xq_cscales(row, nb);
+        xs[r] = xq_csums(row, nb);
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i a[BATCH_TILE_ROWS];
+        __m512 da[BATCH_TILE_ROWS];
+#pragma GCC unroll 8
+        for (int r = 0; r < rows; r++) {
+            a[r] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xq[r] + b * QK)));
+            /* Signed weights: a + 128 as the unsigned operand (below). */
+            if (type != PW_Q4_1) a[r] = _mm512_xor_si512(a[r], _mm512_set1_epi8((char)0x80));
+            da[r] = _mm512_set1_ps(xd[r][b]);
+        }
+#pragma GCC unroll 8
+        for (int pc = 0; pc < pairs; pc++) {
+            const uint8_t *blk0 = w + (2 * pc) * wrow + b * bb, *blk1 = blk0 + wrow;
+            if (rows == 1) {
+                _mm_prefetch((const char *)(blk0 + cols * wrow), _MM_HINT_T0);
+                _mm_prefetch((const char *)(blk1 + cols * wrow), _MM_HINT_T0);
+            }
+            mq_wprep p0 = mq_wprep_make(blk0, type), p1 = mq_wprep_make(blk1, type);
+            __m512i u = mq_pair_i(p0.u, p1.u), ws = mq_pair_i(p0.w, p1.w);
+            /* For signed weights the dot product is (a + 128) . w - 128 sum(w):
+             * vpdpbusd starts from -128 * (lane sums of w), one product per
+             * column pair shared by every row instead of a sign per row. */
+            __m512i corr = _mm512_setzero_si512();
+            if (type != PW_Q4_1)
+                corr = _mm512_sub_epi32(corr, _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                                                  _mm512_set1_epi8((char)0x80), ws));
+            pw_v8f d0, m0, d1, m1;
+            mq_wscales(blk0, type, &d0, &m0);
+            mq_wscales(blk1, type, &d1, &m1);
+            __m512 dw = mq_pair_f(d0, d1), mw = mq_pair_f(m0, m1);
+#pragma GCC unroll 8
+            for (int r = 0; r < rows; r++) {
+                __m512i dot = type == PW_Q4_1 ? _mm512_dpbusd_epi32(corr, u, a[r])
+                                              : _mm512_dpbusd_epi32(corr, a[r], ws);
+                __m512 pf = _mm512_cvtepi32_ps(dot);
+                __m512 ds = _mm512_mul_ps(dw, da[r]);
+                __m512 v = _mm512_fmadd_ps(ds, pf, acc[r * pairs + pc]);
+                if (type == PW_Q4_1) {
+                    __m512 sa = _mm512_broadcast_f32x8(_mm256_loadu_ps(xs[r] + b * LANES));
+                    v = _mm512_fmadd_ps(mw, sa, v);
+                }
+                acc[r * pairs + pc] = v;
+            }
+        }
+    }
+    pw_v8f lanes[TILE_ACCS];
+    for (int r = 0; r < rows; r++)
+        for (int pc = 0; pc < pairs; pc++) {
+            __m512 v = acc[r * pairs + pc];
+            lanes[r * cols + 2 * pc] = (pw_v8f)_mm512_castps512_ps256(v);
+            lanes[r * cols + 2 * pc + 1] = (pw_v8f)_mm512_extractf32x8_ps(v, 1);
+        }
+    for (int e = rows * cols; e < TILE_ACCS; e++) lanes[e] = pw_v8_splat(0.0f);
+    pw_v8f sums[2];
+    mq_reduce8(lanes, &sums[0]);
+    if (rows * cols > 8) mq_reduce8(lanes + 8, &sums[1]);
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            int e = r * cols + c;
+            y[r * ldy + c] = sums[e / 8][e % 8];
+        }
+}
+#define MQ_TILE(rows, cols)                                                                    \
+    ((rows) > 1 && (cols) % 2 == 0                                                             \
+         ? mq_tile_pairs(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols)     \
+         : mq_tile(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols))
+#else
+#define MQ_TILE(rows, cols)                                                                    \
+    mq_tile(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols)
+#endif
+
+MQ_INLINE void mq_row_block(float *y, const uint8_t *xa, const uint8_t *w, int64_t n, int64_t k,
                             pw_dtype type, int64_t bb, int64_t j0, int64_t j1, int rows) {
-    const int64_t rb = k / QK * bb;
+    const int64_t nb = k / QK, wrow = nb * bb, xrow = PW_K_Q8_ROW_BYTES(k);
     int64_t j = j0;
     if (rows == BATCH_TILE_ROWS) {
         for (; j + BATCH_TILE_COLS <= j1; j += BATCH_TILE_COLS)
             MQ_TILE(BATCH_TILE_ROWS, BATCH_TILE_COLS);
-        if (j < j1) MQ_TILE(BATCH_TILE_ROWS, 1);
+        for (; j < j1; j++) MQ_TILE(BATCH_TILE_ROWS, 1);
         return;
     }
     for (; j + ROW_TILE_COLS <= j1; j += ROW_TILE_COLS) MQ_TILE(1, ROW_TILE_COLS);
@@ -220,30 +494,30 @@ MQ_INLINE void mq_row_block(float *y, const float *x, const uint8_t *w, int64_t 
     }
 }
 
-MQ_INLINE void mq_typed(float *y, const float *x, const uint8_t *w, int64_t n_tokens, int64_t n,
-                        int64_t k, pw_dtype type, int64_t bb, int64_t j0, int64_t j1) {
+MQ_INLINE void mq_typed(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_tokens,
+                        int64_t n, int64_t k, pw_dtype type, int64_t bb, int64_t j0, int64_t j1) {
     int64_t col_block = COL_BLOCK_BYTES / (k / QK * bb);
     col_block = col_block < ROW_TILE_COLS ? ROW_TILE_COLS
                                           : col_block / ROW_TILE_COLS * ROW_TILE_COLS;
+    const int64_t xrow = PW_K_Q8_ROW_BYTES(k);
     int64_t t_full = n_tokens / BATCH_TILE_ROWS * BATCH_TILE_ROWS;
     for (int64_t n0 = j0; n0 < j1; n0 += col_block) {
         int64_t n1 = n0 + col_block < j1 ? n0 + col_block : j1;
         for (int64_t t = 0; t < t_full; t += BATCH_TILE_ROWS)
-            mq_row_block(y + t * n, x + t * k, w, n, k, type, bb, n0, n1, BATCH_TILE_ROWS);
+            mq_row_block(y + t * n, xa + t * xrow, w, n, k, type, bb, n0, n1, BATCH_TILE_ROWS);
         for (int64_t t = t_full; t < n_tokens; t++)
-            mq_row_block(y + t * n, x + t * k, w, n, k, type, bb, n0, n1, 1);
+            mq_row_block(y + t * n, xa + t * xrow, w, n, k, type, bb, n0, n1, 1);
     }
 }
 
 /* The type switch is outside the loops so each type's tiles are
  * specialised. */
-void PW_ISA(pw_k_matmul_quant_run)(float *y, const float *x, const uint8_t *w, pw_dtype type,
-                                   int64_t n_tokens, int64_t n, int64_t k, int64_t j0,
-                                   int64_t j1) {
+void PW_ISA(pw_k_qdot_run)(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type,
+                           int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
     switch (type) {
-    case PW_Q8_0: mq_typed(y, x, w, n_tokens, n, k, PW_Q8_0, Q8_0_BYTES, j0, j1); break;
-    case PW_Q4_0: mq_typed(y, x, w, n_tokens, n, k, PW_Q4_0, Q4_0_BYTES, j0, j1); break;
-    case PW_Q4_1: mq_typed(y, x, w, n_tokens, n, k, PW_Q4_1, Q4_1_BYTES, j0, j1); break;
+    case PW_Q8_0: mq_typed(y, xa, w, n_tokens, n, k, PW_Q8_0, Q8_0_BYTES, j0, j1); break;
+    case PW_Q4_0: mq_typed(y, xa, w, n_tokens, n, k, PW_Q4_0, Q4_0_BYTES, j0, j1); break;
+    case PW_Q4_1: mq_typed(y, xa, w, n_tokens, n, k, PW_Q4_1, Q4_1_BYTES, j0, j1); break;
     default: assert(!"pw_k_matmul_quant: unsupported weight type"); break;
     }
 }

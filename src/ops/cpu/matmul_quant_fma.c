@@ -1,4 +1,5 @@
-/* The AVX2+FMA(+F16C) copy of the quantized matmul's tile code (built with
- * -mavx2 -mfma -mf16c, chosen at run time; isa.h). */
+/* The AVX2 copy of the quantized matmul's tile code: integer dot products
+ * by vpmaddubsw + vpmaddwd (built with -mavx2 -mfma -mf16c, chosen at run
+ * time; isa.h). */
 #define PW_ISA_FMA_COPY
 #include "ops/cpu/matmul_quant_body.h"
