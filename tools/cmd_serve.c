@@ -192,6 +192,11 @@ int pw_cmd_serve(int argc, char **argv) {
         rc = pw_cli_fail("serve: compiling and capturing", s);
         goto done;
     }
+    if (o.eng.verify_every > 0) s = pw_engine_set_verify_every(engine, o.eng.verify_every);
+    if (s != PW_OK) {
+        rc = pw_cli_fail("serve: --verify-every", s);
+        goto done;
+    }
     o.eng.max_seqs = o.cfg.max_num_seqs;
     serve_metrics_init();
     s = serve_engine_start(model, engine, &o.eng);

@@ -33,7 +33,7 @@ void serve_metrics_itl(double seconds);
 /* Per step (engine thread): the mode it ran in, real and padded tokens. */
 void serve_metrics_step(pw_runtime_mode mode, int64_t real_tokens, int64_t padded_tokens);
 void serve_metrics_engine(const pw_engine_stats *st, int64_t running, int64_t waiting);
-void serve_metrics_verify(bool mismatch);
+void serve_metrics_verify(int64_t checks, int64_t mismatches);
 /* Prometheus text exposition (malloc'ed). */
 char *serve_metrics_render(void);
 

@@ -164,14 +164,15 @@ static size_t safe_length(const serve_job *j) {
 }
 
 /* Applies one generated token to its job. Returns true if the job is
- * done (the caller removes it from the engine). */
-static bool take_token(serve_job *j, const pw_step_token *t, double now) {
+ * done, with *reason; the caller takes it out of the engine and then
+ * finishes it (finishing may free it). */
+static bool take_token(serve_job *j, const pw_step_token *t, double now, const char **reason) {
     if (j->n_engine_tokens == 0) serve_metrics_ttft(now - j->t_submit);
     else serve_metrics_itl(now - j->t_last);
     j->t_last = now;
     j->n_engine_tokens++;
     if (pw_model_is_end_of_generation(E.model, t->token)) {
-        finish_locked(j, "stop");
+        *reason = "stop";
         return true;
     }
     j->n_completion++;
@@ -190,11 +191,11 @@ static bool take_token(serve_job *j, const pw_step_token *t, double now) {
     if (cut != SIZE_MAX) {
         j->len = cut;
         j->text[cut] = '\0';
-        finish_locked(j, "stop");
+        *reason = "stop";
         return true;
     }
     if (t->finished) {
-        finish_locked(j, "length");
+        *reason = "length";
         return true;
     }
     size_t safe = safe_length(j);
@@ -263,6 +264,9 @@ static void publish_stats_locked(void) {
     pw_engine_stats st;
     pw_engine_get_stats(E.engine, &st);
     serve_metrics_engine(&st, E.n_active, E.n_queued);
+    pw_engine_verify_stats vs;
+    pw_engine_get_verify_stats(E.engine, &vs);
+    serve_metrics_verify(vs.checks, vs.mismatches);
 }
 
 static void fail_all_active_locked(const char *msg) {
@@ -322,12 +326,14 @@ static void *engine_main(void *arg) {
             for (serve_job *a = E.active; a && !j; a = a->next)
                 if (a->engine_id == toks[k].request) j = a;
             if (!j) continue;
-            bool engine_done = toks[k].finished;
-            if (take_token(j, &toks[k], now)) {
+            const char *reason = NULL;
+            if (take_token(j, &toks[k], now, &reason)) {
                 remove_active(j);
-                pw_status rs = engine_done ? pw_engine_release_request(E.engine, toks[k].request)
-                                           : pw_engine_cancel_request(E.engine, toks[k].request);
+                pw_status rs = toks[k].finished
+                                   ? pw_engine_release_request(E.engine, toks[k].request)
+                                   : pw_engine_cancel_request(E.engine, toks[k].request);
                 if (rs != PW_OK) pw_clear_error();
+                finish_locked(j, reason);
             }
         }
     }

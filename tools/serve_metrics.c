@@ -107,10 +107,10 @@ void serve_metrics_engine(const pw_engine_stats *st, int64_t running, int64_t wa
     pthread_mutex_unlock(&M.mu);
 }
 
-void serve_metrics_verify(bool mismatch) {
+void serve_metrics_verify(int64_t checks, int64_t mismatches) {
     pthread_mutex_lock(&M.mu);
-    M.verify_checks++;
-    if (mismatch) M.verify_mismatches++;
+    M.verify_checks = checks;
+    M.verify_mismatches = mismatches;
     pthread_mutex_unlock(&M.mu);
 }
 

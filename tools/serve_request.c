@@ -177,11 +177,6 @@ static bool chat_prompt(const pw_model *m, const cJSON *root, char **out, serve_
     }
     if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
         return bad(err, "messages", "'%s' must be a non-empty array%s", "");
-    if (!pw_model_has_chat_template(m)) {
-        serve_error_set(err, 400, "invalid_request_error", "messages", "no_chat_template",
-                        "this model has no chat template; use /v1/completions with a raw prompt");
-        return false;
-    }
     int n = cJSON_GetArraySize(msgs);
     pw_chat_message *cm = calloc((size_t)n, sizeof *cm);
     char **contents = calloc((size_t)n, sizeof *contents);
@@ -212,6 +207,11 @@ static bool chat_prompt(const pw_model *m, const cJSON *root, char **out, serve_
             cm[i].role = strcmp(role->valuestring, "developer") ? role->valuestring : "system";
             cm[i].content = contents[i];
         }
+    }
+    if (ok && !pw_model_has_chat_template(m)) {
+        serve_error_set(err, 400, "invalid_request_error", "messages", "no_chat_template",
+                        "this model has no chat template; use /v1/completions with a raw prompt");
+        ok = false;
     }
     if (ok) {
         pw_status s = pw_model_apply_chat_template(m, cm, n, true, out);

@@ -88,6 +88,7 @@ struct pw_engine {
 
     pw_engine_stats stats;
     pw_wrapper_counters counters_before;
+    struct pw_engine_verify *verify; /* engine_verify.c; NULL: off */
 };
 
 pw_status pw_engine_init_op_env(pw_engine *e);
@@ -106,5 +107,15 @@ pw_status pw_engine_cuda_logits(pw_engine *e, const pw_tensor *logits, int64_t l
                                 const float **host);
 void pw_engine_free_op_env(pw_engine *e);
 pw_status pw_engine_perturb_metadata(void *user, int round);
+
+/* engine_verify.c: the bitwise canary, called by the step after the
+ * forward with the forward itself (to re-run eagerly). */
+typedef pw_status (*pw_engine_forward_fn)(pw_engine *e, pw_runtime_mode mode,
+                                          const pw_batch_desc *desc, int64_t n_padded,
+                                          pw_value *logits);
+pw_status pw_engine_verify_step(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc *desc,
+                                int64_t n_real, int64_t n_padded, pw_tensor *logits,
+                                pw_engine_forward_fn forward);
+void pw_engine_verify_free(pw_engine *e);
 
 #endif
