@@ -81,14 +81,16 @@ class Server:
         _servers.append(self)
         self.log = []
         self.port = None
+        self.ctx = None
         ready = threading.Event()
 
         def drain():
             for line in self.proc.stderr:
                 self.log.append(line)
-                m = re.search(r" on http://127\.0\.0\.1:(\d+) ", line)
+                m = re.search(r" on http://127\.0\.0\.1:(\d+) .*context (\d+)", line)
                 if m and self.port is None:
                     self.port = int(m.group(1))
+                    self.ctx = int(m.group(2))
                     ready.set()
             ready.set()
 

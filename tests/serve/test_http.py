@@ -47,6 +47,7 @@ cli([model, "--max-seqs", "x"], 2, "is not an integer")
 cli([model, "--mode", "fastest"], 2, "unknown mode 'fastest'")
 cli([model, "--bogus"], 2, "unknown option '--bogus'")
 cli([model, "--api-key", ""], 2, "the key is empty")
+cli([model, "--verify-every", "-1"], 2, "outside [0,")
 cli([model, "--max-seqs", "8", "--max-batched-tokens", "4"], 2, "must be at least --max-seqs")
 cli(["/no/such/model.gguf"], 1, "/no/such/model.gguf")
 cli([model, "--host", "not-an-address", "--port", "0"], 1, "not a numeric")
@@ -56,7 +57,8 @@ for opt in ["--host", "--port", "--max-seqs", "--threads", "--api-key", "--mode"
     t.check(h.returncode == 0 and opt in h.stdout, f"serve --help documents {opt}")
 
 # ---- the main server ---------------------------------------------------------------------------------
-srv = Server(binary, model, "--max-seqs", "16", "--timeout", "2", "--max-body", "65536")
+srv = Server(binary, model, "--max-seqs", "16", "--timeout", "2", "--max-body", "65536",
+             "--verify-every", "3")
 
 st, body = srv.json("GET", "/health")
 t.check(st == 200 and body.get("status") == "ok", f"/health: {st} {body}")
@@ -146,6 +148,10 @@ t.check(real is not None and padded is not None and 0 < real <= padded,
         f"full-mode tokens real {real} <= padded {padded}")
 t.check(srv.metric("piecewise_generation_tokens_total") >= 16 * 1,
         "generated tokens counted")
+# --verify-every 3: the canary re-ran steps eagerly and found no difference
+t.check(srv.metric("piecewise_verify_checks_total") > 0, "the bitwise canary ran")
+t.check(srv.metric("piecewise_verify_mismatches_total") == 0,
+        f"the bitwise canary found no difference: {[x for x in srv.log if 'canary' in x][:3]}")
 
 # ---- bad input: 4xx with an error object, and the server goes on ----------------------------------
 bad = [
@@ -278,7 +284,7 @@ t.check(srv.json("GET", "/health")[0] == 200, "/health needs no key")
 
 # a burst against one slot and a queue of one: some get 429, the rest their full answer
 burst = [None] * 12
-long_body = {"prompt": PROMPT, "max_tokens": 1500, "temperature": 0}
+long_body = {"prompt": PROMPT, "max_tokens": srv.ctx - 16, "temperature": 0}
 
 
 def burst_one(i):
