@@ -181,6 +181,15 @@ char *serve_metrics_render(void) {
               "# TYPE piecewise_generation_tokens_total counter\n"
               "piecewise_generation_tokens_total %" PRId64 "\n",
               M.engine.prompt_tokens, M.engine.generated_tokens);
+    sb_printf(&b,
+              "# HELP piecewise_engine_seconds_total Time inside engine steps: steps that "
+              "prefilled, and pure decode steps.\n# TYPE piecewise_engine_seconds_total counter\n"
+              "piecewise_engine_seconds_total{phase=\"prefill\"} %.6f\n"
+              "piecewise_engine_seconds_total{phase=\"decode\"} %.6f\n"
+              "# HELP piecewise_engine_decode_tokens_total Real tokens in pure decode steps.\n"
+              "# TYPE piecewise_engine_decode_tokens_total counter\n"
+              "piecewise_engine_decode_tokens_total %" PRId64 "\n",
+              M.engine.prefill_seconds, M.engine.decode_seconds, M.engine.decode_step_tokens);
     sb_printf(&b, "# HELP piecewise_engine_steps_total Engine steps, by runtime mode.\n"
                   "# TYPE piecewise_engine_steps_total counter\n");
     for (int i = 0; i < 3; i++)
