@@ -33,6 +33,7 @@ struct serve_http {
     const pw_model *model;
     serve_http_options opt;
     atomic_int in_flight;
+    atomic_bool draining; /* shutting down: new requests on open connections get 503 */
     atomic_llong next_id;
 };
 
@@ -441,6 +442,11 @@ static MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *ur
         if (!cc) return MHD_NO;
         *con_cls = cc;
         atomic_fetch_add(&h->in_flight, 1);
+        if (atomic_load(&h->draining)) {
+            cc->answered = true;
+            return send_simple_error(c, 503, "server_error", "shutting_down",
+                                     "the server is shutting down");
+        }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > h->opt.max_body) {
             /* refuse before reading the body; MHD closes the connection */
@@ -503,6 +509,7 @@ pw_status serve_http_start(const pw_model *m, const serve_http_options *opt, ser
     h->opt = *opt;
     h->listen_fd = MHD_INVALID_SOCKET;
     atomic_init(&h->in_flight, 0);
+    atomic_init(&h->draining, false);
     atomic_init(&h->next_id, 1);
     const char *host = strcmp(opt->host, "localhost") == 0 ? "127.0.0.1" : opt->host;
     struct sockaddr_in a4 = {0};
@@ -542,7 +549,9 @@ pw_status serve_http_start(const pw_model *m, const serve_http_options *opt, ser
 }
 
 void serve_http_quiesce(serve_http *h) {
-    if (h && h->listen_fd == MHD_INVALID_SOCKET) h->listen_fd = MHD_quiesce_daemon(h->daemon);
+    if (!h) return;
+    atomic_store(&h->draining, true);
+    if (h->listen_fd == MHD_INVALID_SOCKET) h->listen_fd = MHD_quiesce_daemon(h->daemon);
 }
 
 int serve_http_in_flight(serve_http *h) { return h ? atomic_load(&h->in_flight) : 0; }

@@ -30,8 +30,8 @@ typedef struct histogram {
 static const double ttft_bounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
 static const double itl_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1};
 
-#define N_STATUS 8
-static const int tracked_status[N_STATUS] = {200, 400, 401, 404, 405, 413, 429, 500};
+#define N_STATUS 9
+static const int tracked_status[N_STATUS] = {200, 400, 401, 404, 405, 413, 429, 500, 503};
 
 static struct {
     pthread_mutex_t mu;

@@ -11,7 +11,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     pw_tiny_llama_config cfg = pw_tiny_llama_default_config();
-    cfg.context_length = 256;
+    cfg.context_length = 2048; /* long enough that a request outlives a client that leaves */
     if (pw_tiny_llama_write_file(&cfg, argv[1]) != PW_OK) {
         fprintf(stderr, "%s: %s\n", argv[1], pw_last_error());
         return 1;

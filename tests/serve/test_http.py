@@ -230,7 +230,8 @@ t.check(st == 200 and b["choices"][0]["text"] == solo_text, "still serving after
 # ---- a client that disconnects mid-stream cancels its request ------------------------------------
 cancelled0 = srv.metric("piecewise_requests_cancelled_total")
 s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
-body = json.dumps({"prompt": PROMPT, "max_tokens": 200, "temperature": 0, "stream": True}).encode()
+body = json.dumps({"prompt": PROMPT, "max_tokens": srv.ctx - 16, "temperature": 0,
+                   "stream": True}).encode()
 s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
           b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
 got = b""
@@ -314,6 +315,10 @@ s = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
 s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
           b"Authorization: Bearer sekrit\r\nConnection: close\r\n"
           b"Content-Length: %d\r\n\r\n%s" % (len(body), body[:10]))
+ka = srv.conn()  # a kept-alive connection that asks again while the server drains
+ka.request("GET", "/health")
+ka_first = ka.getresponse()
+ka_first.read()
 time.sleep(0.5)
 srv.proc.send_signal(signal.SIGTERM)
 alive = deadline(30)
@@ -321,6 +326,10 @@ while alive() and not any("finishing" in line for line in srv.log):
     time.sleep(0.05)
 t.check(any("finishing 1 request" in line for line in srv.log),
         f"shutdown waits for the request in flight: {srv.log[-3:]}")
+ka.request("GET", "/health")
+st = ka.getresponse().status
+ka.close()
+t.check(ka_first.status == 200 and st == 503, f"a new request while draining: {st}")
 s.sendall(body[10:])
 got = b""
 alive = deadline(60)
