@@ -504,7 +504,7 @@ pw_status serve_http_start(const pw_model *m, const serve_http_options *opt, ser
                            int *bound_port) {
     *out = NULL;
     serve_http *h = calloc(1, sizeof *h);
-    if (!h) return pw_error(PW_ERR_OOM, "out of memory");
+    if (!h) return pw_error(PW_ERR_OOM, "out of memory starting the HTTP server");
     h->model = m;
     h->opt = *opt;
     h->listen_fd = MHD_INVALID_SOCKET;

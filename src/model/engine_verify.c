@@ -26,7 +26,7 @@ pw_status pw_engine_set_verify_every(pw_engine *e, int64_t every) {
         return pw_error(PW_ERR_UNSUPPORTED, "the bitwise canary runs on the CPU only");
     if (!e->verify) {
         e->verify = calloc(1, sizeof *e->verify);
-        if (!e->verify) return pw_error(PW_ERR_OOM, "out of memory");
+        if (!e->verify) return pw_error(PW_ERR_OOM, "out of memory for the bitwise canary");
     }
     e->verify->every = every;
     e->verify->seen = 0;
