@@ -148,6 +148,7 @@ typedef struct stream_ctx {
     bool role_sent, ended;
     char *pending;    /* SSE bytes not yet handed to MHD */
     size_t pend_len, pend_off;
+    double last_send; /* when bytes last went to MHD */
 } stream_ctx;
 
 static void push_event(stream_ctx *s, cJSON *root) {
@@ -209,6 +210,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             if (n > max) n = max;
             memcpy(buf, s->pending + s->pend_off, n);
             s->pend_off += n;
+            s->last_send = serve_now();
             return (ssize_t)n;
         }
         s->pend_len = s->pend_off = 0;
@@ -220,6 +222,16 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             if (j->state != JOB_DONE && j->safe_len <= s->sent) {
                 serve_unlock();
                 if (client_gone(s->conn)) return MHD_CONTENT_READER_END_WITH_ERROR;
+                /* an SSE comment while the job waits (queued, or a long
+                 * prefill): the connection is not idle, so the idle
+                 * timeout does not close it */
+                if (serve_now() - s->last_send >= 0.5 * s->h->opt.timeout_s) {
+                    static const char keepalive[] = ": keep-alive\n\n";
+                    if (max < sizeof keepalive - 1) return 0;
+                    memcpy(buf, keepalive, sizeof keepalive - 1);
+                    s->last_send = serve_now();
+                    return (ssize_t)(sizeof keepalive - 1);
+                }
                 serve_lock();
             }
         }
@@ -298,6 +310,7 @@ static MHD_Result handle_generate(serve_http *h, struct MHD_Connection *c, serve
         s->h = h;
         s->conn = c;
         s->job = j;
+        s->last_send = serve_now();
         memcpy(s->id, id, sizeof id);
         struct MHD_Response *r =
             MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s, stream_free);

@@ -348,4 +348,26 @@ except subprocess.TimeoutExpired:
 t.check(rc == 0, f"SIGTERM exit status {rc}")
 t.check(not srv.alive(), "server gone after SIGTERM")
 srv.kill()
+
+# ---- a stream that waits in the queue longer than the idle timeout is kept
+# open with SSE comments, and then answered in full
+srv = Server(binary, model, "--max-seqs", "1", "--max-queue", "8", "--timeout", "1")
+ahead = [threading.Thread(target=srv.json, args=("POST", "/v1/completions", long_body))
+         for _ in range(4)]
+for th in ahead:
+    th.start()
+time.sleep(0.1)
+c = srv.conn()
+c.request("POST", "/v1/completions", body=json.dumps(dict(req, stream=True)),
+          headers={"Content-Type": "application/json"})
+raw = c.getresponse().read().decode()
+c.close()
+events = [line[6:] for line in raw.splitlines() if line.startswith("data: ")]
+t.check(events and events[-1] == "[DONE]" and stream_text(events) == solo_text,
+        f"queued stream answered in full: {raw[-200:]!r}")
+t.check(all(line.startswith(("data: ", ": keep-alive")) for line in raw.splitlines() if line),
+        "only data lines and keep-alive comments")
+for th in ahead:
+    th.join(300)
+t.check(srv.terminate() == 0, "exit 0")
 t.finish()
