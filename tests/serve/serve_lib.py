@@ -19,7 +19,12 @@ _servers = []
 
 def _kill_all():
     for s in _servers:
+        died = s.proc.poll()
         s.kill()
+        # a server that exited on its own with an error: show why
+        if died not in (None, 0):
+            print(f"server {' '.join(s.args[2:])} exited {died}; its log ends:\n"
+                  + "".join(s.log[-40:]), flush=True)
 
 
 atexit.register(_kill_all)
