@@ -21,7 +21,8 @@ struct pw_engine_verify {
 };
 
 pw_status pw_engine_set_verify_every(pw_engine *e, int64_t every) {
-    if (every < 0) return pw_error(PW_ERR_INVALID_ARG, "verify_every must be >= 0 (got %" PRId64 ")", every);
+    if (every < 0)
+        return pw_error(PW_ERR_INVALID_ARG, "verify_every must be >= 0 (got %" PRId64 ")", every);
     if (every > 0 && e->cuda)
         return pw_error(PW_ERR_UNSUPPORTED, "the bitwise canary runs on the CPU only");
     if (!e->verify) {

@@ -56,7 +56,7 @@ for opt in ["--host", "--port", "--max-seqs", "--threads", "--api-key", "--mode"
             "--timeout", "--verify-every"]:
     t.check(h.returncode == 0 and opt in h.stdout, f"serve --help documents {opt}")
 
-# ---- the main server ---------------------------------------------------------------------------------
+# ---- the main server ------------------------------------------------------------------------
 srv = Server(binary, model, "--max-seqs", "16", "--timeout", "2", "--max-body", "65536",
              "--verify-every", "3")
 
@@ -153,7 +153,7 @@ t.check(srv.metric("piecewise_verify_checks_total") > 0, "the bitwise canary ran
 t.check(srv.metric("piecewise_verify_mismatches_total") == 0,
         f"the bitwise canary found no difference: {[x for x in srv.log if 'canary' in x][:3]}")
 
-# ---- bad input: 4xx with an error object, and the server goes on ----------------------------------
+# ---- bad input: 4xx with an error object, and the server goes on ----------------------------
 bad = [
     ("/v1/completions", b"{not json", 400, "invalid_json"),
     ("/v1/completions", b"[1, 2]", 400, "invalid_json"),
