@@ -15,6 +15,7 @@ int pw_compile_emit(const pw_ir *g, const char *emit, const char *const *split_o
 int pw_cmd_run(int argc, char **argv);
 int pw_cmd_inspect(int argc, char **argv);
 int pw_cmd_chat(int argc, char **argv);
+int pw_cmd_serve(int argc, char **argv);
 
 /* Prints "piecewise: <what>: <last error>" to stderr and returns 1. */
 int pw_cli_fail(const char *what, pw_status s);

@@ -18,6 +18,7 @@ static const pw_cli_command commands[] = {
     {"run", pw_cmd_run, "generate text from prompts with a GGUF model"},
     {"inspect", pw_cmd_inspect, "print a GGUF file's metadata, tensor table and tokenizer"},
     {"chat", pw_cmd_chat, "chat interactively with a model that has a chat template"},
+    {"serve", pw_cmd_serve, "serve a model over HTTP with OpenAI's API (continuous batching)"},
 };
 
 static void usage(FILE *f) {

@@ -245,6 +245,7 @@ pw_status pw_engine_new(pw_model *m, const pw_engine_config *cfg_in, pw_engine *
 
 void pw_engine_free(pw_engine *e) {
     if (!e) return;
+    pw_engine_verify_free(e);
     pw_graph_wrapper_free(e->full);
     if (e->pieces) {
         for (int i = 0; i < e->n_submods; i++) {
@@ -507,6 +508,8 @@ pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_
         pw_value_release(logits_v);
         return pw_error(PW_ERR_INTERNAL, "the forward returned no logits tensor");
     }
+    pw_status vs = pw_engine_verify_step(e, mode, &desc, nt, padded, logits_v.as.tensor, forward);
+    if (vs != PW_OK) return pw_value_release(logits_v), vs;
     pw_status st = fetch_logits(e, ns, logits_v.as.tensor);
     pw_value_release(logits_v);
     PW_TRY(st);

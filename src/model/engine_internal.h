@@ -92,6 +92,7 @@ struct pw_engine {
 
     pw_engine_stats stats;
     pw_wrapper_counters counters_before;
+    struct pw_engine_verify *verify; /* engine_verify.c; NULL: off */
 };
 
 pw_status pw_engine_init_op_env(pw_engine *e);
@@ -123,5 +124,15 @@ pw_status pw_schedule(pw_engine *e, int64_t *n_sched, int64_t *n_tokens, bool *u
 /* Rows [from, to) become padding: no cache write, no attention. */
 void pw_schedule_fill_padding(pw_engine *e, int64_t from, int64_t to);
 pw_status pw_engine_perturb_metadata(void *user, int round);
+
+/* engine_verify.c: the bitwise canary, called by the step after the
+ * forward with the forward itself (to re-run eagerly). */
+typedef pw_status (*pw_engine_forward_fn)(pw_engine *e, pw_runtime_mode mode,
+                                          const pw_batch_desc *desc, int64_t n_padded,
+                                          pw_value *logits);
+pw_status pw_engine_verify_step(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc *desc,
+                                int64_t n_real, int64_t n_padded, pw_tensor *logits,
+                                pw_engine_forward_fn forward);
+void pw_engine_verify_free(pw_engine *e);
 
 #endif

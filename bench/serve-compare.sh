@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# piecewise serve beside llama.cpp's llama-server under the same load:
+# bench/serve-load.py at 1, 4 and 16 concurrent streaming clients, one
+# server at a time, same model, same threads, llama-server with -np equal
+# to --max-seqs. Prints one markdown table row per run.
+#
+#   bench/serve-compare.sh MODEL.gguf [SECONDS] [THREADS] [MAX_SEQS]
+#
+# PIECEWISE (default build/piecewise) and LLAMA_SERVER (default: the
+# llama-server under ~/.cache/piecewise/llamacpp/, if any) pick the
+# binaries; without a llama-server only piecewise runs.
+set -u
+model=${1:?usage: serve-compare.sh MODEL.gguf [SECONDS] [THREADS] [MAX_SEQS]}
+seconds=${2:-20}
+threads=${3:-2}
+seqs=${4:-16}
+here=$(cd "$(dirname "$0")" && pwd)
+pw=${PIECEWISE:-$here/../build/piecewise}
+ls_bin=${LLAMA_SERVER:-$(find "$HOME/.cache/piecewise/llamacpp" -type f -name llama-server -perm -u+x 2>/dev/null | head -1)}
+log=$(mktemp)
+pid=
+cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -f "$log"; }
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+wait_ready() { # url, seconds
+  for _ in $(seq $((2 * $2))); do
+    curl -sf "$1/health" >/dev/null 2>&1 && return 0
+    kill -0 "$pid" 2>/dev/null || return 1
+    sleep 0.5
+  done
+  return 1
+}
+
+run_load() { # label url
+  for c in 1 4 16; do
+    python3 "$here/serve-load.py" --url "$2" --clients "$c" --seconds "$seconds" --json --label "$1" |
+      python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print("| {label} | {clients} | {requests} | {errors} | {tok_s} | {ttft_p50_ms} | {ttft_p99_ms} | {itl_p50_ms} | {itl_p99_ms} |".format(**r))'
+  done
+}
+
+echo "| server | clients | requests | errors | tok/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms |"
+echo "|---|---|---|---|---|---|---|---|---|"
+port=$(free_port)
+"$pw" serve "$model" --port "$port" --max-seqs "$seqs" --threads "$threads" 2>"$log" &
+pid=$!
+if wait_ready "http://127.0.0.1:$port" 600; then
+  run_load "piecewise serve" "http://127.0.0.1:$port"
+else
+  echo "piecewise serve did not start: $(tail -3 "$log")" >&2
+fi
+kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; pid=
+
+if [ -n "$ls_bin" ] && [ -x "$ls_bin" ]; then
+  port=$(free_port)
+  # -c is the KV cache over all slots: 16384 positions, as piecewise's
+  # engine has by default (kv_cache_positions)
+  "$ls_bin" -m "$model" --host 127.0.0.1 --port "$port" -np "$seqs" -t "$threads" \
+    -c 16384 >"$log" 2>&1 &
+  pid=$!
+  if wait_ready "http://127.0.0.1:$port" 600; then
+    run_load "llama-server" "http://127.0.0.1:$port"
+  else
+    echo "llama-server did not start: $(tail -3 "$log")" >&2
+  fi
+else
+  echo "llama-server not found: only piecewise measured" >&2
+fi

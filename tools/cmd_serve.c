@@ -1,0 +1,240 @@
+/* piecewise serve: an OpenAI-compatible HTTP server over one engine with
+ * continuous batching. Options, start-up (compile, capture, listen) and
+ * the orderly shutdown on SIGINT/SIGTERM; the server itself lives in
+ * serve_*.c (see serve.h). */
+#include "cli.h"
+#include "cli_args.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: piecewise serve MODEL.gguf [options]\n"
+            "\n"
+            "Serves the model over HTTP with OpenAI's API: POST /v1/chat/completions,\n"
+            "POST /v1/completions (both with \"stream\": true for server-sent events),\n"
+            "GET /v1/models, GET /health and GET /metrics (Prometheus). One engine thread\n"
+            "batches every request in flight (continuous batching through the dispatcher);\n"
+            "graphs are captured before the server starts listening. SIGINT or SIGTERM stops\n"
+            "accepting, lets the requests in flight finish, and exits 0.\n"
+            "\n"
+            "options:\n"
+            "  --host ADDR              numeric address to bind (default 127.0.0.1; 0.0.0.0 for\n"
+            "                           every interface)\n"
+            "  --port N                 TCP port (default 8080; 0 picks a free one, printed)\n"
+            "  --max-seqs N             requests the engine runs at once (default 16)\n"
+            "  --max-queue N            requests that may wait for a slot beyond those;\n"
+            "                           more get 429 (default 64)\n"
+            "  --threads N              threads for matrix products (default 1)\n"
+            "  --api-key KEY            require 'Authorization: Bearer KEY' on /v1/*\n"
+            "  --mode MODE              auto|none|piecewise|full|full_decode_only (default auto)\n"
+            "  --device DEV             cpu|cuda (default cpu)\n"
+            "  --timeout S              close a connection idle for S seconds (default 60)\n"
+            "  --ctx N                  context per request (default: the model's, at most 2048)\n"
+            "  --max-batched-tokens N   tokens per step, bounds prefill chunks (default 128)\n"
+            "  --max-body BYTES         largest request body; larger gets 413 (default 1048576)\n"
+            "  --model-name NAME        the id /v1/models reports (default: the model's name)\n"
+            "  --verify-every N         re-run one step in N eagerly and compare the logits bit\n"
+            "                           for bit (0 = off, the default)\n"
+            "  -h, --help               this help\n");
+}
+
+#ifndef PW_HAVE_SERVE
+
+int pw_cmd_serve(int argc, char **argv) {
+    if (pw_cli_wants_help(argc, argv)) usage(stdout);
+    fprintf(stderr, "piecewise serve: this build has no HTTP server: install libmicrohttpd-dev "
+                    "and libcjson-dev (scripts/install-deps.sh), then re-run cmake and rebuild\n");
+    return 1;
+}
+
+#else
+#include "serve.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <time.h>
+
+typedef struct serve_options {
+    const char *model;
+    serve_http_options http;
+    serve_engine_options eng;
+    pw_engine_config cfg;
+    int64_t threads;
+    int64_t ctx;
+} serve_options;
+
+static int parse_args(int argc, char **argv, serve_options *o) {
+    memset(o, 0, sizeof *o);
+    pw_engine_config_init(&o->cfg);
+    o->http.host = "127.0.0.1";
+    o->http.port = 8080;
+    o->http.timeout_s = 60;
+    o->http.max_body = 1 << 20;
+    o->cfg.max_num_seqs = 16;
+    o->eng.max_queue = 64;
+    o->threads = 1;
+    bool batched_given = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int64_t n;
+        if (strcmp(a, "--host") == 0) {
+            if (!(o->http.host = pw_cli_value(argc, argv, &i))) return 2;
+        } else if (strcmp(a, "--port") == 0) {
+            if (pw_cli_int(argc, argv, &i, 0, 65535, &n)) return 2;
+            o->http.port = (int)n;
+        } else if (strcmp(a, "--max-seqs") == 0) {
+            if (pw_cli_int(argc, argv, &i, 1, 1024, &o->cfg.max_num_seqs)) return 2;
+        } else if (strcmp(a, "--max-queue") == 0) {
+            if (pw_cli_int(argc, argv, &i, 0, 1 << 20, &o->eng.max_queue)) return 2;
+        } else if (strcmp(a, "--threads") == 0) {
+            if (pw_cli_int(argc, argv, &i, 1, 256, &o->threads)) return 2;
+        } else if (strcmp(a, "--api-key") == 0) {
+            if (!(o->http.api_key = pw_cli_value(argc, argv, &i))) return 2;
+            if (!o->http.api_key[0]) {
+                fprintf(stderr, "piecewise serve: --api-key: the key is empty\n");
+                return 2;
+            }
+        } else if (strcmp(a, "--mode") == 0) {
+            if (!(v = pw_cli_value(argc, argv, &i)) || pw_cli_parse_mode(v, &o->cfg.mode))
+                return 2;
+        } else if (strcmp(a, "--device") == 0) {
+            if (!(v = pw_cli_value(argc, argv, &i))) return 2;
+            if (pw_device_parse(v, &o->cfg.device) != PW_OK) {
+                fprintf(stderr, "piecewise serve: --device: %s\n", pw_last_error());
+                return 2;
+            }
+        } else if (strcmp(a, "--timeout") == 0) {
+            if (pw_cli_int(argc, argv, &i, 1, 86400, &n)) return 2;
+            o->http.timeout_s = (unsigned)n;
+        } else if (strcmp(a, "--ctx") == 0) {
+            if (pw_cli_int(argc, argv, &i, 2, 1 << 20, &o->ctx)) return 2;
+        } else if (strcmp(a, "--max-batched-tokens") == 0) {
+            if (pw_cli_int(argc, argv, &i, 1, 1 << 16, &o->cfg.max_num_batched_tokens)) return 2;
+            batched_given = true;
+        } else if (strcmp(a, "--max-body") == 0) {
+            if (pw_cli_int(argc, argv, &i, 64, (int64_t)1 << 30, &n)) return 2;
+            o->http.max_body = (size_t)n;
+        } else if (strcmp(a, "--model-name") == 0) {
+            if (!(o->http.model_name = pw_cli_value(argc, argv, &i))) return 2;
+        } else if (strcmp(a, "--verify-every") == 0) {
+            if (pw_cli_int(argc, argv, &i, 0, INT32_MAX, &o->eng.verify_every)) return 2;
+        } else if (a[0] == '-' && a[1] != '\0') {
+            fprintf(stderr, "piecewise serve: unknown option '%s' (see --help)\n", a);
+            return 2;
+        } else if (!o->model) {
+            o->model = a;
+        } else {
+            fprintf(stderr, "piecewise serve: unexpected argument '%s'\n", a);
+            return 2;
+        }
+    }
+    if (!o->model) {
+        fprintf(stderr, "piecewise serve: no model given\n\n");
+        usage(stderr);
+        return 2;
+    }
+    if (o->cfg.max_num_batched_tokens < o->cfg.max_num_seqs) {
+        if (batched_given) {
+            fprintf(stderr,
+                    "piecewise serve: --max-batched-tokens (%lld) must be at least --max-seqs "
+                    "(%lld)\n",
+                    (long long)o->cfg.max_num_batched_tokens, (long long)o->cfg.max_num_seqs);
+            return 2;
+        }
+        o->cfg.max_num_batched_tokens = o->cfg.max_num_seqs;
+    }
+    return 0;
+}
+
+/* Waits for SIGINT/SIGTERM (blocked in every thread, taken here). */
+static int wait_signal(const sigset_t *set, double timeout_s) {
+    if (timeout_s < 0) {
+        int sig = 0;
+        return sigwait(set, &sig) == 0 ? sig : -1;
+    }
+    struct timespec ts = {(time_t)timeout_s, (long)((timeout_s - (double)(time_t)timeout_s) * 1e9)};
+    int sig = sigtimedwait(set, NULL, &ts);
+    return sig > 0 ? sig : 0;
+}
+
+int pw_cmd_serve(int argc, char **argv) {
+    if (pw_cli_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    serve_options o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc) return rc;
+    /* every thread started from here on inherits the blocked set, so the
+     * signals reach only sigwait below */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    pw_set_num_threads((int)o.threads);
+
+    pw_model *model = NULL;
+    pw_engine *engine = NULL;
+    serve_http *http = NULL;
+    pw_status s = pw_model_load(o.model, &model);
+    if (s != PW_OK) return pw_cli_fail("serve", s);
+    const pw_model_info *info = pw_model_get_info(model);
+    int64_t ctx = o.ctx ? o.ctx : (info->context < 2048 ? info->context : 2048);
+    o.cfg.max_model_len = ctx;
+    if (o.cfg.kv_cache_positions < ctx) o.cfg.kv_cache_positions = ctx;
+    s = pw_engine_new(model, &o.cfg, &engine);
+    if (s != PW_OK) {
+        rc = pw_cli_fail("serve: compiling and capturing", s);
+        goto done;
+    }
+    if (o.eng.verify_every > 0) s = pw_engine_set_verify_every(engine, o.eng.verify_every);
+    if (s != PW_OK) {
+        rc = pw_cli_fail("serve: --verify-every", s);
+        goto done;
+    }
+    o.eng.max_seqs = o.cfg.max_num_seqs;
+    serve_metrics_init();
+    s = serve_engine_start(model, engine, &o.eng);
+    if (s != PW_OK) {
+        rc = pw_cli_fail("serve", s);
+        goto done;
+    }
+    o.http.max_model_len = ctx;
+    if (!o.http.model_name) o.http.model_name = info->name;
+    int port = 0;
+    s = serve_http_start(model, &o.http, &http, &port);
+    if (s != PW_OK) {
+        rc = pw_cli_fail("serve", s);
+        serve_engine_stop();
+        goto done;
+    }
+    fprintf(stderr,
+            "piecewise serve: %s on http://%s:%d (max %lld requests at once, context %lld)\n",
+            o.http.model_name, o.http.host, port, (long long)o.cfg.max_num_seqs, (long long)ctx);
+    fflush(stderr);
+
+    int sig = wait_signal(&sigs, -1);
+    fprintf(stderr, "piecewise serve: %s: finishing %d request(s) in flight\n",
+            sig == SIGINT ? "SIGINT" : "SIGTERM", serve_http_in_flight(http));
+    serve_http_quiesce(http);
+    while (serve_http_in_flight(http) > 0) {
+        /* a second signal stops at once */
+        if (wait_signal(&sigs, 0.05) > 0) {
+            fprintf(stderr, "piecewise serve: second signal: stopping now\n");
+            break;
+        }
+    }
+    serve_http_stop(http);
+    serve_engine_stop();
+    fprintf(stderr, "piecewise serve: stopped\n");
+done:
+    pw_engine_free(engine);
+    pw_model_free(model);
+    return rc;
+}
+#endif

@@ -1,0 +1,149 @@
+/* piecewise serve: an OpenAI-compatible HTTP server. Internal interfaces
+ * between its modules:
+ *
+ *   serve_http.c     libmicrohttpd glue: routing, bodies, auth, responses
+ *   serve_request.c  JSON request parsing and validation, response bodies
+ *   serve_engine.c   the one engine thread and the queue HTTP threads feed
+ *   serve_metrics.c  counters and histograms, Prometheus text
+ *
+ * Only the engine thread calls pw_engine_*; HTTP threads hand it jobs
+ * through a mutex/condvar queue and read the text it appends to them. */
+#ifndef PW_SERVE_H
+#define PW_SERVE_H
+
+#include "piecewise.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define SERVE_MAX_STOP 4
+#define SERVE_DEFAULT_MAX_TOKENS 256
+
+/* ---- metrics --------------------------------------------------------------------------------- */
+
+/* Seconds on a monotonic clock. */
+double serve_now(void);
+
+void serve_metrics_init(void);
+void serve_metrics_request(int http_status);
+void serve_metrics_cancelled(void);
+void serve_metrics_ttft(double seconds);
+void serve_metrics_itl(double seconds);
+/* Per step (engine thread): the mode it ran in, real and padded tokens. */
+void serve_metrics_step(pw_runtime_mode mode, int64_t real_tokens, int64_t padded_tokens);
+void serve_metrics_engine(const pw_engine_stats *st, int64_t running, int64_t waiting);
+void serve_metrics_verify(int64_t checks, int64_t mismatches);
+/* Prometheus text exposition (malloc'ed). */
+char *serve_metrics_render(void);
+
+/* ---- requests -------------------------------------------------------------------------------- */
+
+typedef enum serve_kind { SERVE_CHAT, SERVE_COMPLETION } serve_kind;
+
+/* An OpenAI-style error: HTTP status, message, type, param (may be NULL)
+ * and code (may be NULL). */
+typedef struct serve_error {
+    int status;
+    char message[512];
+    const char *type;
+    char param[64];
+    const char *code;
+} serve_error;
+
+void serve_error_set(serve_error *err, int status, const char *type, const char *param,
+                     const char *code, const char *fmt, ...);
+/* {"error": {...}} (malloc'ed). */
+char *serve_error_json(const serve_error *err);
+
+typedef struct serve_params {
+    serve_kind kind;
+    int32_t *prompt; /* token ids, malloc'ed */
+    int64_t n_prompt;
+    int64_t max_tokens;
+    pw_sampling_params sp;
+    char *stop[SERVE_MAX_STOP];
+    int n_stop;
+    bool stream;
+    bool include_usage; /* stream_options.include_usage */
+} serve_params;
+
+/* Parses and validates a request body for kind; on success fills *p
+ * (free with serve_params_free), else fills *err and returns false.
+ * max_model_len bounds prompt + max_tokens. */
+bool serve_parse_request(const pw_model *m, serve_kind kind, const char *body, size_t len,
+                         int64_t max_model_len, serve_params *p, serve_error *err);
+void serve_params_free(serve_params *p);
+/* True if s[0..len) is well-formed UTF-8. */
+bool serve_utf8_valid(const char *s, size_t len);
+
+/* ---- jobs and the engine thread -------------------------------------------------------------- */
+
+typedef enum serve_job_state { JOB_QUEUED, JOB_RUNNING, JOB_DONE } serve_job_state;
+
+typedef struct serve_job {
+    serve_params p;
+    /* guarded by the engine's mutex */
+    serve_job_state state;
+    bool cancel;         /* the client went away */
+    char *text;          /* generated text, cut at a stop string */
+    size_t len, cap;
+    size_t safe_len;     /* bytes that can be sent: no partial stop string or UTF-8 char */
+    int64_t n_completion;
+    const char *finish_reason; /* "stop", "length", or NULL (error/cancelled) */
+    serve_error error;   /* status != 0: failed */
+    pthread_cond_t cv;   /* signalled on new text and when done */
+    int refs;            /* HTTP side + engine side */
+    /* engine thread only */
+    int64_t engine_id;
+    int64_t n_engine_tokens; /* tokens the engine gave it, end-of-generation included */
+    int32_t prev;
+    double t_submit, t_last;
+    struct serve_job *next;
+} serve_job;
+
+typedef struct serve_engine_options {
+    int64_t max_seqs;     /* the engine's request slots */
+    int64_t max_queue;    /* jobs waiting for a slot; more -> 429 */
+    int64_t verify_every; /* 0: off */
+} serve_engine_options;
+
+/* Starts the engine thread; it owns e from then on (frees nothing). */
+pw_status serve_engine_start(pw_model *m, pw_engine *e, const serve_engine_options *opt);
+/* Finishes every job in flight, then stops the thread. */
+void serve_engine_stop(void);
+/* Takes p (moved); returns a job with one reference for the caller, or
+ * NULL with *err (429 when the queue is full). */
+serve_job *serve_engine_submit(serve_params *p, serve_error *err);
+/* Marks the job abandoned by its client: the engine cancels it. */
+void serve_job_cancel(serve_job *j);
+void serve_job_release(serve_job *j);
+/* Waits until the job has more than `have` safe bytes or is done, for at
+ * most timeout_s. Call with the lock held (serve_lock). */
+void serve_job_wait(serve_job *j, size_t have, double timeout_s);
+void serve_lock(void);
+void serve_unlock(void);
+
+/* ---- HTTP ------------------------------------------------------------------------------------ */
+
+typedef struct serve_http_options {
+    const char *host;
+    int port;
+    const char *api_key; /* NULL: no auth */
+    unsigned timeout_s;  /* idle connection timeout */
+    size_t max_body;     /* bytes; larger -> 413 */
+    int64_t max_model_len;
+    const char *model_name;
+} serve_http_options;
+
+typedef struct serve_http serve_http;
+
+pw_status serve_http_start(const pw_model *m, const serve_http_options *opt, serve_http **out,
+                           int *bound_port);
+/* Stops accepting new connections; requests in flight go on. */
+void serve_http_quiesce(serve_http *h);
+/* Requests whose handling has started and not finished. */
+int serve_http_in_flight(serve_http *h);
+void serve_http_stop(serve_http *h);
+
+#endif

@@ -1,0 +1,352 @@
+/* piecewise serve: request parsing and validation (cJSON). Every problem
+ * a client can cause becomes an OpenAI-style error with a 4xx status. */
+#ifdef PW_HAVE_SERVE
+#include "serve.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void serve_error_set(serve_error *err, int status, const char *type, const char *param,
+                     const char *code, const char *fmt, ...) {
+    err->status = status;
+    err->type = type;
+    err->code = code;
+    snprintf(err->param, sizeof err->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+}
+
+char *serve_error_json(const serve_error *err) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON *e = cJSON_AddObjectToObject(root, "error");
+    cJSON_AddStringToObject(e, "message", err->message);
+    cJSON_AddStringToObject(e, "type", err->type ? err->type : "invalid_request_error");
+    if (err->param[0]) cJSON_AddStringToObject(e, "param", err->param);
+    else cJSON_AddNullToObject(e, "param");
+    if (err->code) cJSON_AddStringToObject(e, "code", err->code);
+    else cJSON_AddNullToObject(e, "code");
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return s;
+}
+
+bool serve_utf8_valid(const char *str, size_t len) {
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0;
+    while (i < len) {
+        unsigned c = s[i];
+        size_t n;
+        unsigned min;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if ((c & 0xE0) == 0xC0) {
+            n = 1, min = 0x80, c &= 0x1F;
+        } else if ((c & 0xF0) == 0xE0) {
+            n = 2, min = 0x800, c &= 0x0F;
+        } else if ((c & 0xF8) == 0xF0) {
+            n = 3, min = 0x10000, c &= 0x07;
+        } else {
+            return false;
+        }
+        if (len - i <= n) return false; /* truncated sequence */
+        for (size_t k = 1; k <= n; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) return false;
+            c = (c << 6) | (s[i + k] & 0x3F);
+        }
+        if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return false;
+        i += n + 1;
+    }
+    return true;
+}
+
+static bool bad(serve_error *err, const char *param, const char *fmt, const char *detail) {
+    serve_error_set(err, 400, "invalid_request_error", param, "invalid_value", fmt, param, detail);
+    return false;
+}
+
+/* Integral JSON number within [lo, hi]. Absent or null leaves *out. */
+static bool get_int(const cJSON *obj, const char *key, int64_t lo, int64_t hi, int64_t *out,
+                    serve_error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!v || cJSON_IsNull(v)) return true;
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble))
+        return bad(err, key, "'%s' must be an integer%s", "");
+    if (v->valuedouble < (double)lo || v->valuedouble > (double)hi) {
+        char range[96];
+        snprintf(range, sizeof range, " (got %.17g; allowed %lld to %lld)", v->valuedouble,
+                 (long long)lo, (long long)hi);
+        return bad(err, key, "'%s' is out of range%s", range);
+    }
+    *out = (int64_t)v->valuedouble;
+    return true;
+}
+
+static bool get_number(const cJSON *obj, const char *key, double lo, double hi, double *out,
+                       serve_error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!v || cJSON_IsNull(v)) return true;
+    if (!cJSON_IsNumber(v)) return bad(err, key, "'%s' must be a number%s", "");
+    if (!(v->valuedouble >= lo && v->valuedouble <= hi)) {
+        char range[96];
+        snprintf(range, sizeof range, " (got %g; allowed %g to %g)", v->valuedouble, lo, hi);
+        return bad(err, key, "'%s' is out of range%s", range);
+    }
+    *out = v->valuedouble;
+    return true;
+}
+
+static bool get_bool(const cJSON *obj, const char *key, bool *out, serve_error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!v || cJSON_IsNull(v)) return true;
+    if (!cJSON_IsBool(v)) return bad(err, key, "'%s' must be true or false%s", "");
+    *out = cJSON_IsTrue(v);
+    return true;
+}
+
+static bool get_stop(const cJSON *obj, serve_params *p, serve_error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, "stop");
+    if (!v || cJSON_IsNull(v)) return true;
+    if (cJSON_IsString(v)) {
+        if (!v->valuestring[0]) return bad(err, "stop", "'%s' must not be empty%s", "");
+        p->stop[p->n_stop++] = strdup(v->valuestring);
+        return true;
+    }
+    if (!cJSON_IsArray(v))
+        return bad(err, "stop", "'%s' must be a string or an array of strings%s", "");
+    if (cJSON_GetArraySize(v) > SERVE_MAX_STOP)
+        return bad(err, "stop", "'%s' has more than 4 strings%s", "");
+    const cJSON *s;
+    cJSON_ArrayForEach(s, v) {
+        if (!cJSON_IsString(s) || !s->valuestring[0])
+            return bad(err, "stop", "'%s' must hold non-empty strings%s", "");
+        p->stop[p->n_stop++] = strdup(s->valuestring);
+    }
+    return true;
+}
+
+/* Chat message content: a string, or an array of {"type":"text","text":...}
+ * parts (joined). *out is malloc'ed. */
+static bool message_content(const cJSON *content, int index, char **out, serve_error *err) {
+    char param[48];
+    snprintf(param, sizeof param, "messages[%d].content", index);
+    if (cJSON_IsString(content)) {
+        *out = strdup(content->valuestring);
+        return true;
+    }
+    if (!cJSON_IsArray(content))
+        return bad(err, param, "'%s' must be a string or an array of text parts%s", "");
+    size_t len = 0;
+    char *text = calloc(1, 1);
+    const cJSON *part;
+    cJSON_ArrayForEach(part, content) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(part, "text");
+        if (!cJSON_IsObject(part) || !cJSON_IsString(type) || strcmp(type->valuestring, "text") ||
+            !cJSON_IsString(t)) {
+            free(text);
+            return bad(err, param, "'%s' parts must be {\"type\": \"text\", \"text\": ...}%s", "");
+        }
+        size_t n = strlen(t->valuestring);
+        char *grown = realloc(text, len + n + 1);
+        if (!grown) {
+            free(text);
+            return bad(err, param, "'%s' is too large%s", "");
+        }
+        text = grown;
+        memcpy(text + len, t->valuestring, n + 1);
+        len += n;
+    }
+    *out = text;
+    return true;
+}
+
+/* The chat template applied to "messages". *out is malloc'ed. */
+static bool chat_prompt(const pw_model *m, const cJSON *root, char **out, serve_error *err) {
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");
+    if (!msgs) {
+        serve_error_set(err, 400, "invalid_request_error", "messages", "missing_required_parameter",
+                        "'messages' is required");
+        return false;
+    }
+    if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
+        return bad(err, "messages", "'%s' must be a non-empty array%s", "");
+    int n = cJSON_GetArraySize(msgs);
+    pw_chat_message *cm = calloc((size_t)n, sizeof *cm);
+    char **contents = calloc((size_t)n, sizeof *contents);
+    bool ok = cm && contents;
+    if (!ok) serve_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+    for (int i = 0; ok && i < n; i++) {
+        const cJSON *msg = cJSON_GetArrayItem(msgs, i);
+        char param[48];
+        snprintf(param, sizeof param, "messages[%d]", i);
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(msg, "role");
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(msg, "content");
+        if (!cJSON_IsObject(msg)) {
+            ok = bad(err, param, "'%s' must be an object%s", "");
+        } else if (!cJSON_IsString(role) ||
+                   (strcmp(role->valuestring, "system") && strcmp(role->valuestring, "user") &&
+                    strcmp(role->valuestring, "assistant") &&
+                    strcmp(role->valuestring, "developer"))) {
+            snprintf(param, sizeof param, "messages[%d].role", i);
+            ok = bad(err, param, "'%s' must be \"system\", \"user\" or \"assistant\"%s", "");
+        } else if (!content) {
+            snprintf(param, sizeof param, "messages[%d].content", i);
+            serve_error_set(err, 400, "invalid_request_error", param, "missing_required_parameter",
+                            "'%s' is required", param);
+            ok = false;
+        } else if ((ok = message_content(content, i, &contents[i], err))) {
+            /* the templates know system, user and assistant; OpenAI's
+             * "developer" role is its new name for system */
+            cm[i].role = strcmp(role->valuestring, "developer") ? role->valuestring : "system";
+            cm[i].content = contents[i];
+        }
+    }
+    if (ok && !pw_model_has_chat_template(m)) {
+        serve_error_set(err, 400, "invalid_request_error", "messages", "no_chat_template",
+                        "this model has no chat template; use /v1/completions with a raw prompt");
+        ok = false;
+    }
+    if (ok) {
+        pw_status s = pw_model_apply_chat_template(m, cm, n, true, out);
+        if (s != PW_OK) {
+            serve_error_set(err, 400, "invalid_request_error", "messages", NULL, "%s",
+                            pw_last_error());
+            pw_clear_error();
+            ok = false;
+        }
+    }
+    for (int i = 0; contents && i < n; i++) free(contents[i]);
+    free(contents);
+    free(cm);
+    return ok;
+}
+
+static bool completion_prompt(const cJSON *root, char **out, serve_error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "prompt");
+    if (!v) {
+        serve_error_set(err, 400, "invalid_request_error", "prompt", "missing_required_parameter",
+                        "'prompt' is required");
+        return false;
+    }
+    /* a one-element array is how some clients send a single prompt */
+    if (cJSON_IsArray(v) && cJSON_GetArraySize(v) == 1 && cJSON_IsString(cJSON_GetArrayItem(v, 0)))
+        v = cJSON_GetArrayItem(v, 0);
+    if (!cJSON_IsString(v))
+        return bad(err, "prompt", "'%s' must be a string (batches of prompts are not supported)%s",
+                   "");
+    if (!v->valuestring[0]) return bad(err, "prompt", "'%s' must not be empty%s", "");
+    *out = strdup(v->valuestring);
+    return true;
+}
+
+bool serve_parse_request(const pw_model *m, serve_kind kind, const char *body, size_t len,
+                         int64_t max_model_len, serve_params *p, serve_error *err) {
+    memset(p, 0, sizeof *p);
+    p->kind = kind;
+    if (!serve_utf8_valid(body, len)) {
+        serve_error_set(err, 400, "invalid_request_error", NULL, "invalid_utf8",
+                        "the request body is not valid UTF-8");
+        return false;
+    }
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    if (root && end && (size_t)(end - body) < len) {
+        /* trailing bytes after the value: only whitespace is allowed */
+        for (const char *c = end; c < body + len; c++)
+            if (*c != ' ' && *c != '\n' && *c != '\r' && *c != '\t' && *c != '\0') {
+                cJSON_Delete(root);
+                root = NULL;
+                break;
+            }
+    }
+    if (!root) {
+        serve_error_set(err, 400, "invalid_request_error", NULL, "invalid_json",
+                        "the request body is not valid JSON");
+        return false;
+    }
+    bool ok = true;
+    char *text = NULL;
+    if (!cJSON_IsObject(root)) {
+        serve_error_set(err, 400, "invalid_request_error", NULL, "invalid_json",
+                        "the request body must be a JSON object");
+        ok = false;
+    }
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    if (ok && model && !cJSON_IsString(model) && !cJSON_IsNull(model))
+        ok = bad(err, "model", "'%s' must be a string%s", "");
+    int64_t n_choices = 1;
+    if (ok) ok = get_int(root, "n", 1, 1, &n_choices, err);
+    int64_t max_tokens = -1;
+    if (ok) ok = get_int(root, "max_tokens", 1, INT32_MAX, &max_tokens, err);
+    if (ok && kind == SERVE_CHAT)
+        ok = get_int(root, "max_completion_tokens", 1, INT32_MAX, &max_tokens, err);
+    double temperature = 1.0, top_p = 1.0;
+    int64_t top_k = 0, seed = 0;
+    if (ok) ok = get_number(root, "temperature", 0, 2, &temperature, err);
+    if (ok) ok = get_number(root, "top_p", 0, 1, &top_p, err);
+    if (ok) ok = get_int(root, "top_k", 0, INT32_MAX, &top_k, err);
+    if (ok) ok = get_int(root, "seed", INT64_MIN / 2, INT64_MAX / 2, &seed, err);
+    if (ok) ok = get_bool(root, "stream", &p->stream, err);
+    if (ok) ok = get_stop(root, p, err);
+    const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
+    if (ok && so && !cJSON_IsNull(so)) {
+        if (!cJSON_IsObject(so)) ok = bad(err, "stream_options", "'%s' must be an object%s", "");
+        else ok = get_bool(so, "include_usage", &p->include_usage, err);
+    }
+    if (ok) ok = kind == SERVE_CHAT ? chat_prompt(m, root, &text, err)
+                                    : completion_prompt(root, &text, err);
+    if (ok) {
+        pw_status s = pw_model_tokenize(m, text, true, &p->prompt, &p->n_prompt);
+        if (s != PW_OK) {
+            serve_error_set(err, 400, "invalid_request_error",
+                            kind == SERVE_CHAT ? "messages" : "prompt", NULL, "%s",
+                            pw_last_error());
+            pw_clear_error();
+            ok = false;
+        }
+    }
+    if (ok) {
+        const char *param = kind == SERVE_CHAT ? "messages" : "prompt";
+        if (p->n_prompt >= max_model_len) {
+            serve_error_set(err, 400, "invalid_request_error", param, "context_length_exceeded",
+                            "the prompt is %lld tokens; this server's context is %lld tokens",
+                            (long long)p->n_prompt, (long long)max_model_len);
+            ok = false;
+        } else if (max_tokens < 0) {
+            int64_t room = max_model_len - p->n_prompt;
+            max_tokens = room < SERVE_DEFAULT_MAX_TOKENS ? room : SERVE_DEFAULT_MAX_TOKENS;
+        } else if (max_tokens > max_model_len - p->n_prompt) {
+            serve_error_set(err, 400, "invalid_request_error", "max_tokens",
+                            "context_length_exceeded",
+                            "the prompt (%lld tokens) plus max_tokens (%lld) exceeds this "
+                            "server's context of %lld tokens",
+                            (long long)p->n_prompt, (long long)max_tokens,
+                            (long long)max_model_len);
+            ok = false;
+        }
+    }
+    p->max_tokens = max_tokens;
+    p->sp.temperature = (float)temperature;
+    p->sp.top_p = (float)top_p;
+    p->sp.top_k = (int32_t)top_k;
+    p->sp.seed = (uint64_t)seed;
+    free(text);
+    cJSON_Delete(root);
+    if (!ok) serve_params_free(p);
+    return ok;
+}
+
+void serve_params_free(serve_params *p) {
+    free(p->prompt);
+    p->prompt = NULL;
+    for (int i = 0; i < p->n_stop; i++) free(p->stop[i]);
+    p->n_stop = 0;
+}
+#endif
