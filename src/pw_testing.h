@@ -8,6 +8,7 @@
 #define PW_TESTING_H
 
 #include "piecewise.h"
+#include "piecewise/model.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -32,6 +33,11 @@ pw_status pw_ir_run(const pw_ir *stitch, const pw_plan_options *opts, const pw_c
 /* A synthetic Llama-like graph of `layers` layers (src/graph/synthetic.c),
  * for tests and the stitching benchmark. */
 pw_status pw_ir_synthetic_llama(int layers, pw_ir **out);
+
+/* The engine's bitwise canary (src/model/engine_verify.c): the next checked
+ * step flips one bit of the replayed logits before comparing, as a broken
+ * graph would. */
+void pw_engine_verify_plant_fault(pw_engine *e);
 
 #ifdef __cplusplus
 }

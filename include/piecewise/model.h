@@ -178,17 +178,14 @@ PW_API const pw_ir *pw_engine_split_graph(const pw_engine *e);
 /* Online bitwise canary: one step in `every` (0: off) that ran captured
  * graphs (PIECEWISE or FULL) runs again eagerly (NONE) on the same batch
  * and the logits are compared bit for bit; a difference is logged (the
- * descriptor, the mode, the first differing row) and counted. CPU only. */
+ * descriptor, the mode, the first differing row) and counted. */
 typedef struct pw_engine_verify_stats {
     int64_t checks;
     int64_t mismatches;
     char last[256]; /* the last difference found */
 } pw_engine_verify_stats;
-pw_status pw_engine_set_verify_every(pw_engine *e, int64_t every);
-void pw_engine_get_verify_stats(const pw_engine *e, pw_engine_verify_stats *out);
-/* For tests: the next checked step flips one bit of the replayed logits
- * before comparing, as a broken graph would. */
-void pw_engine_verify_plant_fault(pw_engine *e);
+PW_API pw_status pw_engine_set_verify_every(pw_engine *e, int64_t every);
+PW_API void pw_engine_get_verify_stats(const pw_engine *e, pw_engine_verify_stats *out);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,7 @@
 #include "model/engine_internal.h"
 
 #include "internal.h"
+#include "pw_testing.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
