@@ -108,7 +108,9 @@ typedef struct pw_engine_config {
     int64_t kv_cache_positions;     /* KV cache size over all requests (default 16384) */
     const int64_t *capture_sizes;   /* optional user list */
     int n_capture_sizes;
-    int warmups;                    /* eager runs before each capture (default 1) */
+    int warmups;                    /* eager runs before each capture, on a device that
+                                       needs them (caps.needs_warmup; default 1) */
+    bool force_warmups;             /* run them on every device (the CPU needs none) */
     pw_progress progress;           /* capture progress bar (default AUTO) */
     bool verify_capture;            /* capture each descriptor twice and compare */
     bool print_capture_totals;      /* one totals line on stderr after capture (default true) */

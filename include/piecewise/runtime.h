@@ -291,19 +291,25 @@ typedef enum pw_progress {
 } pw_progress;
 
 typedef struct pw_capture_options {
-    int warmups;          /* eager runs per descriptor before its capture (>= 0) */
+    int warmups;          /* eager runs per descriptor before its capture (>= 0), on a
+                             device that needs them (see graph_pool) */
     pw_progress progress;
-    pw_pool *graph_pool;  /* optional: its stats go into the report and the totals line */
+    pw_pool *graph_pool;  /* optional: its stats go into the report and the totals line;
+                             when its device reports !needs_warmup (the CPU records
+                             without computing and has no lazy setup) the warm-ups
+                             are skipped */
     bool print_totals;    /* print the totals line on stderr (it is always logged at info) */
+    bool force_warmups;   /* run the warm-ups even where the device does not need them */
 } pw_capture_options;
 
-/* warmups = 1, progress AUTO, no pool, totals printed. */
+/* warmups = 1, progress AUTO, no pool, totals printed, warm-ups not forced. */
 PW_API void pw_capture_options_init(pw_capture_options *opts);
 
 #define PW_CAPTURE_SUMMARY_CAP 128
 
 typedef struct pw_capture_report {
     size_t descriptors;       /* descriptors captured */
+    size_t warmup_runs;       /* eager warm-up runs made (0 where the device needs none) */
     uint64_t graphs_captured; /* graphs kept by all wrappers during the run */
     double seconds;
     size_t pool_reserved;     /* graph pool bytes reserved at the end (0 without a pool) */
@@ -312,7 +318,8 @@ typedef struct pw_capture_report {
 } pw_capture_report;
 
 /* For each descriptor of pw_dispatcher_capture_list, in order: `warmups`
- * eager runs (context mode NONE, same descriptor), then one run with the
+ * eager runs (context mode NONE, same descriptor; none when graph_pool's
+ * device reports !needs_warmup and force_warmups is off), then one run with the
  * descriptor's mode inside the capture phase, so the wrappers capture.
  * Stops at the first error, with the descriptor in the message. opts and
  * out may be NULL. */

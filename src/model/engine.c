@@ -159,6 +159,7 @@ static pw_status capture_all(pw_engine *e) {
     pw_capture_options co;
     pw_capture_options_init(&co);
     co.warmups = e->cfg.warmups;
+    co.force_warmups = e->cfg.force_warmups;
     co.progress = e->cfg.progress;
     co.graph_pool = e->graph_pool;
     co.print_totals = e->cfg.print_capture_totals;

@@ -77,6 +77,16 @@ pw_status pw_capture_all(const pw_dispatcher *d, pw_forward_fn fwd, void *user,
     if (pw_capture_phase_active())
         return pw_error(PW_ERR_STATE, "capture_all: a capture phase is already open on this thread");
 
+    /* A warm-up exists for lazy one-time setup (module loading, library
+     * handles) that must not land in a graph; a device without any gets
+     * nothing from a whole eager forward per descriptor. */
+    int warmups = opts->warmups;
+    if (opts->graph_pool && !opts->force_warmups) {
+        pw_device_caps caps;
+        PW_TRY(pw_device_get_caps(pw_pool_device(opts->graph_pool), &caps));
+        if (!caps.needs_warmup) warmups = 0;
+    }
+
     size_t n = 0;
     const pw_capture_item *items = pw_dispatcher_capture_list(d, &n);
     bool bar = opts->progress == PW_PROGRESS_ON ||
@@ -86,10 +96,12 @@ pw_status pw_capture_all(const pw_dispatcher *d, pw_forward_fn fwd, void *user,
     double t0 = now_seconds();
     pw_status s = PW_OK;
     char d_buf[PW_BATCH_DESC_FORMAT_CAP];
+    size_t warmup_runs = 0;
     for (size_t i = 0; i < n && s == PW_OK; i++) {
         const pw_capture_item *it = &items[i];
-        for (int wu = 0; wu < opts->warmups && s == PW_OK; wu++) {
+        for (int wu = 0; wu < warmups && s == PW_OK; wu++) {
             s = run_step(fwd, user, PW_MODE_NONE, &it->desc);
+            warmup_runs++;
             if (s != PW_OK)
                 pw_error_context(s, "capture_all: warm-up run %d of %s %s", wu + 1,
                                  pw_runtime_mode_name(it->mode),
@@ -115,6 +127,7 @@ pw_status pw_capture_all(const pw_dispatcher *d, pw_forward_fn fwd, void *user,
     pw_capture_report report;
     memset(&report, 0, sizeof report);
     report.descriptors = n;
+    report.warmup_runs = warmup_runs;
     report.graphs_captured = after.graphs_captured - before.graphs_captured;
     report.seconds = seconds;
     char pool_part[64] = "";

@@ -4,6 +4,8 @@
  *  - NONE, PIECEWISE and FULL give identical tokens at batch sizes 1, 3 and 8
  *    with different prompts, including prompts of different lengths that
  *    prefill (in chunks) while others decode;
+ *  - skipping the warm-ups a CPU does not need leaves every token as it
+ *    was with them forced;
  *  - a random-weight model written by the tests' own GGUF writer runs the
  *    same checks without ../shared. */
 #include "test_util.h"
@@ -28,6 +30,9 @@ typedef struct run_result {
     float first_logit[MAX_REQS];
 } run_result;
 
+/* Set by check_warmups_change_nothing: run_batch's engines force them. */
+static bool force_warmups;
+
 /* Runs prompts through an engine in `mode`; request i joins at step
  * join_step[i], so prefills overlap with other requests' decodes. */
 static pw_status run_batch(pw_model *m, pw_graph_mode mode, int64_t batched_tokens,
@@ -40,6 +45,7 @@ static pw_status run_batch(pw_model *m, pw_graph_mode mode, int64_t batched_toke
     cfg.max_num_batched_tokens = batched_tokens;
     cfg.progress = PW_PROGRESS_OFF;
     cfg.print_capture_totals = false;
+    cfg.force_warmups = force_warmups;
     pw_engine *e;
     pw_status s = pw_engine_new(m, &cfg, &e);
     if (s != PW_OK) return s;
@@ -139,6 +145,42 @@ static void check_golden(pw_model *m, pw_graph_mode mode) {
     free(ids);
 }
 
+/* The CPU reports !needs_warmup, so the engine captures without the eager
+ * warm-up runs; forcing them back must change no token in any mode, and
+ * the skip must be real (a warm-up passes through every wrapper). */
+static void check_warmups_change_nothing(pw_model *m) {
+    int32_t *prompts[MAX_REQS];
+    int64_t lens[MAX_REQS];
+    for (int i = 0; i < 3; i++) CHECK_OK(pw_model_tokenize(m, prompts_text[i], true, &prompts[i], &lens[i]));
+    int join[3] = {0, 0, 2};
+    static const pw_graph_mode modes[] = {PW_GRAPH_PIECEWISE, PW_GRAPH_FULL,
+                                          PW_GRAPH_FULL_AND_PIECEWISE};
+    for (size_t k = 0; k < PW_ARRAY_LEN(modes); k++) {
+        static run_result skipped, forced;
+        pw_wrapper_counters c0, c1, c2;
+        pw_counters_get(&c0);
+        force_warmups = false;
+        CHECK_OK(run_batch(m, modes[k], 16, prompts, lens, join, 3, 10, &skipped));
+        pw_counters_get(&c1);
+        force_warmups = true;
+        CHECK_OK(run_batch(m, modes[k], 16, prompts, lens, join, 3, 10, &forced));
+        pw_counters_get(&c2);
+        force_warmups = false;
+        CHECK(c2.pass_throughs - c1.pass_throughs > c1.pass_throughs - c0.pass_throughs);
+        CHECK_EQ_INT(c2.graphs_captured - c1.graphs_captured, c1.graphs_captured - c0.graphs_captured);
+        for (int i = 0; i < 3; i++) {
+            bool same = skipped.n[i] == forced.n[i] &&
+                        memcmp(skipped.tokens[i], forced.tokens[i],
+                               (size_t)forced.n[i] * sizeof(int32_t)) == 0;
+            if (!same)
+                fprintf(stderr, "%s: request %d differs with the warm-ups forced\n",
+                        pw_graph_mode_name(modes[k]), i);
+            CHECK(same);
+        }
+    }
+    for (int i = 0; i < 3; i++) free(prompts[i]);
+}
+
 static void test_stories260k(void) {
     char path[1024];
     if (!pw_test_shared_path("models/stories260K.gguf", path, sizeof path)) {
@@ -157,6 +199,7 @@ static void test_stories260k(void) {
                                           PW_GRAPH_FULL_AND_PIECEWISE, PW_GRAPH_FULL_DECODE_ONLY};
     for (size_t i = 0; i < PW_ARRAY_LEN(modes); i++) check_golden(m, modes[i]);
     check_modes_agree(m, "stories260K");
+    check_warmups_change_nothing(m);
     pw_model_free(m);
 }
 
@@ -266,6 +309,7 @@ static void test_tiny_random_model(void) {
     if (m) {
         CHECK_EQ_INT(pw_model_get_info(m)->n_layers, cfg.n_layers);
         check_modes_agree(m, "tiny");
+        check_warmups_change_nothing(m);
         check_continue_matches_fresh(m);
         check_kv_wait_keeps_message(m);
         pw_model_free(m);

@@ -306,6 +306,7 @@ static void test_capture_all_sequence(void) {
     }
     CHECK(ok);
     CHECK_EQ_INT(rep.descriptors, 6);
+    CHECK_EQ_INT(rep.warmup_runs, 6); /* no pool: the driver cannot ask a device */
     CHECK_EQ_INT(rep.graphs_captured, 0); /* no wrappers in this model */
     CHECK(strncmp(rep.summary, "captured 0 graphs in ", 21) == 0);
     CHECK(!pw_capture_phase_active());
@@ -319,6 +320,28 @@ static void test_capture_all_sequence(void) {
     r = (recorder){0};
     CHECK_OK(pw_capture_all(d, record_fwd, &r, &o, NULL));
     CHECK_EQ_INT(r.calls, 24);
+
+    /* A CPU graph pool: the CPU records without computing and has no lazy
+     * setup (caps.needs_warmup false), so the warm-ups are skipped unless
+     * forced. */
+    pw_pool *cpu_pool = NULL;
+    CHECK_OK(pw_pool_new(PW_DEVICE_CPU, "graphs", &cpu_pool));
+    o.graph_pool = cpu_pool;
+    r = (recorder){0};
+    CHECK_OK(pw_capture_all(d, record_fwd, &r, &o, &rep));
+    CHECK_EQ_INT(r.calls, 6);
+    CHECK_EQ_INT(rep.warmup_runs, 0);
+    ok = true;
+    for (int i = 0; i < 6; i++) ok &= r.modes[i] == want_mode[i] && r.phase[i];
+    CHECK(ok);
+    o.force_warmups = true;
+    r = (recorder){0};
+    CHECK_OK(pw_capture_all(d, record_fwd, &r, &o, &rep));
+    CHECK_EQ_INT(r.calls, 24);
+    CHECK_EQ_INT(rep.warmup_runs, 18);
+    o.force_warmups = false;
+    o.graph_pool = NULL;
+    pw_pool_free(cpu_pool);
 
     o.warmups = -1;
     CHECK_ERR(pw_capture_all(d, record_fwd, &r, &o, NULL), PW_ERR_INVALID_ARG, "warmups must be >= 0, got -1");
