@@ -73,7 +73,10 @@ int8_chains_avx512vnni(long iters) {
     __m512i s = _mm512_add_epi32(_mm512_add_epi32(c0, c1), _mm512_add_epi32(c2, c3));
     s = _mm512_add_epi32(s, _mm512_add_epi32(_mm512_add_epi32(c4, c5), _mm512_add_epi32(c6, c7)));
     s = _mm512_add_epi32(s, _mm512_add_epi32(_mm512_add_epi32(c8, c9), _mm512_add_epi32(c10, c11)));
-    return _mm512_reduce_add_epi32(s);
+    /* lane 0 only: the sum is a sink that keeps the chains live, and a
+     * whole-vector reduction in int would overflow (wraps are fine here,
+     * signed overflow is not) */
+    return _mm512_cvtsi512_si32(s);
 }
 
 /* VEX vpdpbusd on 256 bits: 32 per chain and turn. */

@@ -19,11 +19,6 @@ void pw_backend_set_cuda_probe(bool (*probe)(void));
 static atomic_ullong stat_instantiated, stat_updated, stat_update_fallbacks, stat_replays,
     stat_graphs_live, stat_nodes_live, stat_segments;
 
-pw_status pw_cuda_check(cudaError_t err, const char *call) {
-    if (PW_LIKELY(err == cudaSuccess)) return PW_OK;
-    return pw_error(PW_ERR_CUDA, "%s failed: %s (%s)", call, cudaGetErrorName(err),
-                    cudaGetErrorString(err));
-}
 
 /* ---- device probe and memory ---------------------------------------------------------- */
 

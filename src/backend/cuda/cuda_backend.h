@@ -16,7 +16,7 @@
 #define PW_CUDA_BACKEND_H
 
 #include "piecewise.h"
-#include "internal.h" /* PW_INTERNAL_API */
+#include "internal.h"
 
 #ifdef __cplusplus
 extern "C" {

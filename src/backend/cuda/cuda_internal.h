@@ -15,8 +15,14 @@ struct pw_cuda_stream_ctx {
     pw_cuda_op_slot *op; /* the op layer's per-stream context (never NULL) */
 };
 
-/* PW_OK, or PW_ERR_CUDA naming the call that failed and CUDA's message. */
-PW_INTERNAL_API pw_status pw_cuda_check(cudaError_t err, const char *call);
+/* PW_OK, or PW_ERR_CUDA naming the call that failed and CUDA's message.
+ * Inline: the CUDA kernels in libpiecewise-llm check their calls the same
+ * way without the backend exporting a function for it. */
+static inline pw_status pw_cuda_check(cudaError_t err, const char *call) {
+    if (err == cudaSuccess) return PW_OK;
+    return pw_error(PW_ERR_CUDA, "%s failed: %s (%s)", call, cudaGetErrorName(err),
+                    cudaGetErrorString(err));
+}
 #define PW_CUDA_TRY(call) PW_TRY(pw_cuda_check((call), #call))
 
 #ifdef __cplusplus
