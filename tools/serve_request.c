@@ -246,14 +246,13 @@ static bool completion_prompt(const cJSON *root, char **out, serve_error *err) {
     return true;
 }
 
-bool serve_parse_request(const pw_model *m, serve_kind kind, const char *body, size_t len,
-                         int64_t max_model_len, serve_params *p, serve_error *err) {
-    memset(p, 0, sizeof *p);
-    p->kind = kind;
+/* The body as a JSON value: valid UTF-8, one JSON value, nothing after it
+ * but whitespace. NULL (with err set) otherwise. */
+static cJSON *parse_body(const char *body, size_t len, serve_error *err) {
     if (!serve_utf8_valid(body, len)) {
         serve_error_set(err, 400, "invalid_request_error", NULL, "invalid_utf8",
                         "the request body is not valid UTF-8");
-        return false;
+        return NULL;
     }
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
@@ -266,33 +265,37 @@ bool serve_parse_request(const pw_model *m, serve_kind kind, const char *body, s
                 break;
             }
     }
-    if (!root) {
+    if (!root)
         serve_error_set(err, 400, "invalid_request_error", NULL, "invalid_json",
                         "the request body is not valid JSON");
-        return false;
-    }
+    return root;
+}
+
+/* The request's numeric options as parsed, before they go into serve_params;
+ * max_tokens < 0 means "not given". */
+typedef struct request_options {
+    int64_t max_tokens;
+    double temperature, top_p;
+    int64_t top_k, seed;
+} request_options;
+
+/* Every option but the prompt: model, n, token limits, sampling, stream,
+ * stop and stream_options, checked in that order. */
+static bool parse_options(const cJSON *root, serve_kind kind, request_options *o, serve_params *p,
+                          serve_error *err) {
     bool ok = true;
-    char *text = NULL;
-    if (!cJSON_IsObject(root)) {
-        serve_error_set(err, 400, "invalid_request_error", NULL, "invalid_json",
-                        "the request body must be a JSON object");
-        ok = false;
-    }
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
-    if (ok && model && !cJSON_IsString(model) && !cJSON_IsNull(model))
+    if (model && !cJSON_IsString(model) && !cJSON_IsNull(model))
         ok = bad(err, "model", "'%s' must be a string%s", "");
     int64_t n_choices = 1;
     if (ok) ok = get_int(root, "n", 1, 1, &n_choices, err);
-    int64_t max_tokens = -1;
-    if (ok) ok = get_int(root, "max_tokens", 1, INT32_MAX, &max_tokens, err);
+    if (ok) ok = get_int(root, "max_tokens", 1, INT32_MAX, &o->max_tokens, err);
     if (ok && kind == SERVE_CHAT)
-        ok = get_int(root, "max_completion_tokens", 1, INT32_MAX, &max_tokens, err);
-    double temperature = 1.0, top_p = 1.0;
-    int64_t top_k = 0, seed = 0;
-    if (ok) ok = get_number(root, "temperature", 0, 2, &temperature, err);
-    if (ok) ok = get_number(root, "top_p", 0, 1, &top_p, err);
-    if (ok) ok = get_int(root, "top_k", 0, INT32_MAX, &top_k, err);
-    if (ok) ok = get_int(root, "seed", INT64_MIN / 2, INT64_MAX / 2, &seed, err);
+        ok = get_int(root, "max_completion_tokens", 1, INT32_MAX, &o->max_tokens, err);
+    if (ok) ok = get_number(root, "temperature", 0, 2, &o->temperature, err);
+    if (ok) ok = get_number(root, "top_p", 0, 1, &o->top_p, err);
+    if (ok) ok = get_int(root, "top_k", 0, INT32_MAX, &o->top_k, err);
+    if (ok) ok = get_int(root, "seed", INT64_MIN / 2, INT64_MAX / 2, &o->seed, err);
     if (ok) ok = get_bool(root, "stream", &p->stream, err);
     if (ok) ok = get_stop(root, p, err);
     const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
@@ -300,8 +303,16 @@ bool serve_parse_request(const pw_model *m, serve_kind kind, const char *body, s
         if (!cJSON_IsObject(so)) ok = bad(err, "stream_options", "'%s' must be an object%s", "");
         else ok = get_bool(so, "include_usage", &p->include_usage, err);
     }
-    if (ok) ok = kind == SERVE_CHAT ? chat_prompt(m, root, &text, err)
-                                    : completion_prompt(root, &text, err);
+    return ok;
+}
+
+/* The prompt text (chat messages through the template, or the completion
+ * prompt) tokenized into p->prompt. */
+static bool tokenize_prompt(const pw_model *m, serve_kind kind, const cJSON *root, serve_params *p,
+                            serve_error *err) {
+    char *text = NULL;
+    bool ok = kind == SERVE_CHAT ? chat_prompt(m, root, &text, err)
+                                 : completion_prompt(root, &text, err);
     if (ok) {
         pw_status s = pw_model_tokenize(m, text, true, &p->prompt, &p->n_prompt);
         if (s != PW_OK) {
@@ -312,32 +323,55 @@ bool serve_parse_request(const pw_model *m, serve_kind kind, const char *body, s
             ok = false;
         }
     }
-    if (ok) {
-        const char *param = kind == SERVE_CHAT ? "messages" : "prompt";
-        if (p->n_prompt >= max_model_len) {
-            serve_error_set(err, 400, "invalid_request_error", param, "context_length_exceeded",
-                            "the prompt is %lld tokens; this server's context is %lld tokens",
-                            (long long)p->n_prompt, (long long)max_model_len);
-            ok = false;
-        } else if (max_tokens < 0) {
-            int64_t room = max_model_len - p->n_prompt;
-            max_tokens = room < SERVE_DEFAULT_MAX_TOKENS ? room : SERVE_DEFAULT_MAX_TOKENS;
-        } else if (max_tokens > max_model_len - p->n_prompt) {
-            serve_error_set(err, 400, "invalid_request_error", "max_tokens",
-                            "context_length_exceeded",
-                            "the prompt (%lld tokens) plus max_tokens (%lld) exceeds this "
-                            "server's context of %lld tokens",
-                            (long long)p->n_prompt, (long long)max_tokens,
-                            (long long)max_model_len);
-            ok = false;
-        }
-    }
-    p->max_tokens = max_tokens;
-    p->sp.temperature = (float)temperature;
-    p->sp.top_p = (float)top_p;
-    p->sp.top_k = (int32_t)top_k;
-    p->sp.seed = (uint64_t)seed;
     free(text);
+    return ok;
+}
+
+/* The prompt must leave room in the context; max_tokens, when not given,
+ * is what is left (at most SERVE_DEFAULT_MAX_TOKENS), and when given must fit. */
+static bool fit_context(serve_kind kind, int64_t max_model_len, const serve_params *p,
+                        int64_t *max_tokens, serve_error *err) {
+    const char *param = kind == SERVE_CHAT ? "messages" : "prompt";
+    if (p->n_prompt >= max_model_len) {
+        serve_error_set(err, 400, "invalid_request_error", param, "context_length_exceeded",
+                        "the prompt is %lld tokens; this server's context is %lld tokens",
+                        (long long)p->n_prompt, (long long)max_model_len);
+        return false;
+    }
+    if (*max_tokens < 0) {
+        int64_t room = max_model_len - p->n_prompt;
+        *max_tokens = room < SERVE_DEFAULT_MAX_TOKENS ? room : SERVE_DEFAULT_MAX_TOKENS;
+    } else if (*max_tokens > max_model_len - p->n_prompt) {
+        serve_error_set(err, 400, "invalid_request_error", "max_tokens", "context_length_exceeded",
+                        "the prompt (%lld tokens) plus max_tokens (%lld) exceeds this "
+                        "server's context of %lld tokens",
+                        (long long)p->n_prompt, (long long)*max_tokens, (long long)max_model_len);
+        return false;
+    }
+    return true;
+}
+
+bool serve_parse_request(const pw_model *m, serve_kind kind, const char *body, size_t len,
+                         int64_t max_model_len, serve_params *p, serve_error *err) {
+    memset(p, 0, sizeof *p);
+    p->kind = kind;
+    cJSON *root = parse_body(body, len, err);
+    if (!root) return false;
+    bool ok = true;
+    if (!cJSON_IsObject(root)) {
+        serve_error_set(err, 400, "invalid_request_error", NULL, "invalid_json",
+                        "the request body must be a JSON object");
+        ok = false;
+    }
+    request_options o = {.max_tokens = -1, .temperature = 1.0, .top_p = 1.0, .top_k = 0, .seed = 0};
+    if (ok) ok = parse_options(root, kind, &o, p, err);
+    if (ok) ok = tokenize_prompt(m, kind, root, p, err);
+    if (ok) ok = fit_context(kind, max_model_len, p, &o.max_tokens, err);
+    p->max_tokens = o.max_tokens;
+    p->sp.temperature = (float)o.temperature;
+    p->sp.top_p = (float)o.top_p;
+    p->sp.top_k = (int32_t)o.top_k;
+    p->sp.seed = (uint64_t)o.seed;
     cJSON_Delete(root);
     if (!ok) serve_params_free(p);
     return ok;

@@ -74,6 +74,7 @@ typedef struct split_state {
     const pw_ir *g;
     int *sub_of;       /* node -> subgraph id, -1 for placeholders and the output */
     int nsubs;
+    bool *splitting_sub; /* subgraph -> made of splitting ops */
     int *stitch_of;    /* original node -> node in the stitching graph */
     int *local;        /* original node -> node in the subgraph being built (-1: none) */
     bool *is_output;   /* original node is needed outside its subgraph */
@@ -103,16 +104,10 @@ static pw_status copy_comments(pw_ir *dst, const pw_ir_node *n) {
     return PW_OK;
 }
 
-static pw_status build_subgraph(split_state *st, int s, pw_ir *stitch) {
+/* Makes subgraph s the one being built and lists, in first-use order, the
+ * values its nodes read from outside it. */
+static void collect_subgraph_inputs(split_state *st, int s) {
     const pw_ir *g = st->g;
-    char name[PW_IR_MAX_NAME];
-    snprintf(name, sizeof name, "submod_%d", s);
-    pw_ir *sub;
-    PW_TRY(pw_ir_new(name, &sub));
-    pw_status rc = PW_OK;
-    int noutputs = 0;
-    mapped_args m = {0};
-
     st->cur_sub = s;
     st->ninputs = 0;
     for (int i = 0; i < g->nnodes; i++) st->local[i] = -1;
@@ -122,54 +117,71 @@ static pw_status build_subgraph(split_state *st, int s, pw_ir *stitch) {
         for (int a = 0; a < n->nargs; a++) pw_ir_arg_each_ref(&n->args[a], collect_input, st);
         for (int a = 0; a < n->nkwargs; a++) pw_ir_arg_each_ref(&n->kwargs[a].value, collect_input, st);
     }
+}
+
+/* One placeholder in sub per collected input, named and typed as its source. */
+static pw_status add_subgraph_placeholders(split_state *st, pw_ir *sub) {
+    const pw_ir *g = st->g;
     for (int k = 0; k < st->ninputs; k++) {
         int src = st->inputs[k];
-        if ((rc = pw_ir_add_placeholder(sub, g->nodes[src].name, &st->local[src])) != PW_OK) goto done;
+        PW_TRY(pw_ir_add_placeholder(sub, g->nodes[src].name, &st->local[src]));
         sub->nodes[st->local[src]].type = g->nodes[src].type;
     }
+    return PW_OK;
+}
+
+/* Copies subgraph s's nodes into sub, references renumbered to sub's nodes;
+ * counts in *noutputs those needed outside it. */
+static pw_status copy_subgraph_nodes(split_state *st, int s, pw_ir *sub, int *noutputs) {
+    const pw_ir *g = st->g;
+    mapped_args m = {0};
+    *noutputs = 0;
     for (int i = 0; i < g->nnodes; i++) {
         if (st->sub_of[i] != s) continue;
         const pw_ir_node *n = &g->nodes[i];
-        if ((rc = copy_comments(sub, n)) != PW_OK) goto done;
-        if ((rc = map_args(n, st->local, &m)) != PW_OK) goto done;
+        PW_TRY(copy_comments(sub, n));
+        PW_TRY(map_args(n, st->local, &m));
+        pw_status rc;
         if (n->kind == PW_IR_GETITEM)
             rc = pw_ir_add_getitem(sub, n->name, m.args[0].as.node, m.args[1].as.i, &st->local[i]);
         else
             rc = pw_ir_add_call_function(sub, n->name, n->target, m.args, m.nargs, m.kwargs, m.nkwargs,
                                          &st->local[i]);
         mapped_args_free(&m);
-        if (rc != PW_OK) goto done;
+        if (rc != PW_OK) return rc;
         sub->nodes[st->local[i]].type = n->type;
-        noutputs += st->is_output[i];
+        *noutputs += st->is_output[i];
     }
+    return PW_OK;
+}
 
-    /* the subgraph's output: nothing, the one value, or a tuple */
+/* The subgraph's output: nothing, the one value, or a tuple. */
+static pw_status set_subgraph_output(split_state *st, int s, pw_ir *sub, int noutputs) {
+    const pw_ir *g = st->g;
     pw_ir_arg *items = pw_host_calloc((size_t)noutputs + 1, sizeof *items);
-    if (!items) {
-        rc = PW_ERR_OOM;
-        goto done;
-    }
+    if (!items) return PW_ERR_OOM;
     int k = 0;
     for (int i = 0; i < g->nnodes; i++)
         if (st->sub_of[i] == s && st->is_output[i]) items[k++] = pw_ir_arg_node(st->local[i]);
-    rc = pw_ir_set_output(sub, noutputs == 1 ? items[0] : pw_ir_arg_tuple(items, noutputs), NULL);
+    pw_status rc = pw_ir_set_output(sub, noutputs == 1 ? items[0] : pw_ir_arg_tuple(items, noutputs), NULL);
     pw_host_free(items);
-    if (rc != PW_OK) goto done;
+    return rc;
+}
 
-    /* the call in the stitching graph, and getitems for a tuple result */
+/* The call of subgraph s (module name) in the stitching graph, and getitems
+ * for a tuple result; records where each of its outputs lands in stitch_of. */
+static pw_status add_stitch_call(split_state *st, int s, const char *name, int noutputs, pw_ir *stitch) {
+    const pw_ir *g = st->g;
     pw_ir_arg *call_args = pw_host_calloc((size_t)st->ninputs + 1, sizeof *call_args);
-    if (!call_args) {
-        rc = PW_ERR_OOM;
-        goto done;
-    }
+    if (!call_args) return PW_ERR_OOM;
     for (int j = 0; j < st->ninputs; j++) call_args[j] = pw_ir_arg_node(st->stitch_of[st->inputs[j]]);
     char call_name[PW_IR_MAX_NAME];
     pw_ir_unique_name(stitch, name, call_name, sizeof call_name);
     int call;
-    rc = pw_ir_add_call_module(stitch, call_name, name, call_args, st->ninputs, NULL, 0, &call);
+    pw_status rc = pw_ir_add_call_module(stitch, call_name, name, call_args, st->ninputs, NULL, 0, &call);
     pw_host_free(call_args);
-    if (rc != PW_OK) goto done;
-    k = 0;
+    if (rc != PW_OK) return rc;
+    int k = 0;
     for (int i = 0; i < g->nnodes && rc == PW_OK; i++) {
         if (st->sub_of[i] != s || !st->is_output[i]) continue;
         if (noutputs == 1) {
@@ -180,7 +192,20 @@ static pw_status build_subgraph(split_state *st, int s, pw_ir *stitch) {
             rc = pw_ir_add_getitem(stitch, gi, call, k++, &st->stitch_of[i]);
         }
     }
-done:
+    return rc;
+}
+
+static pw_status build_subgraph(split_state *st, int s, pw_ir *stitch) {
+    char name[PW_IR_MAX_NAME];
+    snprintf(name, sizeof name, "submod_%d", s);
+    pw_ir *sub;
+    PW_TRY(pw_ir_new(name, &sub));
+    int noutputs = 0;
+    collect_subgraph_inputs(st, s);
+    pw_status rc = add_subgraph_placeholders(st, sub);
+    if (rc == PW_OK) rc = copy_subgraph_nodes(st, s, sub, &noutputs);
+    if (rc == PW_OK) rc = set_subgraph_output(st, s, sub, noutputs);
+    if (rc == PW_OK) rc = add_stitch_call(st, s, name, noutputs, stitch);
     if (rc != PW_OK) {
         pw_ir_free(sub);
         return rc;
@@ -188,8 +213,8 @@ done:
     return pw_ir_add_subgraph(stitch, sub);
 }
 
-pw_status pw_split(const pw_ir *g, const char *const *split_ops, int n_split_ops, pw_ir **out) {
-    *out = NULL;
+/* The caller's splitting ops: at least one, none NULL or empty. */
+static pw_status check_split_ops(const char *const *split_ops, int n_split_ops) {
     if (!split_ops || n_split_ops <= 0)
         return pw_error(PW_ERR_INVALID_ARG,
                         "pw_split: no splitting ops given (split_ops %s, n_split_ops %d); pass "
@@ -199,35 +224,55 @@ pw_status pw_split(const pw_ir *g, const char *const *split_ops, int n_split_ops
         if (!split_ops[i] || !split_ops[i][0])
             return pw_error(PW_ERR_INVALID_ARG, "pw_split: splitting op %d is %s", i,
                             split_ops[i] ? "empty" : "NULL");
+    return PW_OK;
+}
+
+/* A valid graph that has not been split already (no call_module nodes). */
+static pw_status check_splittable(const pw_ir *g) {
     PW_TRY(pw_ir_validate(g));
     char where[PW_IR_MAX_NAME * 2 + 64];
     for (int i = 0; i < g->nnodes; i++)
         if (g->nodes[i].kind == PW_IR_CALL_MODULE)
             return pw_error(PW_ERR_INVALID_ARG, "%s: cannot split a graph that already has call_module nodes",
                             pw_ir_where(g, i, where, sizeof where));
+    return PW_OK;
+}
 
-    split_state st = {.g = g};
+static void split_state_free(split_state *st) {
+    pw_host_free(st->sub_of);
+    pw_host_free(st->stitch_of);
+    pw_host_free(st->local);
+    pw_host_free(st->inputs);
+    pw_host_free(st->is_output);
+    pw_host_free(st->splitting_sub);
+}
+
+static pw_status split_state_alloc(split_state *st, const pw_ir *g) {
+    *st = (split_state){.g = g};
     size_t n = (size_t)g->nnodes;
-    st.sub_of = pw_host_calloc(n, sizeof(int));
-    st.stitch_of = pw_host_calloc(n, sizeof(int));
-    st.local = pw_host_calloc(n, sizeof(int));
-    st.inputs = pw_host_calloc(n, sizeof(int));
-    st.is_output = pw_host_calloc(n, sizeof(bool));
-    bool *splitting_sub = pw_host_calloc(n + 1, sizeof(bool));
-    pw_ir *stitch = NULL;
-    pw_status rc = PW_ERR_OOM;
-    if (!st.sub_of || !st.stitch_of || !st.local || !st.inputs || !st.is_output || !splitting_sub)
-        goto done;
+    st->sub_of = pw_host_calloc(n, sizeof(int));
+    st->stitch_of = pw_host_calloc(n, sizeof(int));
+    st->local = pw_host_calloc(n, sizeof(int));
+    st->inputs = pw_host_calloc(n, sizeof(int));
+    st->is_output = pw_host_calloc(n, sizeof(bool));
+    st->splitting_sub = pw_host_calloc(n + 1, sizeof(bool));
+    if (!st->sub_of || !st->stitch_of || !st->local || !st->inputs || !st->is_output || !st->splitting_sub)
+        return PW_ERR_OOM;
+    return PW_OK;
+}
 
-    /* the walk */
+/* The walk: assigns every node its subgraph. A run of splitting or of
+ * non-splitting ops shares one; a getitem follows its producer. */
+static void assign_subgraphs(split_state *st, const char *const *split_ops, int n_split_ops) {
+    const pw_ir *g = st->g;
     int cur = 0;
     bool cur_used = false, cur_splitting = false;
     for (int i = 0; i < g->nnodes; i++) {
         const pw_ir_node *node = &g->nodes[i];
-        st.sub_of[i] = -1;
+        st->sub_of[i] = -1;
         if (node->kind == PW_IR_PLACEHOLDER || node->kind == PW_IR_OUTPUT) continue;
-        if (node->kind == PW_IR_GETITEM && st.sub_of[node->args[0].as.node] >= 0) {
-            st.sub_of[i] = st.sub_of[node->args[0].as.node];
+        if (node->kind == PW_IR_GETITEM && st->sub_of[node->args[0].as.node] >= 0) {
+            st->sub_of[i] = st->sub_of[node->args[0].as.node];
             continue;
         }
         bool splits = node->kind == PW_IR_CALL_FUNCTION &&
@@ -235,56 +280,80 @@ pw_status pw_split(const pw_ir *g, const char *const *split_ops, int n_split_ops
         if (cur_used && splits != cur_splitting) cur++;
         cur_used = true;
         cur_splitting = splits;
-        splitting_sub[cur] = splits;
-        st.sub_of[i] = cur;
+        st->splitting_sub[cur] = splits;
+        st->sub_of[i] = cur;
     }
-    st.nsubs = cur_used ? cur + 1 : 0;
+    st->nsubs = cur_used ? cur + 1 : 0;
+}
 
-    /* values needed outside their subgraph */
+/* Marks the values needed outside their subgraph (the graph's output included). */
+static void mark_outputs(split_state *st) {
+    const pw_ir *g = st->g;
     for (int i = 0; i < g->nnodes; i++) {
         const pw_ir_node *node = &g->nodes[i];
-        st.cur_sub = node->kind == PW_IR_OUTPUT ? -2 : st.sub_of[i];
-        for (int a = 0; a < node->nargs; a++) pw_ir_arg_each_ref(&node->args[a], mark_crossing, &st);
+        st->cur_sub = node->kind == PW_IR_OUTPUT ? -2 : st->sub_of[i];
+        for (int a = 0; a < node->nargs; a++) pw_ir_arg_each_ref(&node->args[a], mark_crossing, st);
         for (int a = 0; a < node->nkwargs; a++)
-            pw_ir_arg_each_ref(&node->kwargs[a].value, mark_crossing, &st);
+            pw_ir_arg_each_ref(&node->kwargs[a].value, mark_crossing, st);
     }
+}
 
-    /* The subgraphs are named submod_<i>; a graph that already has one of
-     * those names would make the split document ambiguous, so its stitching
-     * graph takes a suffix instead. */
+/* The stitching graph with g's name, header comments and placeholders.
+ * The subgraphs are named submod_<i>; a graph that already has one of
+ * those names would make the split document ambiguous, so its stitching
+ * graph takes a suffix instead. */
+static pw_status new_stitch_graph(split_state *st, pw_ir **stitch) {
+    const pw_ir *g = st->g;
     char stitch_name[PW_IR_MAX_NAME + 8];
     int taken = -1;
     char tail = 0;
-    if (sscanf(g->name, "submod_%d%c", &taken, &tail) == 1 && taken >= 0 && taken < st.nsubs)
+    if (sscanf(g->name, "submod_%d%c", &taken, &tail) == 1 && taken >= 0 && taken < st->nsubs)
         snprintf(stitch_name, sizeof stitch_name, "%s_split", g->name);
     else
         snprintf(stitch_name, sizeof stitch_name, "%s", g->name);
-    if ((rc = pw_ir_new(stitch_name, &stitch)) != PW_OK) goto done;
-    if ((rc = pw_strvec_copy(&stitch->header_comments, &g->header_comments)) != PW_OK) goto done;
+    PW_TRY(pw_ir_new(stitch_name, stitch));
+    PW_TRY(pw_strvec_copy(&(*stitch)->header_comments, &g->header_comments));
     for (int i = 0; i < g->nnodes; i++) {
         if (g->nodes[i].kind != PW_IR_PLACEHOLDER) continue;
-        if ((rc = copy_comments(stitch, &g->nodes[i])) != PW_OK) goto done;
-        if ((rc = pw_ir_add_placeholder(stitch, g->nodes[i].name, &st.stitch_of[i])) != PW_OK) goto done;
-        stitch->nodes[st.stitch_of[i]].type = g->nodes[i].type;
+        PW_TRY(copy_comments(*stitch, &g->nodes[i]));
+        PW_TRY(pw_ir_add_placeholder(*stitch, g->nodes[i].name, &st->stitch_of[i]));
+        (*stitch)->nodes[st->stitch_of[i]].type = g->nodes[i].type;
     }
-    for (int s = 0; s < st.nsubs; s++) {
-        if ((rc = build_subgraph(&st, s, stitch)) != PW_OK) goto done;
-        stitch->subs[stitch->nsubs - 1]->splitting = splitting_sub[s];
+    return PW_OK;
+}
+
+/* Every subgraph and its call, then the stitching graph's output: g's, with
+ * references renumbered to the stitching graph. */
+static pw_status fill_stitch_graph(split_state *st, pw_ir *stitch) {
+    const pw_ir *g = st->g;
+    for (int s = 0; s < st->nsubs; s++) {
+        PW_TRY(build_subgraph(st, s, stitch));
+        stitch->subs[stitch->nsubs - 1]->splitting = st->splitting_sub[s];
     }
     int out_node = pw_ir_output_node(g);
     pw_ir_arg value;
-    if ((rc = pw_ir_arg_copy(&g->nodes[out_node].args[0], &value)) != PW_OK) goto done;
-    remap_refs(&value, st.stitch_of);
-    rc = pw_ir_set_output(stitch, value, NULL);
+    PW_TRY(pw_ir_arg_copy(&g->nodes[out_node].args[0], &value));
+    remap_refs(&value, st->stitch_of);
+    pw_status rc = pw_ir_set_output(stitch, value, NULL);
     pw_ir_arg_free(&value);
+    return rc;
+}
 
-done:
-    pw_host_free(st.sub_of);
-    pw_host_free(st.stitch_of);
-    pw_host_free(st.local);
-    pw_host_free(st.inputs);
-    pw_host_free(st.is_output);
-    pw_host_free(splitting_sub);
+pw_status pw_split(const pw_ir *g, const char *const *split_ops, int n_split_ops, pw_ir **out) {
+    *out = NULL;
+    PW_TRY(check_split_ops(split_ops, n_split_ops));
+    PW_TRY(check_splittable(g));
+
+    split_state st;
+    pw_ir *stitch = NULL;
+    pw_status rc = split_state_alloc(&st, g);
+    if (rc == PW_OK) {
+        assign_subgraphs(&st, split_ops, n_split_ops);
+        mark_outputs(&st);
+        rc = new_stitch_graph(&st, &stitch);
+    }
+    if (rc == PW_OK) rc = fill_stitch_graph(&st, stitch);
+    split_state_free(&st);
     if (rc != PW_OK) {
         pw_ir_free(stitch);
         return rc;

@@ -64,6 +64,66 @@ static pw_status run_step(pw_forward_fn fwd, void *user, pw_runtime_mode mode,
     return s;
 }
 
+/* A warm-up exists for lazy one-time setup (module loading, library
+ * handles) that must not land in a graph; a device without any gets
+ * nothing from a whole eager forward per descriptor. */
+static pw_status effective_warmups(const pw_capture_options *opts, int *warmups) {
+    *warmups = opts->warmups;
+    if (opts->graph_pool && !opts->force_warmups) {
+        pw_device_caps caps;
+        PW_TRY(pw_device_get_caps(pw_pool_device(opts->graph_pool), &caps));
+        if (!caps.needs_warmup) *warmups = 0;
+    }
+    return PW_OK;
+}
+
+/* Item i of n: its eager warm-ups, then its capture inside a capture phase;
+ * a failure names the run and the descriptor. */
+static pw_status capture_item(pw_forward_fn fwd, void *user, const pw_capture_item *it, int warmups,
+                              size_t i, size_t n, size_t *warmup_runs) {
+    char d_buf[PW_BATCH_DESC_FORMAT_CAP];
+    pw_status s = PW_OK;
+    for (int wu = 0; wu < warmups && s == PW_OK; wu++) {
+        s = run_step(fwd, user, PW_MODE_NONE, &it->desc);
+        (*warmup_runs)++;
+        if (s != PW_OK)
+            pw_error_context(s, "capture_all: warm-up run %d of %s %s", wu + 1,
+                             pw_runtime_mode_name(it->mode),
+                             pw_batch_desc_format(&it->desc, d_buf, sizeof d_buf));
+    }
+    if (s != PW_OK) return s;
+    pw_capture_phase_begin();
+    s = run_step(fwd, user, it->mode, &it->desc);
+    pw_capture_phase_end();
+    if (s != PW_OK)
+        pw_error_context(s, "capture_all: capturing %s %s (%zu of %zu)", pw_runtime_mode_name(it->mode),
+                         pw_batch_desc_format(&it->desc, d_buf, sizeof d_buf), i + 1, n);
+    return s;
+}
+
+/* The report of a finished capture, its one-line summary included. */
+static void fill_report(const pw_capture_options *opts, size_t n, size_t warmup_runs,
+                        uint64_t graphs_captured, double seconds, pw_capture_report *report) {
+    memset(report, 0, sizeof *report);
+    report->descriptors = n;
+    report->warmup_runs = warmup_runs;
+    report->graphs_captured = graphs_captured;
+    report->seconds = seconds;
+    char pool_part[64] = "";
+    if (opts->graph_pool) {
+        pw_pool_stats st;
+        pw_pool_get_stats(opts->graph_pool, &st);
+        report->pool_reserved = st.reserved;
+        report->pool_peak_allocated = st.peak_allocated;
+        char b[32];
+        snprintf(pool_part, sizeof pool_part, ", graph pool %s",
+                 format_bytes(st.reserved, b, sizeof b));
+    }
+    snprintf(report->summary, sizeof report->summary,
+             "captured %" PRIu64 " graphs in %.0f ms%s", report->graphs_captured, seconds * 1e3,
+             pool_part);
+}
+
 pw_status pw_capture_all(const pw_dispatcher *d, pw_forward_fn fwd, void *user,
                          const pw_capture_options *opts, pw_capture_report *out) {
     if (!d || !fwd)
@@ -76,16 +136,8 @@ pw_status pw_capture_all(const pw_dispatcher *d, pw_forward_fn fwd, void *user,
                         opts->warmups);
     if (pw_capture_phase_active())
         return pw_error(PW_ERR_STATE, "capture_all: a capture phase is already open on this thread");
-
-    /* A warm-up exists for lazy one-time setup (module loading, library
-     * handles) that must not land in a graph; a device without any gets
-     * nothing from a whole eager forward per descriptor. */
-    int warmups = opts->warmups;
-    if (opts->graph_pool && !opts->force_warmups) {
-        pw_device_caps caps;
-        PW_TRY(pw_device_get_caps(pw_pool_device(opts->graph_pool), &caps));
-        if (!caps.needs_warmup) warmups = 0;
-    }
+    int warmups;
+    PW_TRY(effective_warmups(opts, &warmups));
 
     size_t n = 0;
     const pw_capture_item *items = pw_dispatcher_capture_list(d, &n);
@@ -95,29 +147,10 @@ pw_status pw_capture_all(const pw_dispatcher *d, pw_forward_fn fwd, void *user,
     pw_counters_get(&before);
     double t0 = now_seconds();
     pw_status s = PW_OK;
-    char d_buf[PW_BATCH_DESC_FORMAT_CAP];
     size_t warmup_runs = 0;
     for (size_t i = 0; i < n && s == PW_OK; i++) {
-        const pw_capture_item *it = &items[i];
-        for (int wu = 0; wu < warmups && s == PW_OK; wu++) {
-            s = run_step(fwd, user, PW_MODE_NONE, &it->desc);
-            warmup_runs++;
-            if (s != PW_OK)
-                pw_error_context(s, "capture_all: warm-up run %d of %s %s", wu + 1,
-                                 pw_runtime_mode_name(it->mode),
-                                 pw_batch_desc_format(&it->desc, d_buf, sizeof d_buf));
-        }
-        if (s != PW_OK) break;
-        pw_capture_phase_begin();
-        s = run_step(fwd, user, it->mode, &it->desc);
-        pw_capture_phase_end();
-        if (s != PW_OK) {
-            pw_error_context(s, "capture_all: capturing %s %s (%zu of %zu)",
-                             pw_runtime_mode_name(it->mode),
-                             pw_batch_desc_format(&it->desc, d_buf, sizeof d_buf), i + 1, n);
-            break;
-        }
-        if (bar) draw_progress(i + 1, n, it);
+        s = capture_item(fwd, user, &items[i], warmups, i, n, &warmup_runs);
+        if (s == PW_OK && bar) draw_progress(i + 1, n, &items[i]);
     }
     if (bar && n) fprintf(stderr, "\n");
     if (s != PW_OK) return s;
@@ -125,24 +158,7 @@ pw_status pw_capture_all(const pw_dispatcher *d, pw_forward_fn fwd, void *user,
     double seconds = now_seconds() - t0;
     pw_counters_get(&after);
     pw_capture_report report;
-    memset(&report, 0, sizeof report);
-    report.descriptors = n;
-    report.warmup_runs = warmup_runs;
-    report.graphs_captured = after.graphs_captured - before.graphs_captured;
-    report.seconds = seconds;
-    char pool_part[64] = "";
-    if (opts->graph_pool) {
-        pw_pool_stats st;
-        pw_pool_get_stats(opts->graph_pool, &st);
-        report.pool_reserved = st.reserved;
-        report.pool_peak_allocated = st.peak_allocated;
-        char b[32];
-        snprintf(pool_part, sizeof pool_part, ", graph pool %s",
-                 format_bytes(st.reserved, b, sizeof b));
-    }
-    snprintf(report.summary, sizeof report.summary,
-             "captured %" PRIu64 " graphs in %.0f ms%s", report.graphs_captured, seconds * 1e3,
-             pool_part);
+    fill_report(opts, n, warmup_runs, after.graphs_captured - before.graphs_captured, seconds, &report);
     pw_log_info("%s (%zu descriptors)", report.summary, n);
     if (opts->print_totals) fprintf(stderr, "%s\n", report.summary);
     if (out) *out = report;
