@@ -37,8 +37,13 @@ typedef float pw_v8f_u __attribute__((vector_size(PW_VEC_LANES * sizeof(float)),
 /* A function built for the baseline ISA and for AVX2, picked at load time
  * (no fused multiply-adds in either, so both return the same bits). Under
  * ThreadSanitizer only the baseline is built: the clone resolver would run
- * before TSan initialises. */
+ * before TSan initialises; with clang too (below). */
 #if defined(__SANITIZE_THREAD__)
+#define PW_AVX2_CLONES
+#elif defined(__clang__)
+/* clang (14) names the resolver f.ifunc and emits no symbol f that callers
+ * in other files (fused.c, ops_host.c) can link to, so clang builds (the
+ * fuzz builds) get the baseline only: the same bits, just slower. */
 #define PW_AVX2_CLONES
 #elif defined(__has_feature)
 #if __has_feature(thread_sanitizer)
