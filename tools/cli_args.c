@@ -128,3 +128,18 @@ int pw_cli_generation_option(int argc, char **argv, int *i, pw_engine_config *cf
     }
     return 1;
 }
+
+bool pw_cli_text_append(char **text, size_t *len, size_t *cap, const char *piece, size_t n) {
+    if (*len + n + 1 > *cap) {
+        size_t c = *cap ? *cap * 2 : 256;
+        while (c < *len + n + 1) c *= 2;
+        char *t = realloc(*text, c);
+        if (!t) return false;
+        *text = t;
+        *cap = c;
+    }
+    memcpy(*text + *len, piece, n);
+    *len += n;
+    (*text)[*len] = '\0';
+    return true;
+}

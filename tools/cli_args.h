@@ -22,4 +22,9 @@ int pw_cli_parse_mode(const char *text, pw_graph_mode *out);
 int pw_cli_generation_option(int argc, char **argv, int *i, pw_engine_config *cfg,
                              pw_sampling_params *sp, int64_t *threads);
 
+/* Appends piece[0..n) to the NUL-terminated buffer *text (*len bytes used
+ * of *cap), growing it by doubling; false, buffer unchanged, when out of
+ * memory. */
+bool pw_cli_text_append(char **text, size_t *len, size_t *cap, const char *piece, size_t n);
+
 #endif

@@ -138,17 +138,7 @@ typedef struct run_request {
 } run_request;
 
 static void append_text(run_request *r, const char *piece) {
-    size_t n = strlen(piece);
-    if (r->len + n + 1 > r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 256;
-        while (cap < r->len + n + 1) cap *= 2;
-        char *t = realloc(r->text, cap);
-        if (!t) return;
-        r->text = t;
-        r->cap = cap;
-    }
-    memcpy(r->text + r->len, piece, n + 1);
-    r->len += n;
+    (void)pw_cli_text_append(&r->text, &r->len, &r->cap, piece, strlen(piece));
 }
 
 /* On a terminal, a batch streams as one block of lines, one per prompt,

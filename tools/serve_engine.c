@@ -5,6 +5,7 @@
  * engine's dispatcher, so a batch of any mix runs a captured graph. */
 #ifdef PW_HAVE_SERVE
 #include "serve.h"
+#include "cli_args.h"
 
 #include "internal.h" /* pw_error */
 
@@ -127,17 +128,7 @@ static void remove_active(serve_job *j) {
 }
 
 static void append_text(serve_job *j, const char *piece, size_t n) {
-    if (j->len + n + 1 > j->cap) {
-        size_t cap = j->cap ? j->cap * 2 : 256;
-        while (cap < j->len + n + 1) cap *= 2;
-        char *t = realloc(j->text, cap);
-        if (!t) return;
-        j->text = t;
-        j->cap = cap;
-    }
-    memcpy(j->text + j->len, piece, n);
-    j->len += n;
-    j->text[j->len] = '\0';
+    (void)pw_cli_text_append(&j->text, &j->len, &j->cap, piece, n);
 }
 
 /* The length of text that can be sent while generation goes on: not a
