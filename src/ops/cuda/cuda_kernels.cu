@@ -129,8 +129,8 @@ static pw_status sgemm_tile(const pw_cuda_stream_ctx *ctx, float *y, const float
     const float one = 1.0f, zero = 0.0f;
     cublasHandle_t blas;
     PW_TRY(pw_cuda_blas_handle(ctx, &blas));
-    PW_CUBLAS_TRY(cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, PW_CUDA_MATMUL_TILE,
-                              (int)k, &one, w, (int)k, x, (int)k, &zero, y, (int)n));
+    PW_CUBLAS_TRY(pw_cuda_blas.sgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, PW_CUDA_MATMUL_TILE,
+                                      (int)k, &one, w, (int)k, x, (int)k, &zero, y, (int)n));
     return PW_OK;
 }
 
