@@ -45,7 +45,7 @@ expect_run() {
 # PW_LOG_LEVEL=bogus used to recurse until the stack overflowed (exit 139).
 expect_run PW_LOG_LEVEL bogus "error, warn, info or debug"
 expect_run PW_LOG_LEVEL DEBUG "error, warn, info or debug"
-expect_run PW_KERNEL_ISA avx512 "auto or generic"
+expect_run PW_KERNEL_ISA avx512 "auto, generic, avx2, avx-vnni or avx512-vnni"
 expect_run PW_DEQUANTIZE yes "0 or 1"
 
 # Variables of native stitching (bench stitch compiles the stitching

@@ -10,10 +10,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* PW_KERNEL_ISA: auto, or the highest copy to use. The int8 levels' names
+ * are pw_k_isa_int8_name's; "avx2" runs the AVX2 copy of every kernel on a
+ * CPU that has more (to measure the AVX2 path on an AVX-512 machine). */
+enum { ISA_AUTO, ISA_GENERIC, ISA_AVX2, ISA_AVXVNNI, ISA_AVX512VNNI };
+
+static int isa_cap(void) {
+    /* 0 = not read yet; racing first calls read the same variable (one
+     * warning: pw_env_choice warns once per bad value) */
+    static _Atomic int cap;
+    int c = atomic_load_explicit(&cap, memory_order_relaxed);
+    if (c == 0) {
+        static const char *const isa_names[] = {"auto",     "generic",     "avx2",
+                                                "avx-vnni", "avx512-vnni", NULL};
+        c = 1 + pw_env_choice("PW_KERNEL_ISA", isa_names, ISA_AUTO);
+        atomic_store_explicit(&cap, c, memory_order_relaxed);
+    }
+    return c - 1;
+}
+
 static bool detect(void) {
     /* read in every build, so a bad value warns the same everywhere */
-    static const char *const isa_names[] = {"auto", "generic", NULL};
-    bool forced_generic = pw_env_choice("PW_KERNEL_ISA", isa_names, 0) == 1;
+    bool forced_generic = isa_cap() == ISA_GENERIC;
 #if PW_HAVE_FMA_KERNELS
     if (forced_generic) return false;
     __builtin_cpu_init();
@@ -87,7 +105,14 @@ pw_k_int8_isa pw_k_isa_int8(void) {
     int c = atomic_load_explicit(&choice, memory_order_relaxed);
     if (c < 0) {
         c = PW_K_INT8_GENERIC;
-        for (int l = PW_K_INT8_AVX512VNNI; l > PW_K_INT8_GENERIC; l--)
+        /* the best level at or below PW_KERNEL_ISA's */
+        int top = PW_K_INT8_AVX512VNNI;
+        switch (isa_cap()) {
+        case ISA_AVX2: top = PW_K_INT8_AVX2; break;
+        case ISA_AVXVNNI: top = PW_K_INT8_AVXVNNI; break;
+        default: break;
+        }
+        for (int l = top; l > PW_K_INT8_GENERIC; l--)
             if (pw_k_isa_int8_runs((pw_k_int8_isa)l)) {
                 c = l;
                 break;

@@ -62,7 +62,8 @@ typedef enum pw_k_int8_isa {
     PW_K_INT8_AVX512VNNI = 3,
 } pw_k_int8_isa;
 /* The best level this CPU runs: GENERIC when pw_k_isa_fma() is false
- * (PW_KERNEL_ISA=generic included), else AVX2 or a VNNI level it has.
+ * (PW_KERNEL_ISA=generic included), else AVX2 or a VNNI level it has, at
+ * most the one PW_KERNEL_ISA names (avx2, avx-vnni, avx512-vnni).
  * Decided once per process. */
 pw_k_int8_isa pw_k_isa_int8(void);
 /* Whether this CPU (and build) can run a given level's copy; tests call
