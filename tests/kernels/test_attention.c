@@ -346,14 +346,14 @@ static void test_shapes_and_isa_copies(void) {
         CHECK(worst < 1e-5);
         /* The copies, called directly on the written cache. */
         a.out = out2;
-        pw_k_attention_rows_generic(&a, 0, n);
+        pw_k_attention_items_generic(&a, 0, n * pw_k_attention_groups(&a));
         if (!kt_bitwise_equal(out, out2, (size_t)n * qw * sizeof *out))
             fprintf(stderr, "shape %zu: baseline copy differs\n", c);
         CHECK(kt_bitwise_equal(out, out2, (size_t)n * qw * sizeof *out));
 #if PW_HAVE_FMA_KERNELS
         if (fma) {
             memset(out2, 0, (size_t)n * qw * sizeof *out2);
-            pw_k_attention_rows_fma(&a, 0, n);
+            pw_k_attention_items_fma(&a, 0, n * pw_k_attention_groups(&a));
             if (!kt_bitwise_equal(out, out2, (size_t)n * qw * sizeof *out))
                 fprintf(stderr, "shape %zu: FMA copy differs\n", c);
             CHECK(kt_bitwise_equal(out, out2, (size_t)n * qw * sizeof *out));

@@ -1,7 +1,8 @@
 /* The kernels' thread pool: every item is covered exactly once whatever
- * the thread count, and the kernels that split work across threads
- * (matmul by output columns, attention by tokens) return the same bits
- * with 1, 3 and 4 threads, including inside a captured graph replayed
+ * the thread count, a stalled (preempted) thread holds up only the share
+ * it took, and the kernels that split work across threads (matmul by
+ * output columns, attention by tokens and head groups) return the same
+ * bits with 1 to 4 threads, including inside a captured graph replayed
  * under a different thread count. */
 #include "ops/cpu/kernels.h"
 #include "kernel_test_util.h"
@@ -17,7 +18,8 @@ static void count_items(void *ctx, int64_t begin, int64_t end) {
 
 static void test_cover(void) {
     static const int threads[] = {1, 2, 3, 4, 7};
-    static const int64_t sizes[] = {0, 1, 2, 3, 5, 64, 1001};
+    /* around the guided cut's 3 shares per thread, and far above it */
+    static const int64_t sizes[] = {0, 1, 2, 3, 5, 6, 8, 9, 12, 13, 20, 21, 22, 64, 1001};
     for (size_t ti = 0; ti < KT_LEN(threads); ti++) {
         pw_set_num_threads(threads[ti]);
         CHECK_EQ_INT(pw_k_parallel_threads(), threads[ti]);
@@ -87,6 +89,57 @@ static void test_pool_grows(void) {
     CHECK_EQ_INT(atomic_load(&r.met), 3);
 }
 
+/* A thread that stalls in its first share (as if preempted there) holds
+ * up that share only: the others take every share it has not claimed.
+ * The first share a worker (not the caller) runs waits, up to 5 s, until
+ * all the other items are done (the caller's first share waits for that
+ * worker to arrive); with a share per thread it would hold half the job,
+ * with the guided cut at most a quarter (2 threads). */
+typedef struct stall {
+    pthread_t caller;
+    atomic_int done;        /* items finished */
+    atomic_int stalled;     /* 1 once a worker took its stalling share */
+    atomic_int stalled_items, met;
+    int n;
+} stall;
+
+static void stall_items(void *ctx, int64_t begin, int64_t end) {
+    stall *st = ctx;
+    int expected = 0;
+    if (pthread_equal(pthread_self(), st->caller)) {
+        /* the caller's first share waits for a worker to join the job */
+        for (long spins = 0; spins < 50000000L && !atomic_load(&st->stalled) &&
+                             atomic_load(&st->done) == 0;
+             spins++)
+            sched_yield();
+    } else if (atomic_compare_exchange_strong(&st->stalled, &expected, 1)) {
+        int mine = (int)(end - begin);
+        atomic_store(&st->stalled_items, mine);
+        for (long spins = 0; spins < 50000000L && atomic_load(&st->done) < st->n - mine; spins++)
+            sched_yield();
+        if (atomic_load(&st->done) == st->n - mine) atomic_store(&st->met, 1);
+    }
+    atomic_fetch_add(&st->done, (int)(end - begin));
+}
+
+static void test_stalled_worker(void) {
+    pw_set_num_threads(2);
+    int woke = 0;
+    for (int attempt = 0; attempt < 50 && !woke; attempt++) {
+        stall st = {pthread_self(), 0, 0, 0, 0, 400};
+        pw_k_parallel_for(st.n, stall_items, &st);
+        CHECK_EQ_INT(atomic_load(&st.done), st.n);
+        /* the worker may not have woken before the caller took every share */
+        if (!atomic_load(&st.stalled)) continue;
+        woke = 1;
+        printf("stalled worker: held %d of %d items, the others did the rest: %s\n",
+               atomic_load(&st.stalled_items), st.n, atomic_load(&st.met) ? "yes" : "no");
+        CHECK(atomic_load(&st.met));
+        CHECK(atomic_load(&st.stalled_items) <= st.n / 4);
+    }
+    if (!woke) printf("stalled worker: the worker never took a share (loaded machine)\n");
+}
+
 static float *matmul_with(int threads, const float *x, const float *w, int64_t t, int64_t n,
                           int64_t k) {
     pw_set_num_threads(threads);
@@ -102,6 +155,9 @@ static void test_matmul(void) {
     CHECK(t * n * k >= PW_K_PARALLEL_MIN_MACS);
     float *x = kt_random((size_t)(t * k)), *w = kt_random((size_t)(n * k));
     float *one = matmul_with(1, x, w, t, n, k);
+    float *two = matmul_with(2, x, w, t, n, k);
+    CHECK(kt_bitwise_equal(one, two, (size_t)(t * n) * sizeof(float)));
+    free(two);
     float *three = matmul_with(3, x, w, t, n, k);
     float *four = matmul_with(4, x, w, t, n, k);
     CHECK(kt_bitwise_equal(one, three, (size_t)(t * n) * sizeof(float)));
@@ -137,7 +193,7 @@ static float *attention_with(int threads, const float *q, const float *k, const 
 }
 
 /* The quantized matmul splits by column groups too: Q4_1 and Q8_0 weights
- * (scale 1.0 and minimum 0.5 as f16, random quants), 1 vs 3 threads. */
+ * (scale 1.0 and minimum 0.5 as f16, random quants), 1 vs 2, 3, 4 threads. */
 static void test_matmul_quant(void) {
     const int64_t t = 9, n = 101, k = 160; /* 5 blocks of 32 per row */
     CHECK(t * n * k >= PW_K_PARALLEL_MIN_MACS);
@@ -153,23 +209,52 @@ static void test_matmul_quant(void) {
             blk[0] = 0x00, blk[1] = 0x3C; /* d = 1.0 */
             if (types[ti] == PW_Q4_1) blk[2] = 0x00, blk[3] = 0x38; /* m = 0.5 */
         }
-        float *y1 = kt_zeros((size_t)(t * n)), *y3 = kt_zeros((size_t)(t * n));
+        float *y1 = kt_zeros((size_t)(t * n)), *yn = kt_zeros((size_t)(t * n));
         pw_set_num_threads(1);
         pw_k_matmul_quant(y1, x, w, types[ti], t, n, k);
-        pw_set_num_threads(3);
-        pw_k_matmul_quant(y3, x, w, types[ti], t, n, k);
-        CHECK(kt_bitwise_equal(y1, y3, (size_t)(t * n) * sizeof(float)));
-        free(w), free(y1), free(y3);
+        for (int th = 2; th <= 4; th++) {
+            pw_set_num_threads(th);
+            pw_k_matmul_quant(yn, x, w, types[ti], t, n, k);
+            CHECK(kt_bitwise_equal(y1, yn, (size_t)(t * n) * sizeof(float)));
+        }
+        free(w), free(y1), free(yn);
     }
     free(x);
+}
+
+/* Decode (one token) splits by head groups: 1 to 4 threads, same bits. A
+ * long context so that the step is worth splitting. */
+static void test_attention_decode(void) {
+    enum { DH = 6, DKV = 3, DHD = 64, DBLOCK = 16, DBLOCKS = 20, POS = 300 };
+    size_t cache = (size_t)DBLOCKS * DBLOCK * DKV * DHD;
+    float *k_cache = kt_random(cache), *v_cache = kt_random(cache);
+    float *q = kt_random((size_t)DH * DHD), *k = kt_random((size_t)DKV * DHD),
+          *v = kt_random((size_t)DKV * DHD);
+    int32_t pos = POS, seq = 0, table[DBLOCKS];
+    for (int b = 0; b < DBLOCKS; b++) table[b] = (b * 7) % DBLOCKS;
+    int32_t slot = table[POS / DBLOCK] * DBLOCK + POS % DBLOCK;
+    pw_attn_meta meta = {&pos, &slot, &seq, table, DBLOCKS, DBLOCK};
+    float *out[4];
+    for (int th = 1; th <= 4; th++) {
+        pw_set_num_threads(th);
+        out[th - 1] = kt_random((size_t)DH * DHD);
+        pw_k_attention_args a = {out[th - 1], q, k, v, k_cache, v_cache, &meta, 1, DH, DKV,
+                                 DHD, DH * DHD, DKV * DHD, DBLOCKS, 1};
+        pw_k_attention(&a);
+        if (th > 1) CHECK(kt_bitwise_equal(out[0], out[th - 1], (size_t)DH * DHD * sizeof(float)));
+    }
+    for (int i = 0; i < 4; i++) free(out[i]);
+    free(k_cache), free(v_cache), free(q), free(k), free(v);
 }
 
 static void test_attention(void) {
     float *q = kt_random((size_t)TOKENS * HEADS * HD), *k = kt_random((size_t)TOKENS * KV_HEADS * HD),
           *v = kt_random((size_t)TOKENS * KV_HEADS * HD);
     float *one = attention_with(1, q, k, v), *three = attention_with(3, q, k, v),
-          *four = attention_with(4, q, k, v);
+          *four = attention_with(4, q, k, v), *two = attention_with(2, q, k, v);
     size_t bytes = (size_t)TOKENS * HEADS * HD * sizeof(float);
+    CHECK(kt_bitwise_equal(one, two, bytes));
+    free(two);
     CHECK(kt_bitwise_equal(one, three, bytes));
     CHECK(kt_bitwise_equal(one, four, bytes));
     free(q), free(k), free(v), free(one), free(three), free(four);
@@ -207,9 +292,11 @@ int main(void) {
     test_cover();
     test_concurrent_callers();
     test_pool_grows();
+    test_stalled_worker();
     test_matmul();
     test_matmul_quant();
     test_attention();
+    test_attention_decode();
     test_replay();
     pw_set_num_threads(1);
     return pw_test_finish("kernels_parallel");

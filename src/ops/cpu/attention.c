@@ -31,25 +31,33 @@ static void write_kv(const pw_k_attention_args *a, int64_t capacity) {
     }
 }
 
-/* Attention for tokens [begin, end); the K/V writes are already done. */
-static void attend_tokens(void *ctx, int64_t begin, int64_t end) {
-    PW_ISA_CALL(pw_k_attention_rows, (const pw_k_attention_args *)ctx, begin, end);
+/* Attention for items [begin, end) ((token, head group) pairs); the K/V
+ * writes are already done. */
+static void attend_items(void *ctx, int64_t begin, int64_t end) {
+    PW_ISA_CALL(pw_k_attention_items, (const pw_k_attention_args *)ctx, begin, end);
+}
+
+/* Multiply-adds (scores and weighted values over every attended position)
+ * of the step: splitting a short decode step costs more than it saves. */
+static bool worth_splitting(const pw_k_attention_args *a) {
+    if (a->n_tokens >= PW_K_PARALLEL_MIN_TOKENS) return true;
+    int64_t positions = 0;
+    for (int64_t t = 0; t < a->n_tokens; t++) positions += a->meta->positions[t] + 1;
+    return 2 * positions * a->n_heads * a->head_dim >= PW_K_PARALLEL_MIN_MACS;
 }
 
 /* Every token's K/V is written before any token attends (a token reads
- * its own and earlier positions back from the cache); then tokens are
- * independent and may be split across threads. */
+ * its own and earlier positions back from the cache); then tokens, and the
+ * head groups of a token, are independent and may be split across
+ * threads: decode at batch 1 splits by head groups. */
 void pw_k_attention(const pw_k_attention_args *a) {
-    const pw_attn_meta *m = a->meta;
-    const int64_t group = a->n_kv_heads > 0 ? a->n_heads / a->n_kv_heads : 1;
-    const bool shape_ok = a->head_dim > 0 && a->head_dim <= PW_K_ATTN_MAX_HEAD_DIM &&
-                          a->n_kv_heads > 0 && group > 0 && a->n_heads % a->n_kv_heads == 0 &&
-                          m->block_size > 0;
-    if (shape_ok) write_kv(a, a->num_blocks * (int64_t)m->block_size);
-    if (a->n_tokens >= PW_K_PARALLEL_MIN_TOKENS && pw_k_parallel_threads() > 1)
-        pw_k_parallel_for(a->n_tokens, attend_tokens, (void *)a);
+    const bool shape_ok = pw_k_attention_shape_ok(a);
+    if (shape_ok) write_kv(a, a->num_blocks * (int64_t)a->meta->block_size);
+    const int64_t items = a->n_tokens * pw_k_attention_groups(a);
+    if (items > 1 && pw_k_parallel_threads() > 1 && worth_splitting(a))
+        pw_k_parallel_for(items, attend_items, (void *)a);
     else
-        attend_tokens((void *)a, 0, a->n_tokens);
+        attend_items((void *)a, 0, items);
 }
 
 static void attention_launch(const void *args) { pw_k_attention(args); }

@@ -37,10 +37,7 @@ typedef pw_v8f_u v8f_u;
 #define AI static inline __attribute__((always_inline))
 #define CHUNK PW_K_ATTN_SCORE_CHUNK
 
-/* Query heads attended together: the heads that share one kv head, in
- * groups of at most this many. They share the block table walk and the
- * key/value rows (from L1); each runs exactly the sequence of a lone head. */
-#define HEAD_GROUP_MAX 8
+#define HEAD_GROUP_MAX PW_K_ATTN_HEAD_GROUP_MAX
 
 AI v8f load8(const float *p) { return *(const v8f_u *)p; }
 AI void store8(float *p, v8f v) { *(v8f_u *)p = v; }
@@ -384,32 +381,34 @@ static bool attend_group(const pw_k_attention_args *a, const int32_t *table, int
     return attend_group_n(a, table, pos, kv_head, g, a->head_dim, contig, q, out);
 }
 
-void PW_ISA(pw_k_attention_rows)(const pw_k_attention_args *a, int64_t begin, int64_t end) {
+void PW_ISA(pw_k_attention_items)(const pw_k_attention_args *a, int64_t begin, int64_t end) {
     const pw_attn_meta *m = a->meta;
     const int64_t out_row = a->n_heads * a->head_dim;
-    const int64_t group = a->n_kv_heads > 0 ? a->n_heads / a->n_kv_heads : 1;
-    const bool shape_ok = a->head_dim > 0 && a->head_dim <= PW_K_ATTN_MAX_HEAD_DIM &&
-                          a->n_kv_heads > 0 && group > 0 && a->n_heads % a->n_kv_heads == 0 &&
-                          m->block_size > 0;
+    const bool shape_ok = pw_k_attention_shape_ok(a);
+    const int64_t groups = pw_k_attention_groups(a);
+    /* item (t, j): kv head j / per_kv, heads h0 .. h0+g-1 of it */
+    const int64_t group = shape_ok ? a->n_heads / a->n_kv_heads : 1;
+    const int64_t per_kv = shape_ok ? groups / a->n_kv_heads : 1;
     const int64_t capacity = a->num_blocks * (int64_t)m->block_size;
     const int64_t max_pos = (int64_t)m->max_blocks_per_seq * m->block_size;
-    for (int64_t t = begin; t < end; t++) {
-        float *out = a->out + t * out_row;
+    for (int64_t i = begin; i < end; i++) {
+        const int64_t t = i / groups, j = i % groups;
+        int64_t h0 = 0, g = a->n_heads;
+        if (shape_ok) {
+            int64_t sub = (j % per_kv) * HEAD_GROUP_MAX;
+            h0 = (j / per_kv) * group + sub;
+            g = group - sub < HEAD_GROUP_MAX ? group - sub : HEAD_GROUP_MAX;
+        }
+        float *out = a->out + t * out_row + h0 * a->head_dim;
         int64_t slot = m->slot_mapping[t], pos = m->positions[t], seq = m->token_seq[t];
         bool ok = shape_ok && slot >= 0 && slot < capacity && pos >= 0 && pos < max_pos &&
                   seq >= 0 && seq < a->max_seqs;
-        if (ok) {
-            const int32_t *table = m->block_tables + seq * m->max_blocks_per_seq;
-            const float *q = a->q + t * a->q_stride;
-            int64_t g = 0;
-            /* Heads h0 .. h0+g-1 share kv head h0 / group. */
-            for (int64_t h0 = 0; h0 < a->n_heads && ok; h0 += g) {
-                g = group - h0 % group;
-                if (g > HEAD_GROUP_MAX) g = HEAD_GROUP_MAX;
-                ok = attend_group(a, table, pos, h0 / group, g, q + h0 * a->head_dim,
-                                  out + h0 * a->head_dim);
-            }
-        }
-        if (!ok) memset(out, 0, (size_t)out_row * sizeof *out);
+        /* A bad block table entry fails every group of the token alike (the
+         * positions walked do not depend on the head), so the whole row is
+         * zeroed, an item at a time. */
+        if (ok)
+            ok = attend_group(a, m->block_tables + seq * m->max_blocks_per_seq, pos, h0 / group, g,
+                              a->q + t * a->q_stride + h0 * a->head_dim, out);
+        if (!ok) memset(out, 0, (size_t)(g * a->head_dim) * sizeof *out);
     }
 }

@@ -31,11 +31,14 @@ typedef void (*pw_k_range_fn)(void *ctx, int64_t begin, int64_t end);
 /* Threads the kernels split work across: pw_get_num_threads(), at least 1.
  * The worker pool grows to the largest count a job has asked for. */
 int pw_k_parallel_threads(void);
-/* Runs fn over [0, n) split into contiguous ranges (one per thread) that
- * the calling thread and the workers claim as they become free; returns
- * when all are done. Runs fn(ctx, 0, n) on the calling thread when one
- * thread is set or another job is in flight. Kernels split only work whose elements are computed by the same
- * code whatever the split, so the thread count never changes a bit. */
+/* Runs fn over [0, n) split into contiguous ranges (three per thread,
+ * the first ones largest, or one per item when n is smaller: parallel.c)
+ * that the calling thread and the
+ * workers claim as they become free, so a preempted thread holds up only
+ * the range it took; returns when all are done. Runs fn(ctx, 0, n) on the
+ * calling thread when one thread is set or another job is in flight.
+ * Kernels split only work whose elements are computed by the same code
+ * whatever the split, so the thread count never changes a bit. */
 void pw_k_parallel_for(int64_t n, pw_k_range_fn fn, void *ctx);
 /* pw_k_parallel_for over columns [0, n) cut only at multiples of `group`:
  * fn gets column ranges [j0, j1) (the matmuls' split by groups of 8). */

@@ -1,21 +1,25 @@
 /* A small persistent thread pool for the kernels.
  *
- * pw_k_parallel_for splits [0, n) into contiguous shares, one per thread.
- * Shares are claimed, not assigned: the caller and every awake worker take
- * the next unclaimed share until none is left, and the caller then waits
- * only for shares still running. A worker the OS has not scheduled (a
- * loaded machine, more threads than cores) therefore costs nothing: its
- * share is done by whoever is running, instead of the whole job waiting a
- * scheduler time slice for it. Workers are started when first needed
- * (up to pw_get_num_threads() - 1 of them) and kept; between jobs they spin for
- * a short while, then sleep on a condition variable, so back-to-back
+ * pw_k_parallel_for cuts [0, n) into contiguous shares, more than there
+ * are threads. Shares are claimed, not assigned: the caller and every
+ * awake worker take the next unclaimed share from an atomic counter until
+ * none is left, and the caller then waits only for shares still running.
+ * The cut is guided: with P threads, the first P shares hold half of the
+ * items, the next P a quarter, the last P the last quarter. A worker the OS
+ * has not scheduled (a loaded machine, more threads than cores) or
+ * preempts therefore holds up at most the share it took, half of a
+ * thread's part at most, and late shares only a quarter: the others
+ * take what it has not claimed, instead of the whole job waiting a
+ * scheduler time slice for it. Workers are started when first needed (up
+ * to pw_get_num_threads() - 1 of them) and kept; between jobs they spin
+ * for a short while, then sleep on a condition variable, so back-to-back
  * kernel launches in a replayed graph do not pay a wake-up each but an
  * idle pool costs nothing.
  *
  * Kernels only split work whose elements are computed independently by
  * the same code whatever the split (matmul output columns, attention
- * tokens), so neither the thread count nor which thread runs a share
- * changes a result bit. */
+ * tokens and heads), so neither the thread count, nor the cut, nor which
+ * thread runs a share changes a result bit. */
 #include "ops/cpu/kernels.h"
 
 #include <pthread.h>
@@ -26,10 +30,11 @@
 #define PW_K_MAX_WORKERS 63
 /* Spin iterations a worker waits for the next job before sleeping. */
 #define PW_K_SPIN_ITERS 20000
-/* One share per thread: four (so that a preempted thread would hold up at
- * most a quarter of its part) measured 6-10% slower at batch 16-64 with 2
- * threads on a quiet machine (smaller column blocks, more hand-offs).
- * Claiming still lets the caller take a share no worker has started. */
+/* Guided cut: GUIDED_ROUNDS shares per thread (see share_begin). Equal
+ * shares, four per thread, were measured 6-10% slower at batch 16-64 with
+ * 2 threads on a quiet machine (smaller column blocks, more hand-offs); the
+ * guided cut keeps half of the work in one large share per thread. */
+#define GUIDED_ROUNDS 3
 /* Spin iterations the caller waits for running shares before it yields
  * its core (to the thread it is waiting for, when both share one). */
 #define PW_K_WAIT_SPINS 2000
@@ -53,6 +58,7 @@ typedef struct pool {
      * ticket may read it while the caller sets up the next job (its claim
      * then fails and it rereads the ticket). */
     atomic_int shares;
+    int job_threads; /* threads of the current job (for the guided cut) */
     /* The job: written by the caller before it publishes the ticket, read
      * only by a thread holding a claimed share (the caller does not start
      * another job before every share is done). */
@@ -70,6 +76,16 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+/* First item of share s (of `shares`, with `threads` threads): the guided
+ * cut when shares == GUIDED_ROUNDS * threads, in quarters of n / threads:
+ * shares 0 .. P-1 two quarters each, P .. 3P-1 one each; otherwise equal
+ * shares. A function of (n, shares, threads, s) only. */
+static int64_t share_begin(int64_t n, int shares, int threads, int s) {
+    if (shares != GUIDED_ROUNDS * threads) return n * s / shares;
+    int64_t quarters = s <= threads ? 2 * (int64_t)s : (int64_t)threads + s;
+    return n * quarters / (4 * (int64_t)threads);
+}
+
 /* Claims and runs shares of job `gen` until none is left. */
 static void run_shares(pool *p, uint32_t gen) {
     uint64_t t = atomic_load_explicit(&p->ticket, memory_order_acquire);
@@ -83,7 +99,8 @@ static void run_shares(pool *p, uint32_t gen) {
             continue;
         /* Claimed: the job cannot change until this share is done. */
         shares = atomic_load_explicit(&p->shares, memory_order_relaxed);
-        int64_t begin = p->n * share / shares, end = p->n * (share + 1) / shares;
+        int64_t begin = share_begin(p->n, shares, p->job_threads, (int)share);
+        int64_t end = share_begin(p->n, shares, p->job_threads, (int)share + 1);
         if (begin < end) p->fn(p->ctx, begin, end);
         atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
         t = atomic_load_explicit(&p->ticket, memory_order_acquire);
@@ -150,7 +167,10 @@ void pw_k_parallel_for(int64_t n, pw_k_range_fn fn, void *ctx) {
     p->fn = fn;
     p->ctx = ctx;
     p->n = n;
-    const int shares = threads; /* threads <= n */
+    p->job_threads = threads;
+    /* the guided cut where n has room for it, else one item per share
+     * (threads <= n) */
+    const int shares = n >= (int64_t)GUIDED_ROUNDS * threads ? GUIDED_ROUNDS * threads : (int)n;
     atomic_store_explicit(&p->shares, shares, memory_order_relaxed);
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
     uint32_t gen = TICKET_GEN(atomic_load_explicit(&p->ticket, memory_order_relaxed)) + 1;
