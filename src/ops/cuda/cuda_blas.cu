@@ -64,6 +64,11 @@ extern "C" pw_status pw_cuda_blas_load(const char *soname) {
     if (!g_blas_loaded) {
         // RTLD_LOCAL: its symbols serve only this table.
         void *lib = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+        char why[512] = "unknown error"; // the loader's reason for the name asked for
+        if (!lib) {
+            const char *e = dlerror();
+            if (e) snprintf(why, sizeof why, "%s", e);
+        }
 #ifdef PW_CUDA_TOOLKIT_LIB_DIR
         // Not on the loader's path: the toolkit the build found (what linking
         // it used to put in the run path).
@@ -71,13 +76,10 @@ extern "C" pw_status pw_cuda_blas_load(const char *soname) {
             char path[4096];
             snprintf(path, sizeof path, "%s/%s", PW_CUDA_TOOLKIT_LIB_DIR, soname);
             lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-            if (!lib) dlerror(), lib = dlopen(soname, RTLD_NOW | RTLD_LOCAL); // keep the first message
         }
 #endif
         if (!lib) {
-            const char *why = dlerror();
-            st = pw_error(PW_ERR_CUDA, "cannot load cuBLAS ('%s'): %s", soname,
-                          why ? why : "unknown error");
+            st = pw_error(PW_ERR_CUDA, "cannot load cuBLAS ('%s'): %s", soname, why);
         } else {
             pw_cuda_blas_api api = {};
             st = resolve_all(lib, soname, &api);
