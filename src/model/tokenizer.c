@@ -32,11 +32,15 @@ static void vocab_insert(pw_tokenizer *t, int32_t id) {
 
 /* ---- encode ------------------------------------------------------------------------- */
 
-/* The longest special token whose text starts at text[pos], or -1. */
-static int32_t match_special(const pw_tokenizer *t, const char *text, size_t pos, size_t len) {
+/* The longest special token whose text starts at text[pos], or -1. As in
+ * llama.cpp, USER_DEFINED tokens (Gemma's whitespace runs and HTML tags)
+ * are always matched and CONTROL tokens only when `control`. */
+static int32_t match_special(const pw_tokenizer *t, const char *text, size_t pos, size_t len,
+                             bool control) {
     if (!t->special_first_byte[(uint8_t)text[pos]]) return -1;
     for (int32_t k = 0; k < t->n_specials; k++) {
         int32_t id = t->specials[k];
+        if (!control && t->types[id] != PW_TOKEN_USER_DEFINED) continue;
         size_t sl = t->text_len[id];
         if (sl <= len - pos && memcmp(text + pos, t->text[id], sl) == 0) return id;
     }
@@ -66,7 +70,7 @@ pw_status pw_tokenizer_encode(const pw_tokenizer *t, const char *text, size_t le
     bool after_special = true;
     size_t frag = 0;
     for (size_t pos = 0; s == PW_OK && pos < len;) {
-        int32_t special = (flags & PW_TOKENIZE_PARSE_SPECIAL) ? match_special(t, text, pos, len) : -1;
+        int32_t special = match_special(t, text, pos, len, (flags & PW_TOKENIZE_PARSE_SPECIAL) != 0);
         if (special < 0) {
             pos++;
             continue;
