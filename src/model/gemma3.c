@@ -88,14 +88,14 @@ pw_status pw_gemma3_read_hparams(pw_model *m) {
     PW_TRY(optional_u32(g, "gemma3.attention.key_length", &key_len));
     value_len = key_len;
     PW_TRY(optional_u32(g, "gemma3.attention.value_length", &value_len));
+    if (key_len % 2 != 0 || key_len > 512)
+        return pw_error(PW_ERR_FORMAT, "gemma3: attention.key_length %" PRId64
+                        " must be even and at most 512", key_len);
     if (value_len != key_len)
         return pw_error(PW_ERR_UNSUPPORTED,
                         "gemma3: attention.value_length %" PRId64 " differs from key_length %" PRId64
                         " (piecewise needs them equal)",
                         value_len, key_len);
-    if (key_len % 2 != 0 || key_len > 512)
-        return pw_error(PW_ERR_FORMAT, "gemma3: attention.key_length %" PRId64
-                        " must be even and at most 512", key_len);
     in->head_dim = key_len;
     if (!pw_gguf_has(g, "gemma3.attention.layer_norm_rms_epsilon"))
         return pw_error(PW_ERR_FORMAT,
