@@ -1,5 +1,6 @@
 /* A Llama-family model from a GGUF file: hyperparameters, weights and the
- * forward pass as an IR graph.
+ * forward pass as an IR graph; also the loading shared with the other
+ * architectures (general.architecture picks one: gemma3 is gemma3.c).
  *
  * Weights stay in the mapping when they are f32, and so do 2-D weights in
  * Q8_0, Q4_0 or Q4_1 blocks (the matmul and embedding ops take them as
