@@ -5,6 +5,10 @@
  *   chatml   <|im_start|>role\ncontent<|im_end|>\n ... (SmolLM2, Qwen, ...),
  *            with the template's default system prompt when it has one
  *   llama2   <s>[INST] <<SYS>>\nsystem\n<</SYS>>\n\nuser [/INST] answer </s>
+ *   gemma    <start_of_turn>user\ncontent<end_of_turn>\n<start_of_turn>model\n ...
+ *            (Gemma 3: the system prompt opens the first user turn, followed
+ *            by a blank line; contents are trimmed). A gemma3 file without
+ *            tokenizer.chat_template gets it too: Gemma's GGUFs often lack one.
  * Any other template is PW_ERR_UNSUPPORTED naming what was seen; callers
  * fall back to raw prompts. */
 #include "model/llama.h"
@@ -13,7 +17,7 @@
 
 #define CHAT_MAX_SYSTEM 1024
 
-typedef enum chat_family { CHAT_NONE = 0, CHAT_CHATML, CHAT_LLAMA2 } chat_family;
+typedef enum chat_family { CHAT_NONE = 0, CHAT_CHATML, CHAT_LLAMA2, CHAT_GEMMA } chat_family;
 
 typedef struct text_buf {
     char *s;
@@ -68,6 +72,11 @@ static pw_status detect(const pw_model *m, chat_family *family, char *system, si
     const char *tmpl = NULL;
     system[0] = '\0';
     if (pw_gguf_get_string(m->gguf, "tokenizer.chat_template", &tmpl) != PW_OK || !tmpl) {
+        if (m->arch == PW_ARCH_GEMMA3) {
+            pw_clear_error();
+            *family = CHAT_GEMMA;
+            return PW_OK;
+        }
         *family = CHAT_NONE;
         return pw_error(PW_ERR_NOT_FOUND,
                         "model '%s' has no chat template (tokenizer.chat_template); use raw prompts",
@@ -78,6 +87,10 @@ static pw_status detect(const pw_model *m, chat_family *family, char *system, si
         chatml_default_system(tmpl, system, cap);
         return PW_OK;
     }
+    if (strstr(tmpl, "<start_of_turn>")) {
+        *family = CHAT_GEMMA;
+        return PW_OK;
+    }
     if (strstr(tmpl, "[INST]")) {
         *family = CHAT_LLAMA2;
         return PW_OK;
@@ -86,8 +99,8 @@ static pw_status detect(const pw_model *m, chat_family *family, char *system, si
     char head[48];
     snprintf(head, sizeof head, "%s", tmpl);
     return pw_error(PW_ERR_UNSUPPORTED,
-                    "unsupported chat template (starts \"%s...\"); piecewise knows chatml and "
-                    "llama2 templates; use raw prompts",
+                    "unsupported chat template (starts \"%s...\"); piecewise knows chatml, "
+                    "llama2 and gemma templates; use raw prompts",
                     head);
 }
 
@@ -156,6 +169,43 @@ static void format_llama2(text_buf *b, const pw_chat_message *msgs, int n) {
     }
 }
 
+/* Appends s without leading and trailing whitespace (Jinja's trim). */
+static void put_trimmed(text_buf *b, const char *s) {
+    static const char *const ws = " \t\n\r\f\v";
+    while (*s && strchr(ws, *s)) s++;
+    size_t n = strlen(s);
+    while (n > 0 && strchr(ws, s[n - 1])) n--;
+    char *copy = pw_host_alloc(n + 1);
+    if (!copy) {
+        b->status = PW_ERR_OOM;
+        return;
+    }
+    memcpy(copy, s, n);
+    copy[n] = '\0';
+    put(b, copy);
+    pw_host_free(copy);
+}
+
+/* Gemma 3's template without the BOS (the tokenizer adds it): the system
+ * message becomes the start of the first user turn, assistant is "model". */
+static void format_gemma(text_buf *b, const pw_chat_message *msgs, int n,
+                         bool add_generation_prompt) {
+    int i = 0;
+    const char *system = NULL;
+    if (strcmp(msgs[0].role, "system") == 0) system = msgs[i++].content;
+    for (bool first = true; i < n; i++, first = false) {
+        bool model = strcmp(msgs[i].role, "assistant") == 0;
+        put(b, model ? "<start_of_turn>model\n" : "<start_of_turn>user\n");
+        if (first && system) {
+            put_trimmed(b, system);
+            put(b, "\n\n");
+        }
+        put_trimmed(b, msgs[i].content);
+        put(b, "<end_of_turn>\n");
+    }
+    if (add_generation_prompt) put(b, "<start_of_turn>model\n");
+}
+
 pw_status pw_model_apply_chat_template(const pw_model *m, const pw_chat_message *msgs, int n,
                                        bool add_generation_prompt, char **out) {
     *out = NULL;
@@ -165,6 +215,7 @@ pw_status pw_model_apply_chat_template(const pw_model *m, const pw_chat_message 
     PW_TRY(detect(m, &family, system, sizeof system));
     text_buf b = {0};
     if (family == CHAT_CHATML) format_chatml(&b, system, msgs, n, add_generation_prompt);
+    else if (family == CHAT_GEMMA) format_gemma(&b, msgs, n, add_generation_prompt);
     else format_llama2(&b, msgs, n);
     if (b.status != PW_OK) {
         pw_host_free(b.s);
@@ -193,6 +244,11 @@ pw_status pw_model_chat_next_turn(const pw_model *m, const char *user, bool answ
         put(&b, "<|im_start|>user\n");
         put(&b, user);
         put(&b, "<|im_end|>\n<|im_start|>assistant\n");
+    } else if (family == CHAT_GEMMA) {
+        put(&b, answer_closed ? "\n" : "<end_of_turn>\n");
+        put(&b, "<start_of_turn>user\n");
+        put_trimmed(&b, user);
+        put(&b, "<end_of_turn>\n<start_of_turn>model\n");
     } else {
         put(&b, answer_closed ? "<s>[INST] " : " </s><s>[INST] ");
         put(&b, user);

@@ -86,6 +86,17 @@ static pw_status alloc_cache_and_rope(pw_engine *e) {
     pw_status s = device_upload(e, rope, rope_bytes, (void **)&e->rope_table);
     /* the copy may read the host table asynchronously */
     if (s == PW_OK) s = pw_stream_synchronize(e->stream);
+    /* Sliding-window layers have their own rope base (Gemma 3). */
+    const pw_model *m = e->model;
+    if (s == PW_OK && m->layer_window) {
+        pw_op_rope_table(rope, e->max_model_len, in->head_dim, m->rope_theta_local);
+        s = device_upload(e, rope, rope_bytes, (void **)&e->rope_table_local);
+        if (s == PW_OK) s = pw_stream_synchronize(e->stream);
+        e->layer_rope = pw_host_calloc((size_t)in->n_layers, sizeof *e->layer_rope);
+        if (s == PW_OK && !e->layer_rope) s = PW_ERR_OOM;
+        for (int64_t l = 0; s == PW_OK && l < in->n_layers; l++)
+            e->layer_rope[l] = m->layer_window[l] > 0 ? e->rope_table_local : e->rope_table;
+    }
     pw_host_free(rope);
     return s;
 }

@@ -72,6 +72,10 @@ struct pw_engine {
     pw_tensor *ids_tensor;       /* over dev.input_ids */
     float **k_cache, **v_cache;  /* per layer [num_blocks][block_size][n_kv_heads][head_dim] */
     float *rope_table;           /* device */
+    /* Models with per-layer kinds (Gemma 3): the local layers' rope table
+     * (device) and each layer's table; NULL for Llama. */
+    float *rope_table_local;
+    const float **layer_rope;    /* host array [n_layers] of device tables */
     pw_tensor **weights;         /* device copies, by parameter index; NULL: used in place */
     pw_op_env env;
     pw_device device;

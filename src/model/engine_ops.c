@@ -21,7 +21,14 @@ pw_status pw_engine_init_op_env(pw_engine *e) {
     env->rope_max_pos = e->max_model_len;
     env->rms_eps = in->rms_eps;
     env->positions = e->dev.positions;
+    /* Per-layer kinds (Gemma 3): model constants, read at launch. */
+    env->layer_rope_table = e->layer_rope;
+    env->layer_window = e->model->layer_window;
+    env->attn_scale = e->model->attn_scale;
     return PW_OK;
 }
 
-void pw_engine_free_op_env(pw_engine *e) { (void)e; }
+void pw_engine_free_op_env(pw_engine *e) {
+    pw_host_free((void *)e->layer_rope);
+    e->layer_rope = NULL;
+}

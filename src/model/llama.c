@@ -1,5 +1,6 @@
 /* A Llama-family model from a GGUF file: hyperparameters, weights and the
- * forward pass as an IR graph.
+ * forward pass as an IR graph; also the loading shared with the other
+ * architectures (general.architecture picks one: gemma3 is gemma3.c).
  *
  * Weights stay in the mapping when they are f32, and so do 2-D weights in
  * Q8_0, Q4_0 or Q4_1 blocks (the matmul and embedding ops take them as
@@ -10,6 +11,7 @@
 #include "model/llama.h"
 
 #include "model/dequant.h"
+#include "model/model_ir.h"
 #include "ops/ops.h"
 
 #include <inttypes.h>
@@ -28,13 +30,20 @@ static pw_status read_hparams(pw_model *m) {
     const char *arch = NULL;
     if (pw_gguf_get_string(g, "general.architecture", &arch) != PW_OK)
         return pw_error(PW_ERR_FORMAT, "missing general.architecture");
-    if (strcmp(arch, "llama") != 0)
+    if (strcmp(arch, "llama") != 0 && strcmp(arch, "gemma3") != 0)
         return pw_error(PW_ERR_UNSUPPORTED,
-                        "model architecture '%s' is not supported (supported: llama)", arch);
+                        "model architecture '%s' is not supported (supported: llama, gemma3)",
+                        arch);
     snprintf(info->arch, sizeof info->arch, "%s", arch);
     const char *name = NULL;
     if (pw_gguf_get_string(g, "general.name", &name) == PW_OK)
         snprintf(info->name, sizeof info->name, "%s", name);
+    pw_clear_error();
+    if (strcmp(arch, "gemma3") == 0) {
+        m->arch = PW_ARCH_GEMMA3;
+        return pw_gemma3_read_hparams(m);
+    }
+    m->arch = PW_ARCH_LLAMA;
 
     uint32_t u;
     float f;
@@ -78,7 +87,7 @@ static pw_status read_hparams(pw_model *m) {
 }
 
 /* True unless PW_DEQUANTIZE=1 (0, unset or empty keep the weights quantized). */
-static bool keep_quantized_weights(void) {
+bool pw_model_keep_quantized_weights(void) {
     static const char *const values[] = {"0", "1", NULL};
     return pw_env_choice(PW_ENV_DEQUANTIZE, values, 0) == 0;
 }
@@ -86,8 +95,8 @@ static bool keep_quantized_weights(void) {
 /* Finds a tensor, checks its shape (ggml order: dims[0] innermost) and
  * returns a tensor over its data: the mapped blocks of a 2-D Q8_0, Q4_0 or
  * Q4_1 weight when keep_quantized, otherwise f32 (mapped or dequantized). */
-static pw_status load_weight(pw_model *m, const char *name, int64_t d0, int64_t d1,
-                             bool keep_quantized, pw_tensor **out) {
+pw_status pw_model_load_weight(pw_model *m, const char *name, int64_t d0, int64_t d1,
+                               bool keep_quantized, pw_tensor **out) {
     const pw_gguf_tensor *t;
     pw_status s = pw_gguf_find_tensor(m->gguf, name, &t);
     if (s != PW_OK) return pw_error(PW_ERR_NOT_FOUND, "missing tensor '%s'", name);
@@ -124,17 +133,42 @@ static pw_status load_weight(pw_model *m, const char *name, int64_t d0, int64_t 
     return s;
 }
 
-static pw_status load_weights(pw_model *m) {
-    const pw_model_info *in = &m->info;
-    int64_t kv_dim = in->n_kv_heads * in->head_dim;
+pw_status pw_model_load_embeddings(pw_model *m, bool keep) {
     const pw_gguf_tensor *embd;
     PW_TRY(pw_gguf_find_tensor(m->gguf, "token_embd.weight", &embd));
     m->info.vocab = embd->dims[1];
     /* one owned buffer per weight at most */
-    m->owned = pw_host_calloc((size_t)(in->n_layers * 9 + 3), sizeof(float *));
+    m->owned = pw_host_calloc((size_t)(m->info.n_layers * PW_GEMMA3_WEIGHTS_PER_LAYER + 3),
+                              sizeof(float *));
     if (!m->owned) return PW_ERR_OOM;
-    bool keep = keep_quantized_weights();
-    PW_TRY(load_weight(m, "token_embd.weight", in->dim, in->vocab, keep, &m->tok_embd));
+    return pw_model_load_weight(m, "token_embd.weight", m->info.dim, m->info.vocab, keep,
+                                &m->tok_embd);
+}
+
+pw_status pw_model_load_head(pw_model *m, bool keep) {
+    const pw_model_info *in = &m->info;
+    PW_TRY(pw_model_load_weight(m, "output_norm.weight", in->dim, 0, keep, &m->output_norm));
+    const pw_gguf_tensor *head;
+    if (pw_gguf_find_tensor(m->gguf, "output.weight", &head) == PW_OK) {
+        PW_TRY(pw_model_load_weight(m, "output.weight", in->dim, in->vocab, keep, &m->output));
+    } else {
+        pw_clear_error();
+        m->info.tied_embeddings = true;
+        m->output = pw_tensor_retain(m->tok_embd);
+    }
+    int best = PW_F32;
+    for (int t = 0; t < PW_DTYPE_COUNT_; t++)
+        if (m->dtype_counts[t] > m->dtype_counts[best]) best = t;
+    m->info.file_dtype = (pw_dtype)best;
+    return PW_OK;
+}
+
+static pw_status load_weights(pw_model *m) {
+    if (m->arch == PW_ARCH_GEMMA3) return pw_gemma3_load_weights(m);
+    const pw_model_info *in = &m->info;
+    int64_t kv_dim = in->n_kv_heads * in->head_dim;
+    bool keep = pw_model_keep_quantized_weights();
+    PW_TRY(pw_model_load_embeddings(m, keep));
     char name[96];
     for (int64_t l = 0; l < in->n_layers; l++) {
         pw_llama_layer *L = &m->layers[l];
@@ -155,23 +189,10 @@ static pw_status load_weights(pw_model *m) {
         };
         for (size_t i = 0; i < PW_ARRAY_LEN(want); i++) {
             snprintf(name, sizeof name, "blk.%" PRId64 ".%s.weight", l, want[i].suffix);
-            PW_TRY(load_weight(m, name, want[i].d0, want[i].d1, keep, want[i].dst));
+            PW_TRY(pw_model_load_weight(m, name, want[i].d0, want[i].d1, keep, want[i].dst));
         }
     }
-    PW_TRY(load_weight(m, "output_norm.weight", in->dim, 0, keep, &m->output_norm));
-    const pw_gguf_tensor *head;
-    if (pw_gguf_find_tensor(m->gguf, "output.weight", &head) == PW_OK) {
-        PW_TRY(load_weight(m, "output.weight", in->dim, in->vocab, keep, &m->output));
-    } else {
-        pw_clear_error();
-        m->info.tied_embeddings = true;
-        m->output = pw_tensor_retain(m->tok_embd);
-    }
-    int best = PW_F32;
-    for (int t = 0; t < PW_DTYPE_COUNT_; t++)
-        if (m->dtype_counts[t] > m->dtype_counts[best]) best = t;
-    m->info.file_dtype = (pw_dtype)best;
-    return PW_OK;
+    return pw_model_load_head(m, keep);
 }
 
 pw_status pw_model_load(const char *path, pw_model **out) {
@@ -207,14 +228,17 @@ void pw_model_free(pw_model *m) {
     if (m->layers) {
         for (int64_t l = 0; l < m->info.n_layers; l++) {
             pw_llama_layer *L = &m->layers[l];
-            pw_tensor *ts[] = {L->attn_norm, L->wq,       L->wk,   L->wv,    L->wo,
-                               L->ffn_norm,  L->w_gate,   L->w_up, L->w_down};
+            pw_tensor *ts[] = {L->attn_norm, L->wq,     L->wk,     L->wv,
+                               L->wo,        L->ffn_norm, L->w_gate, L->w_up,
+                               L->w_down,    L->q_norm, L->k_norm, L->post_attn_norm,
+                               L->post_ffn_norm};
             for (size_t i = 0; i < PW_ARRAY_LEN(ts); i++) pw_tensor_release(ts[i]);
         }
     }
     for (int i = 0; i < m->n_owned; i++) pw_host_free(m->owned[i]);
     pw_host_free(m->owned);
     pw_host_free(m->layers);
+    pw_host_free(m->layer_window);
     pw_tokenizer_free(m->tokenizer);
     pw_gguf_free(m->gguf);
     pw_host_free(m);
@@ -222,16 +246,29 @@ void pw_model_free(pw_model *m) {
 
 const pw_model_info *pw_model_get_info(const pw_model *m) { return &m->info; }
 
-int pw_model_num_params(const pw_model *m) { return 1 + 3 + (int)m->info.n_layers * 9; }
+static int weights_per_layer(const pw_model *m) {
+    return m->arch == PW_ARCH_GEMMA3 ? PW_GEMMA3_WEIGHTS_PER_LAYER : 9;
+}
 
-/* Parameter order: input_ids, tok_embd, then per layer the nine weights,
- * then output_norm and the LM head. pw_model_params fills the same order. */
+int pw_model_num_params(const pw_model *m) {
+    return 1 + 3 + (int)m->info.n_layers * weights_per_layer(m);
+}
+
+/* Parameter order: input_ids, tok_embd, then per layer its weights (the
+ * nine of Llama; Gemma 3's thirteen, pw_gemma3_layer_weights), then
+ * output_norm and the LM head. The graph's placeholders are in this order. */
 int pw_model_params(const pw_model *m, pw_value *params, pw_tensor *input_ids) {
     int n = 0;
     params[n++] = pw_value_tensor(input_ids);
     params[n++] = pw_value_tensor(m->tok_embd);
     for (int64_t l = 0; l < m->info.n_layers; l++) {
         const pw_llama_layer *L = &m->layers[l];
+        if (m->arch == PW_ARCH_GEMMA3) {
+            pw_tensor *ts[PW_GEMMA3_WEIGHTS_PER_LAYER];
+            pw_gemma3_layer_weights(L, ts);
+            for (int i = 0; i < PW_GEMMA3_WEIGHTS_PER_LAYER; i++) params[n++] = pw_value_tensor(ts[i]);
+            continue;
+        }
         pw_tensor *ts[] = {L->attn_norm, L->wq,     L->wk,   L->wv,    L->wo,
                            L->ffn_norm,  L->w_gate, L->w_up, L->w_down};
         for (size_t i = 0; i < PW_ARRAY_LEN(ts); i++) params[n++] = pw_value_tensor(ts[i]);
@@ -243,42 +280,6 @@ int pw_model_params(const pw_model *m, pw_value *params, pw_tensor *input_ids) {
 
 /* ---- the forward pass as IR ----------------------------------------------------- */
 
-typedef struct ir_builder {
-    pw_ir *g;
-    pw_status status;
-    char name[64];
-} ir_builder;
-
-static int placeholder(ir_builder *b, const char *fmt, int64_t l) {
-    int node = -1;
-    if (b->status != PW_OK) return -1;
-    snprintf(b->name, sizeof b->name, fmt, l);
-    b->status = pw_ir_add_placeholder(b->g, b->name, &node);
-    return node;
-}
-
-/* call(b, "q", layer, PW_OP_MATMUL, args, 2): node q_<layer> calling the op
- * table's op; layer < 0: no suffix. */
-static int call(ir_builder *b, const char *name, int64_t l, pw_op_id op, const pw_ir_arg *args,
-                int nargs) {
-    int node = -1;
-    if (b->status != PW_OK) return -1;
-    if (l >= 0) snprintf(b->name, sizeof b->name, "%s_%" PRId64, name, l);
-    else snprintf(b->name, sizeof b->name, "%s", name);
-    b->status = pw_ir_add_call_function(b->g, b->name, pw_op_name(op), args, nargs, NULL, 0, &node);
-    return node;
-}
-
-/* getitem(b, "q", layer, src, i): node q_<layer> = src[i]; layer < 0: no suffix. */
-static int getitem(ir_builder *b, const char *name, int64_t l, int src, int64_t index) {
-    int node = -1;
-    if (b->status != PW_OK) return -1;
-    if (l >= 0) snprintf(b->name, sizeof b->name, "%s_%" PRId64, name, l);
-    else snprintf(b->name, sizeof b->name, "%s", name);
-    b->status = pw_ir_add_getitem(b->g, b->name, src, index, &node);
-    return node;
-}
-
 #define N(x) pw_ir_arg_node(x)
 
 /* The nine weight placeholders of a layer, in pw_model_params order. */
@@ -289,7 +290,7 @@ static void layer_placeholders(ir_builder *b, int64_t l, int *w) {
         "l%" PRId64 "_attn_norm", "l%" PRId64 "_wq",       "l%" PRId64 "_wk",
         "l%" PRId64 "_wv",        "l%" PRId64 "_wo",       "l%" PRId64 "_ffn_norm",
         "l%" PRId64 "_w_gate",    "l%" PRId64 "_w_up",     "l%" PRId64 "_w_down"};
-    for (int i = 0; i < W_PER_LAYER; i++) w[i] = placeholder(b, names[i], l);
+    for (int i = 0; i < W_PER_LAYER; i++) w[i] = ir_placeholder(b, names[i], l);
 }
 
 /* The residual stream between layers: h, and x = the next norm's output. */
@@ -307,78 +308,64 @@ static layer_io build_layer(ir_builder *b, const pw_model_info *in, int64_t l, c
     pw_ir_arg a[6];
     a[0] = N(io.x), a[1] = N(lw[W_Q]), a[2] = N(lw[W_K]), a[3] = N(lw[W_V]);
     a[4] = pw_ir_arg_int(in->n_heads), a[5] = pw_ir_arg_int(in->n_kv_heads);
-    int qkv = call(b, "qkv", l, PW_OP_QKV_ROPE, a, 6);
-    int q = getitem(b, "q", l, qkv, 0);
-    int k = getitem(b, "k", l, qkv, 1);
-    int v = getitem(b, "v", l, qkv, 2);
+    int qkv = ir_call(b, "qkv", l, PW_OP_QKV_ROPE, a, 6);
+    int q = ir_getitem(b, "q", l, qkv, 0);
+    int k = ir_getitem(b, "k", l, qkv, 1);
+    int v = ir_getitem(b, "v", l, qkv, 2);
     a[0] = N(q);
-    int o = call(b, "attn_out", l, PW_OP_EMPTY_LIKE, a, 1);
+    int o = ir_call(b, "attn_out", l, PW_OP_EMPTY_LIKE, a, 1);
     a[0] = N(q), a[1] = N(k), a[2] = N(v), a[3] = N(o), a[4] = pw_ir_arg_int(l);
-    call(b, "attn", l, PW_OP_ATTENTION, a, 5);
+    ir_call(b, "attn", l, PW_OP_ATTENTION, a, 5);
     a[0] = N(o), a[1] = N(lw[W_O]);
-    int proj = call(b, "o_proj", l, PW_OP_MATMUL, a, 2);
+    int proj = ir_call(b, "o_proj", l, PW_OP_MATMUL, a, 2);
     a[0] = N(io.h), a[1] = N(proj), a[2] = N(lw[W_FFN_NORM]);
-    int res1 = call(b, "h_attn_ffn_in", l, PW_OP_ADD_RMS_NORM, a, 3);
-    int h1 = getitem(b, "h_attn", l, res1, 0);
-    int x2 = getitem(b, "ffn_in", l, res1, 1);
+    int res1 = ir_call(b, "h_attn_ffn_in", l, PW_OP_ADD_RMS_NORM, a, 3);
+    int h1 = ir_getitem(b, "h_attn", l, res1, 0);
+    int x2 = ir_getitem(b, "ffn_in", l, res1, 1);
     a[0] = N(x2), a[1] = N(lw[W_GATE]), a[2] = N(lw[W_UP]);
-    int act = call(b, "act", l, PW_OP_GATE_UP_SILU, a, 3);
+    int act = ir_call(b, "act", l, PW_OP_GATE_UP_SILU, a, 3);
     a[0] = N(act), a[1] = N(lw[W_DOWN]);
-    int down = call(b, "down", l, PW_OP_MATMUL, a, 2);
+    int down = ir_call(b, "down", l, PW_OP_MATMUL, a, 2);
     a[0] = N(h1), a[1] = N(down), a[2] = N(next_norm);
-    int res2 = call(b, "h_next_in", l, PW_OP_ADD_RMS_NORM, a, 3);
+    int res2 = ir_call(b, "h_next_in", l, PW_OP_ADD_RMS_NORM, a, 3);
     layer_io next;
-    next.h = getitem(b, "h", l, res2, 0);
-    next.x = getitem(b, last ? "final_norm" : "attn_in", last ? -1 : l + 1, res2, 1);
+    next.h = ir_getitem(b, "h", l, res2, 0);
+    next.x = ir_getitem(b, last ? "final_norm" : "attn_in", last ? -1 : l + 1, res2, 1);
     return next;
-}
-
-/* The graph's output (the logits) and the token-dimension types of its
- * input and output. */
-static void finish_graph(ir_builder *b, const pw_model_info *in, int ids, int logits) {
-    if (b->status == PW_OK) b->status = pw_ir_set_output(b->g, N(logits), NULL);
-    if (b->status == PW_OK) {
-        pw_ir_type t = {PW_IR_TYPE_TENSOR, PW_F32, 2, {PW_IR_DIM_TOKENS, in->vocab}};
-        b->status = pw_ir_set_node_type(b->g, logits, &t);
-    }
-    if (b->status == PW_OK) {
-        pw_ir_type t = {PW_IR_TYPE_TENSOR, PW_I32, 1, {PW_IR_DIM_TOKENS}};
-        b->status = pw_ir_set_node_type(b->g, ids, &t);
-    }
-    if (b->status == PW_OK) b->status = pw_ir_validate(b->g);
 }
 
 pw_status pw_model_build_ir(const pw_model *m, pw_ir **out) {
     *out = NULL;
+    if (m->arch == PW_ARCH_GEMMA3) return pw_gemma3_build_ir(m, out);
     const pw_model_info *in = &m->info;
     ir_builder b = {0};
     PW_TRY(pw_ir_new("llama_forward", &b.g));
-    int ids = placeholder(&b, "input_ids", 0);
-    int tok_embd = placeholder(&b, "tok_embd", 0);
+    int ids = ir_placeholder(&b, "input_ids", 0);
+    int tok_embd = ir_placeholder(&b, "tok_embd", 0);
     int *w = pw_host_calloc((size_t)in->n_layers * W_PER_LAYER, sizeof(int));
     if (!w) {
         pw_ir_free(b.g);
         return PW_ERR_OOM;
     }
     for (int64_t l = 0; l < in->n_layers; l++) layer_placeholders(&b, l, &w[l * W_PER_LAYER]);
-    int out_norm = placeholder(&b, "output_norm", 0);
-    int lm_head = placeholder(&b, "lm_head", 0);
+    int out_norm = ir_placeholder(&b, "output_norm", 0);
+    int lm_head = ir_placeholder(&b, "lm_head", 0);
 
     pw_ir_arg a[2];
     a[0] = N(ids), a[1] = N(tok_embd);
     layer_io io;
-    io.h = call(&b, "embed", -1, PW_OP_EMBEDDING, a, 2);
+    io.h = ir_call(&b, "embed", -1, PW_OP_EMBEDDING, a, 2);
     a[0] = N(io.h), a[1] = N(in->n_layers > 0 ? w[W_ATTN_NORM] : out_norm);
-    io.x = in->n_layers > 0 ? call(&b, "attn_in", 0, PW_OP_RMS_NORM, a, 2)
-                            : call(&b, "final_norm", -1, PW_OP_RMS_NORM, a, 2);
+    io.x = in->n_layers > 0 ? ir_call(&b, "attn_in", 0, PW_OP_RMS_NORM, a, 2)
+                            : ir_call(&b, "final_norm", -1, PW_OP_RMS_NORM, a, 2);
     for (int64_t l = 0; l < in->n_layers; l++) {
         bool last = l + 1 == in->n_layers;
         int next_norm = last ? out_norm : w[(l + 1) * W_PER_LAYER + W_ATTN_NORM];
         io = build_layer(&b, in, l, &w[l * W_PER_LAYER], io, next_norm, last);
     }
     a[0] = N(io.x), a[1] = N(lm_head);
-    int logits = call(&b, "logits", -1, PW_OP_MATMUL, a, 2);
-    finish_graph(&b, in, ids, logits);
+    int logits = ir_call(&b, "logits", -1, PW_OP_MATMUL, a, 2);
+    ir_finish_graph(&b, in->vocab, ids, logits);
     pw_host_free(w);
     if (b.status != PW_OK) {
         pw_ir_free(b.g);

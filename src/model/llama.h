@@ -19,7 +19,13 @@ typedef struct pw_llama_layer {
     pw_tensor *w_gate;    /* (ffn_dim, dim) */
     pw_tensor *w_up;      /* (ffn_dim, dim) */
     pw_tensor *w_down;    /* (dim, ffn_dim) */
+    /* Gemma 3 only (NULL for Llama) */
+    pw_tensor *q_norm, *k_norm;  /* (head_dim): RMS norm of each query / key head */
+    pw_tensor *post_attn_norm;   /* (dim): on the attention output before the residual add */
+    pw_tensor *post_ffn_norm;    /* (dim): on the feed-forward output before the residual add */
 } pw_llama_layer;
+
+typedef enum pw_model_arch { PW_ARCH_LLAMA, PW_ARCH_GEMMA3 } pw_model_arch;
 
 struct pw_model {
     pw_model_info info;
@@ -32,7 +38,35 @@ struct pw_model {
     float **owned;          /* dequantized weight buffers */
     int n_owned;
     int dtype_counts[PW_DTYPE_COUNT_];
+
+    pw_model_arch arch;
+    /* Gemma 3 (gemma3.c); Llama leaves them 0 / NULL. */
+    float rope_theta_local; /* rope base of the sliding-window layers */
+    int32_t *layer_window;  /* [n_layers] sliding window of each layer, 0 = global */
+    float attn_scale;       /* attention score scale; 0: 1/sqrt(head_dim) */
+    float embd_scale;       /* embeddings times this (sqrt(dim)); 0: none */
+    float logit_softcap;    /* logits = c tanh(logits / c) when > 0 */
 };
+
+/* What llama.c shares with the other architectures' builders. */
+/* True unless PW_DEQUANTIZE=1. */
+bool pw_model_keep_quantized_weights(void);
+/* Finds tensor `name`, checks its shape [d0] (d1 = 0) or [d0, d1] (ggml
+ * order) and wraps it (quantized blocks where the ops take them, else f32). */
+pw_status pw_model_load_weight(pw_model *m, const char *name, int64_t d0, int64_t d1,
+                               bool keep_quantized, pw_tensor **out);
+/* Sets info.vocab, tok_embd, output_norm and output (tied when absent) and
+ * info.file_dtype; the layers are loaded by the caller in between. */
+pw_status pw_model_load_embeddings(pw_model *m, bool keep_quantized);
+pw_status pw_model_load_head(pw_model *m, bool keep_quantized);
+
+/* Gemma 3 (gemma3.c). */
+pw_status pw_gemma3_read_hparams(pw_model *m);
+pw_status pw_gemma3_load_weights(pw_model *m);
+/* Weights per layer in pw_model_params order. */
+#define PW_GEMMA3_WEIGHTS_PER_LAYER 13
+void pw_gemma3_layer_weights(const pw_llama_layer *L, pw_tensor **out);
+pw_status pw_gemma3_build_ir(const pw_model *m, pw_ir **out);
 
 /* Number of forward parameters: input_ids plus every weight. */
 int pw_model_num_params(const pw_model *m);

@@ -32,11 +32,15 @@ static void vocab_insert(pw_tokenizer *t, int32_t id) {
 
 /* ---- encode ------------------------------------------------------------------------- */
 
-/* The longest special token whose text starts at text[pos], or -1. */
-static int32_t match_special(const pw_tokenizer *t, const char *text, size_t pos, size_t len) {
-    if (!t->special_first_byte[(uint8_t)text[pos]]) return -1;
-    for (int32_t k = 0; k < t->n_specials; k++) {
+/* The longest special token whose text starts at text[pos], or -1. As in
+ * llama.cpp, USER_DEFINED tokens (Gemma's whitespace runs and HTML tags)
+ * are always matched and CONTROL tokens only when `control`. */
+static int32_t match_special(const pw_tokenizer *t, const char *text, size_t pos, size_t len,
+                             bool control) {
+    uint8_t first = (uint8_t)text[pos];
+    for (int32_t k = t->special_begin[first]; k < t->special_begin[first + 1]; k++) {
         int32_t id = t->specials[k];
+        if (!control && t->types[id] != PW_TOKEN_USER_DEFINED) continue;
         size_t sl = t->text_len[id];
         if (sl <= len - pos && memcmp(text + pos, t->text[id], sl) == 0) return id;
     }
@@ -66,7 +70,7 @@ pw_status pw_tokenizer_encode(const pw_tokenizer *t, const char *text, size_t le
     bool after_special = true;
     size_t frag = 0;
     for (size_t pos = 0; s == PW_OK && pos < len;) {
-        int32_t special = (flags & PW_TOKENIZE_PARSE_SPECIAL) ? match_special(t, text, pos, len) : -1;
+        int32_t special = match_special(t, text, pos, len, (flags & PW_TOKENIZE_PARSE_SPECIAL) != 0);
         if (special < 0) {
             pos++;
             continue;
@@ -235,10 +239,12 @@ static pw_status build_piece(pw_tokenizer *t, int32_t id) {
 typedef struct special_entry {
     uint32_t len;
     int32_t id;
+    uint8_t first; /* the text's first byte */
 } special_entry;
 
 static int compare_special(const void *a, const void *b) {
     const special_entry *x = a, *y = b;
+    if (x->first != y->first) return x->first < y->first ? -1 : 1;
     if (x->len != y->len) return x->len > y->len ? -1 : 1;
     return x->id < y->id ? -1 : x->id > y->id;
 }
@@ -447,11 +453,15 @@ static pw_status build(pw_tokenizer *t, const pw_gguf *g) {
     for (int32_t i = 0; i < t->n_vocab; i++)
         if (is_special_type(t->types[i]) && t->text_len[i] > 0) {
             entries[t->n_specials].len = t->text_len[i];
+            entries[t->n_specials].first = (uint8_t)t->text[i][0];
             entries[t->n_specials++].id = i;
-            t->special_first_byte[(uint8_t)t->text[i][0]] = true;
         }
     qsort(entries, (size_t)t->n_specials, sizeof *entries, compare_special);
     for (int32_t k = 0; k < t->n_specials; k++) t->specials[k] = entries[k].id;
+    for (int b = 0, k = 0; b <= 256; b++) {
+        while (k < t->n_specials && entries[k].first < b) k++;
+        t->special_begin[b] = k;
+    }
     pw_host_free(entries);
     return PW_OK;
 }

@@ -55,9 +55,12 @@ struct pw_tokenizer {
     uint64_t merge_mask;
 
     int32_t byte_token[256]; /* SPM: <0xNN>; BPE: the mapped character's token */
-    int32_t *specials;       /* CONTROL / USER_DEFINED ids, longest text first */
+    int32_t *specials;       /* CONTROL / USER_DEFINED ids by first byte, longest text first */
     int32_t n_specials;
-    bool special_first_byte[256];
+    /* specials[special_begin[b] .. special_begin[b + 1]) start with byte b,
+     * so a position is compared only with the specials that can match it
+     * (Gemma has thousands, many starting with a space or newline). */
+    int32_t special_begin[257];
 
     int32_t bos, eos, unk, eot;
     bool add_bos;

@@ -110,6 +110,11 @@ typedef struct pw_k_attention_args {
     int64_t n_tokens, n_heads, n_kv_heads, head_dim;
     int64_t q_stride, kv_stride; /* row strides in elements */
     int64_t num_blocks, max_seqs;
+    /* Sliding window: a token at position p attends to positions
+     * (p - window, p] only; 0 attends to all of 0..p. A launch constant:
+     * what varies per step (p) is read from meta->positions. */
+    int64_t window;
+    float scale;               /* score scale; 0: 1/sqrt(head_dim) */
 } pw_k_attention_args;
 
 typedef struct pw_k_sum_rms_norm_args {
@@ -140,6 +145,33 @@ typedef struct pw_k_gate_up_silu_args {
     float *scratch;             /* persistent, the larger pw_k_matmul_any_scratch_floats, or NULL */
     int64_t n_tokens, dim, f;
 } pw_k_gate_up_silu_args;
+
+/* out = gelu_tanh(a) * b over n elements (GeGLU); out may alias a or b. */
+typedef struct pw_k_gelu_mul_args {
+    float *out;
+    const float *a, *b;
+    int64_t n;
+} pw_k_gelu_mul_args;
+
+/* In place on x [n_tokens][n_heads*head_dim]: each head's row RMS-normed
+ * with w [head_dim], then rotated NeoX style (pair i is (i, i + head_dim/2))
+ * by the rope table (pw_k_rope_table layout) at positions[t]. */
+typedef struct pw_k_head_norm_rope_args {
+    float *x;
+    const float *w;             /* [head_dim] */
+    const int32_t *positions;   /* [n_tokens], persistent */
+    const float *table;         /* pw_k_rope_table layout */
+    int64_t n_tokens, n_heads, head_dim, max_pos;
+    float eps;
+} pw_k_head_norm_rope_args;
+
+/* scale: out = x * s; softcap: out = s * tanh(x / s). out may alias x. */
+typedef struct pw_k_scale_args {
+    float *out;
+    const float *x;
+    int64_t n;
+    float s;
+} pw_k_scale_args;
 
 #ifdef __cplusplus
 }

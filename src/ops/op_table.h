@@ -40,7 +40,12 @@
     X(ARGMAX,         argmax,       ("logits"),                         false)           \
     X(ADD_RMS_NORM,   add_rms_norm, ("a", "b", "w"),                    false)           \
     X(QKV_ROPE,       qkv_rope,     ("x", "wq", "wk", "wv", "n_heads", "n_kv_heads"), false) \
-    X(GATE_UP_SILU,   gate_up_silu, ("x", "w_gate", "w_up"),            false)
+    X(GATE_UP_SILU,   gate_up_silu, ("x", "w_gate", "w_up"),            false)           \
+    X(SCALE,          scale,        ("x", "s"),                         false)           \
+    X(SOFTCAP,        softcap,      ("x", "cap"),                       false)           \
+    X(GATE_UP_GELU,   gate_up_gelu, ("x", "w_gate", "w_up"),            false)           \
+    X(QKV_NORM_ROPE,  qkv_norm_rope, ("x", "wq", "wk", "wv", "q_norm", "k_norm",        \
+                                      "n_heads", "n_kv_heads", "layer"), false)
 
 /* PW_KERNEL_TABLE(X) calls X(ID, name) per kernel: the id is PW_KERNEL_<ID>
  * and the launch args struct is pw_k_<...>_args of ops/kernel_args.h. A
@@ -62,7 +67,11 @@
     X(ATTENTION,       attention)                                                        \
     X(SUM_RMS_NORM,    sum_rms_norm)                                                     \
     X(QKV_ROPE,        qkv_rope)                                                         \
-    X(GATE_UP_SILU,    gate_up_silu)
+    X(GATE_UP_SILU,    gate_up_silu)                                                     \
+    X(GELU_MUL,        gelu_mul)                                                         \
+    X(HEAD_NORM_ROPE,  head_norm_rope)                                                   \
+    X(SCALE,           scale)                                                            \
+    X(SOFTCAP,         softcap)
 /* clang-format on */
 
 typedef enum pw_op_id {

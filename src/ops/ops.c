@@ -13,6 +13,7 @@
 #include "ops/kernel_set.h"
 #include "ops/op_table.h"
 
+#include <math.h>
 #include <string.h>
 
 /* Most tensors a tuple-returning op yields. */
@@ -450,7 +451,8 @@ static pw_status launch_attention(const pw_op_env *env, const pw_value *args,
         .k_cache = env->k_cache[layer], .v_cache = env->v_cache[layer], .meta = env->attn_meta,
         .n_tokens = q->shape[0], .n_heads = env->n_heads, .n_kv_heads = env->n_kv_heads,
         .head_dim = env->head_dim, .q_stride = q->shape[1], .kv_stride = k->shape[1],
-        .num_blocks = env->num_blocks, .max_seqs = env->max_seqs};
+        .num_blocks = env->num_blocks, .max_seqs = env->max_seqs,
+        .window = env->layer_window ? env->layer_window[layer] : 0, .scale = env->attn_scale};
     return launch_kernel(env, PW_KERNEL_ATTENTION, &a, sizeof a);
 }
 
@@ -640,6 +642,166 @@ static pw_status launch_gate_up_silu(const pw_op_env *env, const pw_value *args,
     pw_tensor *x = targ(args, 0), *wg = targ(args, 1), *wu = targ(args, 2);
     return has_kernel(env, PW_KERNEL_GATE_UP_SILU) ? gate_up_silu_fused(env, outs[0], x, wg, wu)
                                                    : gate_up_silu_unfused(env, outs[0], x, wg, wu);
+}
+
+/* ---- Gemma 3 ------------------------------------------------------------------------------
+ * Their kernels are in the CPU set only; a set without one refuses the op
+ * here, at shape inference (the plan is built before any step runs). The
+ * windowed attention is part of the same refusal: a set with these kernels
+ * must honour pw_k_attention_args.window. */
+
+static pw_status require_kernel(const op_def *d, const pw_op_env *env, pw_kernel_id id) {
+    if (has_kernel(env, id)) return PW_OK;
+    const pw_kernel_set *set = kernel_set(env);
+    return pw_error(PW_ERR_UNSUPPORTED,
+                    "op '%s': the %s kernel set has no %s kernel (Gemma 3 models run on the "
+                    "CPU only)",
+                    d->name, set ? set->name : pw_device_name(pw_stream_device(env->stream)),
+                    pw_kernel_id_name(id));
+}
+
+static pw_status arg_float(const op_def *d, const pw_value *args, int i, double *out) {
+    if (args[i].kind == PW_VAL_FLOAT) *out = args[i].as.f;
+    else if (args[i].kind == PW_VAL_INT) *out = (double)args[i].as.i;
+    else
+        return pw_error(PW_ERR_INVALID_ARG, "op '%s': argument %d '%s' must be a float, got %s",
+                        d->name, i + 1, d->arg_names[i], kind_name(args[i].kind));
+    if (!isfinite(*out))
+        return pw_error(PW_ERR_INVALID_ARG, "op '%s': argument %d '%s' must be finite", d->name,
+                        i + 1, d->arg_names[i]);
+    return PW_OK;
+}
+
+static pw_status infer_scale_like(const op_def *d, const pw_op_env *env, const pw_value *args,
+                                  out_spec *s, pw_kernel_id id, bool nonzero) {
+    pw_tensor *x = NULL;
+    double v = 0;
+    PW_TRY(arg_tensor(d, args, 0, PW_F32, -1, &x));
+    PW_TRY(arg_float(d, args, 1, &v));
+    if (nonzero && !(v > 0))
+        return pw_error(PW_ERR_INVALID_ARG, "op '%s': cap must be positive, got %g", d->name, v);
+    PW_TRY(require_kernel(d, env, id));
+    s->none = false;
+    s->dtype = PW_F32;
+    s->ndim = x->ndim;
+    memcpy(s->shape, x->shape, sizeof s->shape);
+    return PW_OK;
+}
+
+static double float_arg(const pw_value *args, int i) {
+    return args[i].kind == PW_VAL_FLOAT ? args[i].as.f : (double)args[i].as.i;
+}
+
+static pw_status infer_scale(const op_def *d, const pw_op_env *env, const pw_value *args,
+                             out_spec *s) {
+    return infer_scale_like(d, env, args, s, PW_KERNEL_SCALE, false);
+}
+
+static pw_status launch_scale(const pw_op_env *env, const pw_value *args,
+                              pw_tensor *const *outs) {
+    pw_tensor *x = targ(args, 0);
+    pw_k_scale_args a = {fdata(outs[0]), fdata(x), pw_tensor_numel(x), (float)float_arg(args, 1)};
+    return launch_kernel(env, PW_KERNEL_SCALE, &a, sizeof a);
+}
+
+static pw_status infer_softcap(const op_def *d, const pw_op_env *env, const pw_value *args,
+                               out_spec *s) {
+    return infer_scale_like(d, env, args, s, PW_KERNEL_SOFTCAP, true);
+}
+
+static pw_status launch_softcap(const pw_op_env *env, const pw_value *args,
+                                pw_tensor *const *outs) {
+    pw_tensor *x = targ(args, 0);
+    pw_k_scale_args a = {fdata(outs[0]), fdata(x), pw_tensor_numel(x), (float)float_arg(args, 1)};
+    return launch_kernel(env, PW_KERNEL_SOFTCAP, &a, sizeof a);
+}
+
+/* gate_up_gelu(x, w_gate, w_up) -> gelu_tanh(x w_gate^T) * (x w_up^T) */
+static pw_status infer_gate_up_gelu(const op_def *d, const pw_op_env *env, const pw_value *args,
+                                    out_spec *s) {
+    PW_TRY(infer_gate_up_silu(d, env, args, s));
+    return require_kernel(d, env, PW_KERNEL_GELU_MUL);
+}
+
+/* out = x w_gate^T, up = x w_up^T, out = gelu_tanh(out) * up. */
+static pw_status launch_gate_up_gelu(const pw_op_env *env, const pw_value *args,
+                                     pw_tensor *const *outs) {
+    pw_tensor *out = outs[0], *x = targ(args, 0), *wg = targ(args, 1), *wu = targ(args, 2);
+    int64_t t = x->shape[0], f = wg->shape[0];
+    float *up = NULL;
+    PW_TRY(scratch_alloc(env, (size_t)(t * f) * sizeof(float), &up));
+    pw_status s = matmul_into(env, fdata(out), x, wg);
+    if (s == PW_OK) s = matmul_into(env, up, x, wu);
+    if (s == PW_OK) {
+        pw_k_gelu_mul_args k = {fdata(out), fdata(out), up, t * f};
+        s = launch_kernel(env, PW_KERNEL_GELU_MUL, &k, sizeof k);
+    }
+    scratch_release(env, up);
+    return s;
+}
+
+static const float *layer_rope_table(const pw_op_env *env, int64_t layer) {
+    if (env->layer_rope_table && env->layer_rope_table[layer]) return env->layer_rope_table[layer];
+    return env->rope_table;
+}
+
+/* qkv_norm_rope(x, wq, wk, wv, q_norm, k_norm, n_heads, n_kv_heads, layer) */
+static pw_status infer_qkv_norm_rope(const op_def *d, const pw_op_env *env, const pw_value *args,
+                                     out_spec *s) {
+    pw_tensor *x = NULL, *wq = NULL, *wk = NULL, *wv = NULL, *qn = NULL, *kn = NULL;
+    int64_t heads = 0, kv_heads = 0, layer = 0;
+    PW_TRY(arg_tensor(d, args, 0, PW_F32, 2, &x));
+    PW_TRY(arg_int(d, args, 6, 1, INT32_MAX / 1024, &heads));
+    PW_TRY(arg_int(d, args, 7, 1, INT32_MAX / 1024, &kv_heads));
+    if (env->n_layers <= 0)
+        return pw_error(PW_ERR_INVALID_ARG, "op '%s': env has no layers", d->name);
+    PW_TRY(arg_int(d, args, 8, 0, env->n_layers - 1, &layer));
+    if (env->head_dim <= 0 || env->head_dim % 2)
+        return pw_error(PW_ERR_INVALID_ARG, "op '%s': env.head_dim = %d must be positive and even",
+                        d->name, env->head_dim);
+    PW_TRY(arg_weight_rows(d, args, 1, x, heads * env->head_dim, &wq));
+    PW_TRY(arg_weight_rows(d, args, 2, x, kv_heads * env->head_dim, &wk));
+    PW_TRY(arg_weight_rows(d, args, 3, x, kv_heads * env->head_dim, &wv));
+    for (int i = 4; i < 6; i++) {
+        pw_tensor *w = NULL;
+        PW_TRY(arg_tensor(d, args, i, PW_F32, 1, &w));
+        if (w->shape[0] != env->head_dim)
+            return pw_error(PW_ERR_INVALID_ARG, "op '%s': %s has %lld elements, expected head_dim %d",
+                            d->name, d->arg_names[i], (long long)w->shape[0], env->head_dim);
+        if (i == 4) qn = w;
+        else kn = w;
+    }
+    (void)qn, (void)kn;
+    if (!(env->rms_eps > 0.0f))
+        return pw_error(PW_ERR_INVALID_ARG, "op '%s': env.rms_eps must be positive", d->name);
+    if (!layer_rope_table(env, layer) || env->rope_max_pos <= 0 || !rope_positions(env))
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "op '%s': env has no rope table or positions buffer", d->name);
+    PW_TRY(check_tokens(d, env, x->shape[0]));
+    PW_TRY(require_kernel(d, env, PW_KERNEL_HEAD_NORM_ROPE));
+    spec_2d(s, PW_F32, x->shape[0], wq->shape[0]);
+    s->n_tuple = 3;
+    s->tuple_cols[0] = wq->shape[0];
+    s->tuple_cols[1] = wk->shape[0];
+    s->tuple_cols[2] = wv->shape[0];
+    return PW_OK;
+}
+
+/* Three matmuls, then the per-head norm and rope on q and on k in place. */
+static pw_status launch_qkv_norm_rope(const pw_op_env *env, const pw_value *args,
+                                      pw_tensor *const *outs) {
+    pw_tensor *x = targ(args, 0);
+    int64_t t = x->shape[0], heads[2] = {args[6].as.i, args[7].as.i}, layer = args[8].as.i;
+    for (int i = 0; i < 3; i++) PW_TRY(matmul_into(env, fdata(outs[i]), x, targ(args, 1 + i)));
+    for (int i = 0; i < 2; i++) {
+        pw_k_head_norm_rope_args r = {fdata(outs[i]),      fdata(targ(args, 4 + i)),
+                                      rope_positions(env), layer_rope_table(env, layer),
+                                      t,                   heads[i],
+                                      env->head_dim,       env->rope_max_pos,
+                                      env->rms_eps};
+        PW_TRY(launch_kernel(env, PW_KERNEL_HEAD_NORM_ROPE, &r, sizeof r));
+    }
+    return PW_OK;
 }
 
 /* ---- the table ------------------------------------------------------------------------------

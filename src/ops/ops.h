@@ -34,6 +34,15 @@
  *   qkv_rope(x f32[T][K], wq f32[Hq*hd][K], wk, wv f32[Hkv*hd][K], n_heads, n_kv_heads)
  *                                                    -> (rope(x wq^T), rope(x wk^T), x wv^T)
  *   gate_up_silu(x f32[T][K], w_gate, w_up f32[F][K]) -> silu(x w_gate^T) * (x w_up^T)
+ * Gemma 3's ops (the CPU set has their kernels; a set without them refuses
+ * the op at shape inference, before anything runs):
+ *   scale(x f32, s float)                            -> x * s
+ *   softcap(x f32, cap float)                        -> cap * tanh(x / cap)
+ *   gate_up_gelu(x f32[T][K], w_gate, w_up f32[F][K]) -> gelu_tanh(x w_gate^T) * (x w_up^T)
+ *   qkv_norm_rope(x, wq, wk, wv, q_norm f32[hd], k_norm f32[hd], n_heads, n_kv_heads, layer)
+ *                                                    -> (rope(norm(x wq^T)), rope(norm(x wk^T)),
+ *                                                        x wv^T): per-head RMS norm, NeoX rope
+ *                                                        with env.layer_rope_table[layer]
  * A tuple-returning op's pw_op_infer reports its first output. q/k/v are
  * separate outputs, so no column slicing op is needed. */
 #ifndef PW_OPS_H
@@ -60,6 +69,11 @@ typedef struct pw_op_env {
     int64_t rope_max_pos;
     float rms_eps;
     const int32_t *positions;      /* [max_tokens] for rope; NULL: attn_meta->positions */
+    /* Per-layer variants (Gemma 3: local layers with a sliding window and
+     * their own rope base). Model constants, host arrays read at launch. */
+    const float *const *layer_rope_table; /* [n_layers] for qkv_norm_rope; NULL: rope_table */
+    const int32_t *layer_window;   /* [n_layers] attention window, 0 = full; NULL: all full */
+    float attn_scale;              /* attention score scale; 0: 1/sqrt(head_dim) */
 } pw_op_env;
 
 /* Binds op `name` to env. PW_ERR_NOT_FOUND for an unknown name. The

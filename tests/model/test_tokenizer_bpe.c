@@ -180,7 +180,11 @@ static void test_gpt2_vocab(void) {
     ENCODE(t, "<|im_start|>user\nhi<|im_end|>", PW_TOKENIZE_PARSE_SPECIAL, ID_IM_START, B('u'),
            B('s'), B('e'), B('r'), B('\n'), B('h'), B('i'), ID_IM_END);
     ENCODE(t, "<tool>is", PW_TOKENIZE_PARSE_SPECIAL, ID_TOOL, ID_IS);
-    ENCODE(t, "<tool>", 0, B('<'), B('t'), B('o'), B('o'), B('l'), B('>'));
+    /* A USER_DEFINED token matches even without PARSE_SPECIAL (llama.cpp's
+     * rule); a CONTROL token then is plain text. */
+    ENCODE(t, "<tool>", 0, ID_TOOL);
+    ENCODE(t, "<|im_end|>", 0, B('<'), B('|'), B('i'), B('m'), B('_'), B('e'), B('n'), B('d'),
+           B('|'), B('>'));
     /* No BOS id: ADD_BOS adds nothing. */
     ENCODE(t, "is", PW_TOKENIZE_ADD_BOS, ID_IS);
 

@@ -5,7 +5,9 @@
  * or a shuffle, so both copies return the same bits.
  *
  * The float sequence of one (token, head), the same whatever the batch:
- *   qs = q * (1/sqrt(head_dim))                      (one rounding each)
+ *   qs = q * scale (args.scale, default 1/sqrt(head_dim); one rounding each)
+ * (with a sliding window, chunks wholly before the window are skipped and
+ * positions before it in the first chunk get score -inf, weight 0)
  * positions are taken in fixed chunks of PW_K_ATTN_SCORE_CHUNK from 0, and
  * within a chunk in groups of 8 (lane j = position 8m + j):
  *   score: per position, p[l] = qs[l]*k[l] for l < 8, then
@@ -270,7 +272,12 @@ AI bool attend_group_n(const pw_k_attention_args *a, const int32_t *table, int64
     const pw_attn_meta *meta = a->meta;
     const int64_t row = a->n_kv_heads * hd, bs = meta->block_size, nblk = a->num_blocks;
     const bool small = hd == 8;
-    const float scale = 1.0f / sqrtf((float)hd);
+    const float scale = a->scale > 0.0f ? a->scale : 1.0f / sqrtf((float)hd);
+    /* Sliding window: the first visible position. Chunks keep their fixed
+     * boundaries from 0; the chunk holding lo scores all its positions and
+     * masks those before lo (weight exactly 0), so a token's float
+     * sequence depends only on its position, never on its batch. */
+    const int64_t lo = a->window > 0 && pos >= a->window ? pos - a->window + 1 : 0;
     const float *k_base = a->k_cache + kv_head * hd, *v_base = a->v_cache + kv_head * hd;
     head_state st[HEAD_GROUP_MAX];
     v8f acc8[HEAD_GROUP_MAX][2];
@@ -287,7 +294,7 @@ AI bool attend_group_n(const pw_k_attention_args *a, const int32_t *table, int64
         else
             memset(hs->acc, 0, (size_t)hd * sizeof(float));
     }
-    for (int64_t c0 = 0; c0 <= pos; c0 += CHUNK) {
+    for (int64_t c0 = lo / CHUNK * CHUNK; c0 <= pos; c0 += CHUNK) {
         const int64_t n = pos - c0 + 1 < CHUNK ? pos - c0 + 1 : CHUNK;
         /* Slots, a block at a time. */
         if (contig) {
@@ -321,6 +328,13 @@ AI bool attend_group_n(const pw_k_attention_args *a, const int32_t *table, int64
         _Pragma("GCC unroll 4") for (int64_t h = 0; h < g; h++) {
             head_state *hs = &st[h];
             float chunk_max = hmax8(lane_max[h]);
+            if (c0 < lo) { /* the window starts inside this chunk */
+                chunk_max = -INFINITY;
+                for (int64_t j = 0; j < n; j++) {
+                    if (j < lo - c0) hs->w[j] = -INFINITY;
+                    else if (hs->w[j] > chunk_max) chunk_max = hs->w[j];
+                }
+            }
             if (chunk_max > hs->m) {
                 if (hs->m != -INFINITY) {
                     v8f r = exp_softmax(splat8(hs->m - chunk_max));

@@ -255,3 +255,86 @@ static void argmax_launch(const void *args) {
     pw_k_argmax(a->out, a->logits, a->n_tokens, a->vocab);
 }
 const pw_kernel pw_kernel_argmax = {"argmax", argmax_launch, NULL};
+
+/* ---- Gemma: gelu_mul, head_norm_rope, scale, softcap ----------------------------------- */
+
+/* gelu_tanh(v) * u. 0.5 v (1 + tanh(y)) = v / (1 + exp(-2y)): one exp,
+ * no cancellation near tanh = -1 and the right limits (v for large v, -0
+ * for very negative v, where exp(-2y) is +inf). Lane-wise IEEE ops and
+ * pw_v8_exp only, so a partial last vector gives the same bits. */
+PW_VEC_INLINE pw_v8f gelu_mul8(pw_v8f v, pw_v8f u) {
+    const float sqrt_2_over_pi = 0.7978845608028654f;
+    pw_v8f inner = v * (1.0f + 0.044715f * (v * v));
+    pw_v8f y = inner * sqrt_2_over_pi;
+    return v / (1.0f + pw_v8_exp(-2.0f * y)) * u;
+}
+
+PW_AVX2_CLONES
+void pw_k_gelu_mul(float *out, const float *a, const float *b, int64_t n) {
+    int64_t nv = n / PW_VEC_LANES * PW_VEC_LANES;
+    for (int64_t i = 0; i < nv; i += PW_VEC_LANES) {
+        pw_v8f r = gelu_mul8(*(const pw_v8f_u *)(a + i), *(const pw_v8f_u *)(b + i));
+        memcpy(out + i, &r, sizeof r);
+    }
+    if (nv < n) {
+        pw_v8f va = {0}, vb = {0};
+        memcpy(&va, a + nv, (size_t)(n - nv) * sizeof(float));
+        memcpy(&vb, b + nv, (size_t)(n - nv) * sizeof(float));
+        pw_v8f r = gelu_mul8(va, vb);
+        memcpy(out + nv, &r, (size_t)(n - nv) * sizeof(float));
+    }
+}
+
+static void gelu_mul_launch(const void *args) {
+    const pw_k_gelu_mul_args *a = args;
+    pw_k_gelu_mul(a->out, a->a, a->b, a->n);
+}
+const pw_kernel pw_kernel_gelu_mul = {"gelu_mul", gelu_mul_launch, NULL};
+
+/* NeoX rotation of one head row in place: pair i is (x[i], x[i + half]),
+ * each output one product pair and one add or subtract (no fused
+ * multiply-add: ISO C forbids contraction), so every build agrees. */
+static void rope_neox_row(float *x, const float *cs, int64_t half) {
+    for (int64_t i = 0; i < half; i++) {
+        float c = cs[2 * i], s = cs[2 * i + 1];
+        float x0 = x[i], x1 = x[i + half];
+        x[i] = x0 * c - x1 * s;
+        x[i + half] = x0 * s + x1 * c;
+    }
+}
+
+void pw_k_head_norm_rope(const pw_k_head_norm_rope_args *a) {
+    const int64_t hd = a->head_dim, half = hd / 2;
+    for (int64_t t = 0; t < a->n_tokens; t++) {
+        float *row = a->x + t * a->n_heads * hd;
+        int32_t pos = a->positions[t];
+        bool rotate = pos >= 0 && pos < a->max_pos;
+        const float *cs = a->table + (int64_t)(rotate ? pos : 0) * half * 2;
+        for (int64_t h = 0; h < a->n_heads; h++) {
+            rms_norm_row(row + h * hd, row + h * hd, a->w, hd, a->eps);
+            if (rotate) rope_neox_row(row + h * hd, cs, half);
+        }
+    }
+}
+
+static void head_norm_rope_launch(const void *args) { pw_k_head_norm_rope(args); }
+const pw_kernel pw_kernel_head_norm_rope = {"head_norm_rope", head_norm_rope_launch, NULL};
+
+void pw_k_scale(float *out, const float *x, int64_t n, float s) {
+    for (int64_t i = 0; i < n; i++) out[i] = x[i] * s;
+}
+
+void pw_k_softcap(float *out, const float *x, int64_t n, float cap) {
+    for (int64_t i = 0; i < n; i++) out[i] = cap * tanhf(x[i] / cap);
+}
+
+static void scale_launch(const void *args) {
+    const pw_k_scale_args *a = args;
+    pw_k_scale(a->out, a->x, a->n, a->s);
+}
+static void softcap_launch(const void *args) {
+    const pw_k_scale_args *a = args;
+    pw_k_softcap(a->out, a->x, a->n, a->s);
+}
+const pw_kernel pw_kernel_scale = {"scale", scale_launch, NULL};
+const pw_kernel pw_kernel_softcap = {"softcap", softcap_launch, NULL};

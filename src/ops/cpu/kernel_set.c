@@ -45,5 +45,9 @@ const pw_kernel_set pw_kernel_set_cpu = {
         [PW_KERNEL_SUM_RMS_NORM] = {&pw_kernel_sum_rms_norm, NULL},
         [PW_KERNEL_QKV_ROPE] = {&pw_kernel_qkv_rope, qkv_rope_scratch},
         [PW_KERNEL_GATE_UP_SILU] = {&pw_kernel_gate_up_silu, gate_up_silu_scratch},
+        [PW_KERNEL_GELU_MUL] = {&pw_kernel_gelu_mul, NULL},
+        [PW_KERNEL_HEAD_NORM_ROPE] = {&pw_kernel_head_norm_rope, NULL},
+        [PW_KERNEL_SCALE] = {&pw_kernel_scale, NULL},
+        [PW_KERNEL_SOFTCAP] = {&pw_kernel_softcap, NULL},
     },
 };

@@ -202,4 +202,24 @@ extern const pw_kernel pw_kernel_qkv_rope;
 void pw_k_gate_up_silu(const pw_k_gate_up_silu_args *a);
 extern const pw_kernel pw_kernel_gate_up_silu;
 
+/* ---- Gemma's elementwise kernels (elementwise.c) ------------------------------------------ */
+
+/* out[i] = gelu_tanh(a[i]) * b[i] for i < n, with
+ * gelu_tanh(v) = 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))), computed
+ * as v / (1 + exp(-2u)) (the same function). out may alias a or b. */
+void pw_k_gelu_mul(float *out, const float *a, const float *b, int64_t n);
+/* In place: every head row of x RMS-normed with w (rms_norm's arithmetic),
+ * then NeoX rope: (x[i], x[i + hd/2]) -> (x0 c - x1 s, x0 s + x1 c). A
+ * position outside [0, max_pos) is normed but not rotated. */
+void pw_k_head_norm_rope(const pw_k_head_norm_rope_args *a);
+/* out[i] = x[i] * s. */
+void pw_k_scale(float *out, const float *x, int64_t n, float s);
+/* out[i] = cap * tanh(x[i] / cap) (logit soft-capping). */
+void pw_k_softcap(float *out, const float *x, int64_t n, float cap);
+
+extern const pw_kernel pw_kernel_gelu_mul;
+extern const pw_kernel pw_kernel_head_norm_rope;
+extern const pw_kernel pw_kernel_scale;
+extern const pw_kernel pw_kernel_softcap;
+
 #endif
