@@ -22,7 +22,9 @@
 # from `build/piecewise bench model MODEL --json`. Each figure is a median
 # of $REPEATS runs (llama-bench -r; bench model --repeats). Peak RSS: one
 # 16-token decode each (llama-bench -n 16; piecewise run -n 16, one request,
-# graphs captured for batch 1 only), from GNU time.
+# graphs captured for batch 1 only), from GNU time. Where piecewise cannot
+# run MODEL (an architecture or weight type it does not read yet), the table
+# keeps llama.cpp's figures and prints "piecewise: <its error>" instead.
 #
 # Environment: PW_LLAMACPP_CACHE, LLAMACPP_PY_VERSION, JOBS (build jobs, 2),
 # PW_BUILD (piecewise build folder, build), REPEATS (5), TOKENS (decode
@@ -168,30 +170,46 @@ compare() {
     l_b16=$(bb_median)
     local l_rss p_rss
     l_rss=$(peak_rss_kb "$BIN/llama-bench" -m "$MODEL" -p 0 -n 16 -r 1 -t 1)
+    # piecewise's side may fail on a model it cannot run yet (an
+    # architecture or weight type it does not read): the table then keeps
+    # llama.cpp's figures and says why piecewise has none.
     log "piecewise bench model (threads 1 and 2)"
-    local pj
+    local pj perr p_err=""
     pj=$(mktemp)
-    "$PW_BUILD/piecewise" bench model "$MODEL" --batch 1,16 --threads 1,2 --tokens "$TOKENS" \
-        --repeats "$REPEATS" --json >"$pj"
-    # Peak RSS of one request decoding 16 tokens, against llama-bench's
-    # 16-token decode (bench model holds several engines at once).
-    p_rss=$(peak_rss_kb "$PW_BUILD/piecewise" run "$MODEL" -p "Hello" -n 16 --max-seqs 1 \
-        --capture-sizes 1)
-    python3 - "$pj" "$l_tg1" "$l_tg2" "$l_pp" "$l_b16" "$l_rss" "$p_rss" "$BIN" <<'EOF'
+    perr=$(mktemp)
+    if ! "$PW_BUILD/piecewise" bench model "$MODEL" --batch 1,16 --threads 1,2 --tokens "$TOKENS" \
+        --repeats "$REPEATS" --json >"$pj" 2>"$perr"; then
+        p_err=$(grep -v '^\s*$' "$perr" | tail -1)
+        p_err=${p_err#piecewise: }
+        [[ -n $p_err ]] || p_err="bench model failed"
+        log "piecewise: $p_err"
+        : >"$pj"
+        p_rss=0
+    else
+        # Peak RSS of one request decoding 16 tokens, against llama-bench's
+        # 16-token decode (bench model holds several engines at once).
+        p_rss=$(peak_rss_kb "$PW_BUILD/piecewise" run "$MODEL" -p "Hello" -n 16 --max-seqs 1 \
+            --capture-sizes 1)
+    fi
+    rm -f "$perr"
+    python3 - "$pj" "$l_tg1" "$l_tg2" "$l_pp" "$l_b16" "$l_rss" "$p_rss" "$BIN" "$p_err" <<'EOF'
 import json, sys
-p = json.load(open(sys.argv[1]))
+p_err = sys.argv[9]
+p = {} if p_err else json.load(open(sys.argv[1]))
 l_tg1, l_tg2, l_pp, l_b16 = map(float, sys.argv[2:6])
 l_rss, p_rss = int(sys.argv[6]), int(sys.argv[7])
 scal = {(r["threads"], r["batch"]): r["decode_tok_s"] for r in p.get("thread_scaling", [])}
-full = {r["batch"]: r["decode_tok_s"] for r in p["runs"] if r["mode"] == "full"}
+full = {r["batch"]: r["decode_tok_s"] for r in p.get("runs", []) if r["mode"] == "full"}
 rows = [
     ("decode batch 1, 1 thread (tok/s)", l_tg1, scal.get((1, 1), full.get(1))),
     ("decode batch 1, 2 threads (tok/s)", l_tg2, scal.get((2, 1))),
-    ("prefill 128 tokens, 1 thread (tok/s)", l_pp, p["prefill_tok_s"]),
+    ("prefill 128 tokens, 1 thread (tok/s)", l_pp, p.get("prefill_tok_s")),
     ("decode 16 sequences, 1 thread (tok/s)", l_b16, scal.get((1, 16), full.get(16))),
-    ("peak RSS (MiB, lower is better)", l_rss / 1024, p_rss / 1024),
+    ("peak RSS (MiB, lower is better)", l_rss / 1024, p_rss / 1024 if not p_err else None),
 ]
 print(f"llama.cpp: {sys.argv[8]}")
+if p_err:
+    print(f"piecewise: {p_err}")
 print(f"{'':40s} {'llama.cpp':>10s} {'piecewise':>10s} {'ratio':>7s}")
 for name, l, pw in rows:
     if pw is None:
