@@ -121,31 +121,59 @@ pick_flavour() {
 # llama-bench JSON -> avg tokens/s of the single test it ran (llama-bench
 # averages -r repetitions; we take the median of REPEATS single runs).
 lb_once() {
-    "$BIN/llama-bench" -m "$MODEL" -r 1 -o json "$@" 2>/dev/null |
-        python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["avg_ts"])'
+    local out err v
+    out=$(mktemp)
+    err=$(mktemp)
+    if "$BIN/llama-bench" -m "$MODEL" -r 1 -o json "$@" >"$out" 2>"$err" &&
+        v=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["avg_ts"])' "$out" 2>/dev/null); then
+        echo "$v"
+    else
+        log "llama-bench $* failed: $(tail -3 "$err" | tr '\n' ' ')"
+    fi
+    rm -f "$out" "$err"
 }
 
 median() { python3 -c 'import sys,statistics; print(statistics.median(map(float, sys.argv[1:])))' "$@"; }
 
+# Median of the runs that gave a figure (a failed run is logged and left
+# out); dies if none did.
 lb_median() {
-    local v=()
-    for ((i = 0; i < REPEATS; i++)); do v+=("$(lb_once "$@")"); done
+    local v=() x
+    for ((i = 0; i < REPEATS; i++)); do
+        x=$(lb_once "$@")
+        [[ -n $x ]] && v+=("$x")
+    done
+    ((${#v[@]})) || die "llama-bench $* gave no figure"
     median "${v[@]}"
 }
 
-# llama-batched-bench, 16 sequences, 1 thread: decode tokens/s (S_TG).
+# llama-batched-bench, 16 sequences, 1 thread: decode tokens/s (S_TG). It
+# prints its figures through llama.cpp's asynchronous logger, and on a model
+# as small as stories260K the process sometimes exits (status 0) before the
+# logger has written the line; such a run is repeated, up to 3 times.
 bb_once() {
-    "$BIN/llama-batched-bench" -m "$MODEL" -c 4096 -b 2048 -ub 512 -npp 1 -ntg "$TOKENS" \
-        -npl 16 -t 1 -tb 1 --output-format jsonl 2>&1 |
-        python3 -c 'import json,sys
+    local v
+    for _ in 1 2 3; do
+        v=$("$BIN/llama-batched-bench" -m "$MODEL" -c 4096 -b 2048 -ub 512 -npp 1 -ntg "$TOKENS" \
+            -npl 16 -t 1 -tb 1 --output-format jsonl 2>&1 |
+            python3 -c 'import json,sys
 for l in sys.stdin:
     l=l.strip()
-    if l.startswith("{") and "speed_tg" in l: print(json.loads(l)["speed_tg"])'
+    if l.startswith("{") and "speed_tg" in l: print(json.loads(l)["speed_tg"])')
+        if [[ -n $v ]]; then
+            echo "$v"
+            return
+        fi
+    done
 }
 
 bb_median() {
-    local v=()
-    for ((i = 0; i < REPEATS; i++)); do v+=("$(bb_once)"); done
+    local v=() x
+    for ((i = 0; i < REPEATS; i++)); do
+        x=$(bb_once)
+        [[ -n $x ]] && v+=("$x") || log "llama-batched-bench gave no figure"
+    done
+    ((${#v[@]})) || die "llama-batched-bench gave no figure"
     median "${v[@]}"
 }
 
