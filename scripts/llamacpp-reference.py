@@ -336,7 +336,9 @@ def main():
         "how_made": (
             "scripts/llamacpp-reference.py: llama-server from the llama-cpp-python "
             f"{VERSION} sdist (bench/peers/llamacpp.sh build), run as '"
-            + " ".join([os.path.basename(binary)] + server.args[1:]).replace(a.model, os.path.basename(a.model))
+            + " ".join([os.path.basename(binary)] + server.args[1:])
+            .replace(a.model, os.path.basename(a.model))
+            .replace(f"--port {server.port}", "--port <a free port>")
             + "'. tokenize: POST /tokenize {content, add_special, parse_special}; add_special "
             "adds BOS only where the model's add_bos_token asks. greedy: POST /completion with "
             "prompt = prompt_ids (token ids, from /tokenize with add_special, parse_special), "
@@ -345,8 +347,9 @@ def main():
             "only at an end-of-generation token. margins[i] = logprob(top 1) - logprob(top 2) "
             "at step i: llama-server's pre-sampling probabilities are the softmax of the raw "
             "logits over the whole vocabulary, so this is the top-2 logit difference (float32 "
-            "rounding aside). top2[i] = [top 1 id, top 2 id]; tokens[i] == top2[i][0]. Compare "
-            f"tokens up to the first step whose margin is below {NEAR_TIE} (a near-tie)."),
+            "rounding aside). top2[i] = [top 1 id, top 2 id]; tokens[i] == top2[i][0]. Issue 17 "
+            f"calls a step whose margin is below {NEAR_TIE} a near-tie; "
+            "tests/model/test_llamacpp_reference.c says at which bound it compares, and why."),
         "near_tie_margin": NEAR_TIE,
         "chat_turn": ("the model's tokenizer.chat_template via /apply-template"
                       if "tokenizer.chat_template" in meta else
