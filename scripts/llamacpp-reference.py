@@ -282,8 +282,8 @@ def greedy(server, prompt_ids):
 
 
 def server_version(binary):
-    out = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout + \
-        subprocess.run([binary, "--version"], capture_output=True, text=True).stderr
+    r = subprocess.run([binary, "--version"], capture_output=True, text=True)
+    out = r.stdout + r.stderr
     for line in out.splitlines():
         if line.startswith("version:"):
             return line.split(":", 1)[1].strip()
