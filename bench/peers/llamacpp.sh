@@ -22,7 +22,9 @@
 # from `build/piecewise bench model MODEL --json`. Each figure is a median
 # of $REPEATS runs (llama-bench -r; bench model --repeats). Peak RSS: one
 # 16-token decode each (llama-bench -n 16; piecewise run -n 16, one request,
-# graphs captured for batch 1 only), from GNU time.
+# graphs captured for batch 1 only), from GNU time. Where piecewise cannot
+# run MODEL (an architecture or weight type it does not read yet), the table
+# keeps llama.cpp's figures and prints "piecewise: <its error>" instead.
 #
 # Environment: PW_LLAMACPP_CACHE, LLAMACPP_PY_VERSION, JOBS (build jobs, 2),
 # PW_BUILD (piecewise build folder, build), REPEATS (5), TOKENS (decode
@@ -119,31 +121,59 @@ pick_flavour() {
 # llama-bench JSON -> avg tokens/s of the single test it ran (llama-bench
 # averages -r repetitions; we take the median of REPEATS single runs).
 lb_once() {
-    "$BIN/llama-bench" -m "$MODEL" -r 1 -o json "$@" 2>/dev/null |
-        python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["avg_ts"])'
+    local out err v
+    out=$(mktemp)
+    err=$(mktemp)
+    if "$BIN/llama-bench" -m "$MODEL" -r 1 -o json "$@" >"$out" 2>"$err" &&
+        v=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["avg_ts"])' "$out" 2>/dev/null); then
+        echo "$v"
+    else
+        log "llama-bench $* failed: $(tail -3 "$err" | tr '\n' ' ')"
+    fi
+    rm -f "$out" "$err"
 }
 
 median() { python3 -c 'import sys,statistics; print(statistics.median(map(float, sys.argv[1:])))' "$@"; }
 
+# Median of the runs that gave a figure (a failed run is logged and left
+# out); dies if none did.
 lb_median() {
-    local v=()
-    for ((i = 0; i < REPEATS; i++)); do v+=("$(lb_once "$@")"); done
+    local v=() x
+    for ((i = 0; i < REPEATS; i++)); do
+        x=$(lb_once "$@")
+        [[ -n $x ]] && v+=("$x")
+    done
+    ((${#v[@]})) || die "llama-bench $* gave no figure"
     median "${v[@]}"
 }
 
-# llama-batched-bench, 16 sequences, 1 thread: decode tokens/s (S_TG).
+# llama-batched-bench, 16 sequences, 1 thread: decode tokens/s (S_TG). It
+# prints its figures through llama.cpp's asynchronous logger, and on a model
+# as small as stories260K the process sometimes exits (status 0) before the
+# logger has written the line; such a run is repeated, up to 3 times.
 bb_once() {
-    "$BIN/llama-batched-bench" -m "$MODEL" -c 4096 -b 2048 -ub 512 -npp 1 -ntg "$TOKENS" \
-        -npl 16 -t 1 -tb 1 --output-format jsonl 2>&1 |
-        python3 -c 'import json,sys
+    local v
+    for _ in 1 2 3; do
+        v=$("$BIN/llama-batched-bench" -m "$MODEL" -c 4096 -b 2048 -ub 512 -npp 1 -ntg "$TOKENS" \
+            -npl 16 -t 1 -tb 1 --output-format jsonl 2>&1 |
+            python3 -c 'import json,sys
 for l in sys.stdin:
     l=l.strip()
-    if l.startswith("{") and "speed_tg" in l: print(json.loads(l)["speed_tg"])'
+    if l.startswith("{") and "speed_tg" in l: print(json.loads(l)["speed_tg"])')
+        if [[ -n $v ]]; then
+            echo "$v"
+            return
+        fi
+    done
 }
 
 bb_median() {
-    local v=()
-    for ((i = 0; i < REPEATS; i++)); do v+=("$(bb_once)"); done
+    local v=() x
+    for ((i = 0; i < REPEATS; i++)); do
+        x=$(bb_once)
+        [[ -n $x ]] && v+=("$x") || log "llama-batched-bench gave no figure"
+    done
+    ((${#v[@]})) || die "llama-batched-bench gave no figure"
     median "${v[@]}"
 }
 
@@ -168,30 +198,46 @@ compare() {
     l_b16=$(bb_median)
     local l_rss p_rss
     l_rss=$(peak_rss_kb "$BIN/llama-bench" -m "$MODEL" -p 0 -n 16 -r 1 -t 1)
+    # piecewise's side may fail on a model it cannot run yet (an
+    # architecture or weight type it does not read): the table then keeps
+    # llama.cpp's figures and says why piecewise has none.
     log "piecewise bench model (threads 1 and 2)"
-    local pj
+    local pj perr p_err=""
     pj=$(mktemp)
-    "$PW_BUILD/piecewise" bench model "$MODEL" --batch 1,16 --threads 1,2 --tokens "$TOKENS" \
-        --repeats "$REPEATS" --json >"$pj"
-    # Peak RSS of one request decoding 16 tokens, against llama-bench's
-    # 16-token decode (bench model holds several engines at once).
-    p_rss=$(peak_rss_kb "$PW_BUILD/piecewise" run "$MODEL" -p "Hello" -n 16 --max-seqs 1 \
-        --capture-sizes 1)
-    python3 - "$pj" "$l_tg1" "$l_tg2" "$l_pp" "$l_b16" "$l_rss" "$p_rss" "$BIN" <<'EOF'
+    perr=$(mktemp)
+    if ! "$PW_BUILD/piecewise" bench model "$MODEL" --batch 1,16 --threads 1,2 --tokens "$TOKENS" \
+        --repeats "$REPEATS" --json >"$pj" 2>"$perr"; then
+        p_err=$(grep -v '^\s*$' "$perr" | tail -1)
+        p_err=${p_err#piecewise: }
+        [[ -n $p_err ]] || p_err="bench model failed"
+        log "piecewise: $p_err"
+        : >"$pj"
+        p_rss=0
+    else
+        # Peak RSS of one request decoding 16 tokens, against llama-bench's
+        # 16-token decode (bench model holds several engines at once).
+        p_rss=$(peak_rss_kb "$PW_BUILD/piecewise" run "$MODEL" -p "Hello" -n 16 --max-seqs 1 \
+            --capture-sizes 1)
+    fi
+    rm -f "$perr"
+    python3 - "$pj" "$l_tg1" "$l_tg2" "$l_pp" "$l_b16" "$l_rss" "$p_rss" "$BIN" "$p_err" <<'EOF'
 import json, sys
-p = json.load(open(sys.argv[1]))
+p_err = sys.argv[9]
+p = {} if p_err else json.load(open(sys.argv[1]))
 l_tg1, l_tg2, l_pp, l_b16 = map(float, sys.argv[2:6])
 l_rss, p_rss = int(sys.argv[6]), int(sys.argv[7])
 scal = {(r["threads"], r["batch"]): r["decode_tok_s"] for r in p.get("thread_scaling", [])}
-full = {r["batch"]: r["decode_tok_s"] for r in p["runs"] if r["mode"] == "full"}
+full = {r["batch"]: r["decode_tok_s"] for r in p.get("runs", []) if r["mode"] == "full"}
 rows = [
     ("decode batch 1, 1 thread (tok/s)", l_tg1, scal.get((1, 1), full.get(1))),
     ("decode batch 1, 2 threads (tok/s)", l_tg2, scal.get((2, 1))),
-    ("prefill 128 tokens, 1 thread (tok/s)", l_pp, p["prefill_tok_s"]),
+    ("prefill 128 tokens, 1 thread (tok/s)", l_pp, p.get("prefill_tok_s")),
     ("decode 16 sequences, 1 thread (tok/s)", l_b16, scal.get((1, 16), full.get(16))),
-    ("peak RSS (MiB, lower is better)", l_rss / 1024, p_rss / 1024),
+    ("peak RSS (MiB, lower is better)", l_rss / 1024, p_rss / 1024 if not p_err else None),
 ]
 print(f"llama.cpp: {sys.argv[8]}")
+if p_err:
+    print(f"piecewise: {p_err}")
 print(f"{'':40s} {'llama.cpp':>10s} {'piecewise':>10s} {'ratio':>7s}")
 for name, l, pw in rows:
     if pw is None:
