@@ -326,6 +326,27 @@ typedef struct pw_capture_report {
 PW_API pw_status pw_capture_all(const pw_dispatcher *d, pw_forward_fn fwd, void *user,
                                 const pw_capture_options *opts, pw_capture_report *out);
 
+/* What a dry run of the capture list found. */
+typedef struct pw_capture_plan_report {
+    size_t descriptors;         /* descriptors of the capture list */
+    uint64_t graphs;            /* graphs the dry run recorded (and freed) */
+    size_t graph_pool_bytes;    /* bytes the real capture will reserve in the graph pool */
+    size_t graph_pool_segments; /* segments it will reserve them in */
+    double seconds;
+} pw_capture_plan_report;
+
+/* The dry run: every descriptor of the capture list captured, in the same
+ * order as pw_capture_all, against opts->graph_pool switched to shadow
+ * mode (pw_pool_set_shadow), with no warm-ups and every eager launch on the
+ * thread dropped, so nothing computes and no shadow address is used. The
+ * pool's reservation at the end is, byte for byte, what pw_capture_all will
+ * reserve from the same empty pool; then every graph of the dry run is
+ * freed and the pool is empty and real again. The pool must be empty
+ * (PW_ERR_STATE); the forward must be deterministic in what it allocates.
+ * out may be NULL. */
+PW_API pw_status pw_capture_plan(const pw_dispatcher *d, pw_forward_fn fwd, void *user,
+                                 const pw_capture_options *opts, pw_capture_plan_report *out);
+
 #ifdef __cplusplus
 }
 #endif

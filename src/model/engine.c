@@ -16,6 +16,7 @@
 
 #include <inttypes.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #define ENGINE_DEFAULT_MAX_SEQS 64
@@ -28,6 +29,24 @@ static double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+const char *pw_capture_policy_name(pw_capture_policy p) {
+    switch (p) {
+    case PW_CAPTURE_EAGER: return "eager";
+    case PW_CAPTURE_LAZY: return "lazy";
+    default: return "?";
+    }
+}
+
+pw_status pw_capture_policy_parse(const char *name, pw_capture_policy *out) {
+    for (int p = 0; p < PW_CAPTURE_POLICY_COUNT_; p++)
+        if (name && strcasecmp(name, pw_capture_policy_name((pw_capture_policy)p)) == 0) {
+            *out = (pw_capture_policy)p;
+            return PW_OK;
+        }
+    return pw_error(PW_ERR_PARSE, "unknown capture policy '%s' (expected eager or lazy)",
+                    name ? name : "(null)");
 }
 
 void pw_engine_config_init(pw_engine_config *cfg) {
@@ -154,20 +173,159 @@ static pw_status capture_forward(void *user, pw_runtime_mode mode, const pw_batc
     return PW_OK;
 }
 
+static void engine_capture_options(const pw_engine *e, pw_capture_options *co) {
+    pw_capture_options_init(co);
+    co->warmups = e->cfg.warmups;
+    co->force_warmups = e->cfg.force_warmups;
+    co->progress = e->cfg.progress;
+    co->graph_pool = e->graph_pool;
+    co->print_totals = e->cfg.print_capture_totals;
+}
+
 static pw_status capture_all(pw_engine *e) {
-    if (e->cfg.mode == PW_GRAPH_NONE) return PW_OK;
+    if (e->cfg.mode == PW_GRAPH_NONE || e->cfg.capture_policy == PW_CAPTURE_LAZY) return PW_OK;
     pw_capture_options co;
-    pw_capture_options_init(&co);
-    co.warmups = e->cfg.warmups;
-    co.force_warmups = e->cfg.force_warmups;
-    co.progress = e->cfg.progress;
-    co.graph_pool = e->graph_pool;
-    co.print_totals = e->cfg.print_capture_totals;
+    engine_capture_options(e, &co);
     pw_capture_report rep;
     pw_counters_get(&e->counters_before);
     PW_TRY(pw_capture_all(e->dispatcher, capture_forward, e, &co, &rep));
     e->stats.graphs_captured = rep.graphs_captured;
     e->stats.capture_seconds = rep.seconds;
+    return PW_OK;
+}
+
+/* ---- memory planning: graph bytes first, the KV cache from what is left ------------------- */
+
+static const char *fmt_bytes(size_t bytes, char *buf, size_t cap) {
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    size_t u = 0;
+    while (v >= 1024.0 && u + 1 < PW_ARRAY_LEN(units)) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0) snprintf(buf, cap, "%zu B", bytes);
+    else snprintf(buf, cap, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+/* The dry run of the capture list (pw_capture_plan). The attention kernels
+ * take the KV cache's addresses as arguments, so it needs one: a shadow
+ * cache (address space only, never touched) stands in until the real one
+ * is sized. Graph memory does not depend on the number of blocks. */
+static pw_status plan_graph_memory(pw_engine *e, size_t *bytes) {
+    *bytes = 0;
+    pw_pool *shadow_kv = NULL;
+    PW_TRY(pw_pool_new(e->device, "kv cache (planning)", &shadow_kv));
+    pw_status s = pw_pool_set_shadow(shadow_kv, true);
+    if (s == PW_OK) s = pw_engine_alloc_kv_cache(e, shadow_kv, e->blocks_per_seq);
+    pw_capture_plan_report rep;
+    if (s == PW_OK) {
+        pw_capture_options co;
+        engine_capture_options(e, &co);
+        s = pw_capture_plan(e->dispatcher, capture_forward, e, &co, &rep);
+    }
+    pw_pool_free(shadow_kv);
+    const pw_model_info *in = pw_model_get_info(e->model);
+    for (int64_t l = 0; l < in->n_layers; l++) e->k_cache[l] = e->v_cache[l] = NULL;
+    if (s == PW_OK) *bytes = rep.graph_pool_bytes;
+    return s;
+}
+
+/* What the KV cache pool reserves for num_blocks blocks: the same
+ * allocations against a shadow pool, so segment rounding is included. */
+static pw_status kv_reserved_bytes(const pw_engine *e, int64_t num_blocks, size_t *out) {
+    pw_pool *p = NULL;
+    PW_TRY(pw_pool_new(e->device, "kv cache (sizing)", &p));
+    pw_status s = pw_pool_set_shadow(p, true);
+    size_t layer = pw_engine_kv_layer_bytes(e, num_blocks);
+    int64_t n = 2 * pw_model_get_info(e->model)->n_layers;
+    for (int64_t i = 0; i < n && s == PW_OK; i++) {
+        void *ptr;
+        s = pw_pool_alloc(p, layer, &ptr);
+    }
+    pw_pool_stats st;
+    pw_pool_get_stats(p, &st);
+    pw_pool_free(p);
+    *out = st.reserved;
+    return s;
+}
+
+/* Weights read in place (device copies are in the persistent pool). */
+static size_t weight_bytes_in_place(const pw_engine *e) {
+    size_t total = 0;
+    for (int i = 1; i < e->n_params; i++)
+        if (e->params[i].kind == PW_VAL_TENSOR && !e->weights[i])
+            total += pw_tensor_nbytes(e->params[i].as.tensor);
+    return total;
+}
+
+/* The most blocks whose cache fits in `avail` bytes (0 if not even one). */
+static pw_status kv_blocks_within(const pw_engine *e, size_t avail, int64_t *blocks) {
+    size_t per_block = 2 * (size_t)pw_model_get_info(e->model)->n_layers *
+                       pw_engine_kv_layer_bytes(e, 1);
+    int64_t lo = 0, hi = (int64_t)(avail / per_block); /* reserved >= raw bytes */
+    if (hi > ((int64_t)1 << 40)) hi = (int64_t)1 << 40;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        size_t r;
+        PW_TRY(kv_reserved_bytes(e, mid, &r));
+        if (r <= avail) lo = mid;
+        else hi = mid - 1;
+    }
+    *blocks = lo;
+    return PW_OK;
+}
+
+/* Sizes the KV cache (from the budget when there is one) and allocates it. */
+static pw_status size_kv_cache(pw_engine *e) {
+    bool graphs = e->cfg.mode != PW_GRAPH_NONE;
+    size_t graph_bytes = 0;
+    if (graphs && (e->cfg.memory_budget || e->cfg.predict_graph_memory))
+        PW_TRY(plan_graph_memory(e, &graph_bytes));
+    e->stats.graph_pool_predicted = graph_bytes;
+    pw_pool_stats ps;
+    pw_pool_get_stats(e->persistent, &ps);
+    e->stats.weight_bytes = weight_bytes_in_place(e);
+    e->stats.buffer_bytes = ps.reserved;
+    int64_t blocks = e->cfg.kv_cache_positions / e->cfg.block_size;
+    if (blocks < e->blocks_per_seq) blocks = e->blocks_per_seq;
+    char w[32], b[32], g[32], k[32], t[32], u[32];
+    if (e->cfg.memory_budget) {
+        size_t fixed = e->stats.weight_bytes + e->stats.buffer_bytes + graph_bytes;
+        size_t one_block;
+        PW_TRY(kv_reserved_bytes(e, 1, &one_block));
+        blocks = 0;
+        if (e->cfg.memory_budget > fixed)
+            PW_TRY(kv_blocks_within(e, e->cfg.memory_budget - fixed, &blocks));
+        if (blocks < 1)
+            return pw_error(PW_ERR_INVALID_ARG,
+                            "memory budget of %zu bytes (%s) is too small: weights %zu + buffers "
+                            "%zu + graphs %zu (predicted) + one KV cache block %zu = %zu bytes "
+                            "needed at least",
+                            e->cfg.memory_budget, fmt_bytes(e->cfg.memory_budget, t, sizeof t),
+                            e->stats.weight_bytes, e->stats.buffer_bytes, graph_bytes, one_block,
+                            fixed + one_block);
+        if (blocks < e->blocks_per_seq)
+            pw_log_warn("memory budget: the KV cache holds %" PRId64 " positions, fewer than one "
+                        "request of max_model_len %" PRId64 " needs",
+                        blocks * e->cfg.block_size, e->max_model_len);
+    }
+    PW_TRY(pw_pool_new(e->device, "kv cache", &e->kv_pool));
+    PW_TRY(pw_engine_alloc_kv_cache(e, e->kv_pool, blocks));
+    pw_pool_get_stats(e->kv_pool, &ps);
+    e->stats.kv_cache_bytes = ps.reserved;
+    e->stats.kv_cache_blocks = blocks;
+    size_t used = e->stats.weight_bytes + e->stats.buffer_bytes + graph_bytes + ps.reserved;
+    if (e->cfg.memory_budget)
+        pw_log_info("memory budget %s: weights %s, buffers %s, graphs %s (predicted), KV cache %s "
+                    "(%" PRId64 " blocks, %" PRId64 " positions), unused %s",
+                    fmt_bytes(e->cfg.memory_budget, t, sizeof t),
+                    fmt_bytes(e->stats.weight_bytes, w, sizeof w),
+                    fmt_bytes(e->stats.buffer_bytes, b, sizeof b),
+                    fmt_bytes(graph_bytes, g, sizeof g), fmt_bytes(ps.reserved, k, sizeof k),
+                    blocks, blocks * e->cfg.block_size,
+                    fmt_bytes(e->cfg.memory_budget - used, u, sizeof u));
     return PW_OK;
 }
 
@@ -190,6 +348,12 @@ static pw_status check_config(const pw_engine_config *c, const pw_model_info *in
                         c->max_model_len);
     if (c->warmups < 0)
         return pw_error(PW_ERR_INVALID_ARG, "warmups must be >= 0 (got %d)", c->warmups);
+    if ((unsigned)c->capture_policy >= PW_CAPTURE_POLICY_COUNT_)
+        return pw_error(PW_ERR_INVALID_ARG, "unknown capture policy %d", (int)c->capture_policy);
+    if (c->graph_budget && c->capture_policy != PW_CAPTURE_LAZY)
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "a graph budget needs lazy capture (graphs captured at start-up are "
+                        "never evicted)");
     pw_device_caps caps; /* refuses an unknown or unavailable device, with the reason */
     PW_TRY(pw_device_get_caps(c->device, &caps));
     if ((unsigned)c->mode >= PW_GRAPH_MODE_COUNT_)
@@ -231,6 +395,7 @@ pw_status pw_engine_new(pw_model *m, const pw_engine_config *cfg_in, pw_engine *
     if (s == PW_OK) s = pw_dispatcher_new(&dc, &e->dispatcher);
     if (s == PW_OK) s = pw_engine_alloc_buffers(e);
     if (s == PW_OK) s = compile_model(e);
+    if (s == PW_OK) s = size_kv_cache(e);
     if (s == PW_OK) s = capture_all(e);
     if (s != PW_OK) {
         pw_engine_free(e);
@@ -263,8 +428,9 @@ void pw_engine_free(pw_engine *e) {
     pw_dispatcher_free(e->dispatcher);
     for (int i = 0; e->weights && i < e->n_params; i++) pw_tensor_release(e->weights[i]);
     pw_host_free(e->weights);
-    /* the KV cache, rope table and step buffers are blocks of e->persistent */
+    /* the rope table and step buffers are blocks of e->persistent */
     pw_pool_free(e->persistent);
+    pw_pool_free(e->kv_pool);
     pw_host_free(e->k_cache);
     pw_host_free(e->v_cache);
     if (e->requests)
@@ -523,15 +689,20 @@ pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_
 
 void pw_engine_get_stats(const pw_engine *e, pw_engine_stats *out) { *out = e->stats; }
 
+/* Keeps what describes the engine (capture, memory), clears what counts steps. */
 void pw_engine_reset_stats(pw_engine *e) {
-    uint64_t g = e->stats.graphs_captured;
-    double c = e->stats.capture_seconds;
-    size_t r = e->stats.graph_pool_reserved, p = e->stats.graph_pool_peak;
+    pw_engine_stats keep = e->stats;
     memset(&e->stats, 0, sizeof e->stats);
-    e->stats.graphs_captured = g;
-    e->stats.capture_seconds = c;
-    e->stats.graph_pool_reserved = r;
-    e->stats.graph_pool_peak = p;
+    e->stats.graphs_captured = keep.graphs_captured;
+    e->stats.capture_seconds = keep.capture_seconds;
+    e->stats.graph_pool_reserved = keep.graph_pool_reserved;
+    e->stats.graph_pool_peak = keep.graph_pool_peak;
+    e->stats.graph_pool_predicted = keep.graph_pool_predicted;
+    e->stats.weight_bytes = keep.weight_bytes;
+    e->stats.buffer_bytes = keep.buffer_bytes;
+    e->stats.kv_cache_bytes = keep.kv_cache_bytes;
+    e->stats.kv_cache_blocks = keep.kv_cache_blocks;
+    e->stats.graph_bytes = keep.graph_bytes;
 }
 
 const pw_dispatcher *pw_engine_dispatcher(const pw_engine *e) { return e->dispatcher; }

@@ -289,6 +289,22 @@ pw_status pw_graph_wrappers_clear_all(void) {
     return first;
 }
 
+pw_status pw_graph_wrappers_clear_pool(const pw_pool *pool) {
+    pw_status first = PW_OK;
+    pthread_mutex_lock(&registry_lock);
+    for (pw_graph_wrapper *w = registry_head; w; w = w->reg_next) {
+        if (w->pool != pool) continue;
+        pw_status s = pw_graph_wrapper_clear(w);
+        if (s != PW_OK && first == PW_OK) {
+            first = s;
+            pw_error_hold();
+        }
+    }
+    if (first != PW_OK) pw_error_unhold();
+    pthread_mutex_unlock(&registry_lock);
+    return first;
+}
+
 /* ---- accessors ------------------------------------------------------------------ */
 
 static pw_status wrapper_callable_fn(void *user, const pw_value *args, int nargs, pw_value *out) {
