@@ -40,6 +40,7 @@ static void usage(FILE *f) {
             "  --system TEXT              system message for the chat template\n"
             "  --no-bos                   do not prepend the BOS token\n"
             "  -q, --quiet                print only the generated text\n"
+            PW_CLI_CAPTURE_HELP
             "  -h, --help                 this help\n",
             RUN_MAX_PROMPTS, RUN_DEFAULT_TOKENS);
 }

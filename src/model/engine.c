@@ -233,17 +233,13 @@ static pw_status plan_graph_memory(pw_engine *e, size_t *bytes) {
 }
 
 /* What the KV cache pool reserves for num_blocks blocks: the same
- * allocations against a shadow pool, so segment rounding is included. */
+ * allocation against a shadow pool, so segment rounding is included. */
 static pw_status kv_reserved_bytes(const pw_engine *e, int64_t num_blocks, size_t *out) {
     pw_pool *p = NULL;
     PW_TRY(pw_pool_new(e->device, "kv cache (sizing)", &p));
     pw_status s = pw_pool_set_shadow(p, true);
-    size_t layer = pw_engine_kv_layer_bytes(e, num_blocks);
-    int64_t n = 2 * pw_model_get_info(e->model)->n_layers;
-    for (int64_t i = 0; i < n && s == PW_OK; i++) {
-        void *ptr;
-        s = pw_pool_alloc(p, layer, &ptr);
-    }
+    void *ptr;
+    if (s == PW_OK) s = pw_pool_alloc(p, pw_engine_kv_cache_bytes(e, num_blocks), &ptr);
     pw_pool_stats st;
     pw_pool_get_stats(p, &st);
     pw_pool_free(p);
@@ -262,8 +258,9 @@ static size_t weight_bytes_in_place(const pw_engine *e) {
 
 /* The most blocks whose cache fits in `avail` bytes (0 if not even one). */
 static pw_status kv_blocks_within(const pw_engine *e, size_t avail, int64_t *blocks) {
-    size_t per_block = 2 * (size_t)pw_model_get_info(e->model)->n_layers *
-                       pw_engine_kv_layer_bytes(e, 1);
+    const pw_model_info *in = pw_model_get_info(e->model);
+    size_t per_block = 2 * (size_t)(in->n_layers * e->cfg.block_size * in->n_kv_heads *
+                                    in->head_dim) * sizeof(float); /* before rounding */
     int64_t lo = 0, hi = (int64_t)(avail / per_block); /* reserved >= raw bytes */
     if (hi > ((int64_t)1 << 40)) hi = (int64_t)1 << 40;
     while (lo < hi) {

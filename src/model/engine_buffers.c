@@ -81,10 +81,16 @@ static pw_status alloc_rope(pw_engine *e) {
     return s;
 }
 
-size_t pw_engine_kv_layer_bytes(const pw_engine *e, int64_t num_blocks) {
+/* One layer's K (or V) cache, rounded so every layer's starts aligned. */
+static size_t kv_layer_bytes(const pw_engine *e, int64_t num_blocks) {
     const pw_model_info *in = pw_model_get_info(e->model);
-    return (size_t)num_blocks * (size_t)e->cfg.block_size *
-           (size_t)(in->n_kv_heads * in->head_dim) * sizeof(float);
+    size_t bytes = (size_t)num_blocks * (size_t)e->cfg.block_size *
+                   (size_t)(in->n_kv_heads * in->head_dim) * sizeof(float);
+    return (bytes + PW_POOL_ALIGN - 1) / PW_POOL_ALIGN * PW_POOL_ALIGN;
+}
+
+size_t pw_engine_kv_cache_bytes(const pw_engine *e, int64_t num_blocks) {
+    return 2 * (size_t)pw_model_get_info(e->model)->n_layers * kv_layer_bytes(e, num_blocks);
 }
 
 /* The paged KV cache. It is not cleared: attention reads only positions up
@@ -100,10 +106,14 @@ pw_status pw_engine_alloc_kv_cache(pw_engine *e, pw_pool *pool, int64_t num_bloc
     e->free_blocks = pw_host_calloc((size_t)num_blocks, sizeof(int32_t));
     if (!e->free_blocks) return PW_ERR_OOM;
     pw_kv_blocks_init(e);
-    size_t layer_bytes = pw_engine_kv_layer_bytes(e, num_blocks);
+    /* One block for every layer's K and V: one segment, rounded once,
+     * instead of a rounding per layer. */
+    size_t layer = kv_layer_bytes(e, num_blocks);
+    char *base;
+    PW_TRY(pw_pool_alloc(pool, pw_engine_kv_cache_bytes(e, num_blocks), (void **)&base));
     for (int64_t l = 0; l < in->n_layers; l++) {
-        PW_TRY(pw_pool_alloc(pool, layer_bytes, (void **)&e->k_cache[l]));
-        PW_TRY(pw_pool_alloc(pool, layer_bytes, (void **)&e->v_cache[l]));
+        e->k_cache[l] = (float *)(base + (size_t)(2 * l) * layer);
+        e->v_cache[l] = (float *)(base + (size_t)(2 * l + 1) * layer);
     }
     return PW_OK;
 }

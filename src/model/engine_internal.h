@@ -104,8 +104,9 @@ void pw_engine_free_op_env(pw_engine *e);
  * table, weight copies; everything device-side comes from e->persistent,
  * freed with it. The KV cache comes later (pw_engine_alloc_kv_cache). */
 pw_status pw_engine_alloc_buffers(pw_engine *e);
-/* Bytes of one layer's K (or V) cache of num_blocks blocks. */
-size_t pw_engine_kv_layer_bytes(const pw_engine *e, int64_t num_blocks);
+/* Bytes of the KV cache of num_blocks blocks (every layer's K and V, one
+ * allocation). */
+size_t pw_engine_kv_cache_bytes(const pw_engine *e, int64_t num_blocks);
 /* Sets num_blocks, the free-block list and the op env's block count, and
  * allocates every layer's K and V cache from `pool` (a shadow pool for the
  * graph-memory dry run, e->kv_pool for real). */
