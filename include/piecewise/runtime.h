@@ -201,6 +201,16 @@ PW_API size_t pw_graph_wrapper_num_graphs(const pw_graph_wrapper *w);
 /* The graph captured for desc; PW_ERR_NOT_FOUND if none. Borrowed. */
 PW_API pw_status pw_graph_wrapper_graph(const pw_graph_wrapper *w, const pw_batch_desc *desc,
                                         pw_graph **out);
+/* True if a graph is captured for desc (no error is set either way). */
+PW_API bool pw_graph_wrapper_has_graph(const pw_graph_wrapper *w, const pw_batch_desc *desc);
+/* Frees the graph (and kept output alias) of one descriptor; the next call
+ * for it captures again. PW_ERR_NOT_FOUND if the wrapper has no entry for
+ * desc; refused (PW_ERR_STATE) during the wrapper's own capture. */
+PW_API pw_status pw_graph_wrapper_remove(pw_graph_wrapper *w, const pw_batch_desc *desc);
+/* Host bytes desc's recorded graph holds (its launch table and argument
+ * bytes; 0 if none). Graph-pool memory is shared by all graphs and not
+ * counted. */
+PW_API size_t pw_graph_wrapper_graph_bytes(const pw_graph_wrapper *w, const pw_batch_desc *desc);
 PW_API void pw_graph_wrapper_get_counters(const pw_graph_wrapper *w, pw_wrapper_counters *out);
 /* Frees every graph (and kept output alias) of this wrapper; the next call
  * for a descriptor captures again. Refused (PW_ERR_STATE) while the
@@ -325,6 +335,12 @@ typedef struct pw_capture_report {
  * out may be NULL. */
 PW_API pw_status pw_capture_all(const pw_dispatcher *d, pw_forward_fn fwd, void *user,
                                 const pw_capture_options *opts, pw_capture_report *out);
+
+/* One descriptor as pw_capture_all captures each of its list (warm-ups
+ * where the device needs them, then the capture inside a capture phase):
+ * lazy capture, when a step first needs it. opts may be NULL. */
+PW_API pw_status pw_capture_one(pw_forward_fn fwd, void *user, const pw_capture_options *opts,
+                                const pw_capture_item *item);
 
 /* What a dry run of the capture list found. */
 typedef struct pw_capture_plan_report {

@@ -94,6 +94,7 @@ struct pw_engine {
     pw_engine_stats stats;
     pw_wrapper_counters counters_before;
     struct pw_engine_verify *verify; /* engine_verify.c; NULL: off */
+    struct pw_engine_lazy *lazy;     /* engine.c: lazily captured descriptors; NULL: none yet */
 };
 
 pw_status pw_engine_init_op_env(pw_engine *e);

@@ -169,6 +169,24 @@ pw_status pw_capture_all(const pw_dispatcher *d, pw_forward_fn fwd, void *user,
     return PW_OK;
 }
 
+pw_status pw_capture_one(pw_forward_fn fwd, void *user, const pw_capture_options *opts,
+                         const pw_capture_item *item) {
+    if (!fwd || !item)
+        return pw_error(PW_ERR_INVALID_ARG, "capture_one: forward callback and item are required");
+    pw_capture_options defaults;
+    pw_capture_options_init(&defaults);
+    if (!opts) opts = &defaults;
+    if (opts->warmups < 0)
+        return pw_error(PW_ERR_INVALID_ARG, "capture_one: warmups must be >= 0, got %d",
+                        opts->warmups);
+    if (pw_capture_phase_active())
+        return pw_error(PW_ERR_STATE, "capture_one: a capture phase is already open on this thread");
+    int warmups;
+    PW_TRY(effective_warmups(opts, &warmups));
+    size_t warmup_runs = 0;
+    return capture_item(fwd, user, item, warmups, 0, 1, &warmup_runs);
+}
+
 /* ---- the dry run ---------------------------------------------------------------------------- */
 
 /* Puts the pool back as it was: no graph of the dry run left, no segment,
