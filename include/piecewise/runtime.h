@@ -359,7 +359,8 @@ typedef struct pw_capture_plan_report {
  * reserve from the same empty pool; then every graph of the dry run is
  * freed and the pool is empty and real again. The pool must be empty
  * (PW_ERR_STATE); the forward must be deterministic in what it allocates.
- * out may be NULL. */
+ * Its captures count in the wrapper counters like any other. out may be
+ * NULL. */
 PW_API pw_status pw_capture_plan(const pw_dispatcher *d, pw_forward_fn fwd, void *user,
                                  const pw_capture_options *opts, pw_capture_plan_report *out);
 
