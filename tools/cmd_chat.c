@@ -29,6 +29,7 @@ static void usage(FILE *f) {
             "  --device DEV         cpu|cuda (default cpu)\n"
             "  --temp T, --top-k K, --top-p P, --seed S   sampling (default greedy)\n"
             "  --threads N          threads for matrix products (default 1)\n"
+            PW_CLI_CAPTURE_HELP
             "  -h, --help           this help\n",
             CHAT_DEFAULT_TOKENS);
 }

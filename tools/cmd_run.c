@@ -40,6 +40,7 @@ static void usage(FILE *f) {
             "  --system TEXT              system message for the chat template\n"
             "  --no-bos                   do not prepend the BOS token\n"
             "  -q, --quiet                print only the generated text\n"
+            PW_CLI_CAPTURE_HELP
             "  -h, --help                 this help\n",
             RUN_MAX_PROMPTS, RUN_DEFAULT_TOKENS);
 }
@@ -270,6 +271,17 @@ static void print_stats(const pw_engine *engine) {
             st.prompt_tokens, pre, st.generated_tokens, dec, st.graphs_captured,
             st.capture_seconds * 1e3, st.steps_by_mode[PW_MODE_NONE],
             st.steps_by_mode[PW_MODE_PIECEWISE], st.steps_by_mode[PW_MODE_FULL]);
+    /* lazy capture: how the steps without a graph were served */
+    if (st.lazy_captured || st.lazy_padded || st.lazy_eager || st.graphs_evicted)
+        fprintf(stderr,
+                "lazy capture: %" PRId64 " sizes captured on first use, %" PRId64
+                " steps padded to a captured size, %" PRId64 " eager, %" PRId64
+                " evicted | graphs hold %zu bytes\n",
+                st.lazy_captured, st.lazy_padded, st.lazy_eager, st.graphs_evicted,
+                st.graph_bytes);
+    if (st.graph_pool_predicted)
+        fprintf(stderr, "graph pool: %zu bytes reserved, %zu predicted\n",
+                st.graph_pool_reserved, st.graph_pool_predicted);
 }
 
 int pw_cmd_run(int argc, char **argv) {

@@ -38,6 +38,7 @@ static void usage(FILE *f) {
             "  --model-name NAME        the id /v1/models reports (default: the model's name)\n"
             "  --verify-every N         re-run one step in N eagerly and compare the logits bit\n"
             "                           for bit (0 = off, the default)\n"
+            PW_CLI_CAPTURE_HELP
             "  -h, --help               this help\n");
 }
 
@@ -121,6 +122,8 @@ static int parse_args(int argc, char **argv, serve_options *o) {
             if (!(o->http.model_name = pw_cli_value(argc, argv, &i))) return 2;
         } else if (strcmp(a, "--verify-every") == 0) {
             if (pw_cli_int(argc, argv, &i, 0, INT32_MAX, &o->eng.verify_every)) return 2;
+        } else if ((n = pw_cli_capture_option(argc, argv, &i, &o->cfg)) != 0) {
+            if (n < 0) return 2;
         } else if (a[0] == '-' && a[1] != '\0') {
             fprintf(stderr, "piecewise serve: unknown option '%s' (see --help)\n", a);
             return 2;
