@@ -2,8 +2,9 @@
  * forward pass as an IR graph.
  *
  * Weights stay in the mapping when they are f32, and so do 2-D weights in
- * Q8_0, Q4_0 or Q4_1 blocks (the matmul and embedding ops take them as
- * they are). Norms and every other stored type (F16, BF16) are dequantized
+ * Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K blocks (the matmul and
+ * embedding ops take them as they are: pw_op_quantized_weight_supported).
+ * Norms and every other stored type (F16, BF16, Q2_K, Q3_K) are dequantized
  * to f32 once at load (docs/gguf.md lists the types). PW_DEQUANTIZE=1 in
  * the environment dequantizes everything, the old behaviour, for
  * measurement (docs/kernels.md, "Quantized weights"). */
