@@ -152,34 +152,41 @@ KQ_INLINE __m256i kq_dot_acc(__m256i isum, __m256i u, __m256i a, __m256i sc) {
 #endif
 }
 
-/* A column's super-block, prepared once for every row of the tile. */
+/* A column's super-block, prepared once for every row of the tile: what
+ * the chunk loop needs stays in registers; `side` is kept for after it. */
 typedef struct kq_col {
     const uint8_t *blk;
-    __m256i scw;  /* Q4_K/Q5_K: the 8 scales as int16 words (both halves); Q6_K: raw bytes */
-    __m256i side; /* Q4_K/Q5_K: mins, words 2l and 2l+1 = m_l; Q6_K: scales as 16 words */
-    __m256i qh;   /* Q5_K: the 32 high-bit bytes */
+    __m256i scw; /* Q4_K/Q5_K: the 8 scales as int16 words (both halves); Q6_K: raw bytes */
+    __m256i qh;  /* Q5_K: the 32 high-bit bytes */
     float d, dmin;
 } kq_col;
+
+/* Q4_K/Q5_K: the mins, words 2l and 2l+1 = m_l; Q6_K: the 16 scales as
+ * words. */
+KQ_INLINE __m256i kq_col_side(const uint8_t *blk, pw_dtype type) {
+    if (type == PW_Q6_K) return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
+    uint8_t sc[8], m[8];
+    kq_scales_mins(blk + 4, sc, m);
+    uint64_t mb;
+    memcpy(&mb, m, 8);
+    __m256i m32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mb));
+    return _mm256_or_si256(m32, _mm256_slli_epi32(m32, 16));
+}
 
 KQ_INLINE kq_col kq_col_make(const uint8_t *blk, pw_dtype type) {
     kq_col c;
     c.blk = blk;
     if (type == PW_Q6_K) {
-        __m128i raw = _mm_loadu_si128((const __m128i *)(blk + 192));
-        c.scw = _mm256_broadcastsi128_si256(raw);
-        c.side = _mm256_cvtepi8_epi16(raw);
+        c.scw = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + 192)));
         c.qh = _mm256_setzero_si256();
         c.d = kq_half(blk + 208);
         c.dmin = 0.0f;
     } else {
         uint8_t sc[8], m[8];
         kq_scales_mins(blk + 4, sc, m);
-        uint64_t scb, mb;
+        uint64_t scb;
         memcpy(&scb, sc, 8);
-        memcpy(&mb, m, 8);
         c.scw = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)scb)));
-        __m256i m32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mb));
-        c.side = _mm256_or_si256(m32, _mm256_slli_epi32(m32, 16));
         c.qh = type == PW_Q5_K ? _mm256_loadu_si256((const __m256i *)(blk + 16))
                                : _mm256_setzero_si256();
         c.d = kq_half(blk);
@@ -238,6 +245,8 @@ KQ_INLINE __m256i kq_chunk_scale(const kq_col *c, pw_dtype type, int i) {
 KQ_INLINE void kq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, const uint8_t *w,
                        int64_t wrow, int64_t nsb, pw_dtype type, int64_t bb, int rows,
                        int cols) {
+    /* The running sums live in memory across the chunk loop, which needs
+     * the registers; they are read and written once per super-block. */
     pw_v8f acc[KQ_ACCS];
     memset(acc, 0, sizeof acc);
     for (int64_t sb = 0; sb < nsb; sb++) {
@@ -271,16 +280,17 @@ KQ_INLINE void kq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
             }
         }
 #pragma GCC unroll 8
-        for (int r = 0; r < rows; r++) {
-            const uint8_t *row = xa + r * xrow;
-            float da = kx_scales(row, nsb)[sb];
-            __m256i bs = _mm256_loadu_si256((const __m256i *)(kx_sums(row, nsb) + 16 * sb));
+        for (int c = 0; c < cols; c++) {
+            __m256i side_w = kq_col_side(col[c].blk, type);
 #pragma GCC unroll 8
-            for (int c = 0; c < cols; c++) {
+            for (int r = 0; r < rows; r++) {
+                const uint8_t *row = xa + r * xrow;
+                float da = kx_scales(row, nsb)[sb];
+                __m256i bs = _mm256_loadu_si256((const __m256i *)(kx_sums(row, nsb) + 16 * sb));
                 int e = r * cols + c;
                 /* Q4_K/Q5_K: mp_l = m_l * (bs_2l + bs_2l+1); Q6_K: the
                  * offset sc_2l bs_2l + sc_2l+1 bs_2l+1, times 32. */
-                __m256i side = _mm256_madd_epi16(bs, col[c].side);
+                __m256i side = _mm256_madd_epi16(bs, side_w);
                 __m256i is = isum[e];
                 if (type == PW_Q6_K) is = _mm256_sub_epi32(is, _mm256_slli_epi32(side, 5));
                 pw_v8f s = pw_v8_madd(pw_v8_splat(col[c].d * da),
