@@ -96,6 +96,16 @@ KQ_INLINE float kq_half(const uint8_t *p) {
 #define kq_half kq_half_portable
 #endif
 
+/* v in every lane. The x86 copies broadcast; pw_v8_splat adds +0, which
+ * turns -0 into +0: the two differ only in the sign of a zero scale
+ * product, which no result can show (the running sums start at +0, and
+ * fma(+-0, p, acc) is acc for any nonzero acc and +0 for acc = +0). */
+#if KQ_X86
+#define KQ_SPLAT(v) ((pw_v8f)_mm256_set1_ps(v))
+#else
+#define KQ_SPLAT(v) pw_v8_splat(v)
+#endif
+
 KQ_INLINE uint32_t kq_u32(const uint8_t *p) {
     uint32_t v;
     memcpy(&v, p, sizeof v);
@@ -293,7 +303,7 @@ KQ_INLINE void kq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
                 __m256i side = _mm256_madd_epi16(bs, side_w);
                 __m256i is = isum[e];
                 if (type == PW_Q6_K) is = _mm256_sub_epi32(is, _mm256_slli_epi32(side, 5));
-                pw_v8f s = pw_v8_madd(pw_v8_splat(col[c].d * da),
+                pw_v8f s = pw_v8_madd(KQ_SPLAT(col[c].d * da),
                                       (pw_v8f)_mm256_cvtepi32_ps(is), acc[e]);
                 if (type != PW_Q6_K)
                     s = (pw_v8f)_mm256_fnmadd_ps(_mm256_set1_ps(col[c].dmin * da),
@@ -393,11 +403,28 @@ KQ_INLINE const float *qx_sums(const uint8_t *row, int64_t nb) {
 }
 
 #if KQ_X86
-/* The block's 32 values: Q5_0 (nibble | bit << 4) - 16, signed, with u =
- * |w|; Q5_1 the 5-bit value, u = w. Bit j of qh is bit 4 of element j:
- * each byte j is given byte j / 8 of qh and tested against 1 << (j % 8). */
+/* The block's 32 values, w: Q5_0 (nibble | bit << 4) - 16 (signed), Q5_1
+ * the 5-bit value. Bit j of qh is bit 4 of element j: each byte j is given
+ * byte j / 8 of qh and tested against 1 << (j % 8). Q5_0's value is the
+ * nibble with 0xF0 or'ed in where the bit is clear (nibble - 16 as int8).
+ * Signed Q5_0 against signed activations: AVX2 multiplies |w| by a with
+ * w's sign (vpsignb; a != -128); the VNNI copies take the offset form
+ * (a + 128) . w - 128 sum(w), vpdpbusd starting from `corr` = -128 * (the
+ * lane sums of w), once per column for every row, the rows' activations
+ * loaded with 128 added (a ^ 0x80). Either way the lane sums are exact. */
+#if defined(PW_ISA_AVX512VNNI_COPY)
+#define KQ_DPBUSD(acc, u, s) _mm256_dpbusd_epi32(acc, u, s)
+#elif defined(PW_ISA_AVXVNNI_COPY)
+#define KQ_DPBUSD(acc, u, s) _mm256_dpbusd_avx_epi32(acc, u, s)
+#endif
+#if defined(KQ_DPBUSD)
+#define KQ_Q5_OFFSET 1
+#else
+#define KQ_Q5_OFFSET 0
+#endif
+
 typedef struct q5_prep {
-    __m256i u, w;
+    __m256i w, aux; /* aux: -128 sum(w) (VNNI) or |w| (AVX2) for Q5_0 */
 } q5_prep;
 
 KQ_INLINE q5_prep q5_prep_make(const uint8_t *blk, pw_dtype type) {
@@ -411,32 +438,40 @@ KQ_INLINE q5_prep q5_prep_make(const uint8_t *blk, pw_dtype type) {
                                                     0x0303030303030303LL));
     const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
     __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit);
-    __m256i v = _mm256_or_si256(nib, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
     q5_prep p;
     if (type == PW_Q5_0) {
-        p.w = _mm256_sub_epi8(v, _mm256_set1_epi8(16));
-        p.u = _mm256_abs_epi8(p.w);
+        p.w = _mm256_or_si256(nib, _mm256_andnot_si256(set, _mm256_set1_epi8((char)0xF0)));
+#if KQ_Q5_OFFSET
+        p.aux = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                 KQ_DPBUSD(_mm256_setzero_si256(), _mm256_set1_epi8((char)0x80),
+                                           p.w));
+#else
+        p.aux = _mm256_abs_epi8(p.w);
+#endif
     } else {
-        p.w = v;
-        p.u = v;
+        p.w = _mm256_or_si256(nib, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+        p.aux = p.w;
     }
     return p;
 }
 
-/* Lane l: sum of w_j a_j over j = 4l..4l+3, exact, as floats. */
+/* Lane l: sum of w_j a_j over j = 4l..4l+3, exact, as floats; `a` as
+ * q5_act_load gives it. */
 KQ_INLINE pw_v8f q5_dotf(const q5_prep *p, __m256i a, pw_dtype type) {
-    __m256i s = type == PW_Q5_1 ? a : _mm256_sign_epi8(a, p->w);
-#if defined(PW_ISA_AVX512VNNI_COPY)
-    __m256i d = _mm256_dpbusd_epi32(_mm256_setzero_si256(), p->u, s);
-#elif defined(PW_ISA_AVXVNNI_COPY)
-    __m256i d = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), p->u, s);
+    __m256i d;
+#if KQ_Q5_OFFSET
+    d = type == PW_Q5_1 ? KQ_DPBUSD(_mm256_setzero_si256(), p->w, a) : KQ_DPBUSD(p->aux, a, p->w);
 #else
-    __m256i d = _mm256_madd_epi16(_mm256_maddubs_epi16(p->u, s), _mm256_set1_epi16(1));
+    __m256i s = type == PW_Q5_1 ? a : _mm256_sign_epi8(a, p->w);
+    d = _mm256_madd_epi16(_mm256_maddubs_epi16(p->aux, s), _mm256_set1_epi16(1));
 #endif
     return (pw_v8f)_mm256_cvtepi32_ps(d);
 }
 
-KQ_INLINE __m256i q5_act_load(const int8_t *q) { return _mm256_loadu_si256((const __m256i *)q); }
+KQ_INLINE __m256i q5_act_load(const int8_t *q, pw_dtype type) {
+    __m256i a = _mm256_loadu_si256((const __m256i *)q);
+    return KQ_Q5_OFFSET && type == PW_Q5_0 ? _mm256_xor_si256(a, _mm256_set1_epi8((char)0x80)) : a;
+}
 #else
 typedef struct q5_prep {
     int8_t w[KQ_QK];
@@ -457,7 +492,8 @@ typedef struct q5_act {
     int8_t q[KQ_QK];
 } q5_act;
 
-KQ_INLINE q5_act q5_act_load(const int8_t *q) {
+KQ_INLINE q5_act q5_act_load(const int8_t *q, pw_dtype type) {
+    (void)type;
     q5_act a;
     memcpy(a.q, q, KQ_QK);
     return a;
@@ -487,12 +523,12 @@ KQ_INLINE void q5_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
 #else
         q5_act a[KQ_BATCH_ROWS];
 #endif
-        float da[KQ_BATCH_ROWS];
+        pw_v8f da[KQ_BATCH_ROWS];
 #pragma GCC unroll 8
         for (int r = 0; r < rows; r++) {
             const uint8_t *row = xa + r * xrow;
-            a[r] = q5_act_load(qx_values(row) + b * KQ_QK);
-            da[r] = qx_scales(row, nb)[b];
+            a[r] = q5_act_load(qx_values(row) + b * KQ_QK, type);
+            da[r] = KQ_SPLAT(qx_scales(row, nb)[b]);
         }
 #pragma GCC unroll 8
         for (int c = 0; c < cols; c++) {
@@ -501,15 +537,17 @@ KQ_INLINE void q5_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
             if (rows == 1) _mm_prefetch((const char *)(blk + cols * wrow), _MM_HINT_T0);
 #endif
             q5_prep p = q5_prep_make(blk, type);
-            float dw = kq_half(blk), mw = type == PW_Q5_1 ? kq_half(blk + 2) : 0.0f;
+            pw_v8f dw = KQ_SPLAT(kq_half(blk));
+            float mw = type == PW_Q5_1 ? kq_half(blk + 2) : 0.0f;
 #pragma GCC unroll 8
             for (int r = 0; r < rows; r++) {
                 pw_v8f pf = q5_dotf(&p, a[r], type);
-                pw_v8f s = pw_v8_madd(pw_v8_splat(dw * da[r]), pf, acc[r * cols + c]);
+                /* lane-wise d_w * d_a: the scalar product in every lane */
+                pw_v8f s = pw_v8_madd(dw * da[r], pf, acc[r * cols + c]);
                 if (type == PW_Q5_1) {
                     pw_v8f sa;
                     memcpy(&sa, qx_sums(xa + r * xrow, nb) + b * KQ_LANES, sizeof sa);
-                    s = pw_v8_madd(pw_v8_splat(mw), sa, s);
+                    s = pw_v8_madd(KQ_SPLAT(mw), sa, s);
                 }
                 acc[r * cols + c] = s;
             }
