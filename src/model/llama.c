@@ -85,8 +85,9 @@ static bool keep_quantized_weights(void) {
 }
 
 /* Finds a tensor, checks its shape (ggml order: dims[0] innermost) and
- * returns a tensor over its data: the mapped blocks of a 2-D Q8_0, Q4_0 or
- * Q4_1 weight when keep_quantized, otherwise f32 (mapped or dequantized). */
+ * returns a tensor over its data: the mapped blocks of a 2-D weight whose
+ * type the ops take quantized, when keep_quantized, otherwise f32 (mapped
+ * or dequantized). */
 static pw_status load_weight(pw_model *m, const char *name, int64_t d0, int64_t d1,
                              bool keep_quantized, pw_tensor **out) {
     const pw_gguf_tensor *t;
