@@ -315,6 +315,133 @@ KQ_INLINE void kq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < cols; c++) y[r * ldy + c] = kq_hsum(acc[r * cols + c]);
 }
+#if defined(PW_ISA_AVX512VNNI_COPY)
+/* The batch tile with two columns per 512-bit vector: lanes 0-7 hold
+ * column c's 8 lanes, lanes 8-15 column c + 1's, so every lane runs exactly
+ * the operations of the 256-bit code (vpmaddubsw, vpdpwssd, vpmaddwd, the
+ * conversions, the scale products and the fused multiply-adds are
+ * lane-wise; the byte shuffles stay within 128-bit lanes), with about half
+ * the instructions per chunk. */
+KQ_INLINE __m512i kq_pair(__m256i lo, __m256i hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+KQ_INLINE __m512i kq_load_pair(const uint8_t *p0, const uint8_t *p1) {
+    return kq_pair(_mm256_loadu_si256((const __m256i *)p0), _mm256_loadu_si256((const __m256i *)p1));
+}
+
+KQ_INLINE __m512i kq_chunk_pair(const uint8_t *b0, const uint8_t *b1, __m512i qh, pw_dtype type,
+                                int i) {
+    const __m512i lo4 = _mm512_set1_epi8(0x0F);
+    if (type == PW_Q6_K) {
+        int h = i / 4, s = i % 4, o = 64 * h + 32 * (s & 1);
+        __m512i ql = kq_load_pair(b0 + o, b1 + o);
+        __m512i low = s < 2 ? _mm512_and_si512(ql, lo4)
+                            : _mm512_and_si512(_mm512_srli_epi16(ql, 4), lo4);
+        __m512i hb = kq_load_pair(b0 + 128 + 32 * h, b1 + 128 + 32 * h);
+        __m512i hi = s == 0   ? _mm512_slli_epi16(hb, 4)
+                     : s == 1 ? _mm512_slli_epi16(hb, 2)
+                     : s == 2 ? hb
+                              : _mm512_srli_epi16(hb, 2);
+        return _mm512_or_si512(low, _mm512_and_si512(hi, _mm512_set1_epi8(0x30)));
+    }
+    const int o = (type == PW_Q5_K ? 48 : 16) + 32 * (i / 2);
+    __m512i v = kq_load_pair(b0 + o, b1 + o);
+    __m512i u = i % 2 ? _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4) : _mm512_and_si512(v, lo4);
+    if (type == PW_Q5_K) {
+        __m512i hb = i < 4 ? _mm512_slli_epi16(qh, 4 - i)
+                           : i == 4 ? qh : _mm512_srli_epi16(qh, i - 4);
+        u = _mm512_or_si512(u, _mm512_and_si512(hb, _mm512_set1_epi8(0x10)));
+    }
+    return u;
+}
+
+KQ_INLINE __m512i kq_chunk_scale_pair(__m512i scw, pw_dtype type, int i) {
+    if (type == PW_Q6_K) {
+        const char z = (char)0x80, lo = (char)(2 * i), hi = (char)(2 * i + 1);
+        __m256i ctrl = _mm256_setr_epi8(z, lo, z, lo, z, lo, z, lo, z, lo, z, lo, z, lo, z, lo, z,
+                                        hi, z, hi, z, hi, z, hi, z, hi, z, hi, z, hi, z, hi);
+        return _mm512_srai_epi16(_mm512_shuffle_epi8(scw, _mm512_broadcast_i64x4(ctrl)), 8);
+    }
+    const char a = (char)(2 * i), b = (char)(2 * i + 1);
+    __m256i ctrl = _mm256_setr_epi8(a, b, a, b, a, b, a, b, a, b, a, b, a, b, a, b, a, b, a, b, a,
+                                    b, a, b, a, b, a, b, a, b, a, b);
+    return _mm512_shuffle_epi8(scw, _mm512_broadcast_i64x4(ctrl));
+}
+
+KQ_INLINE void kq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow,
+                             const uint8_t *w, int64_t wrow, int64_t nsb, pw_dtype type,
+                             int64_t bb, int rows, int cols) {
+    const int pairs = cols / 2;
+    __m512 acc[KQ_ACCS / 2];
+    for (int e = 0; e < KQ_ACCS / 2; e++) acc[e] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *b0[KQ_ACCS / 2], *b1[KQ_ACCS / 2];
+        __m512i scw[KQ_ACCS / 2], qh[KQ_ACCS / 2];
+        __m512 dw[KQ_ACCS / 2], dmw[KQ_ACCS / 2];
+#pragma GCC unroll 8
+        for (int pc = 0; pc < pairs; pc++) {
+            b0[pc] = w + (2 * pc) * wrow + sb * bb;
+            b1[pc] = b0[pc] + wrow;
+            kq_col c0 = kq_col_make(b0[pc], type), c1 = kq_col_make(b1[pc], type);
+            scw[pc] = kq_pair(c0.scw, c1.scw);
+            qh[pc] = kq_pair(c0.qh, c1.qh);
+            dw[pc] = _mm512_insertf32x8(_mm512_set1_ps(c0.d), _mm256_set1_ps(c1.d), 1);
+            dmw[pc] = _mm512_insertf32x8(_mm512_set1_ps(c0.dmin), _mm256_set1_ps(c1.dmin), 1);
+        }
+        const int8_t *av[KQ_BATCH_ROWS];
+#pragma GCC unroll 8
+        for (int r = 0; r < rows; r++) av[r] = kx_values(xa + r * xrow) + sb * KQ_QKK;
+        __m512i isum[KQ_ACCS / 2];
+#pragma GCC unroll 8
+        for (int e = 0; e < rows * pairs; e++) isum[e] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int i = 0; i < KQ_QKK / 32; i++) {
+#pragma GCC unroll 8
+            for (int pc = 0; pc < pairs; pc++) {
+                __m512i u = kq_chunk_pair(b0[pc], b1[pc], qh[pc], type, i);
+                __m512i sc = kq_chunk_scale_pair(scw[pc], type, i);
+#pragma GCC unroll 8
+                for (int r = 0; r < rows; r++) {
+                    __m512i a = _mm512_broadcast_i64x4(
+                        _mm256_loadu_si256((const __m256i *)(av[r] + 32 * i)));
+                    isum[r * pairs + pc] = _mm512_dpwssd_epi32(isum[r * pairs + pc],
+                                                               _mm512_maddubs_epi16(u, a), sc);
+                }
+            }
+        }
+#pragma GCC unroll 8
+        for (int pc = 0; pc < pairs; pc++) {
+            __m512i side_w = kq_pair(kq_col_side(b0[pc], type), kq_col_side(b1[pc], type));
+#pragma GCC unroll 8
+            for (int r = 0; r < rows; r++) {
+                const uint8_t *row = xa + r * xrow;
+                __m512 da = _mm512_set1_ps(kx_scales(row, nsb)[sb]);
+                __m512i bs = _mm512_broadcast_i64x4(
+                    _mm256_loadu_si256((const __m256i *)(kx_sums(row, nsb) + 16 * sb)));
+                int e = r * pairs + pc;
+                __m512i side = _mm512_madd_epi16(bs, side_w);
+                __m512i is = isum[e];
+                if (type == PW_Q6_K) is = _mm512_sub_epi32(is, _mm512_slli_epi32(side, 5));
+                __m512 v = _mm512_fmadd_ps(_mm512_mul_ps(dw[pc], da), _mm512_cvtepi32_ps(is),
+                                           acc[e]);
+                if (type != PW_Q6_K)
+                    v = _mm512_fnmadd_ps(_mm512_mul_ps(dmw[pc], da), _mm512_cvtepi32_ps(side), v);
+                acc[e] = v;
+            }
+        }
+    }
+    for (int r = 0; r < rows; r++)
+        for (int pc = 0; pc < pairs; pc++) {
+            __m512 v = acc[r * pairs + pc];
+            y[r * ldy + 2 * pc] = kq_hsum((pw_v8f)_mm512_castps512_ps256(v));
+            y[r * ldy + 2 * pc + 1] = kq_hsum((pw_v8f)_mm512_extractf32x8_ps(v, 1));
+        }
+}
+#define KQ_KTILE(rows, cols)                                                                   \
+    ((rows) > 1 && (cols) % 2 == 0                                                             \
+         ? kq_tile_pairs(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols)     \
+         : kq_tile(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols))
+#endif
 #else
 /* The portable tile: each output on its own, the same integer lanes and
  * float steps. */
@@ -559,8 +686,12 @@ KQ_INLINE void q5_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
 
 /* ---- loops over tiles ---------------------------------------------------- */
 
+#ifndef KQ_KTILE
+#define KQ_KTILE(rows, cols)                                                                   \
+    kq_tile(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols)
+#endif
 #define KQ_TILE(rows, cols)                                                                    \
-    (super ? kq_tile(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols)         \
+    (super ? KQ_KTILE(rows, cols)                                                              \
            : q5_tile(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols))
 
 KQ_INLINE void kq_row_block(float *y, const uint8_t *xa, const uint8_t *w, int64_t n, int64_t k,
