@@ -684,15 +684,101 @@ KQ_INLINE void q5_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
         for (int c = 0; c < cols; c++) y[r * ldy + c] = kq_hsum(acc[r * cols + c]);
 }
 
+#if defined(PW_ISA_AVX512VNNI_COPY)
+/* Q5_0 / Q5_1 with two columns per 512-bit vector (lanes 0-7 column c's 8
+ * lanes, 8-15 column c + 1's), lane-wise the 256-bit operations above. */
+KQ_INLINE __m512i q5_w_pair(const uint8_t *b0, const uint8_t *b1, pw_dtype type) {
+    const int off = type == PW_Q5_1 ? 4 : 2;
+    __m512i q = _mm512_inserti64x4(
+        _mm512_castsi256_si512(
+            _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + off + 4)))),
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b1 + off + 4))), 1);
+    q = _mm512_srlv_epi64(q, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4));
+    __m512i nib = _mm512_and_si512(q, _mm512_set1_epi8(0x0F));
+    __m512i qh = _mm512_inserti64x4(_mm512_set1_epi32((int)kq_u32(b0 + off)),
+                                    _mm256_set1_epi32((int)kq_u32(b1 + off)), 1);
+    qh = _mm512_shuffle_epi8(qh, _mm512_broadcast_i64x4(_mm256_setr_epi64x(
+                                     0, 0x0101010101010101LL, 0x0202020202020202LL,
+                                     0x0303030303030303LL)));
+    __mmask64 set = _mm512_test_epi8_mask(qh, _mm512_set1_epi64((long long)0x8040201008040201ULL));
+    return type == PW_Q5_0
+               ? _mm512_mask_blend_epi8(set, _mm512_or_si512(nib, _mm512_set1_epi8((char)0xF0)), nib)
+               : _mm512_mask_blend_epi8(set, nib, _mm512_or_si512(nib, _mm512_set1_epi8(0x10)));
+}
+
+KQ_INLINE void q5_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow,
+                             const uint8_t *w, int64_t wrow, int64_t nb, pw_dtype type,
+                             int64_t bb, int rows, int cols) {
+    const int pairs = cols / 2;
+    __m512 acc[KQ_ACCS / 2];
+    for (int e = 0; e < KQ_ACCS / 2; e++) acc[e] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i a[KQ_BATCH_ROWS];
+        __m512 da[KQ_BATCH_ROWS];
+#pragma GCC unroll 8
+        for (int r = 0; r < rows; r++) {
+            const uint8_t *row = xa + r * xrow;
+            a[r] = _mm512_broadcast_i64x4(
+                _mm256_loadu_si256((const __m256i *)(qx_values(row) + b * KQ_QK)));
+            if (type == PW_Q5_0) a[r] = _mm512_xor_si512(a[r], _mm512_set1_epi8((char)0x80));
+            da[r] = _mm512_set1_ps(qx_scales(row, nb)[b]);
+        }
+#pragma GCC unroll 8
+        for (int pc = 0; pc < pairs; pc++) {
+            const uint8_t *b0 = w + (2 * pc) * wrow + b * bb, *b1 = b0 + wrow;
+            if (rows == 1) {
+                _mm_prefetch((const char *)(b0 + cols * wrow), _MM_HINT_T0);
+                _mm_prefetch((const char *)(b1 + cols * wrow), _MM_HINT_T0);
+            }
+            __m512i wv = q5_w_pair(b0, b1, type);
+            __m512i corr = _mm512_setzero_si512();
+            if (type == PW_Q5_0)
+                corr = _mm512_sub_epi32(corr, _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                                                  _mm512_set1_epi8((char)0x80), wv));
+            __m512 dw = _mm512_insertf32x8(_mm512_set1_ps(kq_half(b0)), _mm256_set1_ps(kq_half(b1)), 1);
+            __m512 mw = _mm512_setzero_ps();
+            if (type == PW_Q5_1)
+                mw = _mm512_insertf32x8(_mm512_set1_ps(kq_half(b0 + 2)),
+                                        _mm256_set1_ps(kq_half(b1 + 2)), 1);
+#pragma GCC unroll 8
+            for (int r = 0; r < rows; r++) {
+                __m512i dot = type == PW_Q5_1 ? _mm512_dpbusd_epi32(corr, wv, a[r])
+                                              : _mm512_dpbusd_epi32(corr, a[r], wv);
+                __m512 v = _mm512_fmadd_ps(_mm512_mul_ps(dw, da[r]), _mm512_cvtepi32_ps(dot),
+                                           acc[r * pairs + pc]);
+                if (type == PW_Q5_1) {
+                    __m512 sa = _mm512_broadcast_f32x8(
+                        _mm256_loadu_ps(qx_sums(xa + r * xrow, nb) + b * KQ_LANES));
+                    v = _mm512_fmadd_ps(mw, sa, v);
+                }
+                acc[r * pairs + pc] = v;
+            }
+        }
+    }
+    for (int r = 0; r < rows; r++)
+        for (int pc = 0; pc < pairs; pc++) {
+            __m512 v = acc[r * pairs + pc];
+            y[r * ldy + 2 * pc] = kq_hsum((pw_v8f)_mm512_castps512_ps256(v));
+            y[r * ldy + 2 * pc + 1] = kq_hsum((pw_v8f)_mm512_extractf32x8_ps(v, 1));
+        }
+}
+#define KQ_Q5TILE(rows, cols)                                                                  \
+    ((cols) % 2 == 0                                                                           \
+         ? q5_tile_pairs(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols)     \
+         : q5_tile(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols))
+#endif
+
 /* ---- loops over tiles ---------------------------------------------------- */
 
 #ifndef KQ_KTILE
 #define KQ_KTILE(rows, cols)                                                                   \
     kq_tile(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols)
 #endif
-#define KQ_TILE(rows, cols)                                                                    \
-    (super ? KQ_KTILE(rows, cols)                                                              \
-           : q5_tile(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols))
+#ifndef KQ_Q5TILE
+#define KQ_Q5TILE(rows, cols)                                                                  \
+    q5_tile(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols)
+#endif
+#define KQ_TILE(rows, cols) (super ? KQ_KTILE(rows, cols) : KQ_Q5TILE(rows, cols))
 
 KQ_INLINE void kq_row_block(float *y, const uint8_t *xa, const uint8_t *w, int64_t n, int64_t k,
                             pw_dtype type, int64_t bb, bool super, int64_t j0, int64_t j1,
