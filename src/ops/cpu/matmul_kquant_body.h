@@ -382,6 +382,11 @@ KQ_INLINE void kq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
         for (int pc = 0; pc < pairs; pc++) {
             b0[pc] = w + (2 * pc) * wrow + sb * bb;
             b1[pc] = b0[pc] + wrow;
+            if (rows == 1)
+                for (int64_t o = 0; o < bb; o += 64) {
+                    _mm_prefetch((const char *)(b0[pc] + cols * wrow + o), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(b1[pc] + cols * wrow + o), _MM_HINT_T0);
+                }
             kq_col c0 = kq_col_make(b0[pc], type), c1 = kq_col_make(b1[pc], type);
             scw[pc] = kq_pair(c0.scw, c1.scw);
             qh[pc] = kq_pair(c0.qh, c1.qh);
@@ -438,7 +443,7 @@ KQ_INLINE void kq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
         }
 }
 #define KQ_KTILE(rows, cols)                                                                   \
-    ((rows) > 1 && (cols) % 2 == 0                                                             \
+    ((cols) % 2 == 0                                                                           \
          ? kq_tile_pairs(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols)     \
          : kq_tile(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols))
 #endif
