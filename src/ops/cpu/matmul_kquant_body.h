@@ -700,12 +700,8 @@ KQ_INLINE __m512i q5_w_pair(const uint8_t *b0, const uint8_t *b1, pw_dtype type)
         _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b1 + off + 4))), 1);
     q = _mm512_srlv_epi64(q, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4));
     __m512i nib = _mm512_and_si512(q, _mm512_set1_epi8(0x0F));
-    __m512i qh = _mm512_inserti64x4(_mm512_set1_epi32((int)kq_u32(b0 + off)),
-                                    _mm256_set1_epi32((int)kq_u32(b1 + off)), 1);
-    qh = _mm512_shuffle_epi8(qh, _mm512_broadcast_i64x4(_mm256_setr_epi64x(
-                                     0, 0x0101010101010101LL, 0x0202020202020202LL,
-                                     0x0303030303030303LL)));
-    __mmask64 set = _mm512_test_epi8_mask(qh, _mm512_set1_epi64((long long)0x8040201008040201ULL));
+    /* bit j of qh is byte j's mask bit as it is: column c's bytes are 0-31 */
+    __mmask64 set = _cvtu64_mask64((uint64_t)kq_u32(b0 + off) | (uint64_t)kq_u32(b1 + off) << 32);
     return type == PW_Q5_0
                ? _mm512_mask_blend_epi8(set, _mm512_or_si512(nib, _mm512_set1_epi8((char)0xF0)), nib)
                : _mm512_mask_blend_epi8(set, nib, _mm512_or_si512(nib, _mm512_set1_epi8(0x10)));
