@@ -2,9 +2,8 @@
  * forward pass as an IR graph.
  *
  * Weights stay in the mapping when they are f32, and so do 2-D weights in
- * Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K blocks (the matmul and
- * embedding ops take them as they are: pw_op_quantized_weight_supported).
- * Norms and every other stored type (F16, BF16, Q2_K, Q3_K) are dequantized
+ * Q8_0, Q4_0 or Q4_1 blocks (the matmul and embedding ops take them as
+ * they are). Norms and every other stored type (F16, BF16) are dequantized
  * to f32 once at load (docs/gguf.md lists the types). PW_DEQUANTIZE=1 in
  * the environment dequantizes everything, the old behaviour, for
  * measurement (docs/kernels.md, "Quantized weights"). */
@@ -85,9 +84,8 @@ static bool keep_quantized_weights(void) {
 }
 
 /* Finds a tensor, checks its shape (ggml order: dims[0] innermost) and
- * returns a tensor over its data: the mapped blocks of a 2-D weight whose
- * type the ops take quantized, when keep_quantized, otherwise f32 (mapped
- * or dequantized). */
+ * returns a tensor over its data: the mapped blocks of a 2-D Q8_0, Q4_0 or
+ * Q4_1 weight when keep_quantized, otherwise f32 (mapped or dequantized). */
 static pw_status load_weight(pw_model *m, const char *name, int64_t d0, int64_t d1,
                              bool keep_quantized, pw_tensor **out) {
     const pw_gguf_tensor *t;
