@@ -51,9 +51,9 @@ typedef struct pw_k_matmul_args {
 typedef struct pw_k_matmul_quant_args {
     float *y;          /* [n_tokens][n] */
     const float *x;    /* [n_tokens][k] */
-    const void *w;     /* [n][k / 32] blocks of type */
+    const void *w;     /* [n][k / block] blocks of type */
     int64_t n_tokens, n, k;
-    pw_dtype type;     /* PW_Q8_0, PW_Q4_0 or PW_Q4_1 */
+    pw_dtype type;     /* a type pw_k_quant_supported takes */
 } pw_k_matmul_quant_args;
 
 typedef struct pw_k_rope_args {

@@ -174,7 +174,7 @@ static pw_status arg_weight(const op_def *d, const pw_value *args, int i, pw_ten
     if (t != PW_F32 && !pw_op_quantized_weight_supported(t))
         return pw_error(PW_ERR_UNSUPPORTED,
                         "op '%s': argument %d '%s' has dtype %s; weights must be f32, q8_0, "
-                        "q4_0 or q4_1",
+                        "q4_0, q4_1, q5_0, q5_1, q4_K, q5_K or q6_K",
                         d->name, i + 1, d->arg_names[i], pw_dtype_name(t));
     return PW_OK;
 }

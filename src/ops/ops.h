@@ -29,7 +29,8 @@
  * Fused ops (one launch each where the kernel set has the fused kernel,
  * the same bits as the ops they replace; with a set that lacks it they
  * launch those ops' kernels one by one). Weights
- * may be f32, q8_0, q4_0 or q4_1, each independently:
+ * may be f32 or any block type pw_op_quantized_weight_supported takes
+ * (q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K), each independently:
  *   add_rms_norm(a, b f32[T][D], w f32[D])           -> (a + b, rms_norm(a + b, w))
  *   qkv_rope(x f32[T][K], wq f32[Hq*hd][K], wk, wv f32[Hkv*hd][K], n_heads, n_kv_heads)
  *                                                    -> (rope(x wq^T), rope(x wk^T), x wv^T)

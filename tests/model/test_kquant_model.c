@@ -1,10 +1,16 @@
 /* A Llama GGUF whose weights mix the types of a Q4_K_M download (Q4_K,
  * Q6_K, Q5_0, plus Q2_K, Q3_K, Q5_K and Q5_1 for coverage) loads and
- * generates, and gives exactly the tokens of its f32 twin (the same model
- * with every weight replaced by its dequantized values), in NONE, PIECEWISE
- * and FULL modes. The weights are dequantized to f32 at load, so the two
- * models hold the same numbers; the test first proves that tensor by
- * tensor through the reader. */
+ * generates.
+ *
+ * By default Q4_K, Q5_K, Q6_K, Q5_0 and Q5_1 stay quantized and go through
+ * the integer kernels (matmul_kquant.c), Q2_K and Q3_K are dequantized at
+ * load: the model holds fewer bytes than its f32 twin (the same model with
+ * every weight replaced by its dequantized values) and gives the same
+ * tokens in NONE, PIECEWISE and FULL modes and whatever batch a request
+ * runs in. With PW_DEQUANTIZE=1 everything is dequantized at load and the
+ * model gives exactly the tokens of the f32 twin in every mode; the test
+ * first proves, tensor by tensor through the reader, that the twin holds
+ * the dequantized values. */
 #include "test_util.h"
 #include "internal.h"
 
@@ -13,6 +19,7 @@
 #include "model/gguf_writer.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -155,6 +162,106 @@ static bool same_tokens(const run_result *a, const run_result *b) {
     return true;
 }
 
+/* Each prompt on its own, one request at a time. */
+static pw_status generate_alone(pw_model *m, run_result *res) {
+    memset(res, 0, sizeof *res);
+    pw_status s = PW_OK;
+    for (int i = 0; i < N_REQ && s == PW_OK; i++) {
+        int32_t *prompt = NULL;
+        int64_t len = 0, id = 0;
+        s = pw_model_tokenize(m, prompts_text[i], true, &prompt, &len);
+        pw_engine_config cfg;
+        pw_engine_config_init(&cfg);
+        cfg.mode = PW_GRAPH_NONE;
+        cfg.max_num_seqs = 1;
+        cfg.progress = PW_PROGRESS_OFF;
+        cfg.print_capture_totals = false;
+        pw_engine *e = NULL;
+        if (s == PW_OK) s = pw_engine_new(m, &cfg, &e);
+        if (s == PW_OK) s = pw_engine_add_request(e, prompt, len, NEW_TOKENS, NULL, &id);
+        for (int step = 0; s == PW_OK && pw_engine_has_work(e); step++) {
+            const pw_step_token *toks;
+            int64_t n;
+            s = pw_engine_step(e, &toks, &n);
+            if (step > 1000) s = pw_error(PW_ERR_INTERNAL, "test: engine does not finish");
+        }
+        const int32_t *out;
+        if (s == PW_OK) s = pw_engine_request_output(e, id, &out, &res->n[i]);
+        if (s == PW_OK && res->n[i] <= MAX_OUT)
+            memcpy(res->tokens[i], out, (size_t)res->n[i] * sizeof(int32_t));
+        pw_engine_free(e);
+        pw_host_free(prompt);
+    }
+    return s;
+}
+
+static const pw_graph_mode modes[3] = {PW_GRAPH_NONE, PW_GRAPH_PIECEWISE, PW_GRAPH_FULL};
+static const int mode_index[3] = {PW_MODE_NONE, PW_MODE_PIECEWISE, PW_MODE_FULL};
+
+/* Integer kernels: fewer bytes than the twin, the same tokens in every mode
+ * and batch composition. */
+static void check_integer_kernels(const char *qpath, const char *fpath) {
+    pw_model *mq = NULL, *mf = NULL;
+    CHECK_OK(pw_model_load(qpath, &mq));
+    CHECK_OK(pw_model_load(fpath, &mf));
+    if (mq && mf) {
+        const pw_model_info *iq = pw_model_get_info(mq), *ifp = pw_model_get_info(mf);
+        CHECK_EQ_INT(iq->file_dtype, PW_Q4_K); /* the most common weight type */
+        CHECK_EQ_INT(ifp->file_dtype, PW_F32);
+        /* kept quantized: well under half the twin's f32 bytes */
+        CHECK(iq->weight_bytes * 2 < ifp->weight_bytes);
+        run_result ref, r, alone;
+        CHECK_OK(generate(mq, PW_GRAPH_NONE, &ref));
+        for (int i = 0; i < N_REQ; i++) CHECK(ref.n[i] > 0);
+        for (int k = 1; k < 3; k++) {
+            CHECK_OK(generate(mq, modes[k], &r));
+            CHECK(r.steps_by_mode[mode_index[k]] > 0); /* the mode really ran */
+            bool ok = same_tokens(&r, &ref);
+            if (!ok)
+                fprintf(stderr, "mode %s: the quantized model's tokens differ from NONE's\n",
+                        pw_graph_mode_name(modes[k]));
+            CHECK(ok);
+        }
+        CHECK_OK(generate_alone(mq, &alone));
+        bool ok = same_tokens(&alone, &ref);
+        if (!ok) fprintf(stderr, "alone: the quantized model's tokens differ from batched\n");
+        CHECK(ok);
+    }
+    pw_model_free(mq);
+    pw_model_free(mf);
+}
+
+/* PW_DEQUANTIZE=1: the same f32 bytes in memory as the twin, and its
+ * tokens in every mode. */
+static void check_dequantized(const char *qpath, const char *fpath) {
+    setenv("PW_DEQUANTIZE", "1", 1);
+    pw_model *mq = NULL, *mf = NULL;
+    CHECK_OK(pw_model_load(qpath, &mq));
+    CHECK_OK(pw_model_load(fpath, &mf));
+    unsetenv("PW_DEQUANTIZE");
+    if (mq && mf) {
+        const pw_model_info *iq = pw_model_get_info(mq), *ifp = pw_model_get_info(mf);
+        CHECK_EQ_INT((int64_t)iq->weight_bytes, (int64_t)ifp->weight_bytes);
+        run_result ref, rq, rf;
+        CHECK_OK(generate(mf, PW_GRAPH_NONE, &ref));
+        for (int i = 0; i < N_REQ; i++) CHECK(ref.n[i] > 0);
+        for (int k = 0; k < 3; k++) {
+            CHECK_OK(generate(mq, modes[k], &rq));
+            CHECK_OK(generate(mf, modes[k], &rf));
+            CHECK(rq.steps_by_mode[mode_index[k]] > 0);
+            bool q_ok = same_tokens(&rq, &ref), f_ok = same_tokens(&rf, &ref);
+            if (!q_ok || !f_ok)
+                fprintf(stderr, "mode %s: quantized model %s, f32 twin %s the f32 NONE tokens\n",
+                        pw_graph_mode_name(modes[k]), q_ok ? "matches" : "differs from",
+                        f_ok ? "matches" : "differs from");
+            CHECK(q_ok);
+            CHECK(f_ok);
+        }
+    }
+    pw_model_free(mq);
+    pw_model_free(mf);
+}
+
 static void test_mixed_kquant_model(void) {
     char qpath[] = "/tmp/pw_test_kquant_XXXXXX", fpath[] = "/tmp/pw_test_kquant_f32_XXXXXX";
     int fd = mkstemp(qpath);
@@ -168,36 +275,8 @@ static void test_mixed_kquant_model(void) {
     cfg.store_dequantized = true;
     CHECK_OK(pw_tiny_llama_write_file(&cfg, fpath));
     check_twin_tensors(qpath, fpath);
-
-    pw_model *mq = NULL, *mf = NULL;
-    CHECK_OK(pw_model_load(qpath, &mq));
-    CHECK_OK(pw_model_load(fpath, &mf));
-    if (mq && mf) {
-        const pw_model_info *iq = pw_model_get_info(mq), *ifp = pw_model_get_info(mf);
-        CHECK_EQ_INT(iq->file_dtype, PW_Q4_K); /* the most common weight type */
-        CHECK_EQ_INT(ifp->file_dtype, PW_F32);
-        /* dequantized at load: the same f32 bytes in memory as the twin */
-        CHECK_EQ_INT((int64_t)iq->weight_bytes, (int64_t)ifp->weight_bytes);
-        static const pw_graph_mode modes[3] = {PW_GRAPH_NONE, PW_GRAPH_PIECEWISE, PW_GRAPH_FULL};
-        static const int mode_index[3] = {PW_MODE_NONE, PW_MODE_PIECEWISE, PW_MODE_FULL};
-        run_result ref, rq, rf;
-        CHECK_OK(generate(mf, PW_GRAPH_NONE, &ref));
-        for (int i = 0; i < N_REQ; i++) CHECK(ref.n[i] > 0);
-        for (int k = 0; k < 3; k++) {
-            CHECK_OK(generate(mq, modes[k], &rq));
-            CHECK_OK(generate(mf, modes[k], &rf));
-            CHECK(rq.steps_by_mode[mode_index[k]] > 0); /* the mode really ran */
-            bool q_ok = same_tokens(&rq, &ref), f_ok = same_tokens(&rf, &ref);
-            if (!q_ok || !f_ok)
-                fprintf(stderr, "mode %s: quantized model %s, f32 twin %s the f32 NONE tokens\n",
-                        pw_graph_mode_name(modes[k]), q_ok ? "matches" : "differs from",
-                        f_ok ? "matches" : "differs from");
-            CHECK(q_ok);
-            CHECK(f_ok);
-        }
-    }
-    pw_model_free(mq);
-    pw_model_free(mf);
+    check_integer_kernels(qpath, fpath);
+    check_dequantized(qpath, fpath);
     unlink(qpath);
     unlink(fpath);
 }

@@ -99,7 +99,8 @@ int main(void) {
     pw_tensor *th = wrap(wh, PW_F16, N, K);
     pw_value out = pw_value_none();
     CHECK_ERR(call(&env, "matmul", pw_value_tensor(tx), pw_value_tensor(th), &out),
-              PW_ERR_UNSUPPORTED, "dtype f16; weights must be f32, q8_0, q4_0 or q4_1");
+              PW_ERR_UNSUPPORTED,
+              "dtype f16; weights must be f32, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K or q6_K");
     CHECK_ERR(call(&env, "embedding", pw_value_tensor(tids), pw_value_tensor(th), &out),
               PW_ERR_UNSUPPORTED, "argument 2 'table' has dtype f16");
     /* A quantized x is still refused: activations are f32. */

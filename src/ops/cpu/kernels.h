@@ -149,10 +149,11 @@ extern const pw_kernel pw_kernel_attention;
 
 /* ---- quantized weights (matmul_quant.c) ------------------------------------------------- */
 
-/* Weights and tables kept in ggml blocks of 32 (Q8_0, Q4_0, Q4_1; layouts in
- * src/model/dequant.h); K (or dim) is a multiple of 32. Activations stay
- * f32. docs/kernels.md ("Quantized weights") gives the operation sequence
- * that makes the matmul batch-invariant. */
+/* Weights and tables kept in ggml blocks of 32 (Q8_0, Q4_0, Q4_1, Q5_0,
+ * Q5_1) or super-blocks of 256 (Q4_K, Q5_K, Q6_K: matmul_kquant.c); layouts
+ * in src/model/dequant.h; K (or dim) is a multiple of the block. Activations
+ * stay f32. docs/kernels.md ("Quantized weights", "K-quants") gives the
+ * operation sequences that make the matmul batch-invariant. */
 
 /* True for the block types these kernels take. */
 bool pw_k_quant_supported(pw_dtype type);

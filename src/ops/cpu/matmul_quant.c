@@ -40,7 +40,7 @@
 #include "ops/cpu/matmul_quant_body.h"
 
 bool pw_k_quant_supported(pw_dtype type) {
-    return type == PW_Q8_0 || type == PW_Q4_0 || type == PW_Q4_1;
+    return type == PW_Q8_0 || type == PW_Q4_0 || type == PW_Q4_1 || pw_k_kquant_supported(type);
 }
 
 typedef void (*quantize_fn) PW_K_Q8_QUANTIZE_PARAMS;
@@ -146,6 +146,10 @@ static void qdot(int8_copy c, float *y, const uint8_t *xa, const uint8_t *w, pw_
 
 void pw_k_matmul_quant_with(pw_k_int8_isa level, float *y, const float *x, const void *w,
                             pw_dtype type, int64_t n_tokens, int64_t n, int64_t k) {
+    if (pw_k_kquant_supported(type)) { /* Q5_0, Q5_1, the K-quants: matmul_kquant.c */
+        pw_k_matmul_kquant_with(level, y, x, w, type, n_tokens, n, k);
+        return;
+    }
     assert(pw_k_quant_supported(type) && k % QK == 0);
     int8_copy c = copy_for(level);
     const size_t row = (size_t)PW_K_Q8_ROW_BYTES(k);
@@ -217,6 +221,10 @@ static void dequant_row(float *out, const uint8_t *row, pw_dtype type, int64_t d
 
 void pw_k_embedding_quant(float *out, const int32_t *ids, const void *table, pw_dtype type,
                           int64_t n_tokens, int64_t vocab, int64_t dim) {
+    if (pw_k_kquant_supported(type)) {
+        pw_k_embedding_kquant(out, ids, table, type, n_tokens, vocab, dim);
+        return;
+    }
     assert(pw_k_quant_supported(type) && dim % QK == 0);
     int64_t row_bytes = dim / QK * pw_dtype_block_bytes(type);
     for (int64_t t = 0; t < n_tokens; t++) {

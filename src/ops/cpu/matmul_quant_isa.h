@@ -9,6 +9,7 @@
 #include "ops/cpu/isa.h"
 #include "ops/cpu/kernels.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Activations quantized per token in blocks of 32 (docs/kernels.md,
@@ -36,6 +37,39 @@ void pw_k_qdot_run_avxvnni PW_K_QDOT_PARAMS;
 void pw_k_q8_quantize_rows_avx512vnni PW_K_Q8_QUANTIZE_PARAMS;
 void pw_k_qdot_run_avx512vnni PW_K_QDOT_PARAMS;
 #endif
+
+/* ---- Q4_K, Q5_K, Q6_K, Q5_0 and Q5_1 (matmul_kquant.c) -------------------- */
+
+/* Activations for the K-quants, quantized per token in super-blocks of 256
+ * (docs/kernels.md, "K-quants"): a row of k activations is k/256
+ * super-blocks laid out as all int8 values [k/256][256], then the scales
+ * d [k/256] (f32), then the sums of each 16 values [k/256][16] (int16). */
+#define PW_K_Q8K_ROW_BYTES(k) ((k) / 256 * (256 + 4 + 32))
+
+/* True for the types matmul_kquant.c multiplies (Q5_0, Q5_1, Q4_K, Q5_K,
+ * Q6_K); pw_k_quant_supported includes them. */
+bool pw_k_kquant_supported(pw_dtype type);
+
+/* Quantizes rows [0, n_rows) of x[n_rows][k] (k % 256 == 0) into xa, rows
+ * PW_K_Q8K_ROW_BYTES(k) apart. One copy for every instruction set. */
+void pw_k_q8k_quantize_rows(uint8_t *xa, const float *x, int64_t n_rows, int64_t k);
+
+/* Columns [j0, j1) of y[T][N] = xa[T] . W[N]^T for W in blocks of a
+ * pw_k_kquant_supported type: xa from pw_k_q8k_quantize_rows for the
+ * K-quants, from the Q8 quantizer above for Q5_0 / Q5_1. */
+void pw_k_kqdot_run_generic PW_K_QDOT_PARAMS;
+#if PW_HAVE_FMA_KERNELS
+void pw_k_kqdot_run_fma PW_K_QDOT_PARAMS;
+void pw_k_kqdot_run_avxvnni PW_K_QDOT_PARAMS;
+void pw_k_kqdot_run_avx512vnni PW_K_QDOT_PARAMS;
+#endif
+
+/* pw_k_matmul_quant_with for a pw_k_kquant_supported type. */
+void pw_k_matmul_kquant_with(pw_k_int8_isa level, float *y, const float *x, const void *w,
+                             pw_dtype type, int64_t n_tokens, int64_t n, int64_t k);
+/* pw_k_embedding_quant for a pw_k_kquant_supported type. */
+void pw_k_embedding_kquant(float *out, const int32_t *ids, const void *table, pw_dtype type,
+                           int64_t n_tokens, int64_t vocab, int64_t dim);
 
 /* pw_k_matmul_quant with the copy fixed (level must run here:
  * pw_k_isa_int8_runs), threads as pw_k_matmul_quant splits them. */

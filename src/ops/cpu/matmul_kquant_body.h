@@ -1,0 +1,835 @@
+/* Tile code of the K-quant and Q5 matmul (matmul_kquant.c): integer dot
+ * products of quantized activations against Q4_K, Q5_K, Q6_K (256-element
+ * super-blocks) and Q5_0, Q5_1 (32-element blocks) weights, and the float
+ * steps that combine the scales. Compiled four times, like
+ * matmul_quant_body.h: by matmul_kquant.c (portable C), matmul_kquant_fma.c
+ * (AVX2: vpmaddubsw + vpmaddwd), matmul_kquant_avxvnni.c (AVX-VNNI:
+ * vpmaddubsw + vpdpwssd, vpdpbusd) and matmul_kquant_avx512vnni.c (the same
+ * on 256-bit vectors with 32 registers, wider tiles). The sequence every
+ * copy computes is the one in matmul_kquant.c's header comment; the copies
+ * differ only in how they form the exact integer lane sums and in their
+ * tile shapes, so they return the same bits.
+ *
+ * Not a normal header: included once per copy, defines PW_ISA(...)
+ * functions and static helpers of its own. */
+#include "ops/cpu/isa.h"
+#include "ops/cpu/matmul_quant_isa.h"
+#include "ops/cpu/vec_math.h"
+
+#include <assert.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(PW_ISA_FMA_COPY) || defined(PW_ISA_AVXVNNI_COPY) || defined(PW_ISA_AVX512VNNI_COPY)
+#define KQ_X86 1
+#if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
+#error "the x86 copies of matmul_kquant_body.h need -mavx2 -mfma -mf16c"
+#endif
+#if defined(PW_ISA_AVXVNNI_COPY) && !defined(__AVXVNNI__)
+#error "matmul_kquant_avxvnni.c must be built with -mavxvnni"
+#endif
+#if defined(PW_ISA_AVX512VNNI_COPY) &&                                                        \
+    (!defined(__AVX512VNNI__) || !defined(__AVX512VL__) || !defined(__AVX512BW__))
+#error "matmul_kquant_avx512vnni.c must be built with -mavx512f -mavx512bw -mavx512vl -mavx512vnni"
+#endif
+#include <immintrin.h>
+#else
+#define KQ_X86 0
+#endif
+
+#define KQ_INLINE static inline __attribute__((always_inline))
+
+#define KQ_QK 32   /* elements per Q5_0 / Q5_1 block */
+#define KQ_QKK 256 /* elements per K-quant super-block */
+#define KQ_LANES 8
+
+/* Weight block sizes in bytes (ggml layouts, src/model/dequant.c). */
+#define KQ_Q5_0_BYTES 22  /* f16 d, u32 qh, 16 nibble bytes */
+#define KQ_Q5_1_BYTES 24  /* f16 d, f16 m, u32 qh, 16 nibble bytes */
+#define KQ_Q4_K_BYTES 144 /* f16 d, f16 dmin, scales[12], qs[128] */
+#define KQ_Q5_K_BYTES 176 /* f16 d, f16 dmin, scales[12], qh[32], qs[128] */
+#define KQ_Q6_K_BYTES 210 /* ql[128], qh[64], int8 scales[16], f16 d */
+
+/* Register tiles, rows (tokens) x columns (outputs). Every output of a
+ * K-quant tile holds 8 integer lanes for the current super-block and 8
+ * float lanes for the running sum, so the AVX2 batch tile is 4 x 1 (16
+ * vector registers); AVX-512's 32 registers take 4 x 2. The 1-row tile
+ * (decode, leftover rows) loads each activation chunk once for its columns. */
+#if defined(PW_ISA_AVX512VNNI_COPY)
+#define KQ_BATCH_ROWS 4
+#define KQ_BATCH_COLS 2
+#else
+#define KQ_BATCH_ROWS 4
+#define KQ_BATCH_COLS 1
+#endif
+#define KQ_ROW_COLS 4
+#define KQ_ACCS 8
+/* Columns processed together so their weight rows stay in L2 while every
+ * row tile of the activations streams past them. */
+#define KQ_COL_BLOCK_BYTES (128 * 1024)
+
+/* IEEE half at p (little-endian) to float, exact. */
+KQ_INLINE float kq_half_portable(const uint8_t *p) {
+    uint16_t h = (uint16_t)(p[0] | p[1] << 8);
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1F, mant = h & 0x3FF;
+    uint32_t bits;
+    float f;
+    if (exp == 0x1F) {
+        bits = sign | 0x7F800000u | (mant << 13);
+    } else if (exp != 0) {
+        bits = sign | ((exp + 112) << 23) | (mant << 13);
+    } else {
+        f = (float)mant * 0x1p-24f; /* subnormal or zero, exact */
+        return sign ? -f : f;
+    }
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+#if KQ_X86
+KQ_INLINE float kq_half(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return _cvtsh_ss(h);
+}
+#else
+#define kq_half kq_half_portable
+#endif
+
+/* v in every lane. The x86 copies broadcast; pw_v8_splat adds +0, which
+ * turns -0 into +0: the two differ only in the sign of a zero scale
+ * product, which no result can show (the running sums start at +0, and
+ * fma(+-0, p, acc) is acc for any nonzero acc and +0 for acc = +0). */
+#if KQ_X86
+#define KQ_SPLAT(v) ((pw_v8f)_mm256_set1_ps(v))
+#else
+#define KQ_SPLAT(v) pw_v8_splat(v)
+#endif
+
+KQ_INLINE uint32_t kq_u32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* The fixed lane tree ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)). */
+KQ_INLINE float kq_hsum(pw_v8f a) {
+    float t1 = a[0] + a[4], t2 = a[2] + a[6], t3 = a[1] + a[5], t4 = a[3] + a[7];
+    float u1 = t1 + t2, u2 = t3 + t4;
+    return u1 + u2;
+}
+
+/* Q4_K / Q5_K: the eight 6-bit scales (sc[0..7]) and mins (m[0..7]) of a
+ * super-block from its 12 packed bytes, four at a time: bytes 0-3 hold
+ * scales 0-3 in their low six bits, bytes 4-7 mins 0-3; scales and mins
+ * 4-7 have their low four bits in the nibbles of bytes 8-11 and their top
+ * two bits in the top bits of bytes 0-3 (scales) and 4-7 (mins). */
+KQ_INLINE void kq_scales_mins(const uint8_t *s, uint8_t sc[8], uint8_t m[8]) {
+    uint32_t w0 = kq_u32(s), w1 = kq_u32(s + 4), w2 = kq_u32(s + 8);
+    uint32_t sc_lo = w0 & 0x3F3F3F3Fu, m_lo = w1 & 0x3F3F3F3Fu;
+    uint32_t sc_hi = (w2 & 0x0F0F0F0Fu) | ((w0 >> 2) & 0x30303030u);
+    uint32_t m_hi = ((w2 >> 4) & 0x0F0F0F0Fu) | ((w1 >> 2) & 0x30303030u);
+    memcpy(sc, &sc_lo, 4);
+    memcpy(sc + 4, &sc_hi, 4);
+    memcpy(m, &m_lo, 4);
+    memcpy(m + 4, &m_hi, 4);
+}
+
+/* ---- K-quant activation rows (PW_K_Q8K_ROW_BYTES): values, scales, sums -- */
+
+KQ_INLINE const int8_t *kx_values(const uint8_t *row) { return (const int8_t *)row; }
+KQ_INLINE const float *kx_scales(const uint8_t *row, int64_t nsb) {
+    return (const float *)(row + nsb * KQ_QKK);
+}
+KQ_INLINE const int16_t *kx_sums(const uint8_t *row, int64_t nsb) {
+    return (const int16_t *)(row + nsb * (KQ_QKK + 4));
+}
+
+/* ---- integer lanes of one (row, column, super-block) -------------------- */
+
+#if KQ_X86
+/* Lane l += sc * (u . a over bytes 4l..4l+3), sc the int16 words of `sc`
+ * (equal in each lane's word pair). Exact: the vpmaddubsw pairs stay
+ * within 2 * 63 * 127 and the products within 2^22. */
+KQ_INLINE __m256i kq_dot_acc(__m256i isum, __m256i u, __m256i a, __m256i sc) {
+    __m256i p = _mm256_maddubs_epi16(u, a);
+#if defined(PW_ISA_AVX512VNNI_COPY)
+    return _mm256_dpwssd_epi32(isum, p, sc);
+#elif defined(PW_ISA_AVXVNNI_COPY)
+    return _mm256_dpwssd_avx_epi32(isum, p, sc);
+#else
+    return _mm256_add_epi32(isum, _mm256_madd_epi16(p, sc));
+#endif
+}
+
+/* A column's super-block, prepared once for every row of the tile: what
+ * the chunk loop needs stays in registers; `side` is kept for after it. */
+typedef struct kq_col {
+    const uint8_t *blk;
+    __m256i scw; /* Q4_K/Q5_K: the 8 scales as int16 words (both halves); Q6_K: raw bytes */
+    __m256i qh;  /* Q5_K: the 32 high-bit bytes */
+    float d, dmin;
+} kq_col;
+
+/* Q4_K/Q5_K: the mins, words 2l and 2l+1 = m_l; Q6_K: the 16 scales as
+ * words. */
+KQ_INLINE __m256i kq_col_side(const uint8_t *blk, pw_dtype type) {
+    if (type == PW_Q6_K) return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
+    uint8_t sc[8], m[8];
+    kq_scales_mins(blk + 4, sc, m);
+    uint64_t mb;
+    memcpy(&mb, m, 8);
+    __m256i m32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mb));
+    return _mm256_or_si256(m32, _mm256_slli_epi32(m32, 16));
+}
+
+KQ_INLINE kq_col kq_col_make(const uint8_t *blk, pw_dtype type) {
+    kq_col c;
+    c.blk = blk;
+    if (type == PW_Q6_K) {
+        c.scw = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + 192)));
+        c.qh = _mm256_setzero_si256();
+        c.d = kq_half(blk + 208);
+        c.dmin = 0.0f;
+    } else {
+        uint8_t sc[8], m[8];
+        kq_scales_mins(blk + 4, sc, m);
+        uint64_t scb;
+        memcpy(&scb, sc, 8);
+        c.scw = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)scb)));
+        c.qh = type == PW_Q5_K ? _mm256_loadu_si256((const __m256i *)(blk + 16))
+                               : _mm256_setzero_si256();
+        c.d = kq_half(blk);
+        c.dmin = kq_half(blk + 2);
+    }
+    return c;
+}
+
+/* Chunk i (elements 32i..32i+31) of the column's weights as unsigned bytes
+ * (Q4_K: 0..15, Q5_K: 0..31, Q6_K: q + 32 in 0..63). */
+KQ_INLINE __m256i kq_chunk(const kq_col *c, pw_dtype type, int i) {
+    const __m256i lo4 = _mm256_set1_epi8(0x0F);
+    if (type == PW_Q6_K) {
+        int h = i / 4, s = i % 4;
+        __m256i ql = _mm256_loadu_si256((const __m256i *)(c->blk + 64 * h + 32 * (s & 1)));
+        __m256i low = s < 2 ? _mm256_and_si256(ql, lo4)
+                            : _mm256_and_si256(_mm256_srli_epi16(ql, 4), lo4);
+        __m256i qh = _mm256_loadu_si256((const __m256i *)(c->blk + 128 + 32 * h));
+        /* bits 2s, 2s+1 of each byte to bits 4, 5 */
+        __m256i hi = s == 0   ? _mm256_slli_epi16(qh, 4)
+                     : s == 1 ? _mm256_slli_epi16(qh, 2)
+                     : s == 2 ? qh
+                              : _mm256_srli_epi16(qh, 2);
+        return _mm256_or_si256(low, _mm256_and_si256(hi, _mm256_set1_epi8(0x30)));
+    }
+    const uint8_t *qs = c->blk + (type == PW_Q5_K ? 48 : 16);
+    __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * (i / 2)));
+    __m256i u = i % 2 ? _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4) : _mm256_and_si256(v, lo4);
+    if (type == PW_Q5_K) {
+        /* bit i of each qh byte to bit 4 */
+        __m256i hb = i < 4 ? _mm256_slli_epi16(c->qh, 4 - i)
+                           : i == 4 ? c->qh : _mm256_srli_epi16(c->qh, i - 4);
+        u = _mm256_or_si256(u, _mm256_and_si256(hb, _mm256_set1_epi8(0x10)));
+    }
+    return u;
+}
+
+/* The chunk's scale as int16 words: Q4_K/Q5_K sc_i in every word; Q6_K
+ * sc_2i in words 0-7 (lanes 0-3) and sc_2i+1 in words 8-15 (lanes 4-7). */
+KQ_INLINE __m256i kq_chunk_scale(const kq_col *c, pw_dtype type, int i) {
+    if (type == PW_Q6_K) {
+        /* the scale byte in each word's high byte, then an arithmetic shift */
+        const char z = (char)0x80, lo = (char)(2 * i), hi = (char)(2 * i + 1);
+        __m256i ctrl = _mm256_setr_epi8(z, lo, z, lo, z, lo, z, lo, z, lo, z, lo, z, lo, z, lo, z,
+                                        hi, z, hi, z, hi, z, hi, z, hi, z, hi, z, hi, z, hi);
+        return _mm256_srai_epi16(_mm256_shuffle_epi8(c->scw, ctrl), 8);
+    }
+    const char a = (char)(2 * i), b = (char)(2 * i + 1);
+    __m256i ctrl = _mm256_setr_epi8(a, b, a, b, a, b, a, b, a, b, a, b, a, b, a, b, a, b, a, b, a,
+                                    b, a, b, a, b, a, b, a, b, a, b);
+    return _mm256_shuffle_epi8(c->scw, ctrl);
+}
+
+/* A rows x cols block of outputs over every super-block (rows * cols <=
+ * KQ_ACCS); always inlined with constant shapes and type. */
+KQ_INLINE void kq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, const uint8_t *w,
+                       int64_t wrow, int64_t nsb, pw_dtype type, int64_t bb, int rows,
+                       int cols) {
+    /* The running sums live in memory across the chunk loop, which needs
+     * the registers; they are read and written once per super-block. */
+    pw_v8f acc[KQ_ACCS];
+    memset(acc, 0, sizeof acc);
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        kq_col col[KQ_ACCS];
+#pragma GCC unroll 8
+        for (int c = 0; c < cols; c++) {
+            const uint8_t *blk = w + c * wrow + sb * bb;
+            /* Decode streams the weights from memory once per token: ask
+             * for the same super-block of the next tile's column early. */
+            if (rows == 1)
+                for (int64_t o = 0; o < bb; o += 64)
+                    _mm_prefetch((const char *)(blk + cols * wrow + o), _MM_HINT_T0);
+            col[c] = kq_col_make(blk, type);
+        }
+        const int8_t *av[KQ_BATCH_ROWS];
+#pragma GCC unroll 8
+        for (int r = 0; r < rows; r++) av[r] = kx_values(xa + r * xrow) + sb * KQ_QKK;
+        __m256i isum[KQ_ACCS];
+#pragma GCC unroll 8
+        for (int e = 0; e < rows * cols; e++) isum[e] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int i = 0; i < KQ_QKK / 32; i++) {
+#pragma GCC unroll 8
+            for (int c = 0; c < cols; c++) {
+                __m256i u = kq_chunk(&col[c], type, i), sc = kq_chunk_scale(&col[c], type, i);
+#pragma GCC unroll 8
+                for (int r = 0; r < rows; r++) {
+                    __m256i a = _mm256_loadu_si256((const __m256i *)(av[r] + 32 * i));
+                    isum[r * cols + c] = kq_dot_acc(isum[r * cols + c], u, a, sc);
+                }
+            }
+        }
+#pragma GCC unroll 8
+        for (int c = 0; c < cols; c++) {
+            __m256i side_w = kq_col_side(col[c].blk, type);
+#pragma GCC unroll 8
+            for (int r = 0; r < rows; r++) {
+                const uint8_t *row = xa + r * xrow;
+                float da = kx_scales(row, nsb)[sb];
+                __m256i bs = _mm256_loadu_si256((const __m256i *)(kx_sums(row, nsb) + 16 * sb));
+                int e = r * cols + c;
+                /* Q4_K/Q5_K: mp_l = m_l * (bs_2l + bs_2l+1); Q6_K: the
+                 * offset sc_2l bs_2l + sc_2l+1 bs_2l+1, times 32. */
+                __m256i side = _mm256_madd_epi16(bs, side_w);
+                __m256i is = isum[e];
+                if (type == PW_Q6_K) is = _mm256_sub_epi32(is, _mm256_slli_epi32(side, 5));
+                pw_v8f s = pw_v8_madd(KQ_SPLAT(col[c].d * da),
+                                      (pw_v8f)_mm256_cvtepi32_ps(is), acc[e]);
+                if (type != PW_Q6_K)
+                    s = (pw_v8f)_mm256_fnmadd_ps(_mm256_set1_ps(col[c].dmin * da),
+                                                 _mm256_cvtepi32_ps(side), (__m256)s);
+                acc[e] = s;
+            }
+        }
+    }
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) y[r * ldy + c] = kq_hsum(acc[r * cols + c]);
+}
+#if defined(PW_ISA_AVX512VNNI_COPY)
+/* The batch tile with two columns per 512-bit vector: lanes 0-7 hold
+ * column c's 8 lanes, lanes 8-15 column c + 1's, so every lane runs exactly
+ * the operations of the 256-bit code (vpmaddubsw, vpdpwssd, vpmaddwd, the
+ * conversions, the scale products and the fused multiply-adds are
+ * lane-wise; the byte shuffles stay within 128-bit lanes), with about half
+ * the instructions per chunk. */
+KQ_INLINE __m512i kq_pair(__m256i lo, __m256i hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+KQ_INLINE __m512i kq_load_pair(const uint8_t *p0, const uint8_t *p1) {
+    return kq_pair(_mm256_loadu_si256((const __m256i *)p0), _mm256_loadu_si256((const __m256i *)p1));
+}
+
+KQ_INLINE __m512i kq_chunk_pair(const uint8_t *b0, const uint8_t *b1, __m512i qh, pw_dtype type,
+                                int i) {
+    const __m512i lo4 = _mm512_set1_epi8(0x0F);
+    if (type == PW_Q6_K) {
+        int h = i / 4, s = i % 4, o = 64 * h + 32 * (s & 1);
+        __m512i ql = kq_load_pair(b0 + o, b1 + o);
+        __m512i low = s < 2 ? _mm512_and_si512(ql, lo4)
+                            : _mm512_and_si512(_mm512_srli_epi16(ql, 4), lo4);
+        __m512i hb = kq_load_pair(b0 + 128 + 32 * h, b1 + 128 + 32 * h);
+        __m512i hi = s == 0   ? _mm512_slli_epi16(hb, 4)
+                     : s == 1 ? _mm512_slli_epi16(hb, 2)
+                     : s == 2 ? hb
+                              : _mm512_srli_epi16(hb, 2);
+        return _mm512_or_si512(low, _mm512_and_si512(hi, _mm512_set1_epi8(0x30)));
+    }
+    const int o = (type == PW_Q5_K ? 48 : 16) + 32 * (i / 2);
+    __m512i v = kq_load_pair(b0 + o, b1 + o);
+    __m512i u = i % 2 ? _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4) : _mm512_and_si512(v, lo4);
+    if (type == PW_Q5_K) {
+        __m512i hb = i < 4 ? _mm512_slli_epi16(qh, 4 - i)
+                           : i == 4 ? qh : _mm512_srli_epi16(qh, i - 4);
+        u = _mm512_or_si512(u, _mm512_and_si512(hb, _mm512_set1_epi8(0x10)));
+    }
+    return u;
+}
+
+KQ_INLINE __m512i kq_chunk_scale_pair(__m512i scw, pw_dtype type, int i) {
+    if (type == PW_Q6_K) {
+        const char z = (char)0x80, lo = (char)(2 * i), hi = (char)(2 * i + 1);
+        __m256i ctrl = _mm256_setr_epi8(z, lo, z, lo, z, lo, z, lo, z, lo, z, lo, z, lo, z, lo, z,
+                                        hi, z, hi, z, hi, z, hi, z, hi, z, hi, z, hi, z, hi);
+        return _mm512_srai_epi16(_mm512_shuffle_epi8(scw, _mm512_broadcast_i64x4(ctrl)), 8);
+    }
+    const char a = (char)(2 * i), b = (char)(2 * i + 1);
+    __m256i ctrl = _mm256_setr_epi8(a, b, a, b, a, b, a, b, a, b, a, b, a, b, a, b, a, b, a, b, a,
+                                    b, a, b, a, b, a, b, a, b, a, b);
+    return _mm512_shuffle_epi8(scw, _mm512_broadcast_i64x4(ctrl));
+}
+
+KQ_INLINE void kq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow,
+                             const uint8_t *w, int64_t wrow, int64_t nsb, pw_dtype type,
+                             int64_t bb, int rows, int cols) {
+    const int pairs = cols / 2;
+    __m512 acc[KQ_ACCS / 2];
+    for (int e = 0; e < KQ_ACCS / 2; e++) acc[e] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *b0[KQ_ACCS / 2], *b1[KQ_ACCS / 2];
+        __m512i scw[KQ_ACCS / 2], qh[KQ_ACCS / 2];
+        __m512 dw[KQ_ACCS / 2], dmw[KQ_ACCS / 2];
+#pragma GCC unroll 8
+        for (int pc = 0; pc < pairs; pc++) {
+            b0[pc] = w + (2 * pc) * wrow + sb * bb;
+            b1[pc] = b0[pc] + wrow;
+            if (rows == 1)
+                for (int64_t o = 0; o < bb; o += 64) {
+                    _mm_prefetch((const char *)(b0[pc] + cols * wrow + o), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(b1[pc] + cols * wrow + o), _MM_HINT_T0);
+                }
+            kq_col c0 = kq_col_make(b0[pc], type), c1 = kq_col_make(b1[pc], type);
+            scw[pc] = kq_pair(c0.scw, c1.scw);
+            qh[pc] = kq_pair(c0.qh, c1.qh);
+            dw[pc] = _mm512_insertf32x8(_mm512_set1_ps(c0.d), _mm256_set1_ps(c1.d), 1);
+            dmw[pc] = _mm512_insertf32x8(_mm512_set1_ps(c0.dmin), _mm256_set1_ps(c1.dmin), 1);
+        }
+        const int8_t *av[KQ_BATCH_ROWS];
+#pragma GCC unroll 8
+        for (int r = 0; r < rows; r++) av[r] = kx_values(xa + r * xrow) + sb * KQ_QKK;
+        __m512i isum[KQ_ACCS / 2];
+#pragma GCC unroll 8
+        for (int e = 0; e < rows * pairs; e++) isum[e] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int i = 0; i < KQ_QKK / 32; i++) {
+#pragma GCC unroll 8
+            for (int pc = 0; pc < pairs; pc++) {
+                __m512i u = kq_chunk_pair(b0[pc], b1[pc], qh[pc], type, i);
+                __m512i sc = kq_chunk_scale_pair(scw[pc], type, i);
+#pragma GCC unroll 8
+                for (int r = 0; r < rows; r++) {
+                    __m512i a = _mm512_broadcast_i64x4(
+                        _mm256_loadu_si256((const __m256i *)(av[r] + 32 * i)));
+                    isum[r * pairs + pc] = _mm512_dpwssd_epi32(isum[r * pairs + pc],
+                                                               _mm512_maddubs_epi16(u, a), sc);
+                }
+            }
+        }
+#pragma GCC unroll 8
+        for (int pc = 0; pc < pairs; pc++) {
+            __m512i side_w = kq_pair(kq_col_side(b0[pc], type), kq_col_side(b1[pc], type));
+#pragma GCC unroll 8
+            for (int r = 0; r < rows; r++) {
+                const uint8_t *row = xa + r * xrow;
+                __m512 da = _mm512_set1_ps(kx_scales(row, nsb)[sb]);
+                __m512i bs = _mm512_broadcast_i64x4(
+                    _mm256_loadu_si256((const __m256i *)(kx_sums(row, nsb) + 16 * sb)));
+                int e = r * pairs + pc;
+                __m512i side = _mm512_madd_epi16(bs, side_w);
+                __m512i is = isum[e];
+                if (type == PW_Q6_K) is = _mm512_sub_epi32(is, _mm512_slli_epi32(side, 5));
+                __m512 v = _mm512_fmadd_ps(_mm512_mul_ps(dw[pc], da), _mm512_cvtepi32_ps(is),
+                                           acc[e]);
+                if (type != PW_Q6_K)
+                    v = _mm512_fnmadd_ps(_mm512_mul_ps(dmw[pc], da), _mm512_cvtepi32_ps(side), v);
+                acc[e] = v;
+            }
+        }
+    }
+    for (int r = 0; r < rows; r++)
+        for (int pc = 0; pc < pairs; pc++) {
+            __m512 v = acc[r * pairs + pc];
+            y[r * ldy + 2 * pc] = kq_hsum((pw_v8f)_mm512_castps512_ps256(v));
+            y[r * ldy + 2 * pc + 1] = kq_hsum((pw_v8f)_mm512_extractf32x8_ps(v, 1));
+        }
+}
+#define KQ_KTILE(rows, cols)                                                                   \
+    ((cols) % 2 == 0                                                                           \
+         ? kq_tile_pairs(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols)     \
+         : kq_tile(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols))
+#endif
+#else
+/* The portable tile: each output on its own, the same integer lanes and
+ * float steps. */
+KQ_INLINE void kq_lanes(const uint8_t *blk, pw_dtype type, const int8_t *a, const int16_t *bs,
+                        int32_t is[KQ_LANES], int32_t side[KQ_LANES], float *d, float *dmin) {
+    int u[KQ_QKK], sc16[16];
+    if (type == PW_Q6_K) {
+        const uint8_t *ql = blk, *qh = blk + 128;
+        for (int e = 0; e < KQ_QKK; e++) {
+            int h = e / 128, r = e % 128;
+            int lo = (ql[64 * h + r % 64] >> (4 * (r / 64))) & 0x0F;
+            int hi = (qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
+            u[e] = lo | hi << 4;
+        }
+        for (int g = 0; g < 16; g++) sc16[g] = (int8_t)blk[192 + g];
+        *d = kq_half(blk + 208);
+        *dmin = 0.0f;
+    } else {
+        uint8_t sc[8], m[8];
+        kq_scales_mins(blk + 4, sc, m);
+        const uint8_t *qh = blk + 16, *qs = blk + (type == PW_Q5_K ? 48 : 16);
+        for (int e = 0; e < KQ_QKK; e++) {
+            int j = e / 32, l = e % 32;
+            u[e] = (qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0x0F;
+            if (type == PW_Q5_K) u[e] |= ((qh[l] >> j) & 1) << 4;
+        }
+        for (int g = 0; g < 16; g++) sc16[g] = g < 8 ? sc[g] : m[g - 8];
+        *d = kq_half(blk);
+        *dmin = kq_half(blk + 2);
+    }
+    for (int l = 0; l < KQ_LANES; l++) {
+        int32_t s = 0;
+        for (int i = 0; i < KQ_QKK / 32; i++) {
+            int scale = type == PW_Q6_K ? sc16[2 * i + l / 4] : sc16[i];
+            int32_t p = 0;
+            for (int e = 32 * i + 4 * l; e < 32 * i + 4 * l + 4; e++) p += u[e] * a[e];
+            s += scale * p;
+        }
+        if (type == PW_Q6_K) {
+            side[l] = sc16[2 * l] * bs[2 * l] + sc16[2 * l + 1] * bs[2 * l + 1];
+            s -= 32 * side[l];
+        } else {
+            side[l] = sc16[8 + l] * (bs[2 * l] + bs[2 * l + 1]);
+        }
+        is[l] = s;
+    }
+}
+
+KQ_INLINE void kq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, const uint8_t *w,
+                       int64_t wrow, int64_t nsb, pw_dtype type, int64_t bb, int rows,
+                       int cols) {
+    for (int r = 0; r < rows; r++) {
+        const uint8_t *row = xa + r * xrow;
+        for (int c = 0; c < cols; c++) {
+            float acc[KQ_LANES] = {0};
+            for (int64_t sb = 0; sb < nsb; sb++) {
+                int32_t is[KQ_LANES], side[KQ_LANES];
+                float d, dmin;
+                kq_lanes(w + c * wrow + sb * bb, type, kx_values(row) + sb * KQ_QKK,
+                         kx_sums(row, nsb) + 16 * sb, is, side, &d, &dmin);
+                float da = kx_scales(row, nsb)[sb];
+                float dd = d * da, dm = dmin * da;
+                for (int l = 0; l < KQ_LANES; l++) {
+                    float s = fmaf(dd, (float)is[l], acc[l]);
+                    if (type != PW_Q6_K) s = fmaf(-dm, (float)side[l], s);
+                    acc[l] = s;
+                }
+            }
+            pw_v8f v;
+            memcpy(&v, acc, sizeof v);
+            y[r * ldy + c] = kq_hsum(v);
+        }
+    }
+}
+#endif
+
+/* ---- Q5_0 / Q5_1 against the 32-element activation rows ---------------- */
+
+/* Q8 activation rows (PW_K_Q8_ROW_BYTES): values, scales, lane sums. */
+KQ_INLINE const int8_t *qx_values(const uint8_t *row) { return (const int8_t *)row; }
+KQ_INLINE const float *qx_scales(const uint8_t *row, int64_t nb) {
+    return (const float *)(row + nb * KQ_QK);
+}
+KQ_INLINE const float *qx_sums(const uint8_t *row, int64_t nb) {
+    return (const float *)(row + nb * (KQ_QK + 4));
+}
+
+#if KQ_X86
+/* The block's 32 values, w: Q5_0 (nibble | bit << 4) - 16 (signed), Q5_1
+ * the 5-bit value. Bit j of qh is bit 4 of element j: each byte j is given
+ * byte j / 8 of qh and tested against 1 << (j % 8). Q5_0's value is the
+ * nibble with 0xF0 or'ed in where the bit is clear (nibble - 16 as int8).
+ * Signed Q5_0 against signed activations: AVX2 multiplies |w| by a with
+ * w's sign (vpsignb; a != -128); the VNNI copies take the offset form
+ * (a + 128) . w - 128 sum(w), vpdpbusd starting from `corr` = -128 * (the
+ * lane sums of w), once per column for every row, the rows' activations
+ * loaded with 128 added (a ^ 0x80). Either way the lane sums are exact. */
+#if defined(PW_ISA_AVX512VNNI_COPY)
+#define KQ_DPBUSD(acc, u, s) _mm256_dpbusd_epi32(acc, u, s)
+#elif defined(PW_ISA_AVXVNNI_COPY)
+#define KQ_DPBUSD(acc, u, s) _mm256_dpbusd_avx_epi32(acc, u, s)
+#endif
+#if defined(KQ_DPBUSD)
+#define KQ_Q5_OFFSET 1
+#else
+#define KQ_Q5_OFFSET 0
+#endif
+
+typedef struct q5_prep {
+    __m256i w, aux; /* aux: -128 sum(w) (VNNI) or |w| (AVX2) for Q5_0 */
+} q5_prep;
+
+KQ_INLINE q5_prep q5_prep_make(const uint8_t *blk, pw_dtype type) {
+    const uint8_t *qhp = blk + (type == PW_Q5_1 ? 4 : 2), *qs = qhp + 4;
+    __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    both = _mm256_srlv_epi64(both, _mm256_setr_epi64x(0, 0, 4, 4));
+    __m256i nib = _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+    __m256i qh = _mm256_set1_epi32((int)kq_u32(qhp));
+    qh = _mm256_shuffle_epi8(qh, _mm256_setr_epi64x(0, 0x0101010101010101LL,
+                                                    0x0202020202020202LL,
+                                                    0x0303030303030303LL));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit);
+    q5_prep p;
+    if (type == PW_Q5_0) {
+        p.w = _mm256_or_si256(nib, _mm256_andnot_si256(set, _mm256_set1_epi8((char)0xF0)));
+#if KQ_Q5_OFFSET
+        p.aux = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                 KQ_DPBUSD(_mm256_setzero_si256(), _mm256_set1_epi8((char)0x80),
+                                           p.w));
+#else
+        p.aux = _mm256_abs_epi8(p.w);
+#endif
+    } else {
+        p.w = _mm256_or_si256(nib, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+        p.aux = p.w;
+    }
+    return p;
+}
+
+/* Lane l: sum of w_j a_j over j = 4l..4l+3, exact, as floats; `a` as
+ * q5_act_load gives it. */
+KQ_INLINE pw_v8f q5_dotf(const q5_prep *p, __m256i a, pw_dtype type) {
+    __m256i d;
+#if KQ_Q5_OFFSET
+    d = type == PW_Q5_1 ? KQ_DPBUSD(_mm256_setzero_si256(), p->w, a) : KQ_DPBUSD(p->aux, a, p->w);
+#else
+    __m256i s = type == PW_Q5_1 ? a : _mm256_sign_epi8(a, p->w);
+    d = _mm256_madd_epi16(_mm256_maddubs_epi16(p->aux, s), _mm256_set1_epi16(1));
+#endif
+    return (pw_v8f)_mm256_cvtepi32_ps(d);
+}
+
+KQ_INLINE __m256i q5_act_load(const int8_t *q, pw_dtype type) {
+    __m256i a = _mm256_loadu_si256((const __m256i *)q);
+    return KQ_Q5_OFFSET && type == PW_Q5_0 ? _mm256_xor_si256(a, _mm256_set1_epi8((char)0x80)) : a;
+}
+#else
+typedef struct q5_prep {
+    int8_t w[KQ_QK];
+} q5_prep;
+
+KQ_INLINE q5_prep q5_prep_make(const uint8_t *blk, pw_dtype type) {
+    const uint8_t *qhp = blk + (type == PW_Q5_1 ? 4 : 2), *qs = qhp + 4;
+    uint32_t qh = kq_u32(qhp);
+    q5_prep p;
+    for (int j = 0; j < KQ_QK; j++) {
+        int q = (j < 16 ? qs[j] & 0x0F : qs[j - 16] >> 4) | (int)(((qh >> j) & 1) << 4);
+        p.w[j] = (int8_t)(type == PW_Q5_0 ? q - 16 : q);
+    }
+    return p;
+}
+
+typedef struct q5_act {
+    int8_t q[KQ_QK];
+} q5_act;
+
+KQ_INLINE q5_act q5_act_load(const int8_t *q, pw_dtype type) {
+    (void)type;
+    q5_act a;
+    memcpy(a.q, q, KQ_QK);
+    return a;
+}
+
+KQ_INLINE pw_v8f q5_dotf(const q5_prep *p, q5_act a, pw_dtype type) {
+    (void)type;
+    pw_v8f r;
+    for (int l = 0; l < KQ_LANES; l++) {
+        int s = 0;
+        for (int j = 4 * l; j < 4 * l + 4; j++) s += p->w[j] * a.q[j];
+        r[l] = (float)s;
+    }
+    return r;
+}
+#endif
+
+/* Per block b, row r, column c: acc = fma(d_w * d_a, p, acc); Q5_1 then
+ * acc = fma(m_w, sa, acc) (matmul_kquant.c). */
+KQ_INLINE void q5_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, const uint8_t *w,
+                       int64_t wrow, int64_t nb, pw_dtype type, int64_t bb, int rows, int cols) {
+    pw_v8f acc[KQ_ACCS];
+    memset(acc, 0, sizeof acc);
+    for (int64_t b = 0; b < nb; b++) {
+#if KQ_X86
+        __m256i a[KQ_BATCH_ROWS];
+#else
+        q5_act a[KQ_BATCH_ROWS];
+#endif
+        pw_v8f da[KQ_BATCH_ROWS];
+#pragma GCC unroll 8
+        for (int r = 0; r < rows; r++) {
+            const uint8_t *row = xa + r * xrow;
+            a[r] = q5_act_load(qx_values(row) + b * KQ_QK, type);
+            da[r] = KQ_SPLAT(qx_scales(row, nb)[b]);
+        }
+#pragma GCC unroll 8
+        for (int c = 0; c < cols; c++) {
+            const uint8_t *blk = w + c * wrow + b * bb;
+#if KQ_X86
+            if (rows == 1) _mm_prefetch((const char *)(blk + cols * wrow), _MM_HINT_T0);
+#endif
+            q5_prep p = q5_prep_make(blk, type);
+            pw_v8f dw = KQ_SPLAT(kq_half(blk));
+            float mw = type == PW_Q5_1 ? kq_half(blk + 2) : 0.0f;
+#pragma GCC unroll 8
+            for (int r = 0; r < rows; r++) {
+                pw_v8f pf = q5_dotf(&p, a[r], type);
+                /* lane-wise d_w * d_a: the scalar product in every lane */
+                pw_v8f s = pw_v8_madd(dw * da[r], pf, acc[r * cols + c]);
+                if (type == PW_Q5_1) {
+                    pw_v8f sa;
+                    memcpy(&sa, qx_sums(xa + r * xrow, nb) + b * KQ_LANES, sizeof sa);
+                    s = pw_v8_madd(KQ_SPLAT(mw), sa, s);
+                }
+                acc[r * cols + c] = s;
+            }
+        }
+    }
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) y[r * ldy + c] = kq_hsum(acc[r * cols + c]);
+}
+
+#if defined(PW_ISA_AVX512VNNI_COPY)
+/* Q5_0 / Q5_1 with two columns per 512-bit vector (lanes 0-7 column c's 8
+ * lanes, 8-15 column c + 1's), lane-wise the 256-bit operations above. */
+KQ_INLINE __m512i q5_w_pair(const uint8_t *b0, const uint8_t *b1, pw_dtype type) {
+    const int off = type == PW_Q5_1 ? 4 : 2;
+    __m512i q = _mm512_inserti64x4(
+        _mm512_castsi256_si512(
+            _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + off + 4)))),
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b1 + off + 4))), 1);
+    q = _mm512_srlv_epi64(q, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4));
+    __m512i nib = _mm512_and_si512(q, _mm512_set1_epi8(0x0F));
+    /* bit j of qh is byte j's mask bit as it is: column c's bytes are 0-31 */
+    __mmask64 set = _cvtu64_mask64((uint64_t)kq_u32(b0 + off) | (uint64_t)kq_u32(b1 + off) << 32);
+    return type == PW_Q5_0
+               ? _mm512_mask_blend_epi8(set, _mm512_or_si512(nib, _mm512_set1_epi8((char)0xF0)), nib)
+               : _mm512_mask_blend_epi8(set, nib, _mm512_or_si512(nib, _mm512_set1_epi8(0x10)));
+}
+
+KQ_INLINE void q5_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow,
+                             const uint8_t *w, int64_t wrow, int64_t nb, pw_dtype type,
+                             int64_t bb, int rows, int cols) {
+    const int pairs = cols / 2;
+    __m512 acc[KQ_ACCS / 2];
+    for (int e = 0; e < KQ_ACCS / 2; e++) acc[e] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i a[KQ_BATCH_ROWS];
+        __m512 da[KQ_BATCH_ROWS];
+#pragma GCC unroll 8
+        for (int r = 0; r < rows; r++) {
+            const uint8_t *row = xa + r * xrow;
+            a[r] = _mm512_broadcast_i64x4(
+                _mm256_loadu_si256((const __m256i *)(qx_values(row) + b * KQ_QK)));
+            if (type == PW_Q5_0) a[r] = _mm512_xor_si512(a[r], _mm512_set1_epi8((char)0x80));
+            da[r] = _mm512_set1_ps(qx_scales(row, nb)[b]);
+        }
+#pragma GCC unroll 8
+        for (int pc = 0; pc < pairs; pc++) {
+            const uint8_t *b0 = w + (2 * pc) * wrow + b * bb, *b1 = b0 + wrow;
+            if (rows == 1) {
+                _mm_prefetch((const char *)(b0 + cols * wrow), _MM_HINT_T0);
+                _mm_prefetch((const char *)(b1 + cols * wrow), _MM_HINT_T0);
+            }
+            __m512i wv = q5_w_pair(b0, b1, type);
+            __m512i corr = _mm512_setzero_si512();
+            if (type == PW_Q5_0)
+                corr = _mm512_sub_epi32(corr, _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                                                  _mm512_set1_epi8((char)0x80), wv));
+            __m512 dw = _mm512_insertf32x8(_mm512_set1_ps(kq_half(b0)), _mm256_set1_ps(kq_half(b1)), 1);
+            __m512 mw = _mm512_setzero_ps();
+            if (type == PW_Q5_1)
+                mw = _mm512_insertf32x8(_mm512_set1_ps(kq_half(b0 + 2)),
+                                        _mm256_set1_ps(kq_half(b1 + 2)), 1);
+#pragma GCC unroll 8
+            for (int r = 0; r < rows; r++) {
+                __m512i dot = type == PW_Q5_1 ? _mm512_dpbusd_epi32(corr, wv, a[r])
+                                              : _mm512_dpbusd_epi32(corr, a[r], wv);
+                __m512 v = _mm512_fmadd_ps(_mm512_mul_ps(dw, da[r]), _mm512_cvtepi32_ps(dot),
+                                           acc[r * pairs + pc]);
+                if (type == PW_Q5_1) {
+                    __m512 sa = _mm512_broadcast_f32x8(
+                        _mm256_loadu_ps(qx_sums(xa + r * xrow, nb) + b * KQ_LANES));
+                    v = _mm512_fmadd_ps(mw, sa, v);
+                }
+                acc[r * pairs + pc] = v;
+            }
+        }
+    }
+    for (int r = 0; r < rows; r++)
+        for (int pc = 0; pc < pairs; pc++) {
+            __m512 v = acc[r * pairs + pc];
+            y[r * ldy + 2 * pc] = kq_hsum((pw_v8f)_mm512_castps512_ps256(v));
+            y[r * ldy + 2 * pc + 1] = kq_hsum((pw_v8f)_mm512_extractf32x8_ps(v, 1));
+        }
+}
+#define KQ_Q5TILE(rows, cols)                                                                  \
+    ((cols) % 2 == 0                                                                           \
+         ? q5_tile_pairs(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols)     \
+         : q5_tile(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols))
+#endif
+
+/* ---- loops over tiles ---------------------------------------------------- */
+
+#ifndef KQ_KTILE
+#define KQ_KTILE(rows, cols)                                                                   \
+    kq_tile(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols)
+#endif
+#ifndef KQ_Q5TILE
+#define KQ_Q5TILE(rows, cols)                                                                  \
+    q5_tile(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols)
+#endif
+#define KQ_TILE(rows, cols) (super ? KQ_KTILE(rows, cols) : KQ_Q5TILE(rows, cols))
+
+KQ_INLINE void kq_row_block(float *y, const uint8_t *xa, const uint8_t *w, int64_t n, int64_t k,
+                            pw_dtype type, int64_t bb, bool super, int64_t j0, int64_t j1,
+                            int rows) {
+    const int64_t nb = k / (super ? KQ_QKK : KQ_QK), wrow = nb * bb;
+    const int64_t xrow = super ? PW_K_Q8K_ROW_BYTES(k) : PW_K_Q8_ROW_BYTES(k);
+    int64_t j = j0;
+    if (rows == KQ_BATCH_ROWS) {
+        for (; j + KQ_BATCH_COLS <= j1; j += KQ_BATCH_COLS) KQ_TILE(KQ_BATCH_ROWS, KQ_BATCH_COLS);
+#if KQ_BATCH_COLS > 1
+        for (; j < j1; j++) KQ_TILE(KQ_BATCH_ROWS, 1);
+#endif
+        return;
+    }
+    for (; j + KQ_ROW_COLS <= j1; j += KQ_ROW_COLS) KQ_TILE(1, KQ_ROW_COLS);
+    switch (j1 - j) {
+    case 0: break;
+    case 1: KQ_TILE(1, 1); break;
+    case 2: KQ_TILE(1, 2); break;
+    default: KQ_TILE(1, 3); break;
+    }
+}
+
+KQ_INLINE void kq_typed(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_tokens,
+                        int64_t n, int64_t k, pw_dtype type, int64_t bb, bool super, int64_t j0,
+                        int64_t j1) {
+    int64_t col_block = KQ_COL_BLOCK_BYTES / (k / (super ? KQ_QKK : KQ_QK) * bb);
+    col_block = col_block < 8 ? 8 : col_block / 8 * 8;
+    const int64_t xrow = super ? PW_K_Q8K_ROW_BYTES(k) : PW_K_Q8_ROW_BYTES(k);
+    int64_t t_full = n_tokens / KQ_BATCH_ROWS * KQ_BATCH_ROWS;
+    for (int64_t n0 = j0; n0 < j1; n0 += col_block) {
+        int64_t n1 = n0 + col_block < j1 ? n0 + col_block : j1;
+        for (int64_t t = 0; t < t_full; t += KQ_BATCH_ROWS)
+            kq_row_block(y + t * n, xa + t * xrow, w, n, k, type, bb, super, n0, n1,
+                         KQ_BATCH_ROWS);
+        for (int64_t t = t_full; t < n_tokens; t++)
+            kq_row_block(y + t * n, xa + t * xrow, w, n, k, type, bb, super, n0, n1, 1);
+    }
+}
+
+/* The type switch is outside the loops so each type's tiles are
+ * specialised. */
+void PW_ISA(pw_k_kqdot_run)(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type,
+                            int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
+    switch (type) {
+    case PW_Q5_0: kq_typed(y, xa, w, n_tokens, n, k, PW_Q5_0, KQ_Q5_0_BYTES, false, j0, j1); break;
+    case PW_Q5_1: kq_typed(y, xa, w, n_tokens, n, k, PW_Q5_1, KQ_Q5_1_BYTES, false, j0, j1); break;
+    case PW_Q4_K: kq_typed(y, xa, w, n_tokens, n, k, PW_Q4_K, KQ_Q4_K_BYTES, true, j0, j1); break;
+    case PW_Q5_K: kq_typed(y, xa, w, n_tokens, n, k, PW_Q5_K, KQ_Q5_K_BYTES, true, j0, j1); break;
+    case PW_Q6_K: kq_typed(y, xa, w, n_tokens, n, k, PW_Q6_K, KQ_Q6_K_BYTES, true, j0, j1); break;
+    default: assert(!"pw_k_matmul_quant: not a K-quant or Q5 weight type"); break;
+    }
+}
