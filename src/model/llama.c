@@ -3,8 +3,9 @@
  * architectures (general.architecture picks one: gemma3 is gemma3.c).
  *
  * Weights stay in the mapping when they are f32, and so do 2-D weights in
- * Q8_0, Q4_0 or Q4_1 blocks (the matmul and embedding ops take them as
- * they are). Norms and every other stored type (F16, BF16) are dequantized
+ * the blocks the integer kernels read (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
+ * Q5_K, Q6_K: pw_k_quant_supported; the matmul and embedding ops take them
+ * as they are). Norms and every other stored type (F16, BF16, Q2_K, Q3_K) are dequantized
  * to f32 once at load (docs/gguf.md lists the types). PW_DEQUANTIZE=1 in
  * the environment dequantizes everything, the old behaviour, for
  * measurement (docs/kernels.md, "Quantized weights"). */
@@ -93,8 +94,9 @@ bool pw_model_keep_quantized_weights(void) {
 }
 
 /* Finds a tensor, checks its shape (ggml order: dims[0] innermost) and
- * returns a tensor over its data: the mapped blocks of a 2-D Q8_0, Q4_0 or
- * Q4_1 weight when keep_quantized, otherwise f32 (mapped or dequantized). */
+ * returns a tensor over its data: the mapped blocks of a 2-D weight in a type
+ * the integer kernels read when keep_quantized, otherwise f32 (mapped or
+ * dequantized). */
 pw_status pw_model_load_weight(pw_model *m, const char *name, int64_t d0, int64_t d1,
                                bool keep_quantized, pw_tensor **out) {
     const pw_gguf_tensor *t;
