@@ -114,6 +114,9 @@ typedef struct pw_engine_config {
     pw_progress progress;           /* capture progress bar (default AUTO) */
     bool verify_capture;            /* capture each descriptor twice and compare */
     bool print_capture_totals;      /* one totals line on stderr after capture (default true) */
+    bool capture_distinct;          /* capture each distinct piece once per size and make the
+                                       identical ones (every layer of a Llama) by patching its
+                                       addresses (default true; docs/runtime.md) */
 } pw_engine_config;
 
 PW_API void pw_engine_config_init(pw_engine_config *cfg);
@@ -127,7 +130,9 @@ typedef struct pw_engine_stats {
     double decode_seconds;         /* pure decode steps */
     int64_t decode_steps;
     int64_t decode_step_tokens;    /* real tokens in pure decode steps */
-    uint64_t graphs_captured;
+    uint64_t graphs_captured;        /* every graph, patched ones included */
+    uint64_t graphs_patched;         /* PIECEWISE graphs made by patching a distinct piece */
+    uint64_t pieces_patched_in_full; /* pieces patched inside FULL graphs */
     double capture_seconds;
     size_t graph_pool_reserved;
     size_t graph_pool_peak;

@@ -40,6 +40,7 @@ void pw_engine_config_init(pw_engine_config *cfg) {
     cfg->warmups = 1;
     cfg->progress = PW_PROGRESS_AUTO;
     cfg->print_capture_totals = true;
+    cfg->capture_distinct = true;
 }
 
 /* ---- compilation: graph -> split -> plans -> wrappers ------------------------------- */
@@ -50,8 +51,9 @@ static pw_status resolve_op(void *user, const char *target, pw_callable *out) {
 }
 
 static pw_status run_piece(void *user, const pw_value *args, int nargs, pw_value *out) {
-    const pw_plan *plan = user;
-    return pw_plan_run(plan, NULL, 0, args, nargs, out);
+    pw_piece *p = user;
+    if (p->engine->distinct) return pw_engine_distinct_run(p->engine, p, args, nargs, out);
+    return pw_plan_run(p->plan, NULL, 0, args, nargs, out);
 }
 
 static pw_status run_forward(void *user, const pw_value *args, int nargs, pw_value *out) {
@@ -84,8 +86,9 @@ static pw_status compile_model(pw_engine *e) {
         const pw_ir *sub = pw_ir_find_subgraph(e->split, name);
         if (!sub) return pw_error(PW_ERR_INTERNAL, "split graph lacks submodule '%s'", name);
         pw_piece *p = &e->pieces[i];
+        p->engine = e;
         PW_TRY(pw_plan_build(sub, &opts, &p->plan));
-        pw_callable runnable = {run_piece, p->plan, pw_ir_name(sub)};
+        pw_callable runnable = {run_piece, p, pw_ir_name(sub)};
         pw_wrapper_options wo;
         pw_wrapper_options_init(&wo);
         wo.name = name;
@@ -97,6 +100,7 @@ static pw_status compile_model(pw_engine *e) {
         e->submods[i] = pw_graph_wrapper_as_callable(p->wrapper);
         e->n_pieces++;
     }
+    PW_TRY(pw_engine_distinct_init(e));
     pw_callable fwd = {run_forward, e, "forward"};
     pw_wrapper_options wo;
     pw_wrapper_options_init(&wo);
@@ -168,6 +172,7 @@ static pw_status capture_all(pw_engine *e) {
     PW_TRY(pw_capture_all(e->dispatcher, capture_forward, e, &co, &rep));
     e->stats.graphs_captured = rep.graphs_captured;
     e->stats.capture_seconds = rep.seconds;
+    pw_engine_distinct_counts(e, &e->stats.graphs_patched, &e->stats.pieces_patched_in_full);
     return PW_OK;
 }
 
@@ -247,6 +252,7 @@ pw_status pw_engine_new(pw_model *m, const pw_engine_config *cfg_in, pw_engine *
 void pw_engine_free(pw_engine *e) {
     if (!e) return;
     pw_engine_verify_free(e);
+    pw_engine_distinct_free(e);
     pw_graph_wrapper_free(e->full);
     if (e->pieces) {
         for (int i = 0; i < e->n_submods; i++) {
@@ -524,11 +530,14 @@ pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_
 void pw_engine_get_stats(const pw_engine *e, pw_engine_stats *out) { *out = e->stats; }
 
 void pw_engine_reset_stats(pw_engine *e) {
-    uint64_t g = e->stats.graphs_captured;
+    uint64_t g = e->stats.graphs_captured, gp = e->stats.graphs_patched,
+             pf = e->stats.pieces_patched_in_full;
     double c = e->stats.capture_seconds;
     size_t r = e->stats.graph_pool_reserved, p = e->stats.graph_pool_peak;
     memset(&e->stats, 0, sizeof e->stats);
     e->stats.graphs_captured = g;
+    e->stats.graphs_patched = gp;
+    e->stats.pieces_patched_in_full = pf;
     e->stats.capture_seconds = c;
     e->stats.graph_pool_reserved = r;
     e->stats.graph_pool_peak = p;

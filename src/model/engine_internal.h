@@ -31,9 +31,13 @@ typedef struct pw_sched {
     int64_t count; /* tokens scheduled */
 } pw_sched;
 
+typedef struct pw_engine pw_engine;
+
 typedef struct pw_piece {
     pw_plan *plan;
     pw_graph_wrapper *wrapper;
+    pw_engine *engine;
+    int group; /* engine_distinct.c: index of the first piece with the same IR; -1: alone */
 } pw_piece;
 
 struct pw_engine {
@@ -97,6 +101,7 @@ struct pw_engine {
     pw_engine_stats stats;
     pw_wrapper_counters counters_before;
     struct pw_engine_verify *verify; /* engine_verify.c; NULL: off */
+    struct pw_engine_distinct *distinct; /* engine_distinct.c; NULL: off or nothing shared */
 };
 
 pw_status pw_engine_init_op_env(pw_engine *e);
@@ -138,5 +143,17 @@ pw_status pw_engine_verify_step(pw_engine *e, pw_runtime_mode mode, const pw_bat
                                 int64_t n_real, int64_t n_padded, pw_tensor *logits,
                                 pw_engine_forward_fn forward);
 void pw_engine_verify_free(pw_engine *e);
+
+/* engine_distinct.c: distinct-piece capture. init groups the pieces whose
+ * IR is the same modulo names (after compile, before capture); run is the
+ * pieces' runnable: inside a capture it records a group's program or
+ * patches it, otherwise it runs the plan. */
+bool pw_engine_ir_same_modulo_names(const pw_ir *a, const pw_ir *b);
+pw_status pw_engine_distinct_init(pw_engine *e);
+pw_status pw_engine_distinct_run(pw_engine *e, pw_piece *piece, const pw_value *args, int nargs,
+                                 pw_value *out);
+void pw_engine_distinct_counts(const pw_engine *e, uint64_t *graphs_patched,
+                               uint64_t *pieces_patched_in_full);
+void pw_engine_distinct_free(pw_engine *e);
 
 #endif
