@@ -117,6 +117,8 @@ typedef struct pw_engine_config {
     bool capture_distinct;          /* capture each distinct piece once per size and make the
                                        identical ones (every layer of a Llama) by patching its
                                        addresses (default true; docs/runtime.md) */
+    const char *graph_cache_dir;    /* keep captured graphs in this folder and start from them
+                                       (NULL: off; docs/graph-cache.md) */
 } pw_engine_config;
 
 PW_API void pw_engine_config_init(pw_engine_config *cfg);
@@ -133,6 +135,7 @@ typedef struct pw_engine_stats {
     uint64_t graphs_captured;        /* every graph, patched ones included */
     uint64_t graphs_patched;         /* PIECEWISE graphs made by patching a distinct piece */
     uint64_t pieces_patched_in_full; /* pieces patched inside FULL graphs */
+    uint64_t graphs_from_cache;      /* graphs made from the graph cache's programs */
     double capture_seconds;
     size_t graph_pool_reserved;
     size_t graph_pool_peak;

@@ -12,6 +12,7 @@
  *   5. sample from the logits of each request's last scheduled token. */
 #include "model/engine_internal.h"
 
+#include "model/graph_cache.h"
 #include "model/sampler.h"
 
 #include <inttypes.h>
@@ -56,9 +57,15 @@ static pw_status run_piece(void *user, const pw_value *args, int nargs, pw_value
     return pw_plan_run(p->plan, NULL, 0, args, nargs, out);
 }
 
-static pw_status run_forward(void *user, const pw_value *args, int nargs, pw_value *out) {
+static pw_status run_forward_plan(void *user, const pw_value *args, int nargs, pw_value *out) {
     pw_engine *e = user;
     return pw_plan_run(e->stitch_plan, e->submods, e->n_submods, args, nargs, out);
+}
+
+static pw_status run_forward(void *user, const pw_value *args, int nargs, pw_value *out) {
+    pw_engine *e = user;
+    if (e->distinct) return pw_engine_forward_hooked(e, run_forward_plan, args, nargs, out);
+    return run_forward_plan(user, args, nargs, out);
 }
 
 static pw_status compile_model(pw_engine *e) {
@@ -169,10 +176,13 @@ static pw_status capture_all(pw_engine *e) {
     co.print_totals = e->cfg.print_capture_totals;
     pw_capture_report rep;
     pw_counters_get(&e->counters_before);
+    pw_graph_cache_load(e);
     PW_TRY(pw_capture_all(e->dispatcher, capture_forward, e, &co, &rep));
     e->stats.graphs_captured = rep.graphs_captured;
     e->stats.capture_seconds = rep.seconds;
-    pw_engine_distinct_counts(e, &e->stats.graphs_patched, &e->stats.pieces_patched_in_full);
+    pw_engine_distinct_counts(e, &e->stats.graphs_patched, &e->stats.pieces_patched_in_full,
+                              &e->stats.graphs_from_cache);
+    pw_graph_cache_store(e);
     return PW_OK;
 }
 
@@ -234,6 +244,7 @@ pw_status pw_engine_new(pw_model *m, const pw_engine_config *cfg_in, pw_engine *
     if (s == PW_OK) s = pw_pool_new(e->device, "activations", &e->act_pool);
     if (s == PW_OK) s = pw_pool_new(e->device, "graphs", &e->graph_pool);
     if (s == PW_OK) s = pw_dispatcher_new(&dc, &e->dispatcher);
+    if (s == PW_OK) s = pw_engine_distinct_new(e);
     if (s == PW_OK) s = pw_engine_alloc_buffers(e);
     if (s == PW_OK) s = compile_model(e);
     if (s == PW_OK) s = capture_all(e);
@@ -531,13 +542,14 @@ void pw_engine_get_stats(const pw_engine *e, pw_engine_stats *out) { *out = e->s
 
 void pw_engine_reset_stats(pw_engine *e) {
     uint64_t g = e->stats.graphs_captured, gp = e->stats.graphs_patched,
-             pf = e->stats.pieces_patched_in_full;
+             pf = e->stats.pieces_patched_in_full, gc = e->stats.graphs_from_cache;
     double c = e->stats.capture_seconds;
     size_t r = e->stats.graph_pool_reserved, p = e->stats.graph_pool_peak;
     memset(&e->stats, 0, sizeof e->stats);
     e->stats.graphs_captured = g;
     e->stats.graphs_patched = gp;
     e->stats.pieces_patched_in_full = pf;
+    e->stats.graphs_from_cache = gc;
     e->stats.capture_seconds = c;
     e->stats.graph_pool_reserved = r;
     e->stats.graph_pool_peak = p;

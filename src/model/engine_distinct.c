@@ -13,8 +13,8 @@
  *       ARG k + offset    inside the piece's k-th tensor argument,
  *       BLOCK j + offset  inside the j-th block the capture allocated from
  *                         the graph pool (live at that launch),
- *       fixed             inside the engine's persistent buffers (the same
- *                         for every piece: KV cache, rope table, scratch);
+ *       REGION r + offset inside the r-th persistent engine buffer (the
+ *                         same for every piece: KV cache, rope table, ...);
  *   - the sequence of graph-pool allocations and releases the capture made,
  *     interleaved with the launches;
  *   - the output: which tensor argument or which block each output is.
@@ -35,82 +35,24 @@
  * capture, which runs every piece inside one graph, patches its layers
  * from the same programs. Arguments whose shapes, dtypes, strides or
  * scalar values differ from the recorded ones (a layer with another weight
- * type) are captured for real. */
+ * type) are captured for real.
+ *
+ * With a graph cache (graph_cache.c) every piece has a program (alone, it
+ * is its own group) and so has each FULL graph (the whole forward's), all
+ * written to disk after the capture; the next engine loads them and runs
+ * them instead of the plans. */
 #include "model/engine_internal.h"
 
 #include "backend/graph_record.h"
 #include "core/tensor.h"
 #include "mem/pool_internal.h"
+#include "model/graph_cache.h"
 #include "ops/kernel_set.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-typedef enum reloc_kind { RELOC_ARG, RELOC_BLOCK } reloc_kind;
-
-typedef struct reloc {
-    uint32_t launch;
-    uint16_t byte;   /* offset of the pointer word in the launch's arguments */
-    uint8_t kind;    /* reloc_kind */
-    uint32_t index;  /* argument or block */
-    uint64_t offset; /* bytes past the start of that argument or block */
-} reloc;
-
-typedef struct pool_event {
-    bool alloc;
-    uint32_t block;
-    uint32_t at_launch; /* launches of the piece recorded before the event */
-    size_t bytes;       /* alloc: bytes asked for */
-} pool_event;
-
-typedef struct arg_sig {
-    pw_value_kind kind;
-    pw_dtype dtype;
-    int ndim;
-    int64_t shape[PW_MAX_DIMS], stride[PW_MAX_DIMS];
-    pw_value scalar; /* INT, FLOAT, BOOL: compared by value */
-} arg_sig;
-
-typedef enum out_kind { OUT_ARG, OUT_BLOCK, OUT_SCALAR } out_kind;
-
-typedef struct out_item {
-    out_kind kind;
-    uint32_t index; /* argument or block */
-    pw_value scalar;
-} out_item;
-
-typedef struct piece_program {
-    int group;
-    int64_t num_tokens;
-    bool relocatable; /* false: this group at this size is captured for real */
-    int nargs;
-    arg_sig *sigs;
-    size_t n_launches;
-    const pw_kernel **kernels;
-    size_t *arg_offsets; /* n_launches + 1 offsets into bytes */
-    unsigned char *bytes;
-    size_t n_relocs;
-    reloc *relocs;
-    size_t n_events;
-    pool_event *events;
-    size_t n_blocks;
-    /* output blocks: allocated as tensors of these headers when replayed */
-    bool *block_is_output;
-    pw_dtype *out_dtype;
-    int *out_ndim;
-    int64_t (*out_shape)[PW_MAX_DIMS];
-    bool out_tuple;
-    int n_outs;
-    out_item *outs;
-    struct piece_program *next;
-} piece_program;
-
-struct pw_engine_distinct {
-    piece_program *programs;
-    uint64_t graphs_patched, pieces_patched_in_full, programs_recorded;
-};
 
 /* ---- groups: pieces identical modulo names -------------------------------------------- */
 
@@ -169,14 +111,48 @@ bool pw_engine_ir_same_modulo_names(const pw_ir *a, const pw_ir *b) {
     return true;
 }
 
+/* ---- state ----------------------------------------------------------------------------- */
+
+static bool grow(void **p, size_t *cap, size_t n, size_t elem) {
+    if (n < *cap) return true;
+    size_t c = *cap ? *cap * 2 : 16;
+    void *q = pw_host_realloc(*p, c * elem);
+    if (!q) return false;
+    *p = q;
+    *cap = c;
+    return true;
+}
+
+pw_status pw_engine_distinct_new(pw_engine *e) {
+    if (!e->cfg.capture_distinct && !e->cfg.graph_cache_dir) return PW_OK;
+    e->distinct = pw_host_calloc(1, sizeof *e->distinct);
+    return e->distinct ? PW_OK : PW_ERR_OOM;
+}
+
+static void observe_region(void *user, bool alloc, size_t bytes, void *ptr) {
+    struct pw_engine_distinct *d = user;
+    if (!alloc || d->regions_failed) return;
+    if (!grow((void **)&d->regions, &d->cap_regions, d->n_regions, sizeof *d->regions)) {
+        d->regions_failed = true;
+        return;
+    }
+    d->regions[d->n_regions++] = (pw_region){(uintptr_t)ptr, bytes};
+}
+
+void pw_engine_regions_observe(pw_engine *e, bool on) {
+    if (!e->distinct) return;
+    pw_pool_observe(e->persistent, on ? observe_region : NULL, e->distinct);
+}
+
 pw_status pw_engine_distinct_init(pw_engine *e) {
     for (int i = 0; i < e->n_submods; i++) e->pieces[i].group = -1;
-    if (!e->cfg.capture_distinct) return PW_OK;
-    int grouped = 0;
+    if (!e->distinct) return PW_OK;
+    if (e->distinct->regions_failed) return PW_ERR_OOM;
+    bool share = e->cfg.capture_distinct, every = e->cfg.graph_cache_dir != NULL;
     for (int i = 0; i < e->n_submods; i++) {
         if (!e->pieces[i].plan) continue;
         const pw_ir *sub = pw_ir_find_subgraph(e->split, pw_plan_submodule_name(e->stitch_plan, i));
-        for (int j = 0; j < i && e->pieces[i].group < 0; j++) {
+        for (int j = 0; share && j < i && e->pieces[i].group < 0; j++) {
             if (!e->pieces[j].plan) continue;
             const pw_ir *rep =
                 pw_ir_find_subgraph(e->split, pw_plan_submodule_name(e->stitch_plan, j));
@@ -185,48 +161,41 @@ pw_status pw_engine_distinct_init(pw_engine *e) {
                 e->pieces[j].group = e->pieces[i].group;
             }
         }
-        grouped += e->pieces[i].group >= 0;
     }
-    if (grouped == 0) return PW_OK; /* nothing to share: every piece is captured for real */
-    e->distinct = pw_host_calloc(1, sizeof *e->distinct);
-    return e->distinct ? PW_OK : PW_ERR_OOM;
+    /* with a cache every piece has a program, alone in its group if need be */
+    for (int i = 0; every && i < e->n_submods; i++)
+        if (e->pieces[i].plan && e->pieces[i].group < 0) e->pieces[i].group = i;
+    return PW_OK;
 }
 
-static void program_free(piece_program *p) {
+void pw_program_free(pw_program *p) {
     if (!p) return;
     pw_host_free(p->sigs);
+    pw_host_free(p->kernel_ids);
     pw_host_free(p->kernels);
     pw_host_free(p->arg_offsets);
     pw_host_free(p->bytes);
     pw_host_free(p->relocs);
     pw_host_free(p->events);
-    pw_host_free(p->block_is_output);
-    pw_host_free(p->out_dtype);
-    pw_host_free(p->out_ndim);
-    pw_host_free(p->out_shape);
+    pw_host_free(p->out_blocks);
     pw_host_free(p->outs);
     pw_host_free(p);
 }
 
 void pw_engine_distinct_free(pw_engine *e) {
     if (!e->distinct) return;
-    for (piece_program *p = e->distinct->programs, *next; p; p = next) {
+    for (pw_program *p = e->distinct->programs, *next; p; p = next) {
         next = p->next;
-        program_free(p);
+        pw_program_free(p);
     }
+    pw_host_free(e->distinct->regions);
     pw_host_free(e->distinct);
     e->distinct = NULL;
 }
 
-void pw_engine_distinct_counts(const pw_engine *e, uint64_t *graphs_patched,
-                               uint64_t *pieces_patched_in_full) {
-    *graphs_patched = e->distinct ? e->distinct->graphs_patched : 0;
-    *pieces_patched_in_full = e->distinct ? e->distinct->pieces_patched_in_full : 0;
-}
-
 /* ---- arguments ----------------------------------------------------------------------- */
 
-static bool sig_of(const pw_value *v, arg_sig *s) {
+static bool sig_of(const pw_value *v, pw_arg_sig *s) {
     memset(s, 0, sizeof *s);
     s->kind = v->kind;
     switch (v->kind) {
@@ -241,33 +210,30 @@ static bool sig_of(const pw_value *v, arg_sig *s) {
         }
         return true;
     }
-    case PW_VAL_INT:
-    case PW_VAL_FLOAT:
-    case PW_VAL_BOOL:
-    case PW_VAL_NONE: s->scalar = *v; return true;
+    case PW_VAL_INT: s->i = v->as.i; return true;
+    case PW_VAL_BOOL: s->i = v->as.b; return true;
+    case PW_VAL_FLOAT: s->f = v->as.f; return true;
+    case PW_VAL_NONE: return true;
     default: return false; /* tuples and strings: not described, captured for real */
     }
 }
 
-static bool sigs_match(const piece_program *p, const pw_value *args, int nargs) {
+static pw_value sig_scalar(const pw_arg_sig *s) {
+    pw_value v = pw_value_none();
+    v.kind = s->kind;
+    if (s->kind == PW_VAL_INT) v.as.i = s->i;
+    else if (s->kind == PW_VAL_BOOL) v.as.b = s->i != 0;
+    else if (s->kind == PW_VAL_FLOAT) v.as.f = s->f;
+    return v;
+}
+
+static bool sigs_match(const pw_program *p, const pw_value *args, int nargs) {
     if (nargs != p->nargs) return false;
     for (int i = 0; i < nargs; i++) {
-        arg_sig s;
+        pw_arg_sig s;
         if (!sig_of(&args[i], &s) || memcmp(&s, &p->sigs[i], sizeof s) != 0) return false;
     }
     return true;
-}
-
-/* The bytes a kernel may address from a tensor argument's data pointer. */
-static size_t tensor_extent(const pw_tensor *t) {
-    if (pw_tensor_is_contiguous(t)) return pw_tensor_nbytes(t);
-    if (pw_dtype_block_elems(t->dtype) != 1) return 0; /* a strided quantized view: unknown */
-    size_t span = 1;
-    for (int i = 0; i < t->ndim; i++) {
-        if (t->shape[i] == 0) return 0;
-        span += (size_t)(t->shape[i] - 1) * (size_t)t->stride[i];
-    }
-    return span * (size_t)pw_dtype_block_bytes(t->dtype);
 }
 
 /* ---- recording a program -------------------------------------------------------------- */
@@ -278,35 +244,30 @@ typedef struct block_info {
     uint32_t alloc_at, release_at; /* live for launches [alloc_at, release_at) */
 } block_info;
 
+/* Recorders nest (a piece's inside the forward's, in a FULL capture): every
+ * open one sees each event. */
 typedef struct recorder {
     pw_stream *stream;
     size_t n0;
-    pool_event *events;
+    pw_pool_event *events;
     size_t n_events, cap_events;
     block_info *blocks;
     size_t n_blocks, cap_blocks;
     bool failed; /* out of host memory while observing */
+    struct recorder *parent;
 } recorder;
 
-static bool grow(void **p, size_t *cap, size_t n, size_t elem) {
-    if (n < *cap) return true;
-    size_t c = *cap ? *cap * 2 : 16;
-    void *q = pw_host_realloc(*p, c * elem);
-    if (!q) return false;
-    *p = q;
-    *cap = c;
-    return true;
-}
+static _Thread_local recorder *tl_recorders;
 
-static void observe(void *user, bool alloc, size_t bytes, void *ptr) {
-    recorder *r = user;
+static void record_event(recorder *r, bool alloc, size_t bytes, void *ptr) {
     if (r->failed) return;
     uint32_t at = (uint32_t)(pw_stream_capture_num_launches(r->stream) - r->n0);
     if (!grow((void **)&r->events, &r->cap_events, r->n_events, sizeof *r->events)) {
         r->failed = true;
         return;
     }
-    pool_event *ev = &r->events[r->n_events];
+    pw_pool_event *ev = &r->events[r->n_events];
+    memset(ev, 0, sizeof *ev);
     ev->alloc = alloc;
     ev->at_launch = at;
     ev->bytes = bytes;
@@ -322,11 +283,30 @@ static void observe(void *user, bool alloc, size_t bytes, void *ptr) {
         while (j > 0 && !(r->blocks[j - 1].ptr == (uintptr_t)ptr &&
                           r->blocks[j - 1].release_at == UINT32_MAX))
             j--;
-        if (j == 0) return; /* a block from before the capture: not the piece's business */
+        if (j == 0) return; /* a block from before the recording: not the program's */
         r->blocks[j - 1].release_at = at;
         ev->block = (uint32_t)(j - 1);
     }
     r->n_events++;
+}
+
+static void observe(void *user, bool alloc, size_t bytes, void *ptr) {
+    (void)user;
+    for (recorder *r = tl_recorders; r; r = r->parent) record_event(r, alloc, bytes, ptr);
+}
+
+static void recorder_push(recorder *r, pw_stream *s) {
+    memset(r, 0, sizeof *r);
+    r->stream = s;
+    r->n0 = pw_stream_capture_num_launches(s);
+    r->parent = tl_recorders;
+    tl_recorders = r;
+    pw_pool_observe(pw_capture_pool(), observe, NULL);
+}
+
+static void recorder_pop(recorder *r) {
+    tl_recorders = r->parent;
+    if (!tl_recorders) pw_pool_observe(pw_capture_pool(), NULL, NULL);
 }
 
 static void recorder_free(recorder *r) {
@@ -334,7 +314,21 @@ static void recorder_free(recorder *r) {
     pw_host_free(r->blocks);
 }
 
-/* Why a piece cannot be patched, for the log (and the error in checking mode). */
+/* While a piece is checked against a real capture, the real run and its
+ * release are not part of any program. */
+static recorder *recorders_suspend(void) {
+    recorder *top = tl_recorders;
+    tl_recorders = NULL;
+    if (top) pw_pool_observe(pw_capture_pool(), NULL, NULL);
+    return top;
+}
+
+static void recorders_resume(recorder *top) {
+    tl_recorders = top;
+    if (top) pw_pool_observe(pw_capture_pool(), observe, NULL);
+}
+
+/* Why a capture cannot be described, for the log (and the error in checking mode). */
 typedef struct refusal {
     char msg[320];
 } refusal;
@@ -350,13 +344,14 @@ static bool refuse(refusal *why, const char *fmt, ...) {
 
 /* Classifies one non-NULL address word of launch i. */
 static bool classify(const pw_engine *e, const recorder *r, const pw_value *args, int nargs,
-                     uint32_t i, uintptr_t p, reloc *out, bool *fixed) {
-    *fixed = false;
+                     uint32_t i, uintptr_t p, pw_reloc *out) {
     for (int k = 0; k < nargs; k++) {
         if (args[k].kind != PW_VAL_TENSOR) continue;
+        pw_arg_sig sig;
+        (void)sig_of(&args[k], &sig);
         uintptr_t d = (uintptr_t)pw_tensor_data(args[k].as.tensor);
-        if (p >= d && p < d + tensor_extent(args[k].as.tensor)) {
-            out->kind = RELOC_ARG;
+        if (p >= d && p < d + pw_arg_sig_extent(&sig)) {
+            out->kind = PW_RELOC_ARG;
             out->index = (uint32_t)k;
             out->offset = p - d;
             return true;
@@ -365,32 +360,38 @@ static bool classify(const pw_engine *e, const recorder *r, const pw_value *args
     for (size_t j = r->n_blocks; j-- > 0;) {
         const block_info *b = &r->blocks[j];
         if (i >= b->alloc_at && i < b->release_at && p >= b->ptr && p < b->ptr + b->bytes) {
-            out->kind = RELOC_BLOCK;
+            out->kind = PW_RELOC_BLOCK;
             out->index = (uint32_t)j;
             out->offset = p - b->ptr;
             return true;
         }
     }
-    if (pw_pool_owns(e->persistent, (const void *)p)) {
-        *fixed = true;
-        return true;
+    const struct pw_engine_distinct *d = e->distinct;
+    for (size_t j = 0; j < d->n_regions; j++) {
+        if (p >= d->regions[j].base && p < d->regions[j].base + d->regions[j].bytes) {
+            out->kind = PW_RELOC_REGION;
+            out->index = (uint32_t)j;
+            out->offset = p - d->regions[j].base;
+            return true;
+        }
     }
     return false;
 }
 
 static bool describe_launches(const pw_engine *e, const recorder *r, const pw_value *args,
-                              int nargs, size_t n1, piece_program *p, refusal *why) {
+                              int nargs, size_t n1, pw_program *p, refusal *why) {
     const pw_kernel_set *set = pw_kernel_set_for(e->device);
     size_t n = n1 - r->n0, total = 0, n_relocs = 0, cap_relocs = 0;
     p->n_launches = n;
     p->kernels = pw_host_calloc(n ? n : 1, sizeof *p->kernels);
+    p->kernel_ids = pw_host_calloc(n ? n : 1, sizeof *p->kernel_ids);
     p->arg_offsets = pw_host_calloc(n + 1, sizeof *p->arg_offsets);
-    if (!p->kernels || !p->arg_offsets) return refuse(why, "out of host memory");
+    if (!p->kernels || !p->kernel_ids || !p->arg_offsets) return refuse(why, "out of host memory");
     for (size_t i = 0; i < n; i++) {
         const void *a;
         size_t nb;
         if (pw_stream_capture_launch_at(e->stream, r->n0 + i, &p->kernels[i], &a, &nb) != PW_OK)
-            return refuse(why, "launch #%zu of the piece is missing from the recording", i);
+            return refuse(why, "launch #%zu is missing from the recording", i);
         p->arg_offsets[i] = total;
         total += nb;
     }
@@ -412,18 +413,17 @@ static bool describe_launches(const pw_engine *e, const recorder *r, const pw_va
         if (lay->size != nb)
             return refuse(why, "launch #%zu (kernel %s) has %zu argument bytes, its layout %zu",
                           i, k->name, nb, lay->size);
+        p->kernel_ids[i] = (uint16_t)id;
         for (int w = 0; w < lay->n_pointers; w++) {
             uintptr_t v;
             memcpy(&v, (const char *)a + lay->pointers[w], sizeof v);
             if (!v) continue;
-            reloc rl = {(uint32_t)i, lay->pointers[w], 0, 0, 0};
-            bool fixed;
-            if (!classify(e, r, args, nargs, (uint32_t)i, v, &rl, &fixed))
+            pw_reloc rl = {(uint32_t)i, lay->pointers[w], 0, 0, 0};
+            if (!classify(e, r, args, nargs, (uint32_t)i, v, &rl))
                 return refuse(why, "launch #%zu (kernel %s): the address word at byte %u holds "
-                                   "%p, which lies in no region (piece arguments, blocks of this "
+                                   "%p, which lies in no region (arguments, blocks of this "
                                    "capture, persistent engine buffers)",
                               i, k->name, (unsigned)lay->pointers[w], (void *)v);
-            if (fixed) continue;
             if (!grow((void **)&p->relocs, &cap_relocs, n_relocs, sizeof *p->relocs))
                 return refuse(why, "out of host memory");
             p->relocs[n_relocs++] = rl;
@@ -434,11 +434,11 @@ static bool describe_launches(const pw_engine *e, const recorder *r, const pw_va
 }
 
 static bool describe_output_tensor(const recorder *r, const pw_value *args, int nargs,
-                                   const pw_tensor *t, piece_program *p, out_item *item,
+                                   const pw_tensor *t, pw_program *p, pw_out_item *item,
                                    refusal *why) {
     for (int k = 0; k < nargs; k++)
         if (args[k].kind == PW_VAL_TENSOR && args[k].as.tensor == t) {
-            item->kind = OUT_ARG;
+            item->kind = PW_OUT_ARG;
             item->index = (uint32_t)k;
             return true;
         }
@@ -447,12 +447,13 @@ static bool describe_output_tensor(const recorder *r, const pw_value *args, int 
         if (b->release_at != UINT32_MAX || b->ptr != (uintptr_t)t->data) continue;
         if (t->base || !pw_tensor_is_contiguous(t) || pw_tensor_nbytes(t) != b->bytes)
             return refuse(why, "an output is a view of a block of the capture");
-        if (p->block_is_output[j]) return refuse(why, "two outputs share one block");
-        p->block_is_output[j] = true;
-        p->out_dtype[j] = t->dtype;
-        p->out_ndim[j] = t->ndim;
-        memcpy(p->out_shape[j], t->shape, sizeof p->out_shape[j]);
-        item->kind = OUT_BLOCK;
+        pw_out_block *ob = &p->out_blocks[j];
+        if (ob->is_output) return refuse(why, "two outputs share one block");
+        ob->is_output = true;
+        ob->dtype = t->dtype;
+        ob->ndim = t->ndim;
+        memcpy(ob->shape, t->shape, sizeof ob->shape);
+        item->kind = PW_OUT_BLOCK;
         item->index = (uint32_t)j;
         return true;
     }
@@ -460,26 +461,19 @@ static bool describe_output_tensor(const recorder *r, const pw_value *args, int 
 }
 
 static bool describe_output(const recorder *r, const pw_value *args, int nargs, pw_value out,
-                            piece_program *p, refusal *why) {
-    size_t nb = r->n_blocks ? r->n_blocks : 1;
-    p->block_is_output = pw_host_calloc(nb, sizeof *p->block_is_output);
-    p->out_dtype = pw_host_calloc(nb, sizeof *p->out_dtype);
-    p->out_ndim = pw_host_calloc(nb, sizeof *p->out_ndim);
-    p->out_shape = pw_host_calloc(nb, sizeof *p->out_shape);
+                            pw_program *p, refusal *why) {
+    p->out_blocks = pw_host_calloc(r->n_blocks ? r->n_blocks : 1, sizeof *p->out_blocks);
     p->out_tuple = out.kind == PW_VAL_TUPLE;
     p->n_outs = p->out_tuple ? pw_tuple_size(out.as.tuple) : 1;
-    p->outs = pw_host_calloc((size_t)p->n_outs, sizeof *p->outs);
-    if (!p->block_is_output || !p->out_dtype || !p->out_ndim || !p->out_shape || !p->outs)
-        return refuse(why, "out of host memory");
+    p->outs = pw_host_calloc(p->n_outs ? (size_t)p->n_outs : 1, sizeof *p->outs);
+    if (!p->out_blocks || !p->outs) return refuse(why, "out of host memory");
     for (int i = 0; i < p->n_outs; i++) {
         pw_value v = p->out_tuple ? pw_tuple_get(out.as.tuple, i) : out;
-        out_item *item = &p->outs[i];
+        pw_out_item *item = &p->outs[i];
         if (v.kind == PW_VAL_TENSOR) {
             if (!describe_output_tensor(r, args, nargs, v.as.tensor, p, item, why)) return false;
-        } else if (v.kind == PW_VAL_INT || v.kind == PW_VAL_FLOAT || v.kind == PW_VAL_BOOL ||
-                   v.kind == PW_VAL_NONE) {
-            item->kind = OUT_SCALAR;
-            item->scalar = v;
+        } else if (sig_of(&v, &item->scalar)) {
+            item->kind = PW_OUT_SCALAR;
         } else {
             return refuse(why, "an output is a %s", v.kind == PW_VAL_TUPLE ? "nested tuple" : "string");
         }
@@ -487,19 +481,20 @@ static bool describe_output(const recorder *r, const pw_value *args, int nargs, 
     /* every block still live is an output: anything else would be held by
      * something the program cannot reproduce */
     for (size_t j = 0; j < r->n_blocks; j++)
-        if (r->blocks[j].release_at == UINT32_MAX && !p->block_is_output[j])
-            return refuse(why, "block #%zu outlives the piece without being an output", j);
+        if (r->blocks[j].release_at == UINT32_MAX && !p->out_blocks[j].is_output)
+            return refuse(why, "block #%zu outlives the capture without being an output", j);
     return true;
 }
 
 static bool build_program(const pw_engine *e, const recorder *r, const pw_value *args,
-                          int nargs, size_t n1, pw_value out, piece_program *p, refusal *why) {
+                          int nargs, size_t n1, pw_value out, pw_program *p, refusal *why) {
     if (r->failed) return refuse(why, "out of host memory while observing the graph pool");
     p->nargs = nargs;
     p->sigs = pw_host_calloc(nargs ? (size_t)nargs : 1, sizeof *p->sigs);
     if (!p->sigs) return refuse(why, "out of host memory");
     for (int i = 0; i < nargs; i++)
-        if (!sig_of(&args[i], &p->sigs[i])) return refuse(why, "argument %d is not a tensor or scalar", i);
+        if (!sig_of(&args[i], &p->sigs[i]))
+            return refuse(why, "argument %d is not a tensor or a scalar", i);
     if (!describe_launches(e, r, args, nargs, n1, p, why)) return false;
     p->events = pw_host_alloc((r->n_events ? r->n_events : 1) * sizeof *p->events);
     if (!p->events) return refuse(why, "out of host memory");
@@ -509,68 +504,67 @@ static bool build_program(const pw_engine *e, const recorder *r, const pw_value 
     return describe_output(r, args, nargs, out, p, why);
 }
 
-/* Runs the piece's plan inside the open capture, observing the pool. */
-static pw_status run_observed(pw_engine *e, pw_piece *piece, const pw_value *args, int nargs,
-                              recorder *r, pw_value *out) {
-    memset(r, 0, sizeof *r);
-    r->stream = e->stream;
-    r->n0 = pw_stream_capture_num_launches(e->stream);
-    pw_pool *pool = pw_capture_pool();
-    pw_pool_observe(pool, observe, r);
-    pw_status s = pw_plan_run(piece->plan, NULL, 0, args, nargs, out);
-    pw_pool_observe(pool, NULL, NULL);
-    return s;
+static const char *program_label(const pw_engine *e, int group, char *buf, size_t cap) {
+    if (group == PW_PROGRAM_FORWARD) return "the forward";
+    snprintf(buf, cap, "piece '%s'", pw_plan_submodule_name(e->stitch_plan, group));
+    return buf;
 }
 
-static const char *piece_name(const pw_engine *e, const pw_piece *piece) {
-    return pw_plan_submodule_name(e->stitch_plan, (int)(piece - e->pieces));
-}
-
-static pw_status record_program(pw_engine *e, pw_piece *piece, int64_t num_tokens,
-                                const pw_value *args, int nargs, pw_value *out) {
+/* Runs `run` (the plan of a piece or the forward) inside the open capture,
+ * observing the pool, and keeps what it did as the program of (group, desc). */
+static pw_status record_program(pw_engine *e, int group, const pw_batch_desc *desc,
+                                pw_status (*run)(void *, const pw_value *, int, pw_value *),
+                                void *run_user, const pw_value *args, int nargs, pw_value *out) {
     recorder r;
-    PW_TRY(run_observed(e, piece, args, nargs, &r, out));
-    piece_program *p = pw_host_calloc(1, sizeof *p);
+    recorder_push(&r, e->stream);
+    pw_status st = run(run_user, args, nargs, out);
+    recorder_pop(&r);
+    if (st != PW_OK) {
+        recorder_free(&r);
+        return st;
+    }
+    pw_program *p = pw_host_calloc(1, sizeof *p);
     if (!p) {
         recorder_free(&r);
         pw_value_release(*out);
         *out = pw_value_none();
         return PW_ERR_OOM;
     }
-    p->group = piece->group;
-    p->num_tokens = num_tokens;
+    p->group = group;
+    p->desc = *desc;
     refusal why = {{0}};
     p->relocatable =
         build_program(e, &r, args, nargs, pw_stream_capture_num_launches(e->stream), *out, p, &why);
     recorder_free(&r);
     if (!p->relocatable) {
+        char label[320];
+        program_label(e, group, label, sizeof label);
         if (e->cfg.verify_capture) {
-            program_free(p);
+            pw_program_free(p);
             pw_value_release(*out);
             *out = pw_value_none();
             return pw_error(PW_ERR_UNSAFE_CAPTURE,
-                            "distinct-piece capture of piece '%s' at %" PRId64 " tokens: %s",
-                            piece_name(e, piece), num_tokens, why.msg);
+                            "distinct-piece capture of %s at %" PRId64 " tokens: %s", label,
+                            desc->num_tokens, why.msg);
         }
-        pw_log_debug("distinct-piece capture: piece '%s' at %" PRId64
-                     " tokens is captured for real in every layer: %s",
-                     piece_name(e, piece), num_tokens, why.msg);
-        /* keep only the verdict: the description is not needed */
-        piece_program verdict = {.group = p->group, .num_tokens = num_tokens};
-        program_free(p);
+        pw_log_debug("distinct-piece capture: %s at %" PRId64
+                     " tokens is captured for real every time: %s",
+                     label, desc->num_tokens, why.msg);
+        /* keep only the verdict */
+        pw_program verdict = {.group = group, .desc = *desc};
+        pw_program_free(p);
         p = pw_host_calloc(1, sizeof *p);
-        if (!p) return PW_OK; /* the piece itself was captured fine */
+        if (!p) return PW_OK; /* the capture itself went fine */
         *p = verdict;
     }
     p->next = e->distinct->programs;
     e->distinct->programs = p;
-    e->distinct->programs_recorded++;
     return PW_OK;
 }
 
 /* ---- running a program ------------------------------------------------------------------- */
 
-static pw_status run_program(pw_engine *e, const piece_program *p, const pw_value *args,
+static pw_status run_program(pw_engine *e, const pw_program *p, const pw_value *args,
                              pw_value *out) {
     *out = pw_value_none();
     pw_pool *pool = pw_capture_pool();
@@ -581,18 +575,19 @@ static pw_status run_program(pw_engine *e, const piece_program *p, const pw_valu
     pw_status s = ptrs && tensors && live ? PW_OK : PW_ERR_OOM;
     _Alignas(16) unsigned char buf[PW_MAX_KERNEL_ARG_BYTES];
     size_t ev = 0, rl = 0;
+    const pw_region *regions = e->distinct->regions;
     for (size_t i = 0; s == PW_OK && i <= p->n_launches; i++) {
         for (; s == PW_OK && ev < p->n_events && p->events[ev].at_launch == i; ev++) {
-            const pool_event *x = &p->events[ev];
+            const pw_pool_event *x = &p->events[ev];
+            const pw_out_block *ob = &p->out_blocks[x->block];
             if (!x->alloc) {
                 s = pw_pool_release(pool, ptrs[x->block]);
                 live[x->block] = false;
-            } else if (p->block_is_output[x->block]) {
-                s = pw_tensor_new(pool, p->out_dtype[x->block], p->out_ndim[x->block],
-                                  p->out_shape[x->block], &tensors[x->block]);
+            } else if (ob->is_output) {
+                s = pw_tensor_new(pool, ob->dtype, ob->ndim, ob->shape, &tensors[x->block]);
                 if (s == PW_OK) ptrs[x->block] = tensors[x->block]->data;
             } else {
-                s = pw_pool_alloc(pool, x->bytes, &ptrs[x->block]);
+                s = pw_pool_alloc(pool, (size_t)x->bytes, &ptrs[x->block]);
                 live[x->block] = s == PW_OK;
             }
         }
@@ -600,10 +595,12 @@ static pw_status run_program(pw_engine *e, const piece_program *p, const pw_valu
         size_t nbytes = p->arg_offsets[i + 1] - p->arg_offsets[i];
         memcpy(buf, p->bytes + p->arg_offsets[i], nbytes);
         for (; rl < p->n_relocs && p->relocs[rl].launch == i; rl++) {
-            const reloc *x = &p->relocs[rl];
-            char *base = x->kind == RELOC_ARG ? pw_tensor_data(args[x->index].as.tensor)
-                                              : ptrs[x->index];
-            uintptr_t v = (uintptr_t)(base + x->offset);
+            const pw_reloc *x = &p->relocs[rl];
+            uintptr_t base = x->kind == PW_RELOC_ARG
+                                 ? (uintptr_t)pw_tensor_data(args[x->index].as.tensor)
+                             : x->kind == PW_RELOC_BLOCK ? (uintptr_t)ptrs[x->index]
+                                                         : regions[x->index].base;
+            uintptr_t v = base + (uintptr_t)x->offset;
             memcpy(buf + x->byte, &v, sizeof v);
         }
         s = pw_launch(e->stream, p->kernels[i], buf, nbytes);
@@ -611,10 +608,10 @@ static pw_status run_program(pw_engine *e, const piece_program *p, const pw_valu
     pw_tuple *tuple = NULL;
     if (s == PW_OK && p->out_tuple) s = pw_tuple_new(p->n_outs, &tuple);
     for (int i = 0; s == PW_OK && i < p->n_outs; i++) {
-        const out_item *o = &p->outs[i];
-        pw_value v = o->kind == OUT_SCALAR ? o->scalar
-                     : o->kind == OUT_ARG  ? pw_value_retain(args[o->index])
-                                           : pw_value_tensor(pw_tensor_retain(tensors[o->index]));
+        const pw_out_item *o = &p->outs[i];
+        pw_value v = o->kind == PW_OUT_SCALAR ? sig_scalar(&o->scalar)
+                     : o->kind == PW_OUT_ARG  ? pw_value_retain(args[o->index])
+                                              : pw_value_tensor(pw_tensor_retain(tensors[o->index]));
         if (tuple) pw_tuple_set(tuple, i, v);
         else *out = v;
     }
@@ -631,7 +628,7 @@ static pw_status run_program(pw_engine *e, const piece_program *p, const pw_valu
     return s;
 }
 
-/* ---- checking: a patched piece against a real capture of it ---------------------------------- */
+/* ---- checking: a program against a real capture -------------------------------------------- */
 
 typedef struct launch_copy {
     size_t n;
@@ -677,15 +674,14 @@ oom:
     return PW_ERR_OOM;
 }
 
-static pw_status compare_with_real(const pw_engine *e, const pw_piece *piece, int64_t num_tokens,
+static pw_status compare_with_real(const pw_engine *e, const char *label, int64_t num_tokens,
                                    const launch_copy *real, size_t n0) {
     size_t n = pw_stream_capture_num_launches(e->stream) - n0;
-    const char *name = piece_name(e, piece);
     if (n != real->n)
         return pw_error(PW_ERR_UNSAFE_CAPTURE,
-                        "distinct-piece capture of piece '%s' at %" PRId64
+                        "distinct-piece capture of %s at %" PRId64
                         " tokens: the patched graph has %zu launches, a real capture %zu",
-                        name, num_tokens, n, real->n);
+                        label, num_tokens, n, real->n);
     for (size_t i = 0; i < n; i++) {
         const pw_kernel *k;
         const void *a;
@@ -694,10 +690,10 @@ static pw_status compare_with_real(const pw_engine *e, const pw_piece *piece, in
         size_t nr = real->offsets[i + 1] - real->offsets[i];
         if (k != real->kernels[i] || nb != nr)
             return pw_error(PW_ERR_UNSAFE_CAPTURE,
-                            "distinct-piece capture of piece '%s' at %" PRId64
+                            "distinct-piece capture of %s at %" PRId64
                             " tokens: launch #%zu is kernel %s (%zu argument bytes) patched and "
                             "%s (%zu) in a real capture",
-                            name, num_tokens, i, k->name, nb, real->kernels[i]->name, nr);
+                            label, num_tokens, i, k->name, nb, real->kernels[i]->name, nr);
         const unsigned char *x = real->bytes + real->offsets[i], *y = a;
         size_t lo = 0;
         while (lo < nb && x[lo] == y[lo]) lo++;
@@ -705,10 +701,10 @@ static pw_status compare_with_real(const pw_engine *e, const pw_piece *piece, in
         size_t hi = nb;
         while (x[hi - 1] == y[hi - 1]) hi--;
         return pw_error(PW_ERR_UNSAFE_CAPTURE,
-                        "distinct-piece capture of piece '%s' at %" PRId64
+                        "distinct-piece capture of %s at %" PRId64
                         " tokens: launch #%zu (kernel %s): argument bytes [%zu,%zu) of the "
                         "patched graph differ from a real capture",
-                        name, num_tokens, i, k->name, lo, hi);
+                        label, num_tokens, i, k->name, lo, hi);
     }
     return PW_OK;
 }
@@ -734,15 +730,18 @@ static size_t reserved_bytes(pw_pool *pool) {
     return st.reserved;
 }
 
-/* Captures the piece for real, takes its recording, rewinds the capture
- * and the pool to where they were, runs the program, and compares. */
-static pw_status run_program_checked(pw_engine *e, pw_piece *piece, const piece_program *p,
-                                     const pw_value *args, int nargs, pw_value *out) {
+/* Captures for real, takes the recording, rewinds the capture and gives
+ * the blocks back (the pool is as before), runs the program, compares. */
+static pw_status run_program_checked(pw_engine *e, const pw_program *p,
+                                     pw_status (*run)(void *, const pw_value *, int, pw_value *),
+                                     void *run_user, const pw_value *args, int nargs,
+                                     pw_value *out) {
     pw_pool *pool = pw_capture_pool();
     size_t n0 = pw_stream_capture_num_launches(e->stream);
     pw_value real = pw_value_none();
     launch_copy copy = {0};
     pw_status s = PW_OK;
+    recorder *outer = recorders_suspend();
     /* a real capture that grew the pool ran on a smaller pool than the
      * program will: repeat it on the grown one, which is what it compares to */
     for (int round = 0; round < 2 && s == PW_OK; round++) {
@@ -750,7 +749,7 @@ static pw_status run_program_checked(pw_engine *e, pw_piece *piece, const piece_
         pw_value_release(real);
         real = pw_value_none();
         s = pw_stream_capture_rewind(e->stream, n0);
-        if (s == PW_OK) s = pw_plan_run(piece->plan, NULL, 0, args, nargs, &real);
+        if (s == PW_OK) s = run(run_user, args, nargs, &real);
         if (s == PW_OK && reserved_bytes(pool) == before) break;
     }
     if (s == PW_OK) s = launch_copy_take(e->stream, n0, &copy);
@@ -761,15 +760,18 @@ static pw_status run_program_checked(pw_engine *e, pw_piece *piece, const piece_
     bool addrs_fit = output_addresses(real, real_addrs, &n_real);
     pw_value_release(real);
     if (s == PW_OK) s = pw_stream_capture_rewind(e->stream, n0);
+    recorders_resume(outer);
+    char label[320];
+    program_label(e, p->group, label, sizeof label);
     if (s == PW_OK) s = run_program(e, p, args, out);
-    if (s == PW_OK) s = compare_with_real(e, piece, p->num_tokens, &copy, n0);
+    if (s == PW_OK) s = compare_with_real(e, label, p->desc.num_tokens, &copy, n0);
     if (s == PW_OK && addrs_fit &&
         (!output_addresses(*out, addrs, &n) || n != n_real ||
          memcmp(addrs, real_addrs, (size_t)n * sizeof *addrs) != 0))
         s = pw_error(PW_ERR_UNSAFE_CAPTURE,
-                     "distinct-piece capture of piece '%s' at %" PRId64
-                     " tokens: the patched piece's output lies elsewhere than a real capture's",
-                     piece_name(e, piece), p->num_tokens);
+                     "distinct-piece capture of %s at %" PRId64
+                     " tokens: the patched output lies elsewhere than a real capture's",
+                     label, p->desc.num_tokens);
     launch_copy_free(&copy);
     if (s != PW_OK) {
         pw_value_release(*out);
@@ -778,12 +780,41 @@ static pw_status run_program_checked(pw_engine *e, pw_piece *piece, const piece_
     return s;
 }
 
-/* ---- the hook ---------------------------------------------------------------------------- */
+/* ---- the hooks ---------------------------------------------------------------------------- */
 
-static const piece_program *find_program(const pw_engine *e, int group, int64_t num_tokens) {
-    for (const piece_program *p = e->distinct->programs; p; p = p->next)
-        if (p->group == group && p->num_tokens == num_tokens) return p;
+static bool desc_key_equal(const pw_batch_desc *a, const pw_batch_desc *b) {
+    return a->num_tokens == b->num_tokens && a->num_reqs == b->num_reqs &&
+           a->uniform == b->uniform && a->has_lora == b->has_lora;
+}
+
+const pw_program *pw_engine_find_program(const pw_engine *e, int group, const pw_batch_desc *d) {
+    for (const pw_program *p = e->distinct->programs; p; p = p->next)
+        if (p->group == group && desc_key_equal(&p->desc, d)) return p;
     return NULL;
+}
+
+/* Records, patches from, or bypasses the program of (group, key). */
+static pw_status run_hooked(pw_engine *e, int group, const pw_batch_desc *key, pw_runtime_mode mode,
+                            pw_status (*run)(void *, const pw_value *, int, pw_value *),
+                            void *run_user, const pw_value *args, int nargs, pw_value *out) {
+    const pw_program *p = pw_engine_find_program(e, group, key);
+    if (!p) return record_program(e, group, key, run, run_user, args, nargs, out);
+    if (!p->relocatable || !sigs_match(p, args, nargs)) return run(run_user, args, nargs, out);
+    pw_status s = e->cfg.verify_capture && pw_stream_device(e->stream) == PW_DEVICE_CPU
+                      ? run_program_checked(e, p, run, run_user, args, nargs, out)
+                      : run_program(e, p, args, out);
+    if (s != PW_OK) return s;
+    struct pw_engine_distinct *d = e->distinct;
+    if (p->from_cache) d->graphs_from_cache += mode == PW_MODE_FULL ? group == PW_PROGRAM_FORWARD
+                                                                    : 1;
+    else if (mode == PW_MODE_PIECEWISE) d->graphs_patched++;
+    else d->pieces_patched_in_full++;
+    return PW_OK;
+}
+
+static pw_status run_piece_plan(void *user, const pw_value *args, int nargs, pw_value *out) {
+    const pw_piece *piece = user;
+    return pw_plan_run(piece->plan, NULL, 0, args, nargs, out);
 }
 
 pw_status pw_engine_distinct_run(pw_engine *e, pw_piece *piece, const pw_value *args, int nargs,
@@ -793,16 +824,73 @@ pw_status pw_engine_distinct_run(pw_engine *e, pw_piece *piece, const pw_value *
     if (!e->distinct || piece->group < 0 || !pw_stream_is_capturing(e->stream) ||
         pw_forward_context_get(&ctx) != PW_OK)
         return pw_plan_run(piece->plan, NULL, 0, args, nargs, out);
-    int64_t num_tokens = ctx->desc.num_tokens;
-    const piece_program *p = find_program(e, piece->group, num_tokens);
-    if (!p) return record_program(e, piece, num_tokens, args, nargs, out);
-    if (!p->relocatable || !sigs_match(p, args, nargs))
-        return pw_plan_run(piece->plan, NULL, 0, args, nargs, out);
-    pw_status s = e->cfg.verify_capture && pw_stream_device(e->stream) == PW_DEVICE_CPU
-                      ? run_program_checked(e, piece, p, args, nargs, out)
-                      : run_program(e, p, args, out);
-    if (s != PW_OK) return s;
-    if (ctx->mode == PW_MODE_PIECEWISE) e->distinct->graphs_patched++;
-    else e->distinct->pieces_patched_in_full++;
-    return PW_OK;
+    /* a piece does not depend on the descriptor's other fields */
+    pw_batch_desc key = {ctx->desc.num_tokens, 0, false, false};
+    return run_hooked(e, piece->group, &key, ctx->mode, run_piece_plan, piece, args, nargs, out);
+}
+
+pw_status pw_engine_forward_hooked(pw_engine *e,
+                                   pw_status (*run)(void *, const pw_value *, int, pw_value *),
+                                   const pw_value *args, int nargs, pw_value *out) {
+    *out = pw_value_none();
+    const pw_forward_context *ctx = NULL;
+    /* only FULL graphs are the whole forward's, and only the cache keeps them */
+    if (!e->distinct || !e->cfg.graph_cache_dir || !pw_stream_is_capturing(e->stream) ||
+        pw_forward_context_get(&ctx) != PW_OK || ctx->mode != PW_MODE_FULL)
+        return run(e, args, nargs, out);
+    return run_hooked(e, PW_PROGRAM_FORWARD, &ctx->desc, ctx->mode, run, e, args, nargs, out);
+}
+
+void pw_engine_distinct_counts(const pw_engine *e, uint64_t *graphs_patched,
+                               uint64_t *pieces_patched_in_full, uint64_t *graphs_from_cache) {
+    const struct pw_engine_distinct *d = e->distinct;
+    *graphs_patched = d ? d->graphs_patched : 0;
+    *pieces_patched_in_full = d ? d->pieces_patched_in_full : 0;
+    *graphs_from_cache = d ? d->graphs_from_cache : 0;
+}
+
+/* ---- sizes ---------------------------------------------------------------------------------- */
+
+#define EXTENT_LIMIT ((uint64_t)1 << 50)
+
+/* a * b, or EXTENT_LIMIT past it */
+static uint64_t mul_capped(uint64_t a, uint64_t b) {
+    if (a && b > EXTENT_LIMIT / a) return EXTENT_LIMIT;
+    return a * b;
+}
+
+static uint64_t elems_to_bytes(pw_dtype dtype, uint64_t elems) {
+    int64_t be = pw_dtype_block_elems(dtype), bb = pw_dtype_block_bytes(dtype);
+    if (be <= 0 || bb <= 0) return 0;
+    return mul_capped(elems / (uint64_t)be, (uint64_t)bb);
+}
+
+uint64_t pw_arg_sig_extent(const pw_arg_sig *s) {
+    if (s->kind != PW_VAL_TENSOR || (unsigned)s->dtype >= PW_DTYPE_COUNT_ || s->ndim < 0 ||
+        s->ndim > PW_MAX_DIMS)
+        return 0;
+    uint64_t numel = 1, span = 1;
+    bool contiguous = true;
+    int64_t expect = 1;
+    for (int i = s->ndim - 1; i >= 0; i--) {
+        if (s->shape[i] <= 0 || s->stride[i] < 0) return 0;
+        if (s->shape[i] != 1 && s->stride[i] != expect) contiguous = false;
+        expect = (int64_t)mul_capped((uint64_t)expect, (uint64_t)s->shape[i]);
+        numel = mul_capped(numel, (uint64_t)s->shape[i]);
+        span += mul_capped((uint64_t)(s->shape[i] - 1), (uint64_t)s->stride[i]);
+    }
+    if (contiguous) return elems_to_bytes(s->dtype, numel);
+    if (pw_dtype_block_elems(s->dtype) != 1) return 0; /* a strided quantized view: unknown */
+    return elems_to_bytes(s->dtype, span);
+}
+
+uint64_t pw_out_block_bytes(const pw_out_block *b) {
+    if ((unsigned)b->dtype >= PW_DTYPE_COUNT_ || b->ndim < 0 || b->ndim > PW_MAX_DIMS) return 0;
+    uint64_t numel = 1;
+    for (int i = 0; i < b->ndim; i++) {
+        if (b->shape[i] < 0) return 0;
+        numel = mul_capped(numel, (uint64_t)b->shape[i]);
+    }
+    if (numel % (uint64_t)pw_dtype_block_elems(b->dtype)) return 0;
+    return elems_to_bytes(b->dtype, numel);
 }

@@ -144,16 +144,27 @@ pw_status pw_engine_verify_step(pw_engine *e, pw_runtime_mode mode, const pw_bat
                                 pw_engine_forward_fn forward);
 void pw_engine_verify_free(pw_engine *e);
 
-/* engine_distinct.c: distinct-piece capture. init groups the pieces whose
- * IR is the same modulo names (after compile, before capture); run is the
- * pieces' runnable: inside a capture it records a group's program or
- * patches it, otherwise it runs the plan. */
+/* engine_distinct.c: distinct-piece capture and the graph cache's
+ * programs (model/piece_program.h). new (before the buffers) sets up the
+ * state when either is on; regions_observe brackets the persistent
+ * allocations; init groups the pieces whose IR is the same modulo names
+ * (after compile, before capture). distinct_run is the pieces' runnable and
+ * forward_hooked the forward's: inside a capture they record a program, run
+ * one, or run the plan. */
+pw_status pw_engine_distinct_new(pw_engine *e);
+void pw_engine_regions_observe(pw_engine *e, bool on);
 bool pw_engine_ir_same_modulo_names(const pw_ir *a, const pw_ir *b);
 pw_status pw_engine_distinct_init(pw_engine *e);
 pw_status pw_engine_distinct_run(pw_engine *e, pw_piece *piece, const pw_value *args, int nargs,
                                  pw_value *out);
+pw_status pw_engine_forward_hooked(pw_engine *e,
+                                   pw_status (*run)(void *, const pw_value *, int, pw_value *),
+                                   const pw_value *args, int nargs, pw_value *out);
+struct pw_program;
+const struct pw_program *pw_engine_find_program(const pw_engine *e, int group,
+                                                const pw_batch_desc *d);
 void pw_engine_distinct_counts(const pw_engine *e, uint64_t *graphs_patched,
-                               uint64_t *pieces_patched_in_full);
+                               uint64_t *pieces_patched_in_full, uint64_t *graphs_from_cache);
 void pw_engine_distinct_free(pw_engine *e);
 
 #endif

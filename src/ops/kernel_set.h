@@ -52,6 +52,11 @@ const pw_kernel_arg_layout *pw_kernel_arg_layout_of(int id);
 /* The id of kernel k in set, or -1 when the set has no such kernel. */
 int pw_kernel_set_find(const pw_kernel_set *set, const pw_kernel *k);
 
+/* Which copy of the device's kernels this process runs, as text ("cpu fma
+ * int8=avx512-vnni"): part of a stored graph's key, since the copies lay
+ * out their scratch differently. */
+void pw_kernel_set_variant(pw_device device, char *buf, size_t cap);
+
 /* The sets themselves (src/ops/cpu/kernel_set.c, src/ops/cuda/cuda_kernels.cu). */
 extern const pw_kernel_set pw_kernel_set_cpu;
 extern const pw_kernel_set pw_kernel_set_cuda; /* only in builds with the CUDA backend */

@@ -2,10 +2,12 @@
  * place that knows which kernel sets this build has. */
 #include "ops/kernel_set.h"
 
+#include "ops/cpu/isa.h"
 #include "ops/kernel_args.h"
 #include "pw_config.h"
 
 #include <stddef.h>
+#include <stdio.h>
 
 const pw_kernel_set *pw_kernel_set_for(pw_device device) {
     static const pw_kernel_set *const sets[] = {
@@ -61,4 +63,10 @@ int pw_kernel_set_find(const pw_kernel_set *set, const pw_kernel *k) {
     for (int i = 0; i < PW_KERNEL_COUNT_; i++)
         if (set->entries[i].kernel == k) return i;
     return -1;
+}
+
+void pw_kernel_set_variant(pw_device device, char *buf, size_t cap) {
+    const pw_kernel_set *set = pw_kernel_set_for(device);
+    snprintf(buf, cap, "%s %s int8=%s", set ? set->name : "none",
+             pw_k_isa_fma() ? "fma" : "generic", pw_k_isa_int8_name(pw_k_isa_int8()));
 }
