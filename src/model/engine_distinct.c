@@ -342,18 +342,24 @@ static bool refuse(refusal *why, const char *fmt, ...) {
     return false;
 }
 
+struct arg_range;
+static bool describe_launches_in(const pw_engine *e, const struct recorder *r,
+                                 const struct arg_range *args, int nargs, size_t n1,
+                                 pw_program *p, struct refusal *why);
+
+/* The data range of each tensor argument, computed once per recording. */
+typedef struct arg_range {
+    uintptr_t start, end; /* end == start: not a tensor, or nothing addressable */
+} arg_range;
+
 /* Classifies one non-NULL address word of launch i. */
-static bool classify(const pw_engine *e, const recorder *r, const pw_value *args, int nargs,
+static bool classify(const pw_engine *e, const recorder *r, const arg_range *args, int nargs,
                      uint32_t i, uintptr_t p, pw_reloc *out) {
     for (int k = 0; k < nargs; k++) {
-        if (args[k].kind != PW_VAL_TENSOR) continue;
-        pw_arg_sig sig;
-        (void)sig_of(&args[k], &sig);
-        uintptr_t d = (uintptr_t)pw_tensor_data(args[k].as.tensor);
-        if (p >= d && p < d + pw_arg_sig_extent(&sig)) {
+        if (p >= args[k].start && p < args[k].end) {
             out->kind = PW_RELOC_ARG;
             out->index = (uint32_t)k;
-            out->offset = p - d;
+            out->offset = p - args[k].start;
             return true;
         }
     }
@@ -378,8 +384,23 @@ static bool classify(const pw_engine *e, const recorder *r, const pw_value *args
     return false;
 }
 
+/* p->sigs are set: they give the arguments' extents. */
 static bool describe_launches(const pw_engine *e, const recorder *r, const pw_value *args,
                               int nargs, size_t n1, pw_program *p, refusal *why) {
+    arg_range *ranges = pw_host_calloc(nargs ? (size_t)nargs : 1, sizeof *ranges);
+    if (!ranges) return refuse(why, "out of host memory");
+    for (int k = 0; k < nargs; k++) {
+        if (args[k].kind != PW_VAL_TENSOR) continue;
+        ranges[k].start = (uintptr_t)pw_tensor_data(args[k].as.tensor);
+        ranges[k].end = ranges[k].start + pw_arg_sig_extent(&p->sigs[k]);
+    }
+    bool ok = describe_launches_in(e, r, ranges, nargs, n1, p, why);
+    pw_host_free(ranges);
+    return ok;
+}
+
+static bool describe_launches_in(const pw_engine *e, const recorder *r, const arg_range *args,
+                                 int nargs, size_t n1, pw_program *p, refusal *why) {
     const pw_kernel_set *set = pw_kernel_set_for(e->device);
     size_t n = n1 - r->n0, total = 0, n_relocs = 0, cap_relocs = 0;
     p->n_launches = n;
@@ -562,6 +583,8 @@ static pw_status record_program(pw_engine *e, int group, const pw_batch_desc *de
     return PW_OK;
 }
 
+#define RUN_SMALL_BLOCKS 64
+
 /* ---- running a program ------------------------------------------------------------------- */
 
 static pw_status run_program(pw_engine *e, const pw_program *p, const pw_value *args,
@@ -569,10 +592,20 @@ static pw_status run_program(pw_engine *e, const pw_program *p, const pw_value *
     *out = pw_value_none();
     pw_pool *pool = pw_capture_pool();
     size_t nb = p->n_blocks ? p->n_blocks : 1;
-    void **ptrs = pw_host_calloc(nb, sizeof *ptrs);
-    pw_tensor **tensors = pw_host_calloc(nb, sizeof *tensors);
-    bool *live = pw_host_calloc(nb, sizeof *live);
+    /* a piece has a few blocks: no allocation for their bookkeeping */
+    void *ptrs_small[RUN_SMALL_BLOCKS];
+    pw_tensor *tensors_small[RUN_SMALL_BLOCKS];
+    bool live_small[RUN_SMALL_BLOCKS];
+    bool small = nb <= RUN_SMALL_BLOCKS;
+    void **ptrs = small ? ptrs_small : pw_host_alloc(nb * sizeof *ptrs);
+    pw_tensor **tensors = small ? tensors_small : pw_host_alloc(nb * sizeof *tensors);
+    bool *live = small ? live_small : pw_host_alloc(nb * sizeof *live);
     pw_status s = ptrs && tensors && live ? PW_OK : PW_ERR_OOM;
+    if (s == PW_OK) {
+        memset(ptrs, 0, nb * sizeof *ptrs);
+        memset(tensors, 0, nb * sizeof *tensors);
+        memset(live, 0, nb * sizeof *live);
+    }
     _Alignas(16) unsigned char buf[PW_MAX_KERNEL_ARG_BYTES];
     size_t ev = 0, rl = 0;
     const pw_region *regions = e->distinct->regions;
@@ -618,13 +651,15 @@ static pw_status run_program(pw_engine *e, const pw_program *p, const pw_value *
     if (s == PW_OK && tuple) *out = pw_value_tuple(tuple);
     else if (tuple) pw_tuple_release(tuple);
     /* the program's own references: the output holds what it returns */
-    for (size_t j = 0; live && j < p->n_blocks; j++) {
+    for (size_t j = 0; ptrs && tensors && live && j < p->n_blocks; j++) {
         if (live[j]) (void)pw_pool_release(pool, ptrs[j]);
         pw_tensor_release(tensors[j]);
     }
-    pw_host_free(ptrs);
-    pw_host_free(tensors);
-    pw_host_free(live);
+    if (!small) {
+        pw_host_free(ptrs);
+        pw_host_free(tensors);
+        pw_host_free(live);
+    }
     return s;
 }
 
