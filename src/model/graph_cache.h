@@ -14,6 +14,7 @@ typedef struct pw_graph_cache_env {
     const pw_region *regions; /* the engine's persistent regions */
     size_t n_regions;
     bool any_regions; /* the fuzzer: accept the file's region table */
+    bool any_checksum; /* the fuzzer: reach the programs of a mutated file */
     const pw_kernel_set *set;
 } pw_graph_cache_env;
 

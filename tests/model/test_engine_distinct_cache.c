@@ -244,7 +244,7 @@ int main(void) {
         pw_engine *probe = NULL;
         CHECK_OK(make_engine(m, PW_GRAPH_FULL_AND_PIECEWISE, NULL, true, false, 4, &probe));
         if (probe) {
-            pw_graph_cache_env env = {0, true, NULL, 0, true, pw_kernel_set_for(PW_DEVICE_CPU)};
+            pw_graph_cache_env env = {0, true, NULL, 0, true, false, pw_kernel_set_for(PW_DEVICE_CPU)};
             pw_program *list = NULL;
             size_t dropped = 0;
             char why[256];
