@@ -538,7 +538,7 @@ static void print_json(const model_opts *o, const pw_model_info *in,
            "\"warm_graphs_from_cache\":%" PRIu64 ",",
            c->graphs - c->graphs_patched, c->graphs_patched, c->pieces_patched_in_full,
            c->ms_no_distinct, c->warm_ms, c->warm_graphs_from_cache);
-    printf("\"capture\":{\"graphs\":%" PRIu64 ",\"ms\":%.3f,\"ms_forced_warmups\":%.3f,"
+    printf("\"graphs\":%" PRIu64 ",\"ms\":%.3f,\"ms_forced_warmups\":%.3f,"
            "\"ms_per_graph\":%.4f,"
            "\"pool_peak_bytes\":%zu,\"largest_single_bytes\":%zu,\"largest_size\":%" PRId64 "}}\n",
            c->graphs, c->ms, c->ms_forced_warmups, c->graphs ? c->ms / (double)c->graphs : 0.0,

@@ -380,7 +380,8 @@ static bool validate_program(pw_program *p, const pw_graph_cache_env *env, const
         const pw_pool_event *x = &p->events[i];
         if (x->at_launch < last_at || x->at_launch > p->n_launches)
             ok = invalid(why, cap, "pool event #%zu is out of order", i);
-        else if (x->alloc && (x->block != next_block || x->bytes > CACHE_MAX_BLOCK_BYTES))
+        else if (x->alloc && (x->block != next_block || next_block >= nb ||
+                              x->bytes > CACHE_MAX_BLOCK_BYTES))
             ok = invalid(why, cap, "pool event #%zu allocates block %u", i, x->block);
         else if (!x->alloc && (x->block >= next_block || release_at[x->block] != 0 ||
                                p->out_blocks[x->block].is_output))
@@ -400,7 +401,7 @@ static bool validate_program(pw_program *p, const pw_graph_cache_env *env, const
         const pw_out_block *b = &p->out_blocks[j];
         if (release_at[j] == 0 && !b->is_output)
             ok = invalid(why, cap, "block %zu is never released nor an output", j);
-        else if (b->is_output && pw_out_block_bytes(b) != bytes[j])
+        else if (b->is_output && (pw_out_block_bytes(b) == 0 || pw_out_block_bytes(b) != bytes[j]))
             ok = invalid(why, cap, "output block %zu does not match its allocation", j);
     }
     /* relocations: by launch, on the kernel's address words, in range */
