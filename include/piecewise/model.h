@@ -134,7 +134,8 @@ typedef struct pw_engine_stats {
     int64_t decode_step_tokens;    /* real tokens in pure decode steps */
     uint64_t graphs_captured;        /* every graph, patched ones included */
     uint64_t graphs_patched;         /* PIECEWISE graphs made by patching a distinct piece */
-    uint64_t pieces_patched_in_full; /* pieces patched inside FULL graphs */
+    uint64_t pieces_patched_in_full; /* pieces patched inside FULL graphs (runs: a FULL
+                                        descriptor verify_capture captures twice counts twice) */
     uint64_t graphs_from_cache;      /* graphs made from the graph cache's programs */
     double capture_seconds;
     size_t graph_pool_reserved;

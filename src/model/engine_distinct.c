@@ -840,10 +840,18 @@ static pw_status run_hooked(pw_engine *e, int group, const pw_batch_desc *key, p
                       : run_program(e, p, args, out);
     if (s != PW_OK) return s;
     struct pw_engine_distinct *d = e->distinct;
-    if (p->from_cache) d->graphs_from_cache += mode == PW_MODE_FULL ? group == PW_PROGRAM_FORWARD
-                                                                    : 1;
-    else if (mode == PW_MODE_PIECEWISE) d->graphs_patched++;
-    else d->pieces_patched_in_full++;
+    if (p->from_cache && mode == PW_MODE_FULL) {
+        /* one FULL graph per forward program, even when verify_capture
+         * captures its descriptor twice */
+        if (group == PW_PROGRAM_FORWARD && !p->counted) d->graphs_from_cache++;
+        ((pw_program *)p)->counted = true;
+    } else if (p->from_cache) {
+        d->graphs_from_cache++;
+    } else if (mode == PW_MODE_PIECEWISE) {
+        d->graphs_patched++;
+    } else {
+        d->pieces_patched_in_full++;
+    }
     return PW_OK;
 }
 

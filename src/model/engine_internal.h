@@ -101,7 +101,8 @@ struct pw_engine {
     pw_engine_stats stats;
     pw_wrapper_counters counters_before;
     struct pw_engine_verify *verify; /* engine_verify.c; NULL: off */
-    struct pw_engine_distinct *distinct; /* engine_distinct.c; NULL: off or nothing shared */
+    struct pw_engine_distinct *distinct; /* engine_distinct.c; NULL: neither distinct-piece
+                                            capture nor the graph cache is on */
 };
 
 pw_status pw_engine_init_op_env(pw_engine *e);

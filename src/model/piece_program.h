@@ -68,6 +68,7 @@ typedef struct pw_program {
     pw_batch_desc desc; /* pieces: only num_tokens is set */
     bool relocatable;   /* false: a verdict only, this key is captured for real */
     bool from_cache;
+    bool counted; /* a FULL graph's program: counted once, however often verify_capture runs it */
     int nargs;
     pw_arg_sig *sigs;
     size_t n_launches;

@@ -286,6 +286,34 @@ int main(void) {
         free(good);
     }
 
+    /* SmolLM2 (quantized, 30 layers) when models/ has it: cold, then warm
+     * with every graph from the file checked against a real capture */
+    const char *smol = PW_TEST_DATA_DIR "/../../models/SmolLM2-135M-Instruct.Q4_1.gguf";
+    pw_model *sm = NULL;
+    if (access(smol, R_OK) == 0 && pw_model_load(smol, &sm) == PW_OK) {
+        int32_t sref[2][MAX_OUT], sgot[2][MAX_OUT];
+        e = NULL;
+        CHECK_OK(make_engine(sm, PW_GRAPH_NONE, NULL, false, false, 4, &e));
+        if (e) CHECK_OK(run_tokens(e, sm, sref));
+        pw_engine_free(e);
+        for (int round = 0; round < 2; round++) {
+            e = NULL;
+            CHECK_OK(make_engine(sm, PW_GRAPH_FULL_AND_PIECEWISE, dir2, true, round == 1, 4, &e));
+            if (!e) continue;
+            pw_engine_stats st;
+            pw_engine_get_stats(e, &st);
+            printf("SmolLM2 %s: %" PRIu64 " graphs, %" PRIu64 " from the cache\n",
+                   round ? "warm, checked" : "cold", st.graphs_captured, st.graphs_from_cache);
+            if (round == 1) CHECK_EQ_INT((int64_t)st.graphs_from_cache, (int64_t)st.graphs_captured);
+            CHECK_OK(run_tokens(e, sm, sgot));
+            CHECK(memcmp(sref, sgot, sizeof sgot) == 0);
+            pw_engine_free(e);
+        }
+        pw_model_free(sm);
+    } else {
+        printf("SmolLM2 not found under models/: skipped\n");
+    }
+
     /* clean up both folders */
     for (int k = 0; k < 2; k++) {
         const char *dd = k ? dir2 : dir;
