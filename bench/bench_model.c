@@ -27,6 +27,7 @@
  * Every engine is created (and captures) before any timed region. */
 #include "bench.h"
 #include "cli.h"
+#include "cli_args.h"
 
 #include "piecewise.h"
 
@@ -80,21 +81,28 @@ static pw_device bench_device = PW_DEVICE_CPU;
  * (the capture figures make their own engines with and without them). */
 static bool bench_capture_distinct = true;
 static const char *bench_graph_cache;
+/* --memory-budget, --capture, --graph-budget: every engine of the run too. */
+static pw_engine_config bench_capture_cfg;
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: piecewise bench model MODEL.gguf [--batch 1,4,16,64] [--threads N[,N...]]\n"
             "                             [--tokens %d] [--repeats %d] [--device cpu|cuda] [--json]\n"
-            "                             [--graph-cache DIR] [--no-distinct-capture]\n\n"
+            "                             [--graph-cache DIR] [--no-distinct-capture]\n"
+            "                             [--memory-budget BYTES] [--capture eager|lazy]\n"
+            "                             [--graph-budget BYTES]\n\n"
             "Decode tokens/s and ms per step per mode (none, piecewise, full) and batch\n"
             "size (each request: BOS prompt, greedy, --tokens new tokens), prefill tokens/s,\n"
             "capture count and time, and the graph pool's peak over all capture sizes\n"
             "against the largest size alone. Figures are medians of --repeats runs.\n"
             "With several --threads counts the tables use the first, and FULL decode is\n"
-            "repeated at every count (thread scaling).\n"
-            "The capture figures: cold (no cache), the same without distinct-piece capture,\n"
-            "and warm: a second engine started from the graph cache the first wrote (in\n"
-            "--graph-cache DIR, else in a temporary folder removed afterwards).\n",
+            "repeated at every count (thread scaling). The capture figures include the\n"
+            "graph pool bytes a dry run predicted and those the capture reserved; cold (no\n"
+            "cache), the same without distinct-piece capture, and warm: a second engine\n"
+            "started from the graph cache the first wrote (in --graph-cache DIR, else in a\n"
+            "temporary folder removed afterwards).\n\n"
+            PW_CLI_CAPTURE_HELP
+            PW_CLI_GRAPH_CACHE_HELP,
             DEFAULT_TOKENS, DEFAULT_REPEATS);
 }
 
@@ -139,6 +147,7 @@ static int parse_list(const char *flag, const char *s, int64_t lo, int64_t hi, i
 static int parse_args(int argc, char **argv, model_opts *o) {
     static const int64_t default_batches[] = {1, 4, 16, 64};
     memset(o, 0, sizeof *o);
+    pw_engine_config_init(&bench_capture_cfg);
     memcpy(o->batches, default_batches, sizeof default_batches);
     o->n_batches = (int)(sizeof default_batches / sizeof default_batches[0]);
     o->threads = 1;
@@ -174,6 +183,8 @@ static int parse_args(int argc, char **argv, model_opts *o) {
         } else if (i + 1 < argc && strcmp(a, "--repeats") == 0) {
             if (!parse_int(a, argv[++i], 1, 1000, &v)) return 2;
             o->repeats = (int)v;
+        } else if ((v = pw_cli_capture_option(argc, argv, &i, &bench_capture_cfg)) != 0) {
+            if (v < 0) return 2;
         } else if (a[0] != '-' && !o->path) {
             o->path = a;
         } else {
@@ -203,6 +214,9 @@ static void quiet_config(pw_engine_config *cfg) {
     cfg->graph_cache_dir = bench_graph_cache;
     cfg->progress = PW_PROGRESS_OFF;
     cfg->print_capture_totals = false;
+    cfg->memory_budget = bench_capture_cfg.memory_budget;
+    cfg->capture_policy = bench_capture_cfg.capture_policy;
+    cfg->graph_budget = bench_capture_cfg.graph_budget;
 }
 
 /* An engine that holds every decode batch of the run at once. */
@@ -281,6 +295,7 @@ typedef struct capture_result {
     uint64_t warm_graphs_from_cache;
     double ms_forced_warmups; /* the same capture with the warm-ups forced (the old path) */
     size_t pool_peak, largest_single;
+    size_t predicted_pool_bytes, pool_reserved_bytes; /* the dry run's figure, the capture's */
     int64_t largest_size;
     int n_sizes;
     double prefill_tok_s;
@@ -367,10 +382,14 @@ static pw_status measure_capture(pw_model *m, const model_opts *o, capture_resul
     pw_engine_config cfg;
     quiet_config(&cfg);
     cfg.graph_cache_dir = NULL; /* cold */
+    cfg.predict_graph_memory = true;
     pw_engine *e = NULL;
     TRY(pw_engine_new(m, &cfg, &e));
+    cfg.predict_graph_memory = false;
     pw_engine_stats st;
     pw_engine_get_stats(e, &st);
+    c->predicted_pool_bytes = st.graph_pool_predicted;
+    c->pool_reserved_bytes = st.graph_pool_reserved;
     c->graphs = st.graphs_captured;
     c->graphs_patched = st.graphs_patched;
     c->pieces_patched_in_full = st.pieces_patched_in_full;
@@ -494,6 +513,9 @@ static void print_table(const model_opts *o, const pw_model_info *in,
            c->graphs_patched, c->pieces_patched_in_full, c->ms_no_distinct);
     printf("          warm start from the graph cache: %.1f ms (%" PRIu64 " graphs from it)\n",
            c->warm_ms, c->warm_graphs_from_cache);
+    printf("graph pool %zu bytes reserved, %zu predicted by the dry run%s\n",
+           c->pool_reserved_bytes, c->predicted_pool_bytes,
+           c->pool_reserved_bytes == c->predicted_pool_bytes ? " (exact)" : " (MISMATCH)");
     printf("graph pool peak %.1f KiB over all sizes, %.1f KiB for size %" PRId64
            " alone: %.2fx\n",
            (double)c->pool_peak / 1024.0, (double)c->largest_single / 1024.0, c->largest_size,
@@ -540,9 +562,10 @@ static void print_json(const model_opts *o, const pw_model_info *in,
            c->ms_no_distinct, c->warm_ms, c->warm_graphs_from_cache);
     printf("\"graphs\":%" PRIu64 ",\"ms\":%.3f,\"ms_forced_warmups\":%.3f,"
            "\"ms_per_graph\":%.4f,"
+           "\"predicted_pool_bytes\":%zu,\"pool_reserved_bytes\":%zu,"
            "\"pool_peak_bytes\":%zu,\"largest_single_bytes\":%zu,\"largest_size\":%" PRId64 "}}\n",
            c->graphs, c->ms, c->ms_forced_warmups, c->graphs ? c->ms / (double)c->graphs : 0.0,
-           c->pool_peak,
+           c->predicted_pool_bytes, c->pool_reserved_bytes, c->pool_peak,
            c->largest_single, c->largest_size);
 }
 

@@ -185,6 +185,14 @@ PW_API const char *pw_pool_name(const pw_pool *pool);
 PW_API pw_device pw_pool_device(const pw_pool *pool);
 /* Number of device graphs that still reference this pool. */
 PW_API int pw_pool_graph_refs(const pw_pool *pool);
+/* Shadow mode: the pool keeps its bookkeeping (sizes, segment sizes,
+ * alignment, best-fit reuse) but its segments are address space with no
+ * access, so its stats after a dry run of a capture are exactly those the
+ * real capture will reach, and any use of its addresses faults. Only an
+ * empty pool (no segments, no graphs, no open capture) switches;
+ * otherwise PW_ERR_STATE. */
+PW_API pw_status pw_pool_set_shadow(pw_pool *pool, bool on);
+PW_API bool pw_pool_is_shadow(const pw_pool *pool);
 /* Size granularity of blocks (alignment of every returned pointer). */
 #define PW_POOL_ALIGN 64
 

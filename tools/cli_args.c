@@ -96,11 +96,63 @@ int pw_cli_parse_mode(const char *text, pw_graph_mode *out) {
     return 1;
 }
 
+int pw_cli_parse_bytes(const char *text, const char *option, size_t *out) {
+    static const struct {
+        const char *suffix;
+        double scale;
+    } units[] = {{"", 1},           {"B", 1},
+                 {"K", 1024.0},     {"KiB", 1024.0},
+                 {"M", 1048576.0},  {"MiB", 1048576.0},
+                 {"G", 1073741824.0}, {"GiB", 1073741824.0}};
+    char *end;
+    errno = 0;
+    double x = strtod(text, &end);
+    bool number = end != text && errno == 0 && x == x && (text[0] >= '0' && text[0] <= '9');
+    for (size_t u = 0; number && u < sizeof units / sizeof units[0]; u++) {
+        if (strcmp(end, units[u].suffix) != 0) continue;
+        double bytes = x * units[u].scale;
+        if (bytes < 1 || bytes > 1e18 || bytes != (double)(size_t)bytes) {
+            fprintf(stderr, "piecewise: %s: '%s' is not a whole number of bytes >= 1\n", option,
+                    text);
+            return 1;
+        }
+        *out = (size_t)bytes;
+        return 0;
+    }
+    fprintf(stderr,
+            "piecewise: %s: '%s' is not a byte count (expected e.g. 1048576, 512M, 2GiB; "
+            "suffixes K, M, G, KiB, MiB, GiB)\n",
+            option, text);
+    return 1;
+}
+
+int pw_cli_capture_option(int argc, char **argv, int *i, pw_engine_config *cfg) {
+    const char *a = argv[*i], *v;
+    if (strcmp(a, "--memory-budget") == 0) {
+        if (!(v = pw_cli_value(argc, argv, i)) || pw_cli_parse_bytes(v, a, &cfg->memory_budget))
+            return -1;
+    } else if (strcmp(a, "--graph-budget") == 0) {
+        if (!(v = pw_cli_value(argc, argv, i)) || pw_cli_parse_bytes(v, a, &cfg->graph_budget))
+            return -1;
+    } else if (strcmp(a, "--capture") == 0) {
+        if (!(v = pw_cli_value(argc, argv, i))) return -1;
+        if (pw_capture_policy_parse(v, &cfg->capture_policy) != PW_OK) {
+            fprintf(stderr, "piecewise: --capture: %s\n", pw_last_error());
+            return -1;
+        }
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
 int pw_cli_generation_option(int argc, char **argv, int *i, pw_engine_config *cfg,
                              pw_sampling_params *sp, int64_t *threads) {
     const char *a = argv[*i], *v;
     double d;
     int64_t n;
+    int cap = pw_cli_capture_option(argc, argv, i, cfg);
+    if (cap != 0) return cap;
     if (strcmp(a, "--mode") == 0) {
         if (!(v = pw_cli_value(argc, argv, i)) || pw_cli_parse_mode(v, &cfg->mode)) return -1;
     } else if (strcmp(a, "--device") == 0) {
@@ -146,7 +198,7 @@ bool pw_cli_text_append(char **text, size_t *len, size_t *cap, const char *piece
 
 /* ---- capture options (distinct-piece capture, the graph cache) ---------- */
 
-int pw_cli_capture_option(int argc, char **argv, int *i, pw_engine_config *cfg) {
+int pw_cli_graph_cache_option(int argc, char **argv, int *i, pw_engine_config *cfg) {
     const char *a = argv[*i];
     if (strcmp(a, "--no-distinct-capture") == 0) {
         cfg->capture_distinct = false;

@@ -15,7 +15,27 @@ int pw_cli_int_list(const char *text, int64_t *out, int cap, const char *option)
 /* auto|none|piecewise|full|full_decode_only|full_and_piecewise; 0 on success. */
 int pw_cli_parse_mode(const char *text, pw_graph_mode *out);
 
-/* The generation options run and chat share: --mode, --device, --temp,
+/* "512M", "2GiB", "1048576": a byte count with an optional binary suffix
+ * (K/KiB, M/MiB, G/GiB; K = 1024). 0 on success, else 1 with a message
+ * naming `option`. */
+int pw_cli_parse_bytes(const char *text, const char *option, size_t *out);
+
+/* The memory and capture options run, chat, serve and bench share:
+ * --memory-budget BYTES, --capture eager|lazy, --graph-budget BYTES. Same
+ * return convention as pw_cli_generation_option. */
+int pw_cli_capture_option(int argc, char **argv, int *i, pw_engine_config *cfg);
+/* Their --help lines. */
+#define PW_CLI_CAPTURE_HELP                                                                    \
+    "  --memory-budget BYTES      device memory for weights, buffers, graphs and the KV\n"     \
+    "                             cache (e.g. 512M, 2GiB); the KV cache gets what the\n"       \
+    "                             others leave (default: no budget, 16384 positions)\n"        \
+    "  --capture eager|lazy       capture every size at start-up (eager, default) or\n"        \
+    "                             each size the first time a step uses it (lazy)\n"            \
+    "  --graph-budget BYTES       lazy only: bytes of recorded graphs to keep; the least\n"    \
+    "                             recently used sizes are freed past it\n"
+
+/* The generation options run and chat share (the capture options above
+ * included): --mode, --device, --temp,
  * --top-k, --top-p, --seed, --threads. Returns 1 if argv[*i] was one of
  * them (consumed, advancing *i), 0 if not, -1 on a bad value (message
  * printed). */
@@ -32,8 +52,8 @@ bool pw_cli_text_append(char **text, size_t *len, size_t *cap, const char *piece
 /* --no-distinct-capture and --graph-cache DIR, for run, chat, serve and
  * bench. Returns 1 if argv[*i] was one of them (consumed), 0 if not, -1 on
  * a bad value (message printed). */
-int pw_cli_capture_option(int argc, char **argv, int *i, pw_engine_config *cfg);
-#define PW_CLI_CAPTURE_OPTIONS_HELP                                                            \
+int pw_cli_graph_cache_option(int argc, char **argv, int *i, pw_engine_config *cfg);
+#define PW_CLI_GRAPH_CACHE_HELP                                                            \
     "  --graph-cache DIR          keep captured graphs in DIR and start from them next\n"     \
     "                             time (docs/graph-cache.md)\n"                              \
     "  --no-distinct-capture      capture every layer's piece for real instead of\n"         \

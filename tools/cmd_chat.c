@@ -29,7 +29,8 @@ static void usage(FILE *f) {
             "  --device DEV         cpu|cuda (default cpu)\n"
             "  --temp T, --top-k K, --top-p P, --seed S   sampling (default greedy)\n"
             "  --threads N          threads for matrix products (default 1)\n"
-            PW_CLI_CAPTURE_OPTIONS_HELP
+            PW_CLI_CAPTURE_HELP
+            PW_CLI_GRAPH_CACHE_HELP
             "  -h, --help           this help\n",
             CHAT_DEFAULT_TOKENS);
 }
@@ -55,7 +56,7 @@ static int parse_args(int argc, char **argv, chat_options *o) {
         int gen = pw_cli_generation_option(argc, argv, &i, &o->cfg, &o->sp, &o->threads);
         if (gen < 0) return 2;
         if (gen > 0) continue;
-        int cap = pw_cli_capture_option(argc, argv, &i, &o->cfg);
+        int cap = pw_cli_graph_cache_option(argc, argv, &i, &o->cfg);
         if (cap < 0) return 2;
         if (cap > 0) continue;
         if (strcmp(a, "-n") == 0 || strcmp(a, "--tokens") == 0) {

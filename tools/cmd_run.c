@@ -35,12 +35,13 @@ static void usage(FILE *f) {
             "  --max-batched-tokens N     tokens per step, bounds prefill chunks (default 128)\n"
             "  --capture-sizes A,B,...    batch sizes to capture (default: vLLM's list)\n"
             "  --verify-capture           capture FULL graphs twice and compare the recordings\n"
-            PW_CLI_CAPTURE_OPTIONS_HELP
+            PW_CLI_GRAPH_CACHE_HELP
             "  --raw                      do not apply the model's chat template to the prompts\n"
             "                             (models without one always run raw)\n"
             "  --system TEXT              system message for the chat template\n"
             "  --no-bos                   do not prepend the BOS token\n"
             "  -q, --quiet                print only the generated text\n"
+            PW_CLI_CAPTURE_HELP
             "  -h, --help                 this help\n",
             RUN_MAX_PROMPTS, RUN_DEFAULT_TOKENS);
 }
@@ -73,7 +74,7 @@ static int parse_args(int argc, char **argv, run_options *o) {
         int gen = pw_cli_generation_option(argc, argv, &i, &o->cfg, &o->sp, &o->threads);
         if (gen < 0) return 2;
         if (gen > 0) continue;
-        int cap = pw_cli_capture_option(argc, argv, &i, &o->cfg);
+        int cap = pw_cli_graph_cache_option(argc, argv, &i, &o->cfg);
         if (cap < 0) return 2;
         if (cap > 0) continue;
         if (strcmp(a, "-p") == 0 || strcmp(a, "--prompt") == 0) {
@@ -274,6 +275,17 @@ static void print_stats(const pw_engine *engine) {
             st.prompt_tokens, pre, st.generated_tokens, dec, st.graphs_captured,
             st.capture_seconds * 1e3, st.steps_by_mode[PW_MODE_NONE],
             st.steps_by_mode[PW_MODE_PIECEWISE], st.steps_by_mode[PW_MODE_FULL]);
+    /* lazy capture: how the steps without a graph were served */
+    if (st.lazy_captured || st.lazy_padded || st.lazy_eager || st.graphs_evicted)
+        fprintf(stderr,
+                "lazy capture: %" PRId64 " sizes captured on first use, %" PRId64
+                " steps padded to a captured size, %" PRId64 " eager, %" PRId64
+                " evicted | graphs hold %zu bytes\n",
+                st.lazy_captured, st.lazy_padded, st.lazy_eager, st.graphs_evicted,
+                st.graph_bytes);
+    if (st.graph_pool_predicted)
+        fprintf(stderr, "graph pool: %zu bytes reserved, %zu predicted\n",
+                st.graph_pool_reserved, st.graph_pool_predicted);
 }
 
 int pw_cmd_run(int argc, char **argv) {

@@ -38,7 +38,8 @@ static void usage(FILE *f) {
             "  --model-name NAME        the id /v1/models reports (default: the model's name)\n"
             "  --verify-every N         re-run one step in N eagerly and compare the logits bit\n"
             "                           for bit (0 = off, the default)\n"
-            PW_CLI_CAPTURE_OPTIONS_HELP
+            PW_CLI_CAPTURE_HELP
+            PW_CLI_GRAPH_CACHE_HELP
             "  -h, --help               this help\n");
 }
 
@@ -81,7 +82,7 @@ static int parse_args(int argc, char **argv, serve_options *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int64_t n;
-        int cap = pw_cli_capture_option(argc, argv, &i, &o->cfg);
+        int cap = pw_cli_graph_cache_option(argc, argv, &i, &o->cfg);
         if (cap < 0) return 2;
         if (cap > 0) continue;
         if (strcmp(a, "--host") == 0) {
@@ -125,6 +126,8 @@ static int parse_args(int argc, char **argv, serve_options *o) {
             if (!(o->http.model_name = pw_cli_value(argc, argv, &i))) return 2;
         } else if (strcmp(a, "--verify-every") == 0) {
             if (pw_cli_int(argc, argv, &i, 0, INT32_MAX, &o->eng.verify_every)) return 2;
+        } else if ((n = pw_cli_capture_option(argc, argv, &i, &o->cfg)) != 0) {
+            if (n < 0) return 2;
         } else if (a[0] == '-' && a[1] != '\0') {
             fprintf(stderr, "piecewise serve: unknown option '%s' (see --help)\n", a);
             return 2;

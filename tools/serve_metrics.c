@@ -204,7 +204,7 @@ char *serve_metrics_render(void) {
                   "piecewise_engine_tokens_total{mode=\"%s\",kind=\"padded\"} %" PRId64 "\n",
                   mode_names[i], M.real_tokens[i], mode_names[i], M.padded_tokens[i]);
     sb_printf(&b,
-              "# HELP piecewise_graphs_captured Graphs captured at start-up.\n"
+              "# HELP piecewise_graphs_captured Graphs captured (at start-up; with lazy capture, on first use).\n"
               "# TYPE piecewise_graphs_captured gauge\npiecewise_graphs_captured %" PRIu64 "\n"
               "# HELP piecewise_capture_seconds Time spent capturing graphs at start-up.\n"
               "# TYPE piecewise_capture_seconds gauge\npiecewise_capture_seconds %.6f\n"
@@ -214,6 +214,19 @@ char *serve_metrics_render(void) {
               "piecewise_graph_pool_bytes{kind=\"peak\"} %zu\n",
               M.engine.graphs_captured, M.engine.capture_seconds, M.engine.graph_pool_reserved,
               M.engine.graph_pool_peak);
+    sb_printf(&b,
+              "# HELP piecewise_lazy_capture_total Lazy capture: steps without a graph, by how "
+              "they were served (padded to a larger captured size, or eager), descriptors "
+              "captured on first use, and descriptors evicted by the graph budget.\n"
+              "# TYPE piecewise_lazy_capture_total counter\n"
+              "piecewise_lazy_capture_total{event=\"padded_to_captured\"} %" PRId64 "\n"
+              "piecewise_lazy_capture_total{event=\"eager\"} %" PRId64 "\n"
+              "piecewise_lazy_capture_total{event=\"captured\"} %" PRId64 "\n"
+              "piecewise_lazy_capture_total{event=\"evicted\"} %" PRId64 "\n"
+              "# HELP piecewise_graph_bytes Host bytes of the recorded graphs kept (lazy "
+              "capture).\n# TYPE piecewise_graph_bytes gauge\npiecewise_graph_bytes %zu\n",
+              M.engine.lazy_padded, M.engine.lazy_eager, M.engine.lazy_captured,
+              M.engine.graphs_evicted, M.engine.graph_bytes);
     sb_printf(&b,
               "# HELP piecewise_verify_checks_total Steps re-run eagerly by --verify-every.\n"
               "# TYPE piecewise_verify_checks_total counter\npiecewise_verify_checks_total %" PRId64

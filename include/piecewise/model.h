@@ -98,6 +98,18 @@ typedef struct pw_sampling_params {
     uint64_t seed;
 } pw_sampling_params;
 
+/* When graphs are captured. */
+typedef enum pw_capture_policy {
+    PW_CAPTURE_EAGER = 0, /* every descriptor of the capture list at start-up */
+    PW_CAPTURE_LAZY,      /* none at start-up; each descriptor the first time a step uses it */
+    PW_CAPTURE_POLICY_COUNT_
+} pw_capture_policy;
+
+/* "eager", "lazy" ("?" out of range). */
+PW_API const char *pw_capture_policy_name(pw_capture_policy p);
+/* Case-insensitive; anything else is PW_ERR_PARSE naming the choices. */
+PW_API pw_status pw_capture_policy_parse(const char *name, pw_capture_policy *out);
+
 typedef struct pw_engine_config {
     pw_device device;               /* default cpu; cuda needs the CUDA backend and a GPU */
     pw_graph_mode mode;             /* default FULL_AND_PIECEWISE */
@@ -114,6 +126,17 @@ typedef struct pw_engine_config {
     pw_progress progress;           /* capture progress bar (default AUTO) */
     bool verify_capture;            /* capture each descriptor twice and compare */
     bool print_capture_totals;      /* one totals line on stderr after capture (default true) */
+    /* Device memory for weights, buffers, graphs and the KV cache (0: no
+     * budget, the KV cache has kv_cache_positions). With a budget the graph
+     * memory is predicted by a dry run of the capture list and the KV cache
+     * gets what is left; too small a budget is PW_ERR_INVALID_ARG with the
+     * figures. Eager activations are not part of it. */
+    size_t memory_budget;
+    bool predict_graph_memory;      /* run the dry run without a budget too (stats, bench) */
+    pw_capture_policy capture_policy; /* default EAGER */
+    /* LAZY only: bytes of recorded graphs kept (0: no limit); past it the
+     * least recently used descriptors' graphs are freed. */
+    size_t graph_budget;
     bool capture_distinct;          /* capture each distinct piece once per size and make the
                                        identical ones (every layer of a Llama) by patching its
                                        addresses (default true; docs/runtime.md) */
@@ -140,6 +163,17 @@ typedef struct pw_engine_stats {
     double capture_seconds;
     size_t graph_pool_reserved;
     size_t graph_pool_peak;
+    size_t graph_pool_predicted;   /* the dry run's figure (0: not planned) */
+    size_t weight_bytes;           /* weights the engine reads in place (copies are buffers) */
+    size_t buffer_bytes;           /* persistent pool: step buffers, rope table, weight copies */
+    size_t kv_cache_bytes;         /* the KV cache pool's reservation */
+    int64_t kv_cache_blocks;
+    /* lazy capture: how steps without a graph were served */
+    int64_t lazy_padded;           /* replayed a larger captured size */
+    int64_t lazy_eager;            /* ran eagerly (no captured size fits) */
+    int64_t lazy_captured;         /* descriptors captured after their first step */
+    int64_t graphs_evicted;        /* descriptors whose graphs the graph budget freed */
+    size_t graph_bytes;            /* bytes of the recorded graphs kept now (lazy) */
 } pw_engine_stats;
 
 /* Compiles the model (graph, split, stitching plan, one PIECEWISE wrapper

@@ -201,6 +201,16 @@ PW_API size_t pw_graph_wrapper_num_graphs(const pw_graph_wrapper *w);
 /* The graph captured for desc; PW_ERR_NOT_FOUND if none. Borrowed. */
 PW_API pw_status pw_graph_wrapper_graph(const pw_graph_wrapper *w, const pw_batch_desc *desc,
                                         pw_graph **out);
+/* True if a graph is captured for desc (no error is set either way). */
+PW_API bool pw_graph_wrapper_has_graph(const pw_graph_wrapper *w, const pw_batch_desc *desc);
+/* Frees the graph (and kept output alias) of one descriptor; the next call
+ * for it captures again. PW_ERR_NOT_FOUND if the wrapper has no entry for
+ * desc; refused (PW_ERR_STATE) during the wrapper's own capture. */
+PW_API pw_status pw_graph_wrapper_remove(pw_graph_wrapper *w, const pw_batch_desc *desc);
+/* Host bytes desc's recorded graph holds (its launch table and argument
+ * bytes; 0 if none). Graph-pool memory is shared by all graphs and not
+ * counted. */
+PW_API size_t pw_graph_wrapper_graph_bytes(const pw_graph_wrapper *w, const pw_batch_desc *desc);
 PW_API void pw_graph_wrapper_get_counters(const pw_graph_wrapper *w, pw_wrapper_counters *out);
 /* Frees every graph (and kept output alias) of this wrapper; the next call
  * for a descriptor captures again. Refused (PW_ERR_STATE) while the
@@ -325,6 +335,34 @@ typedef struct pw_capture_report {
  * out may be NULL. */
 PW_API pw_status pw_capture_all(const pw_dispatcher *d, pw_forward_fn fwd, void *user,
                                 const pw_capture_options *opts, pw_capture_report *out);
+
+/* One descriptor as pw_capture_all captures each of its list (warm-ups
+ * where the device needs them, then the capture inside a capture phase):
+ * lazy capture, when a step first needs it. opts may be NULL. */
+PW_API pw_status pw_capture_one(pw_forward_fn fwd, void *user, const pw_capture_options *opts,
+                                const pw_capture_item *item);
+
+/* What a dry run of the capture list found. */
+typedef struct pw_capture_plan_report {
+    size_t descriptors;         /* descriptors of the capture list */
+    uint64_t graphs;            /* graphs the dry run recorded (and freed) */
+    size_t graph_pool_bytes;    /* bytes the real capture will reserve in the graph pool */
+    size_t graph_pool_segments; /* segments it will reserve them in */
+    double seconds;
+} pw_capture_plan_report;
+
+/* The dry run: every descriptor of the capture list captured, in the same
+ * order as pw_capture_all, against opts->graph_pool switched to shadow
+ * mode (pw_pool_set_shadow), with no warm-ups and every eager launch on the
+ * thread dropped, so nothing computes and no shadow address is used. The
+ * pool's reservation at the end is, byte for byte, what pw_capture_all will
+ * reserve from the same empty pool; then every graph of the dry run is
+ * freed and the pool is empty and real again. The pool must be empty
+ * (PW_ERR_STATE); the forward must be deterministic in what it allocates.
+ * Its captures count in the wrapper counters like any other. out may be
+ * NULL. */
+PW_API pw_status pw_capture_plan(const pw_dispatcher *d, pw_forward_fn fwd, void *user,
+                                 const pw_capture_options *opts, pw_capture_plan_report *out);
 
 #ifdef __cplusplus
 }

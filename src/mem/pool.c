@@ -8,12 +8,20 @@
  *
  * Graph pools: a device graph keeps a reference on the pool it was captured
  * into. While any reference exists, trim releases nothing, so no address a
- * graph recorded can be unmapped or handed to another pool. */
+ * graph recorded can be unmapped or handed to another pool.
+ *
+ * Shadow pools: the same bookkeeping over segments that are address space
+ * only (PROT_NONE mappings): a dry run of a capture against one reserves
+ * exactly what the real capture will, and any dereference of its addresses
+ * faults instead of reading or writing memory that is not there. The
+ * policy therefore never looks at where the device put a segment, only at
+ * segment order and offsets, so shadow and real pools choose alike. */
 #include "mem/pool_internal.h"
 #include "pw_testing.h"
 
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define PW_SEGMENT_MIN ((size_t)2 << 20)     /* smallest segment from the device */
 #define PW_SEGMENT_ROUND ((size_t)2 << 20)   /* segment sizes are multiples of this */
@@ -34,6 +42,7 @@ struct pw_block {
 struct pw_segment {
     char *base;
     size_t size;
+    uint64_t seq; /* creation order: the tie-break, independent of addresses */
     pw_block *first;
     pw_segment *next;
 };
@@ -51,6 +60,8 @@ struct pw_pool {
     int trim_holds;
     bool trim_pending;
     bool capturing;
+    bool shadow;            /* segments are address space only */
+    uint64_t next_segment_seq;
 };
 
 /* ---- device memory ------------------------------------------------------- */
@@ -71,7 +82,16 @@ static const pw_device_mem_ops *ops_for(pw_device d) {
     return device_ops[d].alloc ? &device_ops[d] : NULL;
 }
 
+/* Address space only: the mapping has no access, so nothing can be read
+ * or written through it, and MAP_NORESERVE keeps it out of the commit
+ * charge. mmap's alignment (a page) is a multiple of PW_POOL_ALIGN. */
+static void *shadow_reserve(size_t bytes) {
+    void *p = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
 static void *device_alloc(pw_pool *pool, size_t bytes) {
+    if (pool->shadow) return shadow_reserve(bytes);
     long long n = atomic_load_explicit(&device_fail_countdown, memory_order_relaxed);
     if (n > 0 && atomic_fetch_sub(&device_fail_countdown, 1) == 1) return NULL;
     return ops_for(pool->device)->alloc(bytes);
@@ -152,14 +172,24 @@ static void free_list_remove(pw_pool *pool, pw_block *b) {
     b->free = false;
 }
 
-/* Ties go to the lowest address so that allocation order is reproducible. */
+/* Position of a block in the pool's own order: oldest segment first, then
+ * offset. Unlike the raw address it does not depend on where the device
+ * placed the segments, so a shadow pool (other addresses) decides alike. */
+static bool comes_before(const pw_block *a, const pw_block *b) {
+    if (a->segment->seq != b->segment->seq) return a->segment->seq < b->segment->seq;
+    return a->ptr - a->segment->base < b->ptr - b->segment->base;
+}
+
+/* Ties go to the first block in pool order so that allocation order is
+ * reproducible. */
 static pw_block *best_fit(pw_pool *pool, size_t size) {
     pw_block *best = NULL;
     for (pw_block *b = pool->free_list; b; b = b->free_next) {
         if (b->size < size) continue;
-        /* no early exit on an exact fit: a lower one may follow, and the
-         * choice must depend on the free blocks, not on the list's order */
-        if (!best || b->size < best->size || (b->size == best->size && b->ptr < best->ptr))
+        /* no early exit on an exact fit: a later one in pool order may
+         * follow, and the choice must depend on the free blocks, not on
+         * the order of the free list */
+        if (!best || b->size < best->size || (b->size == best->size && comes_before(b, best)))
             best = b;
     }
     return best;
@@ -251,7 +281,8 @@ static void segment_free_all(pw_pool *pool, pw_segment *seg) {
         pw_host_free(b);
         b = n;
     }
-    ops_for(pool->device)->free(seg->base);
+    if (pool->shadow) munmap(seg->base, seg->size);
+    else ops_for(pool->device)->free(seg->base);
     pw_host_free(seg);
 }
 
@@ -296,6 +327,7 @@ static pw_status add_segment(pw_pool *pool, size_t need, pw_block **out) {
     }
     seg->base = base;
     seg->size = size;
+    seg->seq = pool->next_segment_seq++;
     seg->first = b;
     seg->next = pool->segments;
     pool->segments = seg;
@@ -463,3 +495,28 @@ bool pw_pool_owns(const pw_pool *pool, const void *ptr) {
         if ((const char *)ptr >= s->base && (const char *)ptr < s->base + s->size) return true;
     return false;
 }
+
+/* ---- shadow mode and the thread's dry run ------------------------------------------------- */
+
+pw_status pw_pool_set_shadow(pw_pool *pool, bool on) {
+    if (!pool) return pw_error(PW_ERR_INVALID_ARG, "pw_pool_set_shadow: pool is NULL");
+    if (pool->shadow == on) return PW_OK;
+    if (pool->segments || pool->graph_refs > 0 || pool->capturing)
+        return pw_error(PW_ERR_STATE,
+                        "pool '%s': shadow mode can only be switched on an empty pool (it holds "
+                        "%zu bytes in %zu segment(s), %d graph(s) use it%s)",
+                        pool->name, pool->stats.reserved, pool->stats.n_segments, pool->graph_refs,
+                        pool->capturing ? ", a capture is open" : "");
+    pool->shadow = on;
+    return PW_OK;
+}
+
+bool pw_pool_is_shadow(const pw_pool *pool) { return pool->shadow; }
+
+static _Thread_local int tl_dry_run;
+
+void pw_mem_dry_run_begin(void) { tl_dry_run++; }
+void pw_mem_dry_run_end(void) {
+    if (tl_dry_run > 0) tl_dry_run--;
+}
+bool pw_mem_dry_run_active(void) { return tl_dry_run > 0; }

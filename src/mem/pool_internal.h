@@ -38,6 +38,17 @@ pw_status pw_mem_capture_poison(pw_status code);
 /* The recorded violation (PW_OK if none) and its message. */
 pw_status pw_mem_capture_violation(const char **msg);
 
+/* ---- dry runs --------------------------------------------------------------
+ *
+ * A dry run is a capture against a shadow pool (pw_pool_set_shadow): its
+ * addresses back nothing, so nothing may run. Captures record without
+ * running anyway; the stream also drops every eager launch made on this
+ * thread while a dry run is open (the eager ops between pieces would read
+ * shadow addresses). Calls nest. */
+void pw_mem_dry_run_begin(void);
+void pw_mem_dry_run_end(void);
+bool pw_mem_dry_run_active(void);
+
 /* Used by streams: graph references. */
 void pw_pool_graph_ref(pw_pool *pool);
 void pw_pool_graph_unref(pw_pool *pool);

@@ -13,10 +13,12 @@
 #include "model/engine_internal.h"
 
 #include "model/graph_cache.h"
+#include "model/piece_program.h"
 #include "model/sampler.h"
 
 #include <inttypes.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #define ENGINE_DEFAULT_MAX_SEQS 64
@@ -29,6 +31,24 @@ static double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+const char *pw_capture_policy_name(pw_capture_policy p) {
+    switch (p) {
+    case PW_CAPTURE_EAGER: return "eager";
+    case PW_CAPTURE_LAZY: return "lazy";
+    default: return "?";
+    }
+}
+
+pw_status pw_capture_policy_parse(const char *name, pw_capture_policy *out) {
+    for (int p = 0; p < PW_CAPTURE_POLICY_COUNT_; p++)
+        if (name && strcasecmp(name, pw_capture_policy_name((pw_capture_policy)p)) == 0) {
+            *out = (pw_capture_policy)p;
+            return PW_OK;
+        }
+    return pw_error(PW_ERR_PARSE, "unknown capture policy '%s' (expected eager or lazy)",
+                    name ? name : "(null)");
 }
 
 void pw_engine_config_init(pw_engine_config *cfg) {
@@ -165,15 +185,19 @@ static pw_status capture_forward(void *user, pw_runtime_mode mode, const pw_batc
     return PW_OK;
 }
 
+static void engine_capture_options(const pw_engine *e, pw_capture_options *co) {
+    pw_capture_options_init(co);
+    co->warmups = e->cfg.warmups;
+    co->force_warmups = e->cfg.force_warmups;
+    co->progress = e->cfg.progress;
+    co->graph_pool = e->graph_pool;
+    co->print_totals = e->cfg.print_capture_totals;
+}
+
 static pw_status capture_all(pw_engine *e) {
-    if (e->cfg.mode == PW_GRAPH_NONE) return PW_OK;
+    if (e->cfg.mode == PW_GRAPH_NONE || e->cfg.capture_policy == PW_CAPTURE_LAZY) return PW_OK;
     pw_capture_options co;
-    pw_capture_options_init(&co);
-    co.warmups = e->cfg.warmups;
-    co.force_warmups = e->cfg.force_warmups;
-    co.progress = e->cfg.progress;
-    co.graph_pool = e->graph_pool;
-    co.print_totals = e->cfg.print_capture_totals;
+    engine_capture_options(e, &co);
     pw_capture_report rep;
     pw_counters_get(&e->counters_before);
     pw_graph_cache_load(e);
@@ -184,6 +208,301 @@ static pw_status capture_all(pw_engine *e) {
                               &e->stats.graphs_from_cache);
     pw_graph_cache_store(e);
     return PW_OK;
+}
+
+/* ---- memory planning: graph bytes first, the KV cache from what is left ------------------- */
+
+static const char *fmt_bytes(size_t bytes, char *buf, size_t cap) {
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    size_t u = 0;
+    while (v >= 1024.0 && u + 1 < PW_ARRAY_LEN(units)) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0) snprintf(buf, cap, "%zu B", bytes);
+    else snprintf(buf, cap, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+/* The dry run of the capture list (pw_capture_plan). The attention kernels
+ * take the KV cache's addresses as arguments, so it needs one: a shadow
+ * cache (address space only, never touched) stands in until the real one
+ * is sized. Graph memory does not depend on the number of blocks. */
+static pw_status plan_graph_memory(pw_engine *e, size_t *bytes) {
+    *bytes = 0;
+    pw_pool *shadow_kv = NULL;
+    PW_TRY(pw_pool_new(e->device, "kv cache (planning)", &shadow_kv));
+    pw_status s = pw_pool_set_shadow(shadow_kv, true);
+    if (s == PW_OK) s = pw_engine_alloc_kv_cache(e, shadow_kv, e->blocks_per_seq);
+    pw_capture_plan_report rep;
+    if (s == PW_OK) {
+        pw_capture_options co;
+        engine_capture_options(e, &co);
+        /* the dry run's addresses are a shadow's: no program is recorded from it */
+        if (e->distinct) e->distinct->planning = true;
+        s = pw_capture_plan(e->dispatcher, capture_forward, e, &co, &rep);
+        if (e->distinct) e->distinct->planning = false;
+    }
+    pw_pool_free(shadow_kv);
+    const pw_model_info *in = pw_model_get_info(e->model);
+    for (int64_t l = 0; l < in->n_layers; l++) e->k_cache[l] = e->v_cache[l] = NULL;
+    if (s == PW_OK) *bytes = rep.graph_pool_bytes;
+    return s;
+}
+
+/* What the KV cache pool reserves for num_blocks blocks: the same
+ * allocation against a shadow pool, so segment rounding is included. */
+static pw_status kv_reserved_bytes(const pw_engine *e, int64_t num_blocks, size_t *out) {
+    pw_pool *p = NULL;
+    PW_TRY(pw_pool_new(e->device, "kv cache (sizing)", &p));
+    pw_status s = pw_pool_set_shadow(p, true);
+    void *ptr;
+    if (s == PW_OK) s = pw_pool_alloc(p, pw_engine_kv_cache_bytes(e, num_blocks), &ptr);
+    pw_pool_stats st;
+    pw_pool_get_stats(p, &st);
+    pw_pool_free(p);
+    *out = st.reserved;
+    return s;
+}
+
+/* Weights read in place (device copies are in the persistent pool). */
+static size_t weight_bytes_in_place(const pw_engine *e) {
+    size_t total = 0;
+    for (int i = 1; i < e->n_params; i++)
+        if (e->params[i].kind == PW_VAL_TENSOR && !e->weights[i])
+            total += pw_tensor_nbytes(e->params[i].as.tensor);
+    return total;
+}
+
+/* The most blocks whose cache fits in `avail` bytes (0 if not even one). */
+static pw_status kv_blocks_within(const pw_engine *e, size_t avail, int64_t *blocks) {
+    const pw_model_info *in = pw_model_get_info(e->model);
+    size_t per_block = 2 * (size_t)(in->n_layers * e->cfg.block_size * in->n_kv_heads *
+                                    in->head_dim) * sizeof(float); /* before rounding */
+    int64_t lo = 0, hi = (int64_t)(avail / per_block); /* reserved >= raw bytes */
+    if (hi > ((int64_t)1 << 40)) hi = (int64_t)1 << 40;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        size_t r;
+        PW_TRY(kv_reserved_bytes(e, mid, &r));
+        if (r <= avail) lo = mid;
+        else hi = mid - 1;
+    }
+    *blocks = lo;
+    return PW_OK;
+}
+
+/* Sizes the KV cache (from the budget when there is one) and allocates it. */
+static pw_status size_kv_cache(pw_engine *e) {
+    bool graphs = e->cfg.mode != PW_GRAPH_NONE;
+    size_t graph_bytes = 0;
+    if (graphs && (e->cfg.memory_budget || e->cfg.predict_graph_memory))
+        PW_TRY(plan_graph_memory(e, &graph_bytes));
+    e->stats.graph_pool_predicted = graph_bytes;
+    pw_pool_stats ps;
+    pw_pool_get_stats(e->persistent, &ps);
+    e->stats.weight_bytes = weight_bytes_in_place(e);
+    e->stats.buffer_bytes = ps.reserved;
+    int64_t blocks = e->cfg.kv_cache_positions / e->cfg.block_size;
+    if (blocks < e->blocks_per_seq) blocks = e->blocks_per_seq;
+    char w[32], b[32], g[32], k[32], t[32], u[32];
+    if (e->cfg.memory_budget) {
+        size_t fixed = e->stats.weight_bytes + e->stats.buffer_bytes + graph_bytes;
+        size_t one_block;
+        PW_TRY(kv_reserved_bytes(e, 1, &one_block));
+        blocks = 0;
+        if (e->cfg.memory_budget > fixed)
+            PW_TRY(kv_blocks_within(e, e->cfg.memory_budget - fixed, &blocks));
+        if (blocks < 1)
+            return pw_error(PW_ERR_INVALID_ARG,
+                            "memory budget of %zu bytes (%s) is too small: weights %zu + buffers "
+                            "%zu + graphs %zu (predicted) + one KV cache block %zu = %zu bytes "
+                            "needed at least",
+                            e->cfg.memory_budget, fmt_bytes(e->cfg.memory_budget, t, sizeof t),
+                            e->stats.weight_bytes, e->stats.buffer_bytes, graph_bytes, one_block,
+                            fixed + one_block);
+        if (blocks < e->blocks_per_seq)
+            pw_log_warn("memory budget: the KV cache holds %" PRId64 " positions, fewer than one "
+                        "request of max_model_len %" PRId64 " needs",
+                        blocks * e->cfg.block_size, e->max_model_len);
+    }
+    PW_TRY(pw_pool_new(e->device, "kv cache", &e->kv_pool));
+    /* the KV cache blocks are regions too, after the persistent ones */
+    pw_engine_regions_observe(e, e->kv_pool, true);
+    pw_status kv = pw_engine_alloc_kv_cache(e, e->kv_pool, blocks);
+    pw_engine_regions_observe(e, e->kv_pool, false);
+    PW_TRY(kv);
+    pw_pool_get_stats(e->kv_pool, &ps);
+    e->stats.kv_cache_bytes = ps.reserved;
+    e->stats.kv_cache_blocks = blocks;
+    size_t used = e->stats.weight_bytes + e->stats.buffer_bytes + graph_bytes + ps.reserved;
+    if (e->cfg.memory_budget)
+        pw_log_info("memory budget %s: weights %s, buffers %s, graphs %s (predicted), KV cache %s "
+                    "(%" PRId64 " blocks, %" PRId64 " positions), unused %s",
+                    fmt_bytes(e->cfg.memory_budget, t, sizeof t),
+                    fmt_bytes(e->stats.weight_bytes, w, sizeof w),
+                    fmt_bytes(e->stats.buffer_bytes, b, sizeof b),
+                    fmt_bytes(graph_bytes, g, sizeof g), fmt_bytes(ps.reserved, k, sizeof k),
+                    blocks, blocks * e->cfg.block_size,
+                    fmt_bytes(e->cfg.memory_budget - used, u, sizeof u));
+    return PW_OK;
+}
+
+/* ---- lazy capture ------------------------------------------------------------------------------- */
+
+/* A descriptor captured lazily: in FULL mode the FULL wrapper's graph, in
+ * PIECEWISE mode every piece's graph of that descriptor. Eviction frees a
+ * unit whole, so a descriptor is either captured in every piece or in
+ * none. */
+typedef struct lazy_unit {
+    pw_runtime_mode mode;
+    pw_batch_desc desc;
+    size_t bytes;
+    uint64_t last_use;
+} lazy_unit;
+
+struct pw_engine_lazy {
+    lazy_unit *units;
+    size_t n, cap;
+    uint64_t clock;
+};
+
+static void lazy_free(pw_engine *e) {
+    if (!e->lazy) return;
+    pw_host_free(e->lazy->units);
+    pw_host_free(e->lazy);
+    e->lazy = NULL;
+}
+
+/* The wrapper whose entry says whether (mode, desc) is captured. */
+static pw_graph_wrapper *unit_wrapper(const pw_engine *e, pw_runtime_mode mode) {
+    if (mode == PW_MODE_FULL) return e->full;
+    for (int i = 0; i < e->n_submods; i++)
+        if (e->pieces[i].wrapper) return e->pieces[i].wrapper;
+    return NULL;
+}
+
+static bool unit_captured(const pw_engine *e, pw_runtime_mode mode, const pw_batch_desc *desc) {
+    pw_graph_wrapper *w = unit_wrapper(e, mode);
+    return w && pw_graph_wrapper_has_graph(w, desc);
+}
+
+static lazy_unit *unit_find(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc *desc) {
+    for (size_t i = 0; e->lazy && i < e->lazy->n; i++)
+        if (e->lazy->units[i].mode == mode && pw_batch_desc_equal(&e->lazy->units[i].desc, desc))
+            return &e->lazy->units[i];
+    return NULL;
+}
+
+static size_t unit_bytes(const pw_engine *e, pw_runtime_mode mode, const pw_batch_desc *desc) {
+    if (mode == PW_MODE_FULL) return pw_graph_wrapper_graph_bytes(e->full, desc);
+    size_t total = 0;
+    for (int i = 0; i < e->n_submods; i++)
+        if (e->pieces[i].wrapper) total += pw_graph_wrapper_graph_bytes(e->pieces[i].wrapper, desc);
+    return total;
+}
+
+static pw_status unit_evict(pw_engine *e, size_t index) {
+    lazy_unit u = e->lazy->units[index];
+    if (u.mode == PW_MODE_FULL) {
+        PW_TRY(pw_graph_wrapper_remove(e->full, &u.desc));
+    } else {
+        for (int i = 0; i < e->n_submods; i++)
+            if (e->pieces[i].wrapper) PW_TRY(pw_graph_wrapper_remove(e->pieces[i].wrapper, &u.desc));
+    }
+    e->lazy->units[index] = e->lazy->units[--e->lazy->n];
+    e->stats.graph_bytes -= u.bytes;
+    e->stats.graphs_evicted++;
+    char d[PW_BATCH_DESC_FORMAT_CAP];
+    pw_log_debug("lazy capture: evicted %s %s (%zu bytes) to stay within the graph budget",
+                 pw_runtime_mode_name(u.mode), pw_batch_desc_format(&u.desc, d, sizeof d), u.bytes);
+    return PW_OK;
+}
+
+/* Frees least recently used units (never `keep`) while the graphs exceed
+ * the graph budget. */
+static pw_status enforce_graph_budget(pw_engine *e, const lazy_unit *keep) {
+    while (e->cfg.graph_budget && e->stats.graph_bytes > e->cfg.graph_budget && e->lazy->n > 1) {
+        size_t oldest = SIZE_MAX;
+        for (size_t i = 0; i < e->lazy->n; i++) {
+            const lazy_unit *u = &e->lazy->units[i];
+            if (u->mode == keep->mode && pw_batch_desc_equal(&u->desc, &keep->desc)) continue;
+            if (oldest == SIZE_MAX || u->last_use < e->lazy->units[oldest].last_use) oldest = i;
+        }
+        if (oldest == SIZE_MAX) break;
+        PW_TRY(unit_evict(e, oldest));
+    }
+    return PW_OK;
+}
+
+/* Captures (mode, desc) after the step that first needed it. */
+static pw_status capture_lazily(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc *desc) {
+    if (!e->lazy) {
+        e->lazy = pw_host_calloc(1, sizeof *e->lazy);
+        if (!e->lazy) return PW_ERR_OOM;
+    }
+    struct pw_engine_lazy *lz = e->lazy;
+    if (lz->n == lz->cap) {
+        size_t cap = lz->cap ? lz->cap * 2 : 16;
+        lazy_unit *u = pw_host_realloc(lz->units, cap * sizeof *u);
+        if (!u) return PW_ERR_OOM;
+        lz->units = u;
+        lz->cap = cap;
+    }
+    pw_capture_options co;
+    engine_capture_options(e, &co);
+    co.progress = PW_PROGRESS_OFF;
+    co.print_totals = false;
+    pw_capture_item item = {mode, *desc};
+    double t0 = now_seconds();
+    PW_TRY(pw_capture_one(capture_forward, e, &co, &item));
+    e->stats.capture_seconds += now_seconds() - t0;
+    e->stats.graphs_captured += mode == PW_MODE_FULL ? 1 : (uint64_t)e->n_pieces;
+    e->stats.lazy_captured++;
+    lazy_unit u = {mode, *desc, unit_bytes(e, mode, desc), ++lz->clock};
+    lz->units[lz->n++] = u;
+    e->stats.graph_bytes += u.bytes;
+    PW_TRY(enforce_graph_budget(e, &u));
+    pw_pool_stats ps;
+    pw_pool_get_stats(e->graph_pool, &ps);
+    e->stats.graph_pool_reserved = ps.reserved;
+    e->stats.graph_pool_peak = ps.peak_allocated;
+    return PW_OK;
+}
+
+/* Lazy capture's routing of a step whose descriptor has no graph yet: a
+ * larger captured size of the same kind of key if there is one (more
+ * padding rows, same tokens: the kernels are batch-invariant), else eager.
+ * *want is what to capture after the step (mode NONE: nothing). */
+static void lazy_route(pw_engine *e, int64_t nt, bool uniform, pw_runtime_mode *mode,
+                       pw_batch_desc *desc, pw_capture_item *want) {
+    want->mode = PW_MODE_NONE;
+    if (e->cfg.capture_policy != PW_CAPTURE_LAZY || *mode == PW_MODE_NONE) return;
+    if (unit_captured(e, *mode, desc)) {
+        lazy_unit *u = unit_find(e, *mode, desc);
+        if (u) u->last_use = ++e->lazy->clock;
+        return;
+    }
+    want->mode = *mode;
+    want->desc = *desc;
+    int n = 0;
+    const int64_t *sizes = pw_dispatcher_capture_sizes(e->dispatcher, &n);
+    for (int i = 0; i < n; i++) {
+        if (sizes[i] <= desc->num_tokens) continue;
+        pw_batch_desc k = desc->uniform
+                              ? pw_batch_desc_make(sizes[i], sizes[i], true, desc->has_lora)
+                              : pw_batch_desc_make(sizes[i], PW_NUM_REQS_UNSET, false, desc->has_lora);
+        if (!unit_captured(e, *mode, &k)) continue;
+        lazy_unit *u = unit_find(e, *mode, &k);
+        if (u) u->last_use = ++e->lazy->clock;
+        *desc = k;
+        e->stats.lazy_padded++;
+        return;
+    }
+    *mode = PW_MODE_NONE;
+    *desc = pw_batch_desc_make(nt, uniform ? nt : PW_NUM_REQS_UNSET, uniform, false);
+    e->stats.lazy_eager++;
 }
 
 /* ---- engine lifecycle ------------------------------------------------------------------------ */
@@ -205,6 +524,12 @@ static pw_status check_config(const pw_engine_config *c, const pw_model_info *in
                         c->max_model_len);
     if (c->warmups < 0)
         return pw_error(PW_ERR_INVALID_ARG, "warmups must be >= 0 (got %d)", c->warmups);
+    if ((unsigned)c->capture_policy >= PW_CAPTURE_POLICY_COUNT_)
+        return pw_error(PW_ERR_INVALID_ARG, "unknown capture policy %d", (int)c->capture_policy);
+    if (c->graph_budget && c->capture_policy != PW_CAPTURE_LAZY)
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "a graph budget needs lazy capture (graphs captured at start-up are "
+                        "never evicted)");
     pw_device_caps caps; /* refuses an unknown or unavailable device, with the reason */
     PW_TRY(pw_device_get_caps(c->device, &caps));
     if ((unsigned)c->mode >= PW_GRAPH_MODE_COUNT_)
@@ -247,6 +572,7 @@ pw_status pw_engine_new(pw_model *m, const pw_engine_config *cfg_in, pw_engine *
     if (s == PW_OK) s = pw_engine_distinct_new(e);
     if (s == PW_OK) s = pw_engine_alloc_buffers(e);
     if (s == PW_OK) s = compile_model(e);
+    if (s == PW_OK) s = size_kv_cache(e);
     if (s == PW_OK) s = capture_all(e);
     if (s != PW_OK) {
         pw_engine_free(e);
@@ -264,6 +590,7 @@ void pw_engine_free(pw_engine *e) {
     if (!e) return;
     pw_engine_verify_free(e);
     pw_engine_distinct_free(e);
+    lazy_free(e);
     pw_graph_wrapper_free(e->full);
     if (e->pieces) {
         for (int i = 0; i < e->n_submods; i++) {
@@ -280,8 +607,9 @@ void pw_engine_free(pw_engine *e) {
     pw_dispatcher_free(e->dispatcher);
     for (int i = 0; e->weights && i < e->n_params; i++) pw_tensor_release(e->weights[i]);
     pw_host_free(e->weights);
-    /* the KV cache, rope table and step buffers are blocks of e->persistent */
+    /* the rope table and step buffers are blocks of e->persistent */
     pw_pool_free(e->persistent);
+    pw_pool_free(e->kv_pool);
     pw_host_free(e->k_cache);
     pw_host_free(e->v_cache);
     if (e->requests)
@@ -518,6 +846,8 @@ pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_
     pw_runtime_mode mode;
     pw_batch_desc desc;
     PW_TRY(pw_dispatch(e->dispatcher, nt, uniform, false, &mode, &desc));
+    pw_capture_item want;
+    lazy_route(e, nt, uniform, &mode, &desc, &want);
     int64_t padded = desc.num_tokens;
     pw_schedule_fill_padding(e, nt, padded);
     pw_value logits_v;
@@ -533,6 +863,8 @@ pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_
     PW_TRY(st);
     int64_t prompt_tokens = 0;
     int64_t n_new = sample_scheduled(e, ns, &prompt_tokens);
+    /* after the step has used the host arrays: the capture rewrites them */
+    if (want.mode != PW_MODE_NONE) PW_TRY(capture_lazily(e, want.mode, &want.desc));
     record_step(e, mode, nt, n_new, prompt_tokens, now_seconds() - t0);
     *n_out = n_new;
     return PW_OK;
@@ -540,19 +872,23 @@ pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_
 
 void pw_engine_get_stats(const pw_engine *e, pw_engine_stats *out) { *out = e->stats; }
 
+/* Keeps what describes the engine (capture, memory), clears what counts steps. */
 void pw_engine_reset_stats(pw_engine *e) {
-    uint64_t g = e->stats.graphs_captured, gp = e->stats.graphs_patched,
-             pf = e->stats.pieces_patched_in_full, gc = e->stats.graphs_from_cache;
-    double c = e->stats.capture_seconds;
-    size_t r = e->stats.graph_pool_reserved, p = e->stats.graph_pool_peak;
+    pw_engine_stats keep = e->stats;
     memset(&e->stats, 0, sizeof e->stats);
-    e->stats.graphs_captured = g;
-    e->stats.graphs_patched = gp;
-    e->stats.pieces_patched_in_full = pf;
-    e->stats.graphs_from_cache = gc;
-    e->stats.capture_seconds = c;
-    e->stats.graph_pool_reserved = r;
-    e->stats.graph_pool_peak = p;
+    e->stats.graphs_captured = keep.graphs_captured;
+    e->stats.capture_seconds = keep.capture_seconds;
+    e->stats.graph_pool_reserved = keep.graph_pool_reserved;
+    e->stats.graph_pool_peak = keep.graph_pool_peak;
+    e->stats.graph_pool_predicted = keep.graph_pool_predicted;
+    e->stats.weight_bytes = keep.weight_bytes;
+    e->stats.buffer_bytes = keep.buffer_bytes;
+    e->stats.kv_cache_bytes = keep.kv_cache_bytes;
+    e->stats.kv_cache_blocks = keep.kv_cache_blocks;
+    e->stats.graph_bytes = keep.graph_bytes;
+    e->stats.graphs_patched = keep.graphs_patched;
+    e->stats.pieces_patched_in_full = keep.pieces_patched_in_full;
+    e->stats.graphs_from_cache = keep.graphs_from_cache;
 }
 
 const pw_dispatcher *pw_engine_dispatcher(const pw_engine *e) { return e->dispatcher; }

@@ -1,7 +1,9 @@
 /* The engine's persistent state, allocated once: host arrays the scheduler
  * writes, and in memory of the engine's device (its persistent pool) the
- * per-step buffers, the attention metadata struct, the paged KV cache, the
- * rope table and whatever weight copies the device needs. Host data reaches
+ * per-step buffers, the attention metadata struct, the rope table and
+ * whatever weight copies the device needs; and, sized afterwards (from the
+ * memory budget, once graph memory is known), the paged KV cache in a pool
+ * of its own. Host data reaches
  * the device through stream copies only, so this code is the same for
  * every device (on the CPU the copies are memcpys). */
 #include "model/engine_internal.h"
@@ -17,7 +19,6 @@ static pw_status alloc_host_arrays(pw_engine *e) {
     e->slot_mapping = pw_host_calloc((size_t)T, sizeof(int32_t));
     e->token_seq = pw_host_calloc((size_t)T, sizeof(int32_t));
     e->block_tables = pw_host_calloc((size_t)(S * e->blocks_per_seq), sizeof(int32_t));
-    e->free_blocks = pw_host_calloc((size_t)e->num_blocks, sizeof(int32_t));
     e->requests = pw_host_calloc((size_t)S, sizeof *e->requests);
     e->step_tokens = pw_host_calloc((size_t)S, sizeof *e->step_tokens);
     e->sched = pw_host_calloc((size_t)S, sizeof *e->sched);
@@ -27,7 +28,7 @@ static pw_status alloc_host_arrays(pw_engine *e) {
     e->k_cache = pw_host_calloc((size_t)in->n_layers, sizeof(float *));
     e->v_cache = pw_host_calloc((size_t)in->n_layers, sizeof(float *));
     if (!e->input_ids || !e->positions || !e->slot_mapping || !e->token_seq ||
-        !e->block_tables || !e->free_blocks || !e->requests || !e->step_tokens || !e->sched ||
+        !e->block_tables || !e->requests || !e->step_tokens || !e->sched ||
         !e->last_logits || !e->sample_scratch || !e->params || !e->k_cache || !e->v_cache)
         return PW_ERR_OOM;
     for (int64_t i = 0; i < S; i++) e->requests[i].id = -1;
@@ -66,19 +67,9 @@ static pw_status alloc_step_buffers(pw_engine *e) {
     return pw_tensor_wrap(e->dev.input_ids, e->device, PW_I32, 1, shape, &e->ids_tensor);
 }
 
-/* The paged KV cache and the rope table. The cache is not cleared:
- * attention reads only positions up to the token's own, all of which its
- * request has written (this step's tokens are written before they are
- * attended to), and padding tokens neither write nor read. Leaving it
- * untouched keeps a large host cache out of resident memory until used. */
-static pw_status alloc_cache_and_rope(pw_engine *e) {
+/* The rope table. */
+static pw_status alloc_rope(pw_engine *e) {
     const pw_model_info *in = pw_model_get_info(e->model);
-    size_t layer_bytes = (size_t)e->num_blocks * (size_t)e->cfg.block_size *
-                         (size_t)(in->n_kv_heads * in->head_dim) * sizeof(float);
-    for (int64_t l = 0; l < in->n_layers; l++) {
-        PW_TRY(device_alloc(e, layer_bytes, (void **)&e->k_cache[l]));
-        PW_TRY(device_alloc(e, layer_bytes, (void **)&e->v_cache[l]));
-    }
     size_t rope_bytes = pw_op_rope_table_floats(e->max_model_len, in->head_dim) * sizeof(float);
     float *rope = pw_host_alloc(rope_bytes);
     if (!rope) return PW_ERR_OOM;
@@ -99,6 +90,43 @@ static pw_status alloc_cache_and_rope(pw_engine *e) {
     }
     pw_host_free(rope);
     return s;
+}
+
+/* One layer's K (or V) cache, rounded so every layer's starts aligned. */
+static size_t kv_layer_bytes(const pw_engine *e, int64_t num_blocks) {
+    const pw_model_info *in = pw_model_get_info(e->model);
+    size_t bytes = (size_t)num_blocks * (size_t)e->cfg.block_size *
+                   (size_t)(in->n_kv_heads * in->head_dim) * sizeof(float);
+    return (bytes + PW_POOL_ALIGN - 1) / PW_POOL_ALIGN * PW_POOL_ALIGN;
+}
+
+size_t pw_engine_kv_cache_bytes(const pw_engine *e, int64_t num_blocks) {
+    return 2 * (size_t)pw_model_get_info(e->model)->n_layers * kv_layer_bytes(e, num_blocks);
+}
+
+/* The paged KV cache. It is not cleared: attention reads only positions up
+ * to the token's own, all of which its request has written (this step's
+ * tokens are written before they are attended to), and padding tokens
+ * neither write nor read. Leaving it untouched keeps a large host cache out
+ * of resident memory until used. */
+pw_status pw_engine_alloc_kv_cache(pw_engine *e, pw_pool *pool, int64_t num_blocks) {
+    const pw_model_info *in = pw_model_get_info(e->model);
+    e->num_blocks = num_blocks;
+    e->env.num_blocks = num_blocks;
+    pw_host_free(e->free_blocks);
+    e->free_blocks = pw_host_calloc((size_t)num_blocks, sizeof(int32_t));
+    if (!e->free_blocks) return PW_ERR_OOM;
+    pw_kv_blocks_init(e);
+    /* One block for every layer's K and V: one segment, rounded once,
+     * instead of a rounding per layer. */
+    size_t layer = kv_layer_bytes(e, num_blocks);
+    char *base;
+    PW_TRY(pw_pool_alloc(pool, pw_engine_kv_cache_bytes(e, num_blocks), (void **)&base));
+    for (int64_t l = 0; l < in->n_layers; l++) {
+        e->k_cache[l] = (float *)(base + (size_t)(2 * l) * layer);
+        e->v_cache[l] = (float *)(base + (size_t)(2 * l + 1) * layer);
+    }
+    return PW_OK;
 }
 
 /* A copy of a host weight that the device's kernels can read: the same
@@ -145,17 +173,14 @@ static pw_status bind_params(pw_engine *e) {
 
 pw_status pw_engine_alloc_buffers(pw_engine *e) {
     e->blocks_per_seq = (e->max_model_len + e->cfg.block_size - 1) / e->cfg.block_size;
-    e->num_blocks = e->cfg.kv_cache_positions / e->cfg.block_size;
-    if (e->num_blocks < e->blocks_per_seq) e->num_blocks = e->blocks_per_seq;
     PW_TRY(alloc_host_arrays(e));
-    pw_kv_blocks_init(e);
     PW_TRY(pw_pool_new(e->device, "engine persistent", &e->persistent));
     /* the persistent blocks are the regions stored graphs address (engine_distinct.c) */
-    pw_engine_regions_observe(e, true);
+    pw_engine_regions_observe(e, e->persistent, true);
     pw_status s = alloc_step_buffers(e);
-    if (s == PW_OK) s = alloc_cache_and_rope(e);
+    if (s == PW_OK) s = alloc_rope(e);
     if (s == PW_OK) s = bind_params(e);
-    pw_engine_regions_observe(e, false);
+    pw_engine_regions_observe(e, e->persistent, false);
     PW_TRY(s);
     return pw_engine_init_op_env(e);
 }

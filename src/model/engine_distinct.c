@@ -139,9 +139,9 @@ static void observe_region(void *user, bool alloc, size_t bytes, void *ptr) {
     d->regions[d->n_regions++] = (pw_region){(uintptr_t)ptr, bytes};
 }
 
-void pw_engine_regions_observe(pw_engine *e, bool on) {
+void pw_engine_regions_observe(pw_engine *e, pw_pool *pool, bool on) {
     if (!e->distinct) return;
-    pw_pool_observe(e->persistent, on ? observe_region : NULL, e->distinct);
+    pw_pool_observe(pool, on ? observe_region : NULL, e->distinct);
 }
 
 pw_status pw_engine_distinct_init(pw_engine *e) {
@@ -864,7 +864,8 @@ pw_status pw_engine_distinct_run(pw_engine *e, pw_piece *piece, const pw_value *
                                  pw_value *out) {
     *out = pw_value_none();
     const pw_forward_context *ctx = NULL;
-    if (!e->distinct || piece->group < 0 || !pw_stream_is_capturing(e->stream) ||
+    if (!e->distinct || e->distinct->planning || piece->group < 0 ||
+        !pw_stream_is_capturing(e->stream) ||
         pw_forward_context_get(&ctx) != PW_OK)
         return pw_plan_run(piece->plan, NULL, 0, args, nargs, out);
     /* a piece does not depend on the descriptor's other fields */
@@ -878,7 +879,8 @@ pw_status pw_engine_forward_hooked(pw_engine *e,
     *out = pw_value_none();
     const pw_forward_context *ctx = NULL;
     /* only FULL graphs are the whole forward's, and only the cache keeps them */
-    if (!e->distinct || !e->cfg.graph_cache_dir || !pw_stream_is_capturing(e->stream) ||
+    if (!e->distinct || e->distinct->planning || !e->cfg.graph_cache_dir ||
+        !pw_stream_is_capturing(e->stream) ||
         pw_forward_context_get(&ctx) != PW_OK || ctx->mode != PW_MODE_FULL)
         return run(e, args, nargs, out);
     return run_hooked(e, PW_PROGRAM_FORWARD, &ctx->desc, ctx->mode, run, e, args, nargs, out);

@@ -68,6 +68,7 @@ struct pw_engine {
      * copies are memcpys; the code is the same for every device. */
     int32_t *input_ids, *positions, *slot_mapping, *token_seq, *block_tables; /* host */
     pw_pool *persistent; /* device memory that lives as long as the engine */
+    pw_pool *kv_pool;    /* the paged KV cache, alone, so its reservation is exact */
     struct {
         int32_t *input_ids, *positions, *slot_mapping, *token_seq, *block_tables;
         pw_attn_meta *meta;
@@ -101,6 +102,7 @@ struct pw_engine {
     pw_engine_stats stats;
     pw_wrapper_counters counters_before;
     struct pw_engine_verify *verify; /* engine_verify.c; NULL: off */
+    struct pw_engine_lazy *lazy;     /* engine.c: lazily captured descriptors; NULL: none yet */
     struct pw_engine_distinct *distinct; /* engine_distinct.c; NULL: neither distinct-piece
                                             capture nor the graph cache is on */
 };
@@ -109,10 +111,17 @@ pw_status pw_engine_init_op_env(pw_engine *e);
 
 void pw_engine_free_op_env(pw_engine *e);
 
-/* Persistent buffers (engine_buffers.c): host arrays, device buffers, KV
- * cache, rope table, weight copies; everything device-side comes from
- * e->persistent, freed with it. */
+/* Persistent buffers (engine_buffers.c): host arrays, device buffers, rope
+ * table, weight copies; everything device-side comes from e->persistent,
+ * freed with it. The KV cache comes later (pw_engine_alloc_kv_cache). */
 pw_status pw_engine_alloc_buffers(pw_engine *e);
+/* Bytes of the KV cache of num_blocks blocks (every layer's K and V, one
+ * allocation). */
+size_t pw_engine_kv_cache_bytes(const pw_engine *e, int64_t num_blocks);
+/* Sets num_blocks, the free-block list and the op env's block count, and
+ * allocates every layer's K and V cache from `pool` (a shadow pool for the
+ * graph-memory dry run, e->kv_pool for real). */
+pw_status pw_engine_alloc_kv_cache(pw_engine *e, pw_pool *pool, int64_t num_blocks);
 /* Copies the host side of the per-step buffers (the first n_tokens rows;
  * the block tables when they changed) to the device buffers the kernels
  * read. Runs before the forward, outside any capture. */
@@ -153,7 +162,7 @@ void pw_engine_verify_free(pw_engine *e);
  * forward_hooked the forward's: inside a capture they record a program, run
  * one, or run the plan. */
 pw_status pw_engine_distinct_new(pw_engine *e);
-void pw_engine_regions_observe(pw_engine *e, bool on);
+void pw_engine_regions_observe(pw_engine *e, pw_pool *pool, bool on);
 bool pw_engine_ir_same_modulo_names(const pw_ir *a, const pw_ir *b);
 pw_status pw_engine_distinct_init(pw_engine *e);
 pw_status pw_engine_distinct_run(pw_engine *e, pw_piece *piece, const pw_value *args, int nargs,

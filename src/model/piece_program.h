@@ -102,6 +102,7 @@ struct pw_engine_distinct {
     pw_region *regions;
     size_t n_regions, cap_regions;
     bool regions_failed;
+    bool planning; /* the memory plan's dry run (shadow pools): programs are neither run nor recorded */
     uint64_t graphs_patched, pieces_patched_in_full, graphs_from_cache;
     char cache_path[4096]; /* the cache file of this engine's fingerprint; "" without */
     bool cache_loaded;     /* programs came from it: nothing new to write unless recorded */

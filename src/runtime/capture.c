@@ -1,6 +1,10 @@
 /* The capture driver: warm up and capture every descriptor the dispatcher
- * lists, in its order, with a progress bar on a terminal. */
+ * lists, in its order, with a progress bar on a terminal; and its dry run,
+ * the same captures against a shadow of the graph pool, which predicts the
+ * bytes the real capture will reserve. */
 #include "runtime/runtime_internal.h"
+
+#include "mem/pool_internal.h"
 
 #include <inttypes.h>
 #include <string.h>
@@ -162,5 +166,97 @@ pw_status pw_capture_all(const pw_dispatcher *d, pw_forward_fn fwd, void *user,
     pw_log_info("%s (%zu descriptors)", report.summary, n);
     if (opts->print_totals) fprintf(stderr, "%s\n", report.summary);
     if (out) *out = report;
+    return PW_OK;
+}
+
+pw_status pw_capture_one(pw_forward_fn fwd, void *user, const pw_capture_options *opts,
+                         const pw_capture_item *item) {
+    if (!fwd || !item)
+        return pw_error(PW_ERR_INVALID_ARG, "capture_one: forward callback and item are required");
+    pw_capture_options defaults;
+    pw_capture_options_init(&defaults);
+    if (!opts) opts = &defaults;
+    if (opts->warmups < 0)
+        return pw_error(PW_ERR_INVALID_ARG, "capture_one: warmups must be >= 0, got %d",
+                        opts->warmups);
+    if (pw_capture_phase_active())
+        return pw_error(PW_ERR_STATE, "capture_one: a capture phase is already open on this thread");
+    int warmups;
+    PW_TRY(effective_warmups(opts, &warmups));
+    size_t warmup_runs = 0;
+    return capture_item(fwd, user, item, warmups, 0, 1, &warmup_runs);
+}
+
+/* ---- the dry run ---------------------------------------------------------------------------- */
+
+/* Puts the pool back as it was: no graph of the dry run left, no segment,
+ * out of shadow mode. A failure here (a block still held: something kept a
+ * dry-run output) is an error of its own. */
+static pw_status end_dry_run(pw_pool *pool) {
+    pw_status s = pw_graph_wrappers_clear_pool(pool);
+    if (s != PW_OK) return s;
+    pw_pool_stats st;
+    pw_pool_get_stats(pool, &st);
+    if (st.n_live_blocks > 0)
+        return pw_error(PW_ERR_STATE,
+                        "capture_plan: %zu block(s) (%zu bytes) of the shadow graph pool '%s' are "
+                        "still held after the dry run (a captured output outlived its step)",
+                        st.n_live_blocks, st.allocated, pw_pool_name(pool));
+    PW_TRY(pw_pool_trim(pool, false, NULL));
+    return pw_pool_set_shadow(pool, false);
+}
+
+pw_status pw_capture_plan(const pw_dispatcher *d, pw_forward_fn fwd, void *user,
+                          const pw_capture_options *opts, pw_capture_plan_report *out) {
+    if (out) memset(out, 0, sizeof *out);
+    if (!d || !fwd)
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "capture_plan: dispatcher and forward callback are required");
+    if (!opts || !opts->graph_pool)
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "capture_plan: options with the graph pool to plan are required");
+    if (pw_capture_phase_active())
+        return pw_error(PW_ERR_STATE, "capture_plan: a capture phase is already open on this thread");
+    pw_pool *pool = opts->graph_pool;
+    pw_status s = pw_pool_set_shadow(pool, true);
+    if (s != PW_OK)
+        return pw_error_context(s, "capture_plan: the graph pool must be empty before the real "
+                                   "capture");
+
+    size_t n = 0;
+    const pw_capture_item *items = pw_dispatcher_capture_list(d, &n);
+    pw_wrapper_counters before, after;
+    pw_counters_get(&before);
+    double t0 = now_seconds();
+    size_t warmup_runs = 0;
+    /* No warm-ups: they compute, and a dry run computes nothing. */
+    pw_mem_dry_run_begin();
+    for (size_t i = 0; i < n && s == PW_OK; i++)
+        s = capture_item(fwd, user, &items[i], 0, i, n, &warmup_runs);
+    pw_mem_dry_run_end();
+    pw_pool_stats st;
+    pw_pool_get_stats(pool, &st);
+    pw_counters_get(&after);
+    double seconds = now_seconds() - t0;
+    if (s != PW_OK) {
+        pw_error_context(s, "capture_plan (dry run)");
+        pw_error_hold(); /* cleanup keeps the dry run's message */
+        (void)end_dry_run(pool);
+        pw_error_unhold();
+        return s;
+    }
+    PW_TRY(end_dry_run(pool));
+    if (out) {
+        out->descriptors = n;
+        out->graphs = after.graphs_captured - before.graphs_captured;
+        out->graph_pool_bytes = st.reserved;
+        out->graph_pool_segments = st.n_segments;
+        out->seconds = seconds;
+    }
+    char b[32];
+    pw_log_info("capture plan: %zu descriptors would reserve %s (%zu bytes) of graph pool '%s' "
+                "(dry run in %.1f ms)",
+                n, format_bytes(st.reserved, b, sizeof b), st.reserved, pw_pool_name(pool),
+                seconds * 1e3);
     return PW_OK;
 }

@@ -8,4 +8,9 @@
  * path reads it without touching the error channel. */
 const pw_forward_context *pw_forward_context_current(void);
 
+/* Clears every live wrapper that captures into `pool` (the dry run's
+ * graphs, before the pool leaves shadow mode). The first failure is
+ * returned; the others are cleared regardless. */
+pw_status pw_graph_wrappers_clear_pool(const pw_pool *pool);
+
 #endif

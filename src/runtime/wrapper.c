@@ -3,8 +3,9 @@
  *
  * Entries live in an open-addressing table (linear probing, load <= 1/2)
  * keyed by descriptor, so the replay path is a hash, one or two probes, an
- * optional address check and the replay itself. Entries are never removed
- * one by one, only all together (clear), so the table needs no tombstones.
+ * optional address check and the replay itself. A single entry is removed
+ * by backward-shift deletion (the entries after it in its probe run move
+ * up), so the table never needs tombstones and lookups stay as short.
  *
  * Outputs: at capture the caller gets the runnable's real output, whose
  * owning references let the caller's frees during capture reach the graph
@@ -178,6 +179,25 @@ static pw_status entry_insert(pw_graph_wrapper *w, const pw_batch_desc *d, uint6
     return PW_OK;
 }
 
+/* Removes the entry in slot i: each later entry of the same probe run whose
+ * home slot is not between the hole and itself (cyclically) moves into the
+ * hole, so every remaining entry stays reachable from its home slot. */
+static void slot_remove(pw_graph_wrapper *w, size_t i) {
+    size_t mask = w->slot_cap - 1;
+    size_t hole = i;
+    w->slots[hole].entry = NULL;
+    for (size_t j = (hole + 1) & mask; w->slots[j].entry; j = (j + 1) & mask) {
+        size_t home = (size_t)w->slots[j].hash & mask;
+        /* j may move to the hole when its home is not in (hole, j] */
+        bool home_in_between = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+        if (home_in_between) continue;
+        w->slots[hole] = w->slots[j];
+        w->slots[j].entry = NULL;
+        hole = j;
+    }
+    w->n_entries--;
+}
+
 /* ---- lifetime ------------------------------------------------------------------ */
 
 pw_status pw_graph_wrapper_new(pw_callable runnable, pw_runtime_mode mode, pw_stream *stream,
@@ -289,6 +309,22 @@ pw_status pw_graph_wrappers_clear_all(void) {
     return first;
 }
 
+pw_status pw_graph_wrappers_clear_pool(const pw_pool *pool) {
+    pw_status first = PW_OK;
+    pthread_mutex_lock(&registry_lock);
+    for (pw_graph_wrapper *w = registry_head; w; w = w->reg_next) {
+        if (w->pool != pool) continue;
+        pw_status s = pw_graph_wrapper_clear(w);
+        if (s != PW_OK && first == PW_OK) {
+            first = s;
+            pw_error_hold();
+        }
+    }
+    if (first != PW_OK) pw_error_unhold();
+    pthread_mutex_unlock(&registry_lock);
+    return first;
+}
+
 /* ---- accessors ------------------------------------------------------------------ */
 
 static pw_status wrapper_callable_fn(void *user, const pw_value *args, int nargs, pw_value *out) {
@@ -315,6 +351,50 @@ pw_status pw_graph_wrapper_graph(const pw_graph_wrapper *w, const pw_batch_desc 
                         w->name, pw_batch_desc_format(desc, d, sizeof d));
     }
     return PW_OK;
+}
+
+bool pw_graph_wrapper_has_graph(const pw_graph_wrapper *w, const pw_batch_desc *desc) {
+    wrapper_entry *e = entry_find(w, desc, pw_batch_desc_hash(desc));
+    return e && e->graph;
+}
+
+pw_status pw_graph_wrapper_remove(pw_graph_wrapper *w, const pw_batch_desc *desc) {
+    char d[PW_BATCH_DESC_FORMAT_CAP];
+    if (w->capturing)
+        return pw_error(PW_ERR_STATE,
+                        "graph wrapper '%s': cannot remove a graph during its own capture", w->name);
+    uint64_t h = pw_batch_desc_hash(desc);
+    size_t mask = w->slot_cap - 1;
+    for (size_t i = (size_t)h & mask; w->slots[i].entry; i = (i + 1) & mask) {
+        wrapper_entry *e = w->slots[i].entry;
+        if (w->slots[i].hash != h || !pw_batch_desc_equal(&e->desc, desc)) continue;
+        if (e->graph) w->n_graphs--;
+        entry_destroy(e);
+        slot_remove(w, i);
+        return PW_OK;
+    }
+    return pw_error(PW_ERR_NOT_FOUND, "graph wrapper '%s': no graph for descriptor %s to remove",
+                    w->name, pw_batch_desc_format(desc, d, sizeof d));
+}
+
+static size_t recorded_bytes(const pw_graph *g) {
+    if (!g) return 0;
+    size_t n = pw_graph_num_launches(g);
+    /* per launch: the entry point, the argument pointer, the kernel and its size */
+    size_t bytes = n * (sizeof(void *) * 3 + sizeof(uint32_t));
+    for (size_t i = 0; i < n; i++) {
+        const pw_kernel *k;
+        const void *args;
+        size_t nb = 0;
+        (void)pw_graph_launch_at(g, i, &k, &args, &nb); /* i < n: cannot fail */
+        bytes += nb;
+    }
+    return bytes;
+}
+
+size_t pw_graph_wrapper_graph_bytes(const pw_graph_wrapper *w, const pw_batch_desc *desc) {
+    wrapper_entry *e = entry_find(w, desc, pw_batch_desc_hash(desc));
+    return e ? recorded_bytes(e->graph) : 0;
 }
 
 void pw_graph_wrapper_get_counters(const pw_graph_wrapper *w, pw_wrapper_counters *out) {

@@ -151,7 +151,8 @@ static pw_status device_launch(pw_stream *s, const pw_kernel *k, const void *arg
     if (argbytes > PW_MAX_KERNEL_ARG_BYTES)
         return pw_error(PW_ERR_INVALID_ARG, "launch: kernel '%s' has %zu argument bytes (max %d)",
                         k->name, argbytes, PW_MAX_KERNEL_ARG_BYTES);
-    if (!s->recording) return s->backend->launch(s->impl, k, args, argbytes);
+    if (!s->recording) /* a dry run's eager launches may point into a shadow pool */
+        return pw_mem_dry_run_active() ? PW_OK : s->backend->launch(s->impl, k, args, argbytes);
     PW_TRY(record(s, k, args, argbytes));
     pw_status st = s->backend->launch(s->impl, k, args, argbytes);
     return st == PW_OK ? PW_OK : note_violation(s, st);
@@ -166,6 +167,7 @@ pw_status pw_launch(pw_stream *s, const pw_kernel *k, const void *args, size_t a
         return pw_error(PW_ERR_INVALID_ARG, "launch: kernel '%s' has %zu argument bytes (max %d)",
                         k->name, argbytes, PW_MAX_KERNEL_ARG_BYTES);
     if (s->recording) return record(s, k, args, argbytes);
+    if (PW_UNLIKELY(pw_mem_dry_run_active())) return PW_OK; /* may point into a shadow pool */
     /* Eager: the kernel sees a copy, exactly as it would at replay. */
     _Alignas(16) unsigned char copy[PW_MAX_KERNEL_ARG_BYTES];
     if (argbytes) memcpy(copy, args, argbytes);
