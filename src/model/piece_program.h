@@ -10,10 +10,10 @@
  *             inputs and weights; the forward's token ids and weights);
  *   BLOCK j   the j-th block the capture allocated from the graph pool,
  *             live at that launch;
- *   REGION r  the r-th block of the engine's persistent pool, in allocation
- *             order (step buffers, attention metadata, KV cache, rope table,
- *             device weight copies): the same list in every engine built from
- *             the same model and configuration. */
+ *   REGION r  the r-th persistent engine block, in allocation order: the
+ *             persistent pool's (step buffers, attention metadata, rope table,
+ *             device weight copies), then the KV cache pool's: the same list
+ *             in every engine built from the same model and configuration. */
 #ifndef PW_MODEL_PIECE_PROGRAM_H
 #define PW_MODEL_PIECE_PROGRAM_H
 
