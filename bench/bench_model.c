@@ -31,12 +31,14 @@
 
 #include "piecewise.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAX_BATCHES 16
 #define DEFAULT_TOKENS 128
@@ -75,6 +77,10 @@ static const char *const mode_names[MODES] = {"none", "piecewise", "full"};
 
 /* --device: every engine of the run uses it. */
 static pw_device bench_device = PW_DEVICE_CPU;
+/* --no-distinct-capture and --graph-cache DIR: every engine of the run too
+ * (the capture figures make their own engines with and without them). */
+static bool bench_capture_distinct = true;
+static const char *bench_graph_cache;
 /* --memory-budget, --capture, --graph-budget: every engine of the run too. */
 static pw_engine_config bench_capture_cfg;
 
@@ -82,6 +88,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: piecewise bench model MODEL.gguf [--batch 1,4,16,64] [--threads N[,N...]]\n"
             "                             [--tokens %d] [--repeats %d] [--device cpu|cuda] [--json]\n"
+            "                             [--graph-cache DIR] [--no-distinct-capture]\n"
             "                             [--memory-budget BYTES] [--capture eager|lazy]\n"
             "                             [--graph-budget BYTES]\n\n"
             "Decode tokens/s and ms per step per mode (none, piecewise, full) and batch\n"
@@ -90,8 +97,12 @@ static void usage(FILE *f) {
             "against the largest size alone. Figures are medians of --repeats runs.\n"
             "With several --threads counts the tables use the first, and FULL decode is\n"
             "repeated at every count (thread scaling). The capture figures include the\n"
-            "graph pool bytes a dry run predicted and those the capture reserved.\n\n"
-            PW_CLI_CAPTURE_HELP,
+            "graph pool bytes a dry run predicted and those the capture reserved; cold (no\n"
+            "cache), the same without distinct-piece capture, and warm: a second engine\n"
+            "started from the graph cache the first wrote (in --graph-cache DIR, else in a\n"
+            "temporary folder removed afterwards).\n\n"
+            PW_CLI_CAPTURE_HELP
+            PW_CLI_GRAPH_CACHE_HELP,
             DEFAULT_TOKENS, DEFAULT_REPEATS);
 }
 
@@ -163,6 +174,10 @@ static int parse_args(int argc, char **argv, model_opts *o) {
                 fprintf(stderr, "piecewise bench model: --device: %s\n", pw_last_error());
                 return 2;
             }
+        } else if (strcmp(a, "--no-distinct-capture") == 0) {
+            bench_capture_distinct = false;
+        } else if (i + 1 < argc && strcmp(a, "--graph-cache") == 0) {
+            bench_graph_cache = argv[++i];
         } else if (i + 1 < argc && strcmp(a, "--tokens") == 0) {
             if (!parse_int(a, argv[++i], 1, 1 << 20, &o->tokens)) return 2;
         } else if (i + 1 < argc && strcmp(a, "--repeats") == 0) {
@@ -195,6 +210,8 @@ static int64_t max_batch(const model_opts *o) {
 static void quiet_config(pw_engine_config *cfg) {
     pw_engine_config_init(cfg);
     cfg->device = bench_device;
+    cfg->capture_distinct = bench_capture_distinct;
+    cfg->graph_cache_dir = bench_graph_cache;
     cfg->progress = PW_PROGRESS_OFF;
     cfg->print_capture_totals = false;
     cfg->memory_budget = bench_capture_cfg.memory_budget;
@@ -271,7 +288,11 @@ static pw_status measure_decode(pw_engine *e, pw_model *m, const model_opts *o, 
 
 typedef struct capture_result {
     uint64_t graphs;
+    uint64_t graphs_patched, pieces_patched_in_full; /* distinct-piece capture */
     double ms;
+    double ms_no_distinct; /* the same capture with every piece captured for real */
+    double warm_ms;        /* an engine started from the graph cache a first one wrote */
+    uint64_t warm_graphs_from_cache;
     double ms_forced_warmups; /* the same capture with the warm-ups forced (the old path) */
     size_t pool_peak, largest_single;
     size_t predicted_pool_bytes, pool_reserved_bytes; /* the dry run's figure, the capture's */
@@ -308,9 +329,59 @@ static pw_status measure_prefill(pw_engine *e, pw_model *m, const model_opts *o,
 
 /* Default-mode engine with the default capture list, then one with only
  * the largest size. */
+/* Cold capture without distinct-piece capture, then warm: one engine
+ * writes the graph cache, a second starts from it. */
+static pw_status measure_capture_paths(pw_model *m, capture_result *c) {
+    pw_engine_config cfg;
+    quiet_config(&cfg);
+    cfg.graph_cache_dir = NULL;
+    cfg.capture_distinct = false;
+    pw_engine *e = NULL;
+    pw_engine_stats st;
+    TRY(pw_engine_new(m, &cfg, &e));
+    pw_engine_get_stats(e, &st);
+    c->ms_no_distinct = st.capture_seconds * 1e3;
+    pw_engine_free(e);
+
+    char tmp[] = "/tmp/pw_bench_graph_cache_XXXXXX";
+    const char *dir = bench_graph_cache;
+    if (!dir && !(dir = mkdtemp(tmp))) {
+        fprintf(stderr, "piecewise bench model: cannot make a temporary folder for the graph "
+                        "cache: %s\n", strerror(errno));
+        return PW_ERR_IO;
+    }
+    quiet_config(&cfg);
+    cfg.graph_cache_dir = dir;
+    pw_status s = PW_OK;
+    for (int round = 0; round < 2 && s == PW_OK; round++) {
+        e = NULL;
+        s = pw_engine_new(m, &cfg, &e);
+        if (s == PW_OK) pw_engine_get_stats(e, &st);
+        pw_engine_free(e);
+    }
+    if (s == PW_OK) {
+        c->warm_ms = st.capture_seconds * 1e3;
+        c->warm_graphs_from_cache = st.graphs_from_cache;
+    }
+    if (!bench_graph_cache) { /* the bench's own folder: its one file, then itself */
+        DIR *d = opendir(dir);
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+            if (de->d_name[0] == '.') continue;
+            char path[sizeof tmp + 512];
+            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+            (void)unlink(path);
+        }
+        if (d) closedir(d);
+        (void)rmdir(dir);
+    }
+    return s;
+}
+
 static pw_status measure_capture(pw_model *m, const model_opts *o, capture_result *c) {
     pw_engine_config cfg;
     quiet_config(&cfg);
+    cfg.graph_cache_dir = NULL; /* cold */
     cfg.predict_graph_memory = true;
     pw_engine *e = NULL;
     TRY(pw_engine_new(m, &cfg, &e));
@@ -320,6 +391,8 @@ static pw_status measure_capture(pw_model *m, const model_opts *o, capture_resul
     c->predicted_pool_bytes = st.graph_pool_predicted;
     c->pool_reserved_bytes = st.graph_pool_reserved;
     c->graphs = st.graphs_captured;
+    c->graphs_patched = st.graphs_patched;
+    c->pieces_patched_in_full = st.pieces_patched_in_full;
     c->ms = st.capture_seconds * 1e3;
     c->pool_peak = st.graph_pool_peak;
     int n_sizes = 0;
@@ -344,7 +417,7 @@ static pw_status measure_capture(pw_model *m, const model_opts *o, capture_resul
     pw_engine_get_stats(e, &st);
     c->largest_single = st.graph_pool_peak;
     pw_engine_free(e);
-    return PW_OK;
+    return measure_capture_paths(m, c);
 }
 
 /* Floating-point operations per decoded token (a multiply-add counts 2):
@@ -435,6 +508,11 @@ static void print_table(const model_opts *o, const pw_model_info *in,
            c->graphs, c->n_sizes, c->ms, c->graphs ? c->ms / (double)c->graphs : 0.0);
     printf("          with warm-ups forced (every descriptor runs eagerly first): %.1f ms\n",
            c->ms_forced_warmups);
+    printf("          %" PRIu64 " of them patched from a distinct piece (and %" PRIu64
+           " pieces inside FULL graphs); every piece captured for real: %.1f ms\n",
+           c->graphs_patched, c->pieces_patched_in_full, c->ms_no_distinct);
+    printf("          warm start from the graph cache: %.1f ms (%" PRIu64 " graphs from it)\n",
+           c->warm_ms, c->warm_graphs_from_cache);
     printf("graph pool %zu bytes reserved, %zu predicted by the dry run%s\n",
            c->pool_reserved_bytes, c->predicted_pool_bytes,
            c->pool_reserved_bytes == c->predicted_pool_bytes ? " (exact)" : " (MISMATCH)");
@@ -477,7 +555,12 @@ static void print_json(const model_opts *o, const pw_model_info *in,
                        t || b ? "," : "", o->thread_counts[t], o->batches[b], scaling[t][b].tok_s);
         printf("],");
     }
-    printf("\"capture\":{\"graphs\":%" PRIu64 ",\"ms\":%.3f,\"ms_forced_warmups\":%.3f,"
+    printf("\"capture\":{\"graphs_captured\":%" PRIu64 ",\"graphs_patched\":%" PRIu64
+           ",\"pieces_patched_in_full\":%" PRIu64 ",\"ms_no_distinct\":%.3f,\"warm_ms\":%.3f,"
+           "\"warm_graphs_from_cache\":%" PRIu64 ",",
+           c->graphs - c->graphs_patched, c->graphs_patched, c->pieces_patched_in_full,
+           c->ms_no_distinct, c->warm_ms, c->warm_graphs_from_cache);
+    printf("\"graphs\":%" PRIu64 ",\"ms\":%.3f,\"ms_forced_warmups\":%.3f,"
            "\"ms_per_graph\":%.4f,"
            "\"predicted_pool_bytes\":%zu,\"pool_reserved_bytes\":%zu,"
            "\"pool_peak_bytes\":%zu,\"largest_single_bytes\":%zu,\"largest_size\":%" PRId64 "}}\n",

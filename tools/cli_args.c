@@ -195,3 +195,24 @@ bool pw_cli_text_append(char **text, size_t *len, size_t *cap, const char *piece
     (*text)[*len] = '\0';
     return true;
 }
+
+/* ---- capture options (distinct-piece capture, the graph cache) ---------- */
+
+int pw_cli_graph_cache_option(int argc, char **argv, int *i, pw_engine_config *cfg) {
+    const char *a = argv[*i];
+    if (strcmp(a, "--no-distinct-capture") == 0) {
+        cfg->capture_distinct = false;
+        return 1;
+    }
+    if (strcmp(a, "--graph-cache") == 0) {
+        const char *v = pw_cli_value(argc, argv, i);
+        if (!v) return -1;
+        if (!v[0]) {
+            fprintf(stderr, "piecewise: --graph-cache: the folder name is empty\n");
+            return -1;
+        }
+        cfg->graph_cache_dir = v;
+        return 1;
+    }
+    return 0;
+}

@@ -47,4 +47,16 @@ int pw_cli_generation_option(int argc, char **argv, int *i, pw_engine_config *cf
  * memory. */
 bool pw_cli_text_append(char **text, size_t *len, size_t *cap, const char *piece, size_t n);
 
+/* ---- capture options (distinct-piece capture, the graph cache) ---------- */
+
+/* --no-distinct-capture and --graph-cache DIR, for run, chat, serve and
+ * bench. Returns 1 if argv[*i] was one of them (consumed), 0 if not, -1 on
+ * a bad value (message printed). */
+int pw_cli_graph_cache_option(int argc, char **argv, int *i, pw_engine_config *cfg);
+#define PW_CLI_GRAPH_CACHE_HELP                                                            \
+    "  --graph-cache DIR          keep captured graphs in DIR and start from them next\n"     \
+    "                             time (docs/graph-cache.md)\n"                              \
+    "  --no-distinct-capture      capture every layer's piece for real instead of\n"         \
+    "                             patching one capture per distinct piece\n"
+
 #endif

@@ -30,6 +30,7 @@ static void usage(FILE *f) {
             "  --temp T, --top-k K, --top-p P, --seed S   sampling (default greedy)\n"
             "  --threads N          threads for matrix products (default 1)\n"
             PW_CLI_CAPTURE_HELP
+            PW_CLI_GRAPH_CACHE_HELP
             "  -h, --help           this help\n",
             CHAT_DEFAULT_TOKENS);
 }
@@ -55,6 +56,9 @@ static int parse_args(int argc, char **argv, chat_options *o) {
         int gen = pw_cli_generation_option(argc, argv, &i, &o->cfg, &o->sp, &o->threads);
         if (gen < 0) return 2;
         if (gen > 0) continue;
+        int cap = pw_cli_graph_cache_option(argc, argv, &i, &o->cfg);
+        if (cap < 0) return 2;
+        if (cap > 0) continue;
         if (strcmp(a, "-n") == 0 || strcmp(a, "--tokens") == 0) {
             if (pw_cli_int(argc, argv, &i, 1, 1 << 16, &o->tokens)) return 2;
         } else if (strcmp(a, "--system") == 0) {

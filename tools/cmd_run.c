@@ -35,6 +35,7 @@ static void usage(FILE *f) {
             "  --max-batched-tokens N     tokens per step, bounds prefill chunks (default 128)\n"
             "  --capture-sizes A,B,...    batch sizes to capture (default: vLLM's list)\n"
             "  --verify-capture           capture FULL graphs twice and compare the recordings\n"
+            PW_CLI_GRAPH_CACHE_HELP
             "  --raw                      do not apply the model's chat template to the prompts\n"
             "                             (models without one always run raw)\n"
             "  --system TEXT              system message for the chat template\n"
@@ -73,6 +74,9 @@ static int parse_args(int argc, char **argv, run_options *o) {
         int gen = pw_cli_generation_option(argc, argv, &i, &o->cfg, &o->sp, &o->threads);
         if (gen < 0) return 2;
         if (gen > 0) continue;
+        int cap = pw_cli_graph_cache_option(argc, argv, &i, &o->cfg);
+        if (cap < 0) return 2;
+        if (cap > 0) continue;
         if (strcmp(a, "-p") == 0 || strcmp(a, "--prompt") == 0) {
             if (!(v = pw_cli_value(argc, argv, &i))) return 2;
             if (o->n_prompts == RUN_MAX_PROMPTS) {

@@ -39,6 +39,7 @@ static void usage(FILE *f) {
             "  --verify-every N         re-run one step in N eagerly and compare the logits bit\n"
             "                           for bit (0 = off, the default)\n"
             PW_CLI_CAPTURE_HELP
+            PW_CLI_GRAPH_CACHE_HELP
             "  -h, --help               this help\n");
 }
 
@@ -81,6 +82,9 @@ static int parse_args(int argc, char **argv, serve_options *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int64_t n;
+        int cap = pw_cli_graph_cache_option(argc, argv, &i, &o->cfg);
+        if (cap < 0) return 2;
+        if (cap > 0) continue;
         if (strcmp(a, "--host") == 0) {
             if (!(o->http.host = pw_cli_value(argc, argv, &i))) return 2;
         } else if (strcmp(a, "--port") == 0) {

@@ -137,6 +137,11 @@ typedef struct pw_engine_config {
     /* LAZY only: bytes of recorded graphs kept (0: no limit); past it the
      * least recently used descriptors' graphs are freed. */
     size_t graph_budget;
+    bool capture_distinct;          /* capture each distinct piece once per size and make the
+                                       identical ones (every layer of a Llama) by patching its
+                                       addresses (default true; docs/runtime.md) */
+    const char *graph_cache_dir;    /* keep captured graphs in this folder and start from them
+                                       (NULL: off; docs/graph-cache.md) */
 } pw_engine_config;
 
 PW_API void pw_engine_config_init(pw_engine_config *cfg);
@@ -150,7 +155,11 @@ typedef struct pw_engine_stats {
     double decode_seconds;         /* pure decode steps */
     int64_t decode_steps;
     int64_t decode_step_tokens;    /* real tokens in pure decode steps */
-    uint64_t graphs_captured;
+    uint64_t graphs_captured;        /* every graph, patched ones included */
+    uint64_t graphs_patched;         /* PIECEWISE graphs made by patching a distinct piece */
+    uint64_t pieces_patched_in_full; /* pieces patched inside FULL graphs (runs: a FULL
+                                        descriptor verify_capture captures twice counts twice) */
+    uint64_t graphs_from_cache;      /* graphs made from the graph cache's programs */
     double capture_seconds;
     size_t graph_pool_reserved;
     size_t graph_pool_peak;

@@ -186,10 +186,11 @@ static pw_block *best_fit(pw_pool *pool, size_t size) {
     pw_block *best = NULL;
     for (pw_block *b = pool->free_list; b; b = b->free_next) {
         if (b->size < size) continue;
-        if (!best || b->size < best->size || (b->size == best->size && comes_before(b, best))) {
+        /* no early exit on an exact fit: a later one in pool order may
+         * follow, and the choice must depend on the free blocks, not on
+         * the order of the free list */
+        if (!best || b->size < best->size || (b->size == best->size && comes_before(b, best)))
             best = b;
-            if (b->size == size) break;
-        }
     }
     return best;
 }
@@ -342,6 +343,18 @@ static pw_status add_segment(pw_pool *pool, size_t need, pw_block **out) {
     return PW_OK;
 }
 
+static _Thread_local struct {
+    pw_pool *pool;
+    pw_pool_observer_fn fn;
+    void *user;
+} tl_observer;
+
+void pw_pool_observe(pw_pool *pool, pw_pool_observer_fn fn, void *user) {
+    tl_observer.pool = fn ? pool : NULL;
+    tl_observer.fn = fn;
+    tl_observer.user = user;
+}
+
 pw_status pw_pool_alloc(pw_pool *pool, size_t bytes, void **out) {
     *out = NULL;
     if (!pool) return pw_error(PW_ERR_INVALID_ARG, "pw_pool_alloc: pool is NULL");
@@ -378,6 +391,7 @@ pw_status pw_pool_alloc(pw_pool *pool, size_t bytes, void **out) {
     if (pool->stats.allocated > pool->stats.peak_allocated)
         pool->stats.peak_allocated = pool->stats.allocated;
     *out = b->ptr;
+    if (PW_UNLIKELY(tl_observer.pool == pool)) tl_observer.fn(tl_observer.user, true, bytes, b->ptr);
     return PW_OK;
 }
 
@@ -401,6 +415,7 @@ pw_status pw_pool_release(pw_pool *pool, void *ptr) {
     free_list_push(pool, b);
     if (b->next && b->next->free) merge_with_next(pool, b);
     if (b->prev && b->prev->free) merge_with_next(pool, b->prev);
+    if (PW_UNLIKELY(tl_observer.pool == pool)) tl_observer.fn(tl_observer.user, false, 0, ptr);
     return PW_OK;
 }
 

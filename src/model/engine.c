@@ -12,6 +12,8 @@
  *   5. sample from the logits of each request's last scheduled token. */
 #include "model/engine_internal.h"
 
+#include "model/graph_cache.h"
+#include "model/piece_program.h"
 #include "model/sampler.h"
 
 #include <inttypes.h>
@@ -59,6 +61,7 @@ void pw_engine_config_init(pw_engine_config *cfg) {
     cfg->warmups = 1;
     cfg->progress = PW_PROGRESS_AUTO;
     cfg->print_capture_totals = true;
+    cfg->capture_distinct = true;
 }
 
 /* ---- compilation: graph -> split -> plans -> wrappers ------------------------------- */
@@ -69,13 +72,20 @@ static pw_status resolve_op(void *user, const char *target, pw_callable *out) {
 }
 
 static pw_status run_piece(void *user, const pw_value *args, int nargs, pw_value *out) {
-    const pw_plan *plan = user;
-    return pw_plan_run(plan, NULL, 0, args, nargs, out);
+    pw_piece *p = user;
+    if (p->engine->distinct) return pw_engine_distinct_run(p->engine, p, args, nargs, out);
+    return pw_plan_run(p->plan, NULL, 0, args, nargs, out);
+}
+
+static pw_status run_forward_plan(void *user, const pw_value *args, int nargs, pw_value *out) {
+    pw_engine *e = user;
+    return pw_plan_run(e->stitch_plan, e->submods, e->n_submods, args, nargs, out);
 }
 
 static pw_status run_forward(void *user, const pw_value *args, int nargs, pw_value *out) {
     pw_engine *e = user;
-    return pw_plan_run(e->stitch_plan, e->submods, e->n_submods, args, nargs, out);
+    if (e->distinct) return pw_engine_forward_hooked(e, run_forward_plan, args, nargs, out);
+    return run_forward_plan(user, args, nargs, out);
 }
 
 static pw_status compile_model(pw_engine *e) {
@@ -103,8 +113,9 @@ static pw_status compile_model(pw_engine *e) {
         const pw_ir *sub = pw_ir_find_subgraph(e->split, name);
         if (!sub) return pw_error(PW_ERR_INTERNAL, "split graph lacks submodule '%s'", name);
         pw_piece *p = &e->pieces[i];
+        p->engine = e;
         PW_TRY(pw_plan_build(sub, &opts, &p->plan));
-        pw_callable runnable = {run_piece, p->plan, pw_ir_name(sub)};
+        pw_callable runnable = {run_piece, p, pw_ir_name(sub)};
         pw_wrapper_options wo;
         pw_wrapper_options_init(&wo);
         wo.name = name;
@@ -116,6 +127,7 @@ static pw_status compile_model(pw_engine *e) {
         e->submods[i] = pw_graph_wrapper_as_callable(p->wrapper);
         e->n_pieces++;
     }
+    PW_TRY(pw_engine_distinct_init(e));
     pw_callable fwd = {run_forward, e, "forward"};
     pw_wrapper_options wo;
     pw_wrapper_options_init(&wo);
@@ -188,9 +200,13 @@ static pw_status capture_all(pw_engine *e) {
     engine_capture_options(e, &co);
     pw_capture_report rep;
     pw_counters_get(&e->counters_before);
+    pw_graph_cache_load(e);
     PW_TRY(pw_capture_all(e->dispatcher, capture_forward, e, &co, &rep));
     e->stats.graphs_captured = rep.graphs_captured;
     e->stats.capture_seconds = rep.seconds;
+    pw_engine_distinct_counts(e, &e->stats.graphs_patched, &e->stats.pieces_patched_in_full,
+                              &e->stats.graphs_from_cache);
+    pw_graph_cache_store(e);
     return PW_OK;
 }
 
@@ -223,7 +239,10 @@ static pw_status plan_graph_memory(pw_engine *e, size_t *bytes) {
     if (s == PW_OK) {
         pw_capture_options co;
         engine_capture_options(e, &co);
+        /* the dry run's addresses are a shadow's: no program is recorded from it */
+        if (e->distinct) e->distinct->planning = true;
         s = pw_capture_plan(e->dispatcher, capture_forward, e, &co, &rep);
+        if (e->distinct) e->distinct->planning = false;
     }
     pw_pool_free(shadow_kv);
     const pw_model_info *in = pw_model_get_info(e->model);
@@ -309,7 +328,11 @@ static pw_status size_kv_cache(pw_engine *e) {
                         blocks * e->cfg.block_size, e->max_model_len);
     }
     PW_TRY(pw_pool_new(e->device, "kv cache", &e->kv_pool));
-    PW_TRY(pw_engine_alloc_kv_cache(e, e->kv_pool, blocks));
+    /* the KV cache blocks are regions too, after the persistent ones */
+    pw_engine_regions_observe(e, e->kv_pool, true);
+    pw_status kv = pw_engine_alloc_kv_cache(e, e->kv_pool, blocks);
+    pw_engine_regions_observe(e, e->kv_pool, false);
+    PW_TRY(kv);
     pw_pool_get_stats(e->kv_pool, &ps);
     e->stats.kv_cache_bytes = ps.reserved;
     e->stats.kv_cache_blocks = blocks;
@@ -546,6 +569,7 @@ pw_status pw_engine_new(pw_model *m, const pw_engine_config *cfg_in, pw_engine *
     if (s == PW_OK) s = pw_pool_new(e->device, "activations", &e->act_pool);
     if (s == PW_OK) s = pw_pool_new(e->device, "graphs", &e->graph_pool);
     if (s == PW_OK) s = pw_dispatcher_new(&dc, &e->dispatcher);
+    if (s == PW_OK) s = pw_engine_distinct_new(e);
     if (s == PW_OK) s = pw_engine_alloc_buffers(e);
     if (s == PW_OK) s = compile_model(e);
     if (s == PW_OK) s = size_kv_cache(e);
@@ -565,6 +589,7 @@ pw_status pw_engine_new(pw_model *m, const pw_engine_config *cfg_in, pw_engine *
 void pw_engine_free(pw_engine *e) {
     if (!e) return;
     pw_engine_verify_free(e);
+    pw_engine_distinct_free(e);
     lazy_free(e);
     pw_graph_wrapper_free(e->full);
     if (e->pieces) {
@@ -861,6 +886,9 @@ void pw_engine_reset_stats(pw_engine *e) {
     e->stats.kv_cache_bytes = keep.kv_cache_bytes;
     e->stats.kv_cache_blocks = keep.kv_cache_blocks;
     e->stats.graph_bytes = keep.graph_bytes;
+    e->stats.graphs_patched = keep.graphs_patched;
+    e->stats.pieces_patched_in_full = keep.pieces_patched_in_full;
+    e->stats.graphs_from_cache = keep.graphs_from_cache;
 }
 
 const pw_dispatcher *pw_engine_dispatcher(const pw_engine *e) { return e->dispatcher; }

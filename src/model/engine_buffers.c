@@ -175,9 +175,13 @@ pw_status pw_engine_alloc_buffers(pw_engine *e) {
     e->blocks_per_seq = (e->max_model_len + e->cfg.block_size - 1) / e->cfg.block_size;
     PW_TRY(alloc_host_arrays(e));
     PW_TRY(pw_pool_new(e->device, "engine persistent", &e->persistent));
-    PW_TRY(alloc_step_buffers(e));
-    PW_TRY(alloc_rope(e));
-    PW_TRY(bind_params(e));
+    /* the persistent blocks are the regions stored graphs address (engine_distinct.c) */
+    pw_engine_regions_observe(e, e->persistent, true);
+    pw_status s = alloc_step_buffers(e);
+    if (s == PW_OK) s = alloc_rope(e);
+    if (s == PW_OK) s = bind_params(e);
+    pw_engine_regions_observe(e, e->persistent, false);
+    PW_TRY(s);
     return pw_engine_init_op_env(e);
 }
 

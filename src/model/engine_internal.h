@@ -31,9 +31,13 @@ typedef struct pw_sched {
     int64_t count; /* tokens scheduled */
 } pw_sched;
 
+typedef struct pw_engine pw_engine;
+
 typedef struct pw_piece {
     pw_plan *plan;
     pw_graph_wrapper *wrapper;
+    pw_engine *engine;
+    int group; /* engine_distinct.c: index of the first piece with the same IR; -1: alone */
 } pw_piece;
 
 struct pw_engine {
@@ -99,6 +103,8 @@ struct pw_engine {
     pw_wrapper_counters counters_before;
     struct pw_engine_verify *verify; /* engine_verify.c; NULL: off */
     struct pw_engine_lazy *lazy;     /* engine.c: lazily captured descriptors; NULL: none yet */
+    struct pw_engine_distinct *distinct; /* engine_distinct.c; NULL: neither distinct-piece
+                                            capture nor the graph cache is on */
 };
 
 pw_status pw_engine_init_op_env(pw_engine *e);
@@ -147,5 +153,28 @@ pw_status pw_engine_verify_step(pw_engine *e, pw_runtime_mode mode, const pw_bat
                                 int64_t n_real, int64_t n_padded, pw_tensor *logits,
                                 pw_engine_forward_fn forward);
 void pw_engine_verify_free(pw_engine *e);
+
+/* engine_distinct.c: distinct-piece capture and the graph cache's
+ * programs (model/piece_program.h). new (before the buffers) sets up the
+ * state when either is on; regions_observe brackets the persistent
+ * allocations; init groups the pieces whose IR is the same modulo names
+ * (after compile, before capture). distinct_run is the pieces' runnable and
+ * forward_hooked the forward's: inside a capture they record a program, run
+ * one, or run the plan. */
+pw_status pw_engine_distinct_new(pw_engine *e);
+void pw_engine_regions_observe(pw_engine *e, pw_pool *pool, bool on);
+bool pw_engine_ir_same_modulo_names(const pw_ir *a, const pw_ir *b);
+pw_status pw_engine_distinct_init(pw_engine *e);
+pw_status pw_engine_distinct_run(pw_engine *e, pw_piece *piece, const pw_value *args, int nargs,
+                                 pw_value *out);
+pw_status pw_engine_forward_hooked(pw_engine *e,
+                                   pw_status (*run)(void *, const pw_value *, int, pw_value *),
+                                   const pw_value *args, int nargs, pw_value *out);
+struct pw_program;
+const struct pw_program *pw_engine_find_program(const pw_engine *e, int group,
+                                                const pw_batch_desc *d);
+void pw_engine_distinct_counts(const pw_engine *e, uint64_t *graphs_patched,
+                               uint64_t *pieces_patched_in_full, uint64_t *graphs_from_cache);
+void pw_engine_distinct_free(pw_engine *e);
 
 #endif

@@ -173,6 +173,86 @@ typedef struct pw_k_scale_args {
     float s;
 } pw_k_scale_args;
 
+/* ---- pointer fields: which argument words are addresses --------------------------------
+ *
+ * Distinct-piece capture (src/model/engine_distinct.c) patches the addresses
+ * of one layer's recorded launches into another layer's, and a graph stored
+ * on disk keeps them as (region, offset): both need to know exactly which
+ * bytes of a launch's arguments are pointers. PW_K_POINTERS_<KERNEL>(F)
+ * calls F(args struct, field) for every pointer field of that kernel's
+ * struct; PW_KERNEL_ARG_LAYOUTS(X) calls X(KERNEL, args struct) for every
+ * kernel of the op table. A field added to a struct above that holds an
+ * address must be listed here; a patched graph that missed one differs from
+ * a real capture, which verify_capture reports. */
+#define PW_K_POINTERS_EMBEDDING(F)                                                             \
+    F(pw_k_embedding_args, out) F(pw_k_embedding_args, ids) F(pw_k_embedding_args, table)
+#define PW_K_POINTERS_EMBEDDING_QUANT(F)                                                       \
+    F(pw_k_embedding_quant_args, out) F(pw_k_embedding_quant_args, ids)                        \
+    F(pw_k_embedding_quant_args, table)
+#define PW_K_POINTERS_RMS_NORM(F)                                                              \
+    F(pw_k_rms_norm_args, y) F(pw_k_rms_norm_args, residual) F(pw_k_rms_norm_args, x)          \
+    F(pw_k_rms_norm_args, w)
+#define PW_K_POINTERS_ADD_RMS_NORM(F) PW_K_POINTERS_RMS_NORM(F)
+#define PW_K_POINTERS_MATMUL(F)                                                                \
+    F(pw_k_matmul_args, y) F(pw_k_matmul_args, x) F(pw_k_matmul_args, w)                       \
+    F(pw_k_matmul_args, scratch)
+#define PW_K_POINTERS_MATMUL_QUANT(F)                                                          \
+    F(pw_k_matmul_quant_args, y) F(pw_k_matmul_quant_args, x) F(pw_k_matmul_quant_args, w)
+#define PW_K_POINTERS_ROPE(F)                                                                  \
+    F(pw_k_rope_args, out) F(pw_k_rope_args, x) F(pw_k_rope_args, positions)                  \
+    F(pw_k_rope_args, table)
+#define PW_K_POINTERS_SILU_AND_MUL(F)                                                          \
+    F(pw_k_silu_args, out) F(pw_k_silu_args, a) F(pw_k_silu_args, b)
+#define PW_K_POINTERS_SILU_MUL(F) PW_K_POINTERS_SILU_AND_MUL(F)
+#define PW_K_POINTERS_ADD(F) F(pw_k_add_args, out) F(pw_k_add_args, a) F(pw_k_add_args, b)
+#define PW_K_POINTERS_ARGMAX(F) F(pw_k_argmax_args, out) F(pw_k_argmax_args, logits)
+#define PW_K_POINTERS_ATTENTION(F)                                                             \
+    F(pw_k_attention_args, out) F(pw_k_attention_args, q) F(pw_k_attention_args, k)            \
+    F(pw_k_attention_args, v) F(pw_k_attention_args, k_cache)                                 \
+    F(pw_k_attention_args, v_cache) F(pw_k_attention_args, meta)
+#define PW_K_POINTERS_SUM_RMS_NORM(F)                                                          \
+    F(pw_k_sum_rms_norm_args, y) F(pw_k_sum_rms_norm_args, sum) F(pw_k_sum_rms_norm_args, a)   \
+    F(pw_k_sum_rms_norm_args, b) F(pw_k_sum_rms_norm_args, w)
+#define PW_K_POINTERS_QKV_ROPE(F)                                                              \
+    F(pw_k_qkv_rope_args, q) F(pw_k_qkv_rope_args, k) F(pw_k_qkv_rope_args, v)                 \
+    F(pw_k_qkv_rope_args, x) F(pw_k_qkv_rope_args, wq) F(pw_k_qkv_rope_args, wk)               \
+    F(pw_k_qkv_rope_args, wv) F(pw_k_qkv_rope_args, scratch)                                  \
+    F(pw_k_qkv_rope_args, positions) F(pw_k_qkv_rope_args, rope_table)
+#define PW_K_POINTERS_GELU_MUL(F)                                                              \
+    F(pw_k_gelu_mul_args, out) F(pw_k_gelu_mul_args, a) F(pw_k_gelu_mul_args, b)
+#define PW_K_POINTERS_HEAD_NORM_ROPE(F)                                                        \
+    F(pw_k_head_norm_rope_args, x) F(pw_k_head_norm_rope_args, w)                             \
+    F(pw_k_head_norm_rope_args, positions) F(pw_k_head_norm_rope_args, table)
+#define PW_K_POINTERS_SCALE(F) F(pw_k_scale_args, out) F(pw_k_scale_args, x)
+#define PW_K_POINTERS_SOFTCAP(F) PW_K_POINTERS_SCALE(F)
+#define PW_K_POINTERS_GATE_UP_SILU(F)                                                          \
+    F(pw_k_gate_up_silu_args, out) F(pw_k_gate_up_silu_args, x)                               \
+    F(pw_k_gate_up_silu_args, w_gate) F(pw_k_gate_up_silu_args, w_up)                         \
+    F(pw_k_gate_up_silu_args, up) F(pw_k_gate_up_silu_args, scratch)
+
+/* clang-format off */
+#define PW_KERNEL_ARG_LAYOUTS(X)                                                               \
+    X(EMBEDDING,       pw_k_embedding_args)                                                    \
+    X(EMBEDDING_QUANT, pw_k_embedding_quant_args)                                              \
+    X(RMS_NORM,        pw_k_rms_norm_args)                                                     \
+    X(ADD_RMS_NORM,    pw_k_rms_norm_args)                                                     \
+    X(MATMUL,          pw_k_matmul_args)                                                       \
+    X(MATMUL_QUANT,    pw_k_matmul_quant_args)                                                 \
+    X(ROPE,            pw_k_rope_args)                                                         \
+    X(SILU_AND_MUL,    pw_k_silu_args)                                                         \
+    X(SILU_MUL,        pw_k_silu_args)                                                         \
+    X(ADD,             pw_k_add_args)                                                          \
+    X(ARGMAX,          pw_k_argmax_args)                                                       \
+    X(ATTENTION,       pw_k_attention_args)                                                    \
+    X(SUM_RMS_NORM,    pw_k_sum_rms_norm_args)                                                 \
+    X(QKV_ROPE,        pw_k_qkv_rope_args)                                                     \
+    X(GATE_UP_SILU,    pw_k_gate_up_silu_args)                                                 \
+    X(GELU_MUL,        pw_k_gelu_mul_args)                                                     \
+    X(HEAD_NORM_ROPE,  pw_k_head_norm_rope_args)                                               \
+    X(SCALE,           pw_k_scale_args)                                                        \
+    X(SOFTCAP,         pw_k_scale_args)
+/* clang-format on */
+
 #ifdef __cplusplus
 }
 #endif

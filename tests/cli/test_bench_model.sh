@@ -50,6 +50,10 @@ assert d["flop_per_token"] == 2 * (5 * (45312 + 2 * 64 * 3) + 64 * 512), d["flop
 c = d["capture"]
 assert c["graphs"] > 0 and c["ms"] > 0 and c["largest_size"] > 0, c
 assert 0 < c["largest_single_bytes"] <= c["pool_peak_bytes"], c
+# distinct-piece capture and the graph cache (docs/graph-cache.md)
+assert c["graphs_captured"] + c["graphs_patched"] == c["graphs"] and c["graphs_patched"] > 0, c
+assert c["ms_no_distinct"] > 0 and c["warm_ms"] > 0, c
+assert c["warm_graphs_from_cache"] == c["graphs"], c
 PY
   fi
 else

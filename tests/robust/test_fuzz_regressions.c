@@ -7,6 +7,7 @@
 #include "internal.h"
 
 #include "model/gguf.h"
+#include "model/graph_cache.h"
 #include "model/tokenizer.h"
 
 #include <dirent.h>
@@ -125,6 +126,19 @@ static pw_status replay_gguf(const char *data, size_t len) {
     return PW_OK;
 }
 
+static pw_status replay_graph_cache(const char *data, size_t len) {
+    pw_graph_cache_env env = {0, true, NULL, 0, true, true, pw_kernel_set_for(PW_DEVICE_CPU)};
+    pw_program *list = NULL;
+    size_t dropped = 0;
+    char why[320];
+    pw_status s = pw_graph_cache_parse(data, len, &env, &list, &dropped, why, sizeof why);
+    for (pw_program *p = list, *next; p; p = next) {
+        next = p->next;
+        pw_program_free(p);
+    }
+    return s;
+}
+
 static void test_replay(void) {
     static const char *const kinds[] = {"corpus", "regressions"};
     int files = 0;
@@ -132,6 +146,7 @@ static void test_replay(void) {
         files += replay_dir("graph_text", kinds[k], replay_graph);
         files += replay_dir("split_plan", kinds[k], replay_split);
         files += replay_dir("gguf", kinds[k], replay_gguf);
+        files += replay_dir("capture_cache", kinds[k], replay_graph_cache);
     }
     printf("replayed %d fuzz inputs\n", files);
     CHECK(files > 10);

@@ -6,6 +6,7 @@
  * the kernel kind. */
 #include "mem/pool_internal.h"
 #include "backend/stream_backend.h"
+#include "backend/graph_record.h"
 
 #include <string.h>
 
@@ -331,6 +332,43 @@ pw_status pw_graph_launch_at(const pw_graph *g, size_t i, const pw_kernel **kern
     *kernel = g->kernels[i];
     *args = g->launches[i].args;
     *argbytes = g->argbytes[i];
+    return PW_OK;
+}
+
+/* ---- the open recording (backend/graph_record.h) ------------------------------------------ */
+
+size_t pw_stream_capture_num_launches(const pw_stream *s) {
+    return s && s->recording ? s->recording->n : 0;
+}
+
+pw_status pw_stream_capture_launch_at(const pw_stream *s, size_t i, const pw_kernel **kernel,
+                                      const void **args, size_t *argbytes) {
+    if (!s || !s->recording)
+        return pw_error(PW_ERR_CAPTURE, "capture_launch_at: no capture is open on this stream");
+    const pw_graph *g = s->recording;
+    if (i >= g->n)
+        return pw_error(PW_ERR_INVALID_ARG, "the open capture has %zu launches, asked for #%zu",
+                        g->n, i);
+    /* until the capture ends, a launch holds its offset in the arena */
+    *kernel = g->kernels[i];
+    *args = g->arena + (uintptr_t)g->launches[i].args;
+    *argbytes = g->argbytes[i];
+    return PW_OK;
+}
+
+pw_status pw_stream_capture_rewind(pw_stream *s, size_t n) {
+    if (!s || !s->recording)
+        return pw_error(PW_ERR_CAPTURE, "capture_rewind: no capture is open on this stream");
+    if (s->backend)
+        return pw_error(PW_ERR_UNSUPPORTED,
+                        "capture_rewind: a %s capture cannot forget launches it already made",
+                        pw_device_name(s->device));
+    pw_graph *g = s->recording;
+    if (n > g->n)
+        return pw_error(PW_ERR_INVALID_ARG, "capture_rewind: the open capture has %zu launches, "
+                                            "cannot rewind to %zu", g->n, n);
+    if (n < g->n) g->arena_used = (uintptr_t)g->launches[n].args;
+    g->n = n;
     return PW_OK;
 }
 
