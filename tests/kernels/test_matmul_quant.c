@@ -83,10 +83,10 @@ static int qval(pw_dtype type, const uint8_t *blk, int j) {
 
 /* Activation quantization as documented (matmul_quant.c), scalar: per
  * block amax, d = amax / 127, a_j = rint(x_j * (127 / amax)) clamped to
- * [-127, 127], sa_l = d * (a_4l + ... + a_4l+3). */
+ * [-127, 127], s = d * (a_0 + ... + a_31). */
 typedef struct qblock {
     int8_t a[QK];
-    float d, sa[8];
+    float d, s;
 } qblock;
 
 static void quantize_block(const float *x, qblock *q) {
@@ -98,16 +98,18 @@ static void quantize_block(const float *x, qblock *q) {
         long v = lrintf(x[j] * id);
         q->a[j] = (int8_t)(v < -127 ? -127 : v > 127 ? 127 : v);
     }
-    for (int l = 0; l < 8; l++)
-        q->sa[l] = q->d * (float)(q->a[4 * l] + q->a[4 * l + 1] + q->a[4 * l + 2] + q->a[4 * l + 3]);
+    int sum = 0;
+    for (int j = 0; j < QK; j++) sum += q->a[j];
+    q->s = q->d * (float)sum;
 }
 
 /* The documented sequence, scalar: per block b and lane l,
- * p = sum of w_j a_j over j = 4l..4l+3 (exact), acc = fma(d_w d_a, p, acc),
- * Q4_1: acc = fma(m_w, sa_l, acc); then the fixed lane tree. */
+ * p = sum of w_j a_j over j = 4l..4l+3 (exact), acc = fma(d_w d_a, p, acc);
+ * Q4_1: mn = fma(m_w, s, mn) once per block; then the fixed lane tree, plus
+ * mn for Q4_1. */
 static float canonical_dot(pw_dtype type, const float *x, const uint8_t *wrow, int64_t k) {
     int64_t bb = pw_dtype_block_bytes(type);
-    float acc[8] = {0};
+    float acc[8] = {0}, mn = 0.0f;
     for (int64_t b = 0; b < k / QK; b++) {
         const uint8_t *blk = wrow + b * bb;
         qblock q;
@@ -117,14 +119,13 @@ static float canonical_dot(pw_dtype type, const float *x, const uint8_t *wrow, i
         for (int l = 0; l < 8; l++) {
             int32_t p = 0;
             for (int j = 4 * l; j < 4 * l + 4; j++) p += qval(type, blk, j) * q.a[j];
-            float a = fmaf(d * q.d, (float)p, acc[l]);
-            if (type == PW_Q4_1) a = fmaf(m, q.sa[l], a);
-            acc[l] = a;
+            acc[l] = fmaf(d * q.d, (float)p, acc[l]);
         }
+        if (type == PW_Q4_1) mn = fmaf(m, q.s, mn);
     }
     float t1 = acc[0] + acc[4], t2 = acc[2] + acc[6], t3 = acc[1] + acc[5], t4 = acc[3] + acc[7];
-    float u1 = t1 + t2, u2 = t3 + t4;
-    return u1 + u2;
+    float u1 = t1 + t2, u2 = t3 + t4, y = u1 + u2;
+    return type == PW_Q4_1 ? y + mn : y;
 }
 
 /* Error bound of the activation quantization against the exact product:
@@ -216,7 +217,7 @@ static void check_quantizer(void) {
     for (int j = 0; j < QK; j++) x[2 * QK + j] = 1e-30f * (float)j;   /* tiny */
     for (int j = 0; j < QK; j++) x[3 * QK + j] = 3e38f * (j % 2 ? -1.0f : 1.0f);
     x[4 * QK + 5] = -0.0f;
-    const size_t bytes = (size_t)(rows * PW_K_Q8_ROW_BYTES(k));
+    const size_t bytes = (size_t)PW_K_Q8_BYTES(rows, k);
     uint8_t *ref = malloc(bytes), *got = malloc(bytes);
     pw_k_q8_quantize_rows_generic(ref, x, rows, k);
     /* the portable copy against the scalar model */
@@ -226,11 +227,12 @@ static void check_quantizer(void) {
             qblock q;
             quantize_block(x + r * k + b * QK, &q);
             const uint8_t *row = ref + r * PW_K_Q8_ROW_BYTES(k);
-            float d, sa[8];
+            float d, sum;
             memcpy(&d, row + k + b * 4, sizeof d);
-            memcpy(sa, row + k + (k / QK) * 4 + b * 32, sizeof sa);
+            /* block sums after the rows, block-major */
+            memcpy(&sum, ref + rows * PW_K_Q8_ROW_BYTES(k) + (b * rows + r) * 4, sizeof sum);
             model_ok &= memcmp(row + b * QK, q.a, QK) == 0 && memcmp(&d, &q.d, 4) == 0 &&
-                        memcmp(sa, q.sa, sizeof sa) == 0;
+                        memcmp(&sum, &q.s, 4) == 0;
         }
     CHECK(model_ok);
 #if PW_HAVE_FMA_KERNELS
@@ -261,9 +263,9 @@ static void check_out_of_memory(void) {
     CHECK(kt_bitwise_equal(chunked, whole, (size_t)(t * n) * sizeof *whole));
     free(x), free(w), free(chunked), free(whole);
 
-    /* 512 blocks: 34,816 bytes a row, past the stack buffer; 12 rows are
+    /* 1024 blocks: 40,960 bytes a row, past the stack buffer; 12 rows are
      * more than the buffer grew to above. */
-    const int64_t big_k = 16384, big_t = 12;
+    const int64_t big_k = 32768, big_t = 12;
     x = kt_random((size_t)(big_t * big_k));
     w = random_blocks(PW_Q8_0, 3, big_k);
     pw_host_fail_nth(1);

@@ -152,7 +152,7 @@ void pw_k_matmul_quant_with(pw_k_int8_isa level, float *y, const float *x, const
     }
     assert(pw_k_quant_supported(type) && k % QK == 0);
     int8_copy c = copy_for(level);
-    const size_t row = (size_t)PW_K_Q8_ROW_BYTES(k);
+    const size_t row = (size_t)PW_K_Q8_BYTES(1, k); /* a row's share, its block sums too */
     uint8_t *xa = act_scratch(row * (size_t)n_tokens);
     if (xa) {
         c.quantize(xa, x, n_tokens, k);

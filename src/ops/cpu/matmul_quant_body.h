@@ -117,20 +117,23 @@ MQ_INLINE void mq_reduce8(const pw_v8f *acc, pw_v8f *out) {
 /* The maximum as vmaxps computes it: a > b ? a : b (b when unordered). */
 MQ_INLINE float mq_max(float a, float b) { return a > b ? a : b; }
 
-/* Row layout (matmul_quant_isa.h): values, then scales, then lane sums. */
+/* Buffer layout (matmul_quant_isa.h): rows of values then scales; after
+ * the rows, the block sums, block-major. */
 MQ_INLINE int8_t *xq_values(uint8_t *row) { return (int8_t *)row; }
 MQ_INLINE float *xq_scales(uint8_t *row, int64_t nb) { return (float *)(row + nb * QK); }
-MQ_INLINE float *xq_sums(uint8_t *row, int64_t nb) { return (float *)(row + nb * (QK + 4)); }
+MQ_INLINE float *xq_sums(uint8_t *xa, int64_t n_rows, int64_t k) {
+    return (float *)(xa + n_rows * PW_K_Q8_ROW_BYTES(k));
+}
 MQ_INLINE const int8_t *xq_cvalues(const uint8_t *row) { return (const int8_t *)row; }
 MQ_INLINE const float *xq_cscales(const uint8_t *row, int64_t nb) {
     return (const float *)(row + nb * QK);
 }
-MQ_INLINE const float *xq_csums(const uint8_t *row, int64_t nb) {
-    return (const float *)(row + nb * (QK + 4));
+MQ_INLINE const float *xq_csums(const uint8_t *xa, int64_t n_rows, int64_t k) {
+    return (const float *)(xa + n_rows * PW_K_Q8_ROW_BYTES(k));
 }
 
 #if MQ_X86
-/* One block: amax, d, values, lane sums, exactly as the portable copy. */
+/* One block: amax, d, values, block sum, exactly as the portable copy. */
 MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sa) {
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
     __m256 v[4];
@@ -154,7 +157,10 @@ MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sa) {
     _mm256_storeu_si256((__m256i *)q, b);
     __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), b),
                                   _mm256_set1_epi16(1));
-    _mm256_storeu_ps(sa, _mm256_mul_ps(_mm256_set1_ps(dv), _mm256_cvtepi32_ps(s)));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+    *sa = dv * (float)_mm_cvtsi128_si32(s4); /* the integer sum is exact */
     *d = dv;
 }
 #else
@@ -182,22 +188,22 @@ MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sa) {
         int v = r >= -2147483648.0f && r < 2147483648.0f ? (int)__builtin_rintf(r) : -128;
         q[j] = (int8_t)(v < -127 ? -127 : v > 127 ? 127 : v);
     }
-    for (int l = 0; l < LANES; l++) {
-        int s = q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3];
-        sa[l] = dv * (float)s;
-    }
+    int s = 0;
+    for (int j = 0; j < QK; j++) s += q[j];
+    *sa = dv * (float)s;
     *d = dv;
 }
 #endif
 
 void PW_ISA(pw_k_q8_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows, int64_t k) {
     const int64_t nb = k / QK;
+    float *sums = xq_sums(xa, n_rows, k);
     for (int64_t t = 0; t < n_rows; t++) {
         uint8_t *row = xa + t * PW_K_Q8_ROW_BYTES(k);
         int8_t *q = xq_values(row);
-        float *d = xq_scales(row, nb), *sa = xq_sums(row, nb);
+        float *d = xq_scales(row, nb);
         for (int64_t b = 0; b < nb; b++)
-            xq_block(x + t * k + b * QK, q + b * QK, d + b, sa + b * LANES);
+            xq_block(x + t * k + b * QK, q + b * QK, d + b, sums + b * n_rows + t);
     }
 }
 
@@ -230,21 +236,41 @@ MQ_INLINE mq_wprep mq_wprep_make(const uint8_t *blk, pw_dtype type) {
     return p;
 }
 
-/* The block's scale d in every lane (and m for Q4_1): a broadcast of the
- * half(s) and one vcvtph2ps, exact. */
-MQ_INLINE void mq_wscales(const uint8_t *blk, pw_dtype type, pw_v8f *d, pw_v8f *m) {
-    if (type == PW_Q4_1) {
-        int32_t dm;
-        memcpy(&dm, blk, sizeof dm);
-        __m256 both = _mm256_cvtph_ps(_mm_set1_epi32(dm)); /* d, m, d, m, ... */
-        *d = (pw_v8f)_mm256_moveldup_ps(both);
-        *m = (pw_v8f)_mm256_movehdup_ps(both);
-    } else {
-        int16_t h;
-        memcpy(&h, blk, sizeof h);
-        *d = (pw_v8f)_mm256_cvtph_ps(_mm_set1_epi16(h));
-        *m = pw_v8_splat(0.0f);
+/* Block b's scales of `cols` consecutive columns (cols <= 8), wrow bytes
+ * apart, converted exactly: f[2c] = d of column c, f[2c + 1] its m (Q4_1;
+ * for Q8_0 and Q4_0 the first two value bytes, never used). One vcvtph2ps
+ * per 4 columns instead of one per column. */
+MQ_INLINE void mq_col_scales(const uint8_t *blk, int64_t wrow, pw_dtype type, int cols,
+                             float *f) {
+    (void)type;
+    int32_t v[8] = {0};
+#pragma GCC unroll 8
+    for (int c = 0; c < cols; c++) memcpy(&v[c], blk + c * wrow, sizeof v[c]);
+    _mm256_storeu_ps(f, _mm256_cvtph_ps(_mm_setr_epi32(v[0], v[1], v[2], v[3])));
+    if (cols > 4)
+        _mm256_storeu_ps(f + 8, _mm256_cvtph_ps(_mm_setr_epi32(v[4], v[5], v[6], v[7])));
+}
+
+/* The minimum term's factors for a rows x cols tile (rows * cols <= 8),
+ * lane e = c * rows + r: m of column c (from mq_col_scales' f), and s of
+ * row r (s: the rows' block sums of one block, side by side). Lanes past
+ * rows * cols are never stored. */
+#define MQ_MLANE(e) (2 * ((e) / rows < cols ? (e) / rows : 0) + 1)
+MQ_INLINE pw_v8f mq_min_m(const float *f, int rows, int cols) {
+    if (cols > 4) { /* 1 x 8: m0..m7 from two vectors of (d, m) pairs */
+        __m256 lo = _mm256_loadu_ps(f), hi = _mm256_loadu_ps(f + 8);
+        __m256 m = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)); /* m0 m1 m4 m5 m2 m3 m6 m7 */
+        return (pw_v8f)_mm256_castpd_ps(
+            _mm256_permute4x64_pd(_mm256_castps_pd(m), _MM_SHUFFLE(3, 1, 2, 0)));
     }
+    __m256i ix = _mm256_setr_epi32(MQ_MLANE(0), MQ_MLANE(1), MQ_MLANE(2), MQ_MLANE(3),
+                                   MQ_MLANE(4), MQ_MLANE(5), MQ_MLANE(6), MQ_MLANE(7));
+    return (pw_v8f)_mm256_permutevar8x32_ps(_mm256_loadu_ps(f), ix);
+}
+MQ_INLINE pw_v8f mq_min_s(const float *s, int rows) {
+    if (rows == 4) return (pw_v8f)_mm256_broadcast_ps((const __m128 *)s);
+    assert(rows == 1);
+    return (pw_v8f)_mm256_broadcast_ss(s);
 }
 
 /* Lane l: sum of u_j * s_j over j = 4l..4l+3, exact (no saturation: |u|
@@ -294,9 +320,23 @@ MQ_INLINE mq_wprep mq_wprep_make(const uint8_t *blk, pw_dtype type) {
     return p;
 }
 
-MQ_INLINE void mq_wscales(const uint8_t *blk, pw_dtype type, pw_v8f *d, pw_v8f *m) {
-    *d = pw_v8_splat(mq_half(blk));
-    *m = pw_v8_splat(type == PW_Q4_1 ? mq_half(blk + 2) : 0.0f);
+MQ_INLINE void mq_col_scales(const uint8_t *blk, int64_t wrow, pw_dtype type, int cols,
+                             float *f) {
+    for (int c = 0; c < cols; c++) {
+        f[2 * c] = mq_half(blk + c * wrow);
+        f[2 * c + 1] = type == PW_Q4_1 ? mq_half(blk + c * wrow + 2) : 0.0f;
+    }
+}
+
+MQ_INLINE pw_v8f mq_min_m(const float *f, int rows, int cols) {
+    pw_v8f m = pw_v8_splat(0.0f);
+    for (int e = 0; e < rows * cols; e++) m[e] = f[2 * (e / rows) + 1];
+    return m;
+}
+MQ_INLINE pw_v8f mq_min_s(const float *s, int rows) {
+    pw_v8f v = pw_v8_splat(0.0f);
+    for (int e = 0; e < LANES; e++) v[e] = s[e % rows];
+    return v;
 }
 
 MQ_INLINE pw_v8f mq_dotf(const mq_wprep *p, mq_act a, pw_dtype type) {
@@ -313,24 +353,27 @@ MQ_INLINE pw_v8f mq_dotf(const mq_wprep *p, mq_act a, pw_dtype type) {
 
 /* ---- tiles -------------------------------------------------------------- */
 
-/* A rows x cols block of outputs (rows * cols <= TILE_ACCS). Always inlined
- * with constant shapes and type, so each call site is a fully unrolled
- * register tile; unused accumulators stay zero and are never stored.
- * Per block b, row r, column c (matmul_quant.c):
- *   acc = fma(d_w * d_a, p, acc); Q4_1 then acc = fma(m_w, sa, acc). */
-MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow,
-                       const uint8_t *w, int64_t wrow, int64_t nb, pw_dtype type, int64_t bb,
-                       int rows, int cols) {
-    pw_v8f acc[TILE_ACCS];
+/* A rows x cols block of outputs (rows * cols <= 8) of rows consecutive
+ * tokens from token t0 (of the n_tokens whose block sums xs holds). Always
+ * inlined with constant shapes and type, so each call site is a fully
+ * unrolled register tile; unused accumulators stay zero and are never
+ * stored. Per block b, row r, column c (matmul_quant.c):
+ *   acc = fma(d_w * d_a, p, acc)   (8 lanes)
+ * and for Q4_1, for all the tile's (r, c) in one vector, lane c * rows + r:
+ *   mn = fma(m_w, s_a, mn). */
+MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, const float *xs,
+                       int64_t n_tokens, const uint8_t *w, int64_t wrow, int64_t nb,
+                       pw_dtype type, int64_t bb, int rows, int cols) {
+    pw_v8f acc[8];
     memset(acc, 0, sizeof acc);
+    pw_v8f mn = pw_v8_splat(0.0f);
     const int8_t *xq[BATCH_TILE_ROWS];
-    const float *xd[BATCH_TILE_ROWS], *xs[BATCH_TILE_ROWS];
+    const float *xd[BATCH_TILE_ROWS];
 #pragma GCC unroll 8
     for (int r = 0; r < rows; r++) {
         const uint8_t *row = xa + r * xrow;
         xq[r] = xq_cvalues(row);
         xd[r] = xq_cscales(row, nb);
-        xs[r] = xq_csums(row, nb);
     }
     for (int64_t b = 0; b < nb; b++) {
         mq_act a[BATCH_TILE_ROWS];
@@ -340,6 +383,10 @@ MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow,
             a[r] = mq_act_load(xq[r] + b * QK);
             da[r] = pw_v8_splat(xd[r][b]);
         }
+        _Alignas(32) float f[16];
+        mq_col_scales(w + b * bb, wrow, type, cols, f);
+        if (type == PW_Q4_1)
+            mn = pw_v8_madd(mq_min_m(f, rows, cols), mq_min_s(xs + b * n_tokens, rows), mn);
 #pragma GCC unroll 16
         for (int c = 0; c < cols; c++) {
             const uint8_t *blk = w + c * wrow + b * bb;
@@ -349,25 +396,22 @@ MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow,
             if (rows == 1) _mm_prefetch((const char *)(blk + cols * wrow), _MM_HINT_T0);
 #endif
             mq_wprep p = mq_wprep_make(blk, type);
-            pw_v8f dw, mw;
-            mq_wscales(blk, type, &dw, &mw);
+            pw_v8f dw = pw_v8_splat(f[2 * c]);
 #pragma GCC unroll 8
             for (int r = 0; r < rows; r++) {
                 pw_v8f pf = mq_dotf(&p, a[r], type);
                 pw_v8f ds = dw * da[r]; /* lane-wise d_w * d_a, one rounding */
-                pw_v8f s = pw_v8_madd(ds, pf, acc[r * cols + c]);
-                if (type == PW_Q4_1) s = pw_v8_madd(mw, mq_loadf(xs[r] + b * LANES), s);
-                acc[r * cols + c] = s;
+                acc[r * cols + c] = pw_v8_madd(ds, pf, acc[r * cols + c]);
             }
         }
     }
-    pw_v8f sums[2];
-    mq_reduce8(acc, &sums[0]);
-    if (rows * cols > 8) mq_reduce8(acc + 8, &sums[1]);
+    pw_v8f sums;
+    mq_reduce8(acc, &sums);
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < cols; c++) {
-            int e = r * cols + c;
-            y[r * ldy + c] = sums[e / 8][e % 8];
+            float v = sums[r * cols + c];
+            if (type == PW_Q4_1) v += mn[c * rows + r];
+            y[r * ldy + c] = v;
         }
 }
 
@@ -381,25 +425,34 @@ MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow,
 MQ_INLINE __m512i mq_pair_i(__m256i lo, __m256i hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
-MQ_INLINE __m512 mq_pair_f(pw_v8f lo, pw_v8f hi) {
-    return _mm512_insertf32x8(_mm512_castps256_ps512((__m256)lo), (__m256)hi, 1);
-}
 
 MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow,
-                             const uint8_t *w, int64_t wrow, int64_t nb, pw_dtype type,
-                             int64_t bb, int rows, int cols) {
+                             const float *xs, int64_t n_tokens, const uint8_t *w, int64_t wrow,
+                             int64_t nb, pw_dtype type, int64_t bb, int rows, int cols) {
+    assert(rows == 4 && cols <= 4);
     __m512 acc[TILE_ACCS / 2];
     for (int e = 0; e < TILE_ACCS / 2; e++) acc[e] = _mm512_setzero_ps();
+    __m512 mn = _mm512_setzero_ps(); /* lane c * 4 + r: Q4_1's minimum term */
     const int pairs = cols / 2;
     const int8_t *xq[BATCH_TILE_ROWS];
-    const float *xd[BATCH_TILE_ROWS], *xs[BATCH_TILE_ROWS];
+    const float *xd[BATCH_TILE_ROWS];
 #pragma GCC unroll 8
     for (int r = 0; r < rows; r++) {
         const uint8_t *row = xa + r * xrow;
         xq[r] = xq_cvalues(row);
         xd[r] = xq_cscales(row, nb);
-        xs[r] = xq_csums(row, nb);
     }
+    /* From the (d, m) pairs of mq_col_scales: each column pair's d in its
+     * two halves, and every (r, c)'s m. */
+    __m512i dix[BATCH_TILE_COLS / 2];
+    for (int pc = 0; pc < pairs; pc++)
+        dix[pc] = _mm512_setr_epi32(4 * pc, 4 * pc, 4 * pc, 4 * pc, 4 * pc, 4 * pc, 4 * pc,
+                                    4 * pc, 4 * pc + 2, 4 * pc + 2, 4 * pc + 2, 4 * pc + 2,
+                                    4 * pc + 2, 4 * pc + 2, 4 * pc + 2, 4 * pc + 2);
+    const __m512i mix = _mm512_setr_epi32(MQ_MLANE(0), MQ_MLANE(1), MQ_MLANE(2), MQ_MLANE(3),
+                                          MQ_MLANE(4), MQ_MLANE(5), MQ_MLANE(6), MQ_MLANE(7),
+                                          MQ_MLANE(8), MQ_MLANE(9), MQ_MLANE(10), MQ_MLANE(11),
+                                          MQ_MLANE(12), MQ_MLANE(13), MQ_MLANE(14), MQ_MLANE(15));
     for (int64_t b = 0; b < nb; b++) {
         __m512i a[BATCH_TILE_ROWS];
         __m512 da[BATCH_TILE_ROWS];
@@ -410,6 +463,12 @@ MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
             if (type != PW_Q4_1) a[r] = _mm512_xor_si512(a[r], _mm512_set1_epi8((char)0x80));
             da[r] = _mm512_set1_ps(xd[r][b]);
         }
+        _Alignas(32) float f[16];
+        mq_col_scales(w + b * bb, wrow, type, cols, f);
+        const __m512 fv = _mm512_castps256_ps512(_mm256_load_ps(f));
+        if (type == PW_Q4_1)
+            mn = _mm512_fmadd_ps(_mm512_permutexvar_ps(mix, fv),
+                                 _mm512_broadcast_f32x4(_mm_loadu_ps(xs + b * n_tokens)), mn);
 #pragma GCC unroll 8
         for (int pc = 0; pc < pairs; pc++) {
             const uint8_t *blk0 = w + (2 * pc) * wrow + b * bb, *blk1 = blk0 + wrow;
@@ -426,22 +485,14 @@ MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
             if (type != PW_Q4_1)
                 corr = _mm512_sub_epi32(corr, _mm512_dpbusd_epi32(_mm512_setzero_si512(),
                                                                   _mm512_set1_epi8((char)0x80), ws));
-            pw_v8f d0, m0, d1, m1;
-            mq_wscales(blk0, type, &d0, &m0);
-            mq_wscales(blk1, type, &d1, &m1);
-            __m512 dw = mq_pair_f(d0, d1), mw = mq_pair_f(m0, m1);
+            const __m512 dw = _mm512_permutexvar_ps(dix[pc], fv);
 #pragma GCC unroll 8
             for (int r = 0; r < rows; r++) {
                 __m512i dot = type == PW_Q4_1 ? _mm512_dpbusd_epi32(corr, u, a[r])
                                               : _mm512_dpbusd_epi32(corr, a[r], ws);
                 __m512 pf = _mm512_cvtepi32_ps(dot);
                 __m512 ds = _mm512_mul_ps(dw, da[r]);
-                __m512 v = _mm512_fmadd_ps(ds, pf, acc[r * pairs + pc]);
-                if (type == PW_Q4_1) {
-                    __m512 sa = _mm512_broadcast_f32x8(_mm256_loadu_ps(xs[r] + b * LANES));
-                    v = _mm512_fmadd_ps(mw, sa, v);
-                }
-                acc[r * pairs + pc] = v;
+                acc[r * pairs + pc] = _mm512_fmadd_ps(ds, pf, acc[r * pairs + pc]);
             }
         }
     }
@@ -456,23 +507,31 @@ MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
     pw_v8f sums[2];
     mq_reduce8(lanes, &sums[0]);
     if (rows * cols > 8) mq_reduce8(lanes + 8, &sums[1]);
+    _Alignas(64) float mins[16];
+    _mm512_store_ps(mins, mn);
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < cols; c++) {
             int e = r * cols + c;
-            y[r * ldy + c] = sums[e / 8][e % 8];
+            float v = sums[e / 8][e % 8];
+            if (type == PW_Q4_1) v += mins[c * rows + r];
+            y[r * ldy + c] = v;
         }
 }
 #define MQ_TILE(rows, cols)                                                                    \
     ((rows) > 1 && (cols) % 2 == 0                                                             \
-         ? mq_tile_pairs(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols)     \
-         : mq_tile(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols))
+         ? mq_tile_pairs(y + j, n, xa, xrow, xs, n_tokens, w + j * wrow, wrow, nb, type, bb,   \
+                         rows, cols)                                                           \
+         : mq_tile(y + j, n, xa, xrow, xs, n_tokens, w + j * wrow, wrow, nb, type, bb, rows,   \
+                   cols))
 #else
 #define MQ_TILE(rows, cols)                                                                    \
-    mq_tile(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols)
+    mq_tile(y + j, n, xa, xrow, xs, n_tokens, w + j * wrow, wrow, nb, type, bb, rows, cols)
 #endif
 
-MQ_INLINE void mq_row_block(float *y, const uint8_t *xa, const uint8_t *w, int64_t n, int64_t k,
-                            pw_dtype type, int64_t bb, int64_t j0, int64_t j1, int rows) {
+/* Rows [t, t + rows) (xa, y and xs already at row t), columns [j0, j1). */
+MQ_INLINE void mq_row_block(float *y, const uint8_t *xa, const float *xs, int64_t n_tokens,
+                            const uint8_t *w, int64_t n, int64_t k, pw_dtype type, int64_t bb,
+                            int64_t j0, int64_t j1, int rows) {
     const int64_t nb = k / QK, wrow = nb * bb, xrow = PW_K_Q8_ROW_BYTES(k);
     int64_t j = j0;
     if (rows == BATCH_TILE_ROWS) {
@@ -500,13 +559,16 @@ MQ_INLINE void mq_typed(float *y, const uint8_t *xa, const uint8_t *w, int64_t n
     col_block = col_block < ROW_TILE_COLS ? ROW_TILE_COLS
                                           : col_block / ROW_TILE_COLS * ROW_TILE_COLS;
     const int64_t xrow = PW_K_Q8_ROW_BYTES(k);
+    const float *xs = xq_csums(xa, n_tokens, k);
     int64_t t_full = n_tokens / BATCH_TILE_ROWS * BATCH_TILE_ROWS;
     for (int64_t n0 = j0; n0 < j1; n0 += col_block) {
         int64_t n1 = n0 + col_block < j1 ? n0 + col_block : j1;
         for (int64_t t = 0; t < t_full; t += BATCH_TILE_ROWS)
-            mq_row_block(y + t * n, xa + t * xrow, w, n, k, type, bb, n0, n1, BATCH_TILE_ROWS);
+            mq_row_block(y + t * n, xa + t * xrow, xs + t, n_tokens, w, n, k, type, bb, n0, n1,
+                         BATCH_TILE_ROWS);
         for (int64_t t = t_full; t < n_tokens; t++)
-            mq_row_block(y + t * n, xa + t * xrow, w, n, k, type, bb, n0, n1, 1);
+            mq_row_block(y + t * n, xa + t * xrow, xs + t, n_tokens, w, n, k, type, bb, n0, n1,
+                         1);
     }
 }
 

@@ -13,16 +13,21 @@
 #include <stdint.h>
 
 /* Activations quantized per token in blocks of 32 (docs/kernels.md,
- * "Integer dot products"): a row of k activations is k/32 blocks laid out
- * as all int8 values [k/32][32], then the scales d [k/32] (f32), then the
- * lane sums sa [k/32][8] (f32, sa[l] = d * sum of values 4l..4l+3). */
-#define PW_K_Q8_ROW_BYTES(k) ((k) / 32 * (32 + 4 + 32))
+ * "Integer dot products"). For n_rows rows of k activations (nb = k/32
+ * blocks each) the buffer holds the rows, PW_K_Q8_ROW_BYTES(k) apart, each
+ * all its int8 values [nb][32] then its scales d [nb] (f32); then, after
+ * the last row, the block sums s [nb][n_rows] (f32, block-major: s[b][t] =
+ * d * sum of row t's 32 values of block b), so a tile of consecutive rows
+ * finds its rows' sums of one block side by side. */
+#define PW_K_Q8_ROW_BYTES(k) ((k) / 32 * (32 + 4))
+#define PW_K_Q8_BYTES(n_rows, k) ((n_rows) * ((k) / 32 * (32 + 4 + 4)))
 
-/* Quantizes rows [0, n_rows) of x[n_rows][k] (k % 32 == 0) into xa, rows
- * PW_K_Q8_ROW_BYTES(k) apart. */
+/* Quantizes rows [0, n_rows) of x[n_rows][k] (k % 32 == 0) into xa
+ * (PW_K_Q8_BYTES(n_rows, k) bytes, laid out as above). */
 #define PW_K_Q8_QUANTIZE_PARAMS (uint8_t * xa, const float *x, int64_t n_rows, int64_t k)
 /* Columns [j0, j1) of y[T][N] = xa[T] . W[N]^T, W in blocks of `type` (one of
- * Q8_0, Q4_0, Q4_1), xa from the quantizer above; y's row stride is n. */
+ * Q8_0, Q4_0, Q4_1), xa from the quantizer above with n_rows = n_tokens;
+ * y's row stride is n. */
 #define PW_K_QDOT_PARAMS                                                                       \
     (float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type, int64_t n_tokens, int64_t n, \
      int64_t k, int64_t j0, int64_t j1)
