@@ -228,9 +228,10 @@ static void check_quantizer(void) {
             quantize_block(x + r * k + b * QK, &q);
             const uint8_t *row = ref + r * PW_K_Q8_ROW_BYTES(k);
             float d, sum;
-            memcpy(&d, row + k + b * 4, sizeof d);
-            /* block sums after the rows, block-major */
-            memcpy(&sum, ref + rows * PW_K_Q8_ROW_BYTES(k) + (b * rows + r) * 4, sizeof sum);
+            /* scales, then block sums, after the rows, block-major */
+            const uint8_t *scales = ref + rows * PW_K_Q8_ROW_BYTES(k);
+            memcpy(&d, scales + (b * rows + r) * 4, sizeof d);
+            memcpy(&sum, scales + (k / QK * rows + b * rows + r) * 4, sizeof sum);
             model_ok &= memcmp(row + b * QK, q.a, QK) == 0 && memcmp(&d, &q.d, 4) == 0 &&
                         memcmp(&sum, &q.s, 4) == 0;
         }

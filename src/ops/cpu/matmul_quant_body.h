@@ -117,19 +117,21 @@ MQ_INLINE void mq_reduce8(const pw_v8f *acc, pw_v8f *out) {
 /* The maximum as vmaxps computes it: a > b ? a : b (b when unordered). */
 MQ_INLINE float mq_max(float a, float b) { return a > b ? a : b; }
 
-/* Buffer layout (matmul_quant_isa.h): rows of values then scales; after
- * the rows, the block sums, block-major. */
+/* Buffer layout (matmul_quant_isa.h): the rows' values; after them the
+ * scales, then the block sums, both block-major ([b][t]). */
 MQ_INLINE int8_t *xq_values(uint8_t *row) { return (int8_t *)row; }
-MQ_INLINE float *xq_scales(uint8_t *row, int64_t nb) { return (float *)(row + nb * QK); }
-MQ_INLINE float *xq_sums(uint8_t *xa, int64_t n_rows, int64_t k) {
+MQ_INLINE float *xq_scales(uint8_t *xa, int64_t n_rows, int64_t k) {
     return (float *)(xa + n_rows * PW_K_Q8_ROW_BYTES(k));
 }
+MQ_INLINE float *xq_sums(uint8_t *xa, int64_t n_rows, int64_t k) {
+    return xq_scales(xa, n_rows, k) + n_rows * (k / QK);
+}
 MQ_INLINE const int8_t *xq_cvalues(const uint8_t *row) { return (const int8_t *)row; }
-MQ_INLINE const float *xq_cscales(const uint8_t *row, int64_t nb) {
-    return (const float *)(row + nb * QK);
+MQ_INLINE const float *xq_cscales(const uint8_t *xa, int64_t n_rows, int64_t k) {
+    return (const float *)(xa + n_rows * PW_K_Q8_ROW_BYTES(k));
 }
 MQ_INLINE const float *xq_csums(const uint8_t *xa, int64_t n_rows, int64_t k) {
-    return (const float *)(xa + n_rows * PW_K_Q8_ROW_BYTES(k));
+    return xq_cscales(xa, n_rows, k) + n_rows * (k / QK);
 }
 
 #if MQ_X86
@@ -197,13 +199,11 @@ MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sa) {
 
 void PW_ISA(pw_k_q8_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows, int64_t k) {
     const int64_t nb = k / QK;
-    float *sums = xq_sums(xa, n_rows, k);
+    float *d = xq_scales(xa, n_rows, k), *sums = xq_sums(xa, n_rows, k);
     for (int64_t t = 0; t < n_rows; t++) {
-        uint8_t *row = xa + t * PW_K_Q8_ROW_BYTES(k);
-        int8_t *q = xq_values(row);
-        float *d = xq_scales(row, nb);
+        int8_t *q = xq_values(xa + t * PW_K_Q8_ROW_BYTES(k));
         for (int64_t b = 0; b < nb; b++)
-            xq_block(x + t * k + b * QK, q + b * QK, d + b, sums + b * n_rows + t);
+            xq_block(x + t * k + b * QK, q + b * QK, d + b * n_rows + t, sums + b * n_rows + t);
     }
 }
 
@@ -271,6 +271,25 @@ MQ_INLINE pw_v8f mq_min_s(const float *s, int rows) {
     if (rows == 4) return (pw_v8f)_mm256_broadcast_ps((const __m128 *)s);
     assert(rows == 1);
     return (pw_v8f)_mm256_broadcast_ss(s);
+}
+
+/* The scale products d_w * d_a of a rows x cols tile (rows * cols <= 8),
+ * lane e = c * rows + r, in one multiply (the same rounding as one per
+ * pair): d of column c from f, d_a of row r from da (the rows' scales of
+ * one block, side by side). */
+#define MQ_DLANE(e) (2 * ((e) / rows < cols ? (e) / rows : 0))
+MQ_INLINE __m256 mq_scale_products(const float *f, const float *da, int rows, int cols) {
+    __m256 d;
+    if (cols > 4) {
+        __m256 lo = _mm256_loadu_ps(f), hi = _mm256_loadu_ps(f + 8);
+        __m256 v = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+        d = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), _MM_SHUFFLE(3, 1, 2, 0)));
+    } else {
+        __m256i ix = _mm256_setr_epi32(MQ_DLANE(0), MQ_DLANE(1), MQ_DLANE(2), MQ_DLANE(3),
+                                       MQ_DLANE(4), MQ_DLANE(5), MQ_DLANE(6), MQ_DLANE(7));
+        d = _mm256_permutevar8x32_ps(_mm256_loadu_ps(f), ix);
+    }
+    return _mm256_mul_ps(d, (__m256)mq_min_s(da, rows));
 }
 
 /* Lane l: sum of u_j * s_j over j = 4l..4l+3, exact (no saturation: |u|
@@ -361,30 +380,36 @@ MQ_INLINE pw_v8f mq_dotf(const mq_wprep *p, mq_act a, pw_dtype type) {
  *   acc = fma(d_w * d_a, p, acc)   (8 lanes)
  * and for Q4_1, for all the tile's (r, c) in one vector, lane c * rows + r:
  *   mn = fma(m_w, s_a, mn). */
-MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, const float *xs,
-                       int64_t n_tokens, const uint8_t *w, int64_t wrow, int64_t nb,
+MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, const float *xd,
+                       const float *xs, int64_t n_tokens, const uint8_t *w, int64_t wrow, int64_t nb,
                        pw_dtype type, int64_t bb, int rows, int cols) {
     pw_v8f acc[8];
-    memset(acc, 0, sizeof acc);
+#pragma GCC unroll 8
+    for (int e = 0; e < 8; e++) acc[e] = pw_v8_splat(0.0f);
     pw_v8f mn = pw_v8_splat(0.0f);
     const int8_t *xq[BATCH_TILE_ROWS];
-    const float *xd[BATCH_TILE_ROWS];
 #pragma GCC unroll 8
-    for (int r = 0; r < rows; r++) {
-        const uint8_t *row = xa + r * xrow;
-        xq[r] = xq_cvalues(row);
-        xd[r] = xq_cscales(row, nb);
-    }
+    for (int r = 0; r < rows; r++) xq[r] = xq_cvalues(xa + r * xrow);
     for (int64_t b = 0; b < nb; b++) {
         mq_act a[BATCH_TILE_ROWS];
-        pw_v8f da[BATCH_TILE_ROWS];
 #pragma GCC unroll 8
-        for (int r = 0; r < rows; r++) {
-            a[r] = mq_act_load(xq[r] + b * QK);
-            da[r] = pw_v8_splat(xd[r][b]);
-        }
+        for (int r = 0; r < rows; r++) a[r] = mq_act_load(xq[r] + b * QK);
+        const float *xdb = xd + b * n_tokens;
         _Alignas(32) float f[16];
         mq_col_scales(w + b * bb, wrow, type, cols, f);
+#if MQ_X86
+        /* All the tile's d_w * d_a at once, read back one broadcast per
+         * pair (a load, not a shuffle). */
+        _Alignas(32) float dsv[8];
+        _mm256_store_ps(dsv, mq_scale_products(f, xdb, rows, cols));
+        /* An opaque copy of the address, so the broadcasts below address
+         * from one base register instead of a register per element. */
+        const float *ds = dsv;
+        __asm__("" : "+r"(ds));
+#else
+        pw_v8f da[BATCH_TILE_ROWS];
+        for (int r = 0; r < rows; r++) da[r] = pw_v8_splat(xdb[r]);
+#endif
         if (type == PW_Q4_1)
             mn = pw_v8_madd(mq_min_m(f, rows, cols), mq_min_s(xs + b * n_tokens, rows), mn);
 #pragma GCC unroll 16
@@ -396,12 +421,18 @@ MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
             if (rows == 1) _mm_prefetch((const char *)(blk + cols * wrow), _MM_HINT_T0);
 #endif
             mq_wprep p = mq_wprep_make(blk, type);
+#if !MQ_X86
             pw_v8f dw = pw_v8_splat(f[2 * c]);
+#endif
 #pragma GCC unroll 8
             for (int r = 0; r < rows; r++) {
                 pw_v8f pf = mq_dotf(&p, a[r], type);
-                pw_v8f ds = dw * da[r]; /* lane-wise d_w * d_a, one rounding */
-                acc[r * cols + c] = pw_v8_madd(ds, pf, acc[r * cols + c]);
+#if MQ_X86
+                pw_v8f s = (pw_v8f)_mm256_broadcast_ss(&ds[c * rows + r]);
+#else
+                pw_v8f s = dw * da[r]; /* lane-wise d_w * d_a, one rounding */
+#endif
+                acc[r * cols + c] = pw_v8_madd(s, pf, acc[r * cols + c]);
             }
         }
     }
@@ -427,7 +458,8 @@ MQ_INLINE __m512i mq_pair_i(__m256i lo, __m256i hi) {
 }
 
 MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow,
-                             const float *xs, int64_t n_tokens, const uint8_t *w, int64_t wrow,
+                             const float *xd, const float *xs, int64_t n_tokens,
+                             const uint8_t *w, int64_t wrow,
                              int64_t nb, pw_dtype type, int64_t bb, int rows, int cols) {
     assert(rows == 4 && cols <= 4);
     __m512 acc[TILE_ACCS / 2];
@@ -435,13 +467,8 @@ MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
     __m512 mn = _mm512_setzero_ps(); /* lane c * 4 + r: Q4_1's minimum term */
     const int pairs = cols / 2;
     const int8_t *xq[BATCH_TILE_ROWS];
-    const float *xd[BATCH_TILE_ROWS];
 #pragma GCC unroll 8
-    for (int r = 0; r < rows; r++) {
-        const uint8_t *row = xa + r * xrow;
-        xq[r] = xq_cvalues(row);
-        xd[r] = xq_cscales(row, nb);
-    }
+    for (int r = 0; r < rows; r++) xq[r] = xq_cvalues(xa + r * xrow);
     /* From the (d, m) pairs of mq_col_scales: each column pair's d in its
      * two halves, and every (r, c)'s m. */
     __m512i dix[BATCH_TILE_COLS / 2];
@@ -461,7 +488,7 @@ MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
             a[r] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xq[r] + b * QK)));
             /* Signed weights: a + 128 as the unsigned operand (below). */
             if (type != PW_Q4_1) a[r] = _mm512_xor_si512(a[r], _mm512_set1_epi8((char)0x80));
-            da[r] = _mm512_set1_ps(xd[r][b]);
+            da[r] = _mm512_set1_ps(xd[b * n_tokens + r]);
         }
         _Alignas(32) float f[16];
         mq_col_scales(w + b * bb, wrow, type, cols, f);
@@ -519,17 +546,18 @@ MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
 }
 #define MQ_TILE(rows, cols)                                                                    \
     ((rows) > 1 && (cols) % 2 == 0                                                             \
-         ? mq_tile_pairs(y + j, n, xa, xrow, xs, n_tokens, w + j * wrow, wrow, nb, type, bb,   \
+         ? mq_tile_pairs(y + j, n, xa, xrow, xd, xs, n_tokens, w + j * wrow, wrow, nb, type, bb,   \
                          rows, cols)                                                           \
-         : mq_tile(y + j, n, xa, xrow, xs, n_tokens, w + j * wrow, wrow, nb, type, bb, rows,   \
+         : mq_tile(y + j, n, xa, xrow, xd, xs, n_tokens, w + j * wrow, wrow, nb, type, bb, rows,   \
                    cols))
 #else
 #define MQ_TILE(rows, cols)                                                                    \
-    mq_tile(y + j, n, xa, xrow, xs, n_tokens, w + j * wrow, wrow, nb, type, bb, rows, cols)
+    mq_tile(y + j, n, xa, xrow, xd, xs, n_tokens, w + j * wrow, wrow, nb, type, bb, rows, cols)
 #endif
 
 /* Rows [t, t + rows) (xa, y and xs already at row t), columns [j0, j1). */
-MQ_INLINE void mq_row_block(float *y, const uint8_t *xa, const float *xs, int64_t n_tokens,
+MQ_INLINE void mq_row_block(float *y, const uint8_t *xa, const float *xd, const float *xs,
+                            int64_t n_tokens,
                             const uint8_t *w, int64_t n, int64_t k, pw_dtype type, int64_t bb,
                             int64_t j0, int64_t j1, int rows) {
     const int64_t nb = k / QK, wrow = nb * bb, xrow = PW_K_Q8_ROW_BYTES(k);
@@ -559,15 +587,15 @@ MQ_INLINE void mq_typed(float *y, const uint8_t *xa, const uint8_t *w, int64_t n
     col_block = col_block < ROW_TILE_COLS ? ROW_TILE_COLS
                                           : col_block / ROW_TILE_COLS * ROW_TILE_COLS;
     const int64_t xrow = PW_K_Q8_ROW_BYTES(k);
-    const float *xs = xq_csums(xa, n_tokens, k);
+    const float *xd = xq_cscales(xa, n_tokens, k), *xs = xq_csums(xa, n_tokens, k);
     int64_t t_full = n_tokens / BATCH_TILE_ROWS * BATCH_TILE_ROWS;
     for (int64_t n0 = j0; n0 < j1; n0 += col_block) {
         int64_t n1 = n0 + col_block < j1 ? n0 + col_block : j1;
         for (int64_t t = 0; t < t_full; t += BATCH_TILE_ROWS)
-            mq_row_block(y + t * n, xa + t * xrow, xs + t, n_tokens, w, n, k, type, bb, n0, n1,
+            mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, n_tokens, w, n, k, type, bb, n0, n1,
                          BATCH_TILE_ROWS);
         for (int64_t t = t_full; t < n_tokens; t++)
-            mq_row_block(y + t * n, xa + t * xrow, xs + t, n_tokens, w, n, k, type, bb, n0, n1,
+            mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, n_tokens, w, n, k, type, bb, n0, n1,
                          1);
     }
 }

@@ -14,12 +14,12 @@
 
 /* Activations quantized per token in blocks of 32 (docs/kernels.md,
  * "Integer dot products"). For n_rows rows of k activations (nb = k/32
- * blocks each) the buffer holds the rows, PW_K_Q8_ROW_BYTES(k) apart, each
- * all its int8 values [nb][32] then its scales d [nb] (f32); then, after
- * the last row, the block sums s [nb][n_rows] (f32, block-major: s[b][t] =
- * d * sum of row t's 32 values of block b), so a tile of consecutive rows
- * finds its rows' sums of one block side by side. */
-#define PW_K_Q8_ROW_BYTES(k) ((k) / 32 * (32 + 4))
+ * blocks each) the buffer holds the rows' int8 values, PW_K_Q8_ROW_BYTES(k)
+ * apart ([nb][32] each); then the scales d [nb][n_rows] (f32); then the
+ * block sums s [nb][n_rows] (f32, s[b][t] = d[b][t] * the sum of row t's
+ * 32 values of block b). Scales and sums are block-major so that a tile of
+ * consecutive rows finds its rows' values for one block side by side. */
+#define PW_K_Q8_ROW_BYTES(k) (k)
 #define PW_K_Q8_BYTES(n_rows, k) ((n_rows) * ((k) / 32 * (32 + 4 + 4)))
 
 /* Quantizes rows [0, n_rows) of x[n_rows][k] (k % 32 == 0) into xa
