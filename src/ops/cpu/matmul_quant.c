@@ -5,19 +5,24 @@
  * Activations are quantized per token, in blocks of 32 matching the weight
  * blocks (as llama.cpp's Q8_0/Q8_1 activations): amax = max |x_j| over the
  * block, d_a = amax / 127, a_j = x_j * (127 / amax) rounded to nearest even
- * (0 when amax is 0), clamped to [-127, 127]; with it the lane sums
- * sa_l = d_a * (a_4l + a_4l+1 + a_4l+2 + a_4l+3), l = 0..7.
+ * (0 when amax is 0), clamped to [-127, 127]; with it the block sum
+ * s_a = d_a * (float)(a_0 + ... + a_31) (the integer sum is exact).
  *
  * Every output element is then computed by one sequence, whichever tile,
  * T, thread count or instruction set reaches it. With w_j the weight
  * block's integer values (Q8_0: int8; Q4_0: nibble - 8; Q4_1: the nibble),
  * d_w (and m_w for Q4_1) its scales, and fma(a, b, c) = a*b + c rounded
- * once, for blocks b in order from acc = +0 (8 lanes):
+ * once, for blocks b in order from acc = +0 (8 lanes) and mn = +0 (one
+ * float):
  *   p_l   = sum_{j=4l}^{4l+3} w_j a_j           exact int32 (|p_l| < 2^16)
  *   acc_l = fma(d_w * d_a, (float)p_l, acc_l)
- *   acc_l = fma(m_w, sa_l, acc_l)                 Q4_1 only
- * then y = ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)). The Q4_1 form is
- * d_w d_a sum(n a) + m_w d_a sum(a), kept in lanes.
+ *   mn    = fma(m_w, s_a, mn)                     Q4_1 only
+ * then y = ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)), and for Q4_1 y = y + mn.
+ * The Q4_1 form is d_w d_a sum(n a) + m_w d_a sum(a): the minimum term is
+ * one product per (token, column, block), so a tile computes it for all
+ * its (token, column) pairs in one vector fma per block (lane c * rows + r)
+ * instead of an 8-lane fma per pair; the tiles likewise form all their
+ * d_w * d_a products in one multiply (the same rounding per pair).
  *
  * The integer lane sums are exact whatever forms them (vpmaddubsw +
  * vpmaddwd, vpdpbusd, or C loops), and the float steps are the same IEEE

@@ -373,13 +373,17 @@ MQ_INLINE pw_v8f mq_dotf(const mq_wprep *p, mq_act a, pw_dtype type) {
 /* ---- tiles -------------------------------------------------------------- */
 
 /* A rows x cols block of outputs (rows * cols <= 8) of rows consecutive
- * tokens from token t0 (of the n_tokens whose block sums xs holds). Always
+ * tokens (xd, xs: their scales and block sums, block-major with n_tokens
+ * per block, already at the tile's first token). Always
  * inlined with constant shapes and type, so each call site is a fully
  * unrolled register tile; unused accumulators stay zero and are never
  * stored. Per block b, row r, column c (matmul_quant.c):
  *   acc = fma(d_w * d_a, p, acc)   (8 lanes)
  * and for Q4_1, for all the tile's (r, c) in one vector, lane c * rows + r:
- *   mn = fma(m_w, s_a, mn). */
+ *   mn = fma(m_w, s_a, mn).
+ * The x86 copies form the tile's d_w * d_a in one vector multiply and read
+ * each pair's product back with a broadcast load (a load port, not the
+ * shuffle port a register broadcast would take). */
 MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, const float *xd,
                        const float *xs, int64_t n_tokens, const uint8_t *w, int64_t wrow, int64_t nb,
                        pw_dtype type, int64_t bb, int rows, int cols) {
@@ -451,8 +455,11 @@ MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
  * c's 8 accumulator lanes, lanes 8-15 column c + 1's, so every lane runs
  * exactly the operations of the 256-bit code (vpdpbusd, vcvtdq2ps, the
  * scale product and the fused multiply-adds are lane-wise), with half the
- * instructions. cols is even; used for the batch tiles (the 1-row tile
- * gains nothing from it: its vector inserts cost what the pairing saves). */
+ * instructions. cols is even; used for the 4 x 4 batch tile (the 1-row
+ * tile gains nothing from it: its vector inserts cost what the pairing
+ * saves). Q4_1's minimum term for the 16 (r, c) is one 512-bit fma per
+ * block (lane c * 4 + r), its factors a permute of the tile's converted
+ * scales and a 128-bit broadcast of the 4 rows' block sums. */
 MQ_INLINE __m512i mq_pair_i(__m256i lo, __m256i hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
