@@ -86,7 +86,7 @@ static int qval(pw_dtype type, const uint8_t *blk, int j) {
  * [-127, 127], s = d * (a_0 + ... + a_31). */
 typedef struct qblock {
     int8_t a[QK];
-    float d, s;
+    float d, s, sl[8]; /* sl: the lane sums of the per-row layout, d * (a_4l + ... + a_4l+3) */
 } qblock;
 
 static void quantize_block(const float *x, qblock *q) {
@@ -101,6 +101,8 @@ static void quantize_block(const float *x, qblock *q) {
     int sum = 0;
     for (int j = 0; j < QK; j++) sum += q->a[j];
     q->s = q->d * (float)sum;
+    for (int l = 0; l < 8; l++)
+        q->sl[l] = q->d * (float)(q->a[4 * l] + q->a[4 * l + 1] + q->a[4 * l + 2] + q->a[4 * l + 3]);
 }
 
 /* The documented sequence, scalar: per block b and lane l,
@@ -208,36 +210,51 @@ static void check_reference(pw_dtype type, int64_t t, int64_t n, int64_t k) {
 }
 
 /* The quantizer copies give the same bytes, including zero, tiny and huge
- * blocks and values that round to ties. */
+ * blocks and values that round to ties, in both layouts
+ * (matmul_quant_isa.h): block-major with block sums (this product), per
+ * row with lane sums (matmul_kquant.c's Q5_0 / Q5_1). */
 static void check_quantizer(void) {
-    const int64_t k = 8 * QK, rows = 3;
+    const int64_t k = 8 * QK, rows = 3, nb = k / QK;
     float *x = kt_random((size_t)(rows * k));
     for (int j = 0; j < QK; j++) x[j] = 0.0f;                        /* all zero */
     for (int j = 0; j < QK; j++) x[QK + j] = (float)(j - 16) * 0.5f;  /* ties */
     for (int j = 0; j < QK; j++) x[2 * QK + j] = 1e-30f * (float)j;   /* tiny */
     for (int j = 0; j < QK; j++) x[3 * QK + j] = 3e38f * (j % 2 ? -1.0f : 1.0f);
     x[4 * QK + 5] = -0.0f;
-    const size_t bytes = (size_t)PW_K_Q8_BYTES(rows, k);
+    const size_t bytes = (size_t)PW_K_Q8B_BYTES(rows, k);
+    const size_t row_bytes = (size_t)(rows * PW_K_Q8_ROW_BYTES(k));
     uint8_t *ref = malloc(bytes), *got = malloc(bytes);
-    pw_k_q8_quantize_rows_generic(ref, x, rows, k);
+    uint8_t *rref = malloc(row_bytes), *rgot = malloc(row_bytes);
+    pw_k_q8b_quantize_rows_generic(ref, x, rows, k);
+    pw_k_q8_quantize_rows_generic(rref, x, rows, k);
     /* the portable copy against the scalar model */
-    bool model_ok = true;
+    bool model_ok = true, rows_ok = true;
     for (int64_t r = 0; r < rows; r++)
-        for (int64_t b = 0; b < k / QK; b++) {
+        for (int64_t b = 0; b < nb; b++) {
             qblock q;
             quantize_block(x + r * k + b * QK, &q);
-            const uint8_t *row = ref + r * PW_K_Q8_ROW_BYTES(k);
+            const uint8_t *row = ref + r * PW_K_Q8B_ROW_BYTES(k);
             float d, sum;
             /* scales, then block sums, after the rows, block-major */
-            const uint8_t *scales = ref + rows * PW_K_Q8_ROW_BYTES(k);
+            const uint8_t *scales = ref + rows * PW_K_Q8B_ROW_BYTES(k);
             memcpy(&d, scales + (b * rows + r) * 4, sizeof d);
-            memcpy(&sum, scales + (k / QK * rows + b * rows + r) * 4, sizeof sum);
+            memcpy(&sum, scales + (nb * rows + b * rows + r) * 4, sizeof sum);
             model_ok &= memcmp(row + b * QK, q.a, QK) == 0 && memcmp(&d, &q.d, 4) == 0 &&
                         memcmp(&sum, &q.s, 4) == 0;
+            const uint8_t *rrow = rref + r * PW_K_Q8_ROW_BYTES(k);
+            float rd, sl[8];
+            memcpy(&rd, rrow + k + b * 4, sizeof rd);
+            memcpy(sl, rrow + k + nb * 4 + b * 32, sizeof sl);
+            rows_ok &= memcmp(rrow + b * QK, q.a, QK) == 0 && memcmp(&rd, &q.d, 4) == 0 &&
+                       memcmp(sl, q.sl, sizeof sl) == 0;
         }
     CHECK(model_ok);
+    CHECK(rows_ok);
 #if PW_HAVE_FMA_KERNELS
     void (*copies[])(uint8_t *, const float *, int64_t, int64_t) = {
+        pw_k_q8b_quantize_rows_fma, pw_k_q8b_quantize_rows_avxvnni,
+        pw_k_q8b_quantize_rows_avx512vnni};
+    void (*row_copies[])(uint8_t *, const float *, int64_t, int64_t) = {
         pw_k_q8_quantize_rows_fma, pw_k_q8_quantize_rows_avxvnni,
         pw_k_q8_quantize_rows_avx512vnni};
     for (int c = 0; c < 3; c++) {
@@ -245,9 +262,12 @@ static void check_quantizer(void) {
         memset(got, 0xA5, bytes);
         copies[c](got, x, rows, k);
         CHECK(memcmp(got, ref, bytes) == 0);
+        memset(rgot, 0xA5, row_bytes);
+        row_copies[c](rgot, x, rows, k);
+        CHECK(memcmp(rgot, rref, row_bytes) == 0);
     }
 #endif
-    free(x), free(ref), free(got);
+    free(x), free(ref), free(got), free(rref), free(rgot);
 }
 
 /* When the activations' buffer cannot grow, rows go a few at a time

@@ -59,13 +59,13 @@ typedef struct int8_copy {
 static int8_copy copy_for(pw_k_int8_isa level) {
     switch (level) {
 #if PW_HAVE_FMA_KERNELS
-    case PW_K_INT8_AVX2: return (int8_copy){pw_k_q8_quantize_rows_fma, pw_k_qdot_run_fma};
+    case PW_K_INT8_AVX2: return (int8_copy){pw_k_q8b_quantize_rows_fma, pw_k_qdot_run_fma};
     case PW_K_INT8_AVXVNNI:
-        return (int8_copy){pw_k_q8_quantize_rows_avxvnni, pw_k_qdot_run_avxvnni};
+        return (int8_copy){pw_k_q8b_quantize_rows_avxvnni, pw_k_qdot_run_avxvnni};
     case PW_K_INT8_AVX512VNNI:
-        return (int8_copy){pw_k_q8_quantize_rows_avx512vnni, pw_k_qdot_run_avx512vnni};
+        return (int8_copy){pw_k_q8b_quantize_rows_avx512vnni, pw_k_qdot_run_avx512vnni};
 #endif
-    default: return (int8_copy){pw_k_q8_quantize_rows_generic, pw_k_qdot_run_generic};
+    default: return (int8_copy){pw_k_q8b_quantize_rows_generic, pw_k_qdot_run_generic};
     }
 }
 
@@ -157,7 +157,7 @@ void pw_k_matmul_quant_with(pw_k_int8_isa level, float *y, const float *x, const
     }
     assert(pw_k_quant_supported(type) && k % QK == 0);
     int8_copy c = copy_for(level);
-    const size_t row = (size_t)PW_K_Q8_BYTES(1, k); /* a row's share, its block sums too */
+    const size_t row = (size_t)PW_K_Q8B_BYTES(1, k); /* a row's share, its block sums too */
     uint8_t *xa = act_scratch(row * (size_t)n_tokens);
     if (xa) {
         c.quantize(xa, x, n_tokens, k);

@@ -121,22 +121,24 @@ MQ_INLINE float mq_max(float a, float b) { return a > b ? a : b; }
  * scales, then the block sums, both block-major ([b][t]). */
 MQ_INLINE int8_t *xq_values(uint8_t *row) { return (int8_t *)row; }
 MQ_INLINE float *xq_scales(uint8_t *xa, int64_t n_rows, int64_t k) {
-    return (float *)(xa + n_rows * PW_K_Q8_ROW_BYTES(k));
+    return (float *)(xa + n_rows * PW_K_Q8B_ROW_BYTES(k));
 }
 MQ_INLINE float *xq_sums(uint8_t *xa, int64_t n_rows, int64_t k) {
     return xq_scales(xa, n_rows, k) + n_rows * (k / QK);
 }
 MQ_INLINE const int8_t *xq_cvalues(const uint8_t *row) { return (const int8_t *)row; }
 MQ_INLINE const float *xq_cscales(const uint8_t *xa, int64_t n_rows, int64_t k) {
-    return (const float *)(xa + n_rows * PW_K_Q8_ROW_BYTES(k));
+    return (const float *)(xa + n_rows * PW_K_Q8B_ROW_BYTES(k));
 }
 MQ_INLINE const float *xq_csums(const uint8_t *xa, int64_t n_rows, int64_t k) {
     return xq_cscales(xa, n_rows, k) + n_rows * (k / QK);
 }
 
 #if MQ_X86
-/* One block: amax, d, values, block sum, exactly as the portable copy. */
-MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sa) {
+/* One block: amax, d, values, and the lane sums (sa_l, when sl is not
+ * NULL) or the block sum (*sb, when sb is not NULL), exactly as the
+ * portable copy. */
+MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sl, float *sb) {
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
     __m256 v[4];
     for (int g = 0; g < 4; g++) v[g] = _mm256_loadu_ps(x + g * LANES);
@@ -159,14 +161,17 @@ MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sa) {
     _mm256_storeu_si256((__m256i *)q, b);
     __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), b),
                                   _mm256_set1_epi16(1));
-    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
-    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
-    *sa = dv * (float)_mm_cvtsi128_si32(s4); /* the integer sum is exact */
+    if (sl) _mm256_storeu_ps(sl, _mm256_mul_ps(_mm256_set1_ps(dv), _mm256_cvtepi32_ps(s)));
+    if (sb) {
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+        *sb = dv * (float)_mm_cvtsi128_si32(s4); /* the integer sum is exact */
+    }
     *d = dv;
 }
 #else
-MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sa) {
+MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sl, float *sb) {
     float m[LANES], a[QK];
     for (int j = 0; j < QK; j++) {
         uint32_t bits;
@@ -190,20 +195,39 @@ MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sa) {
         int v = r >= -2147483648.0f && r < 2147483648.0f ? (int)__builtin_rintf(r) : -128;
         q[j] = (int8_t)(v < -127 ? -127 : v > 127 ? 127 : v);
     }
-    int s = 0;
-    for (int j = 0; j < QK; j++) s += q[j];
-    *sa = dv * (float)s;
+    if (sl)
+        for (int l = 0; l < LANES; l++)
+            sl[l] = dv * (float)(q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3]);
+    if (sb) {
+        int s = 0;
+        for (int j = 0; j < QK; j++) s += q[j];
+        *sb = dv * (float)s;
+    }
     *d = dv;
 }
 #endif
 
-void PW_ISA(pw_k_q8_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows, int64_t k) {
+void PW_ISA(pw_k_q8b_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows, int64_t k) {
     const int64_t nb = k / QK;
     float *d = xq_scales(xa, n_rows, k), *sums = xq_sums(xa, n_rows, k);
     for (int64_t t = 0; t < n_rows; t++) {
-        int8_t *q = xq_values(xa + t * PW_K_Q8_ROW_BYTES(k));
+        int8_t *q = xq_values(xa + t * PW_K_Q8B_ROW_BYTES(k));
         for (int64_t b = 0; b < nb; b++)
-            xq_block(x + t * k + b * QK, q + b * QK, d + b * n_rows + t, sums + b * n_rows + t);
+            xq_block(x + t * k + b * QK, q + b * QK, d + b * n_rows + t, NULL,
+                     sums + b * n_rows + t);
+    }
+}
+
+/* The per-row layout with lane sums (matmul_quant_isa.h), for
+ * matmul_kquant.c's Q5_0 and Q5_1 tiles: the same values and scales. */
+void PW_ISA(pw_k_q8_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows, int64_t k) {
+    const int64_t nb = k / QK;
+    for (int64_t t = 0; t < n_rows; t++) {
+        uint8_t *row = xa + t * PW_K_Q8_ROW_BYTES(k);
+        int8_t *q = (int8_t *)row;
+        float *d = (float *)(row + nb * QK), *sl = (float *)(row + nb * (QK + 4));
+        for (int64_t b = 0; b < nb; b++)
+            xq_block(x + t * k + b * QK, q + b * QK, d + b, sl + b * LANES, NULL);
     }
 }
 
@@ -567,7 +591,7 @@ MQ_INLINE void mq_row_block(float *y, const uint8_t *xa, const float *xd, const 
                             int64_t n_tokens,
                             const uint8_t *w, int64_t n, int64_t k, pw_dtype type, int64_t bb,
                             int64_t j0, int64_t j1, int rows) {
-    const int64_t nb = k / QK, wrow = nb * bb, xrow = PW_K_Q8_ROW_BYTES(k);
+    const int64_t nb = k / QK, wrow = nb * bb, xrow = PW_K_Q8B_ROW_BYTES(k);
     int64_t j = j0;
     if (rows == BATCH_TILE_ROWS) {
         for (; j + BATCH_TILE_COLS <= j1; j += BATCH_TILE_COLS)
@@ -593,7 +617,7 @@ MQ_INLINE void mq_typed(float *y, const uint8_t *xa, const uint8_t *w, int64_t n
     int64_t col_block = COL_BLOCK_BYTES / (k / QK * bb);
     col_block = col_block < ROW_TILE_COLS ? ROW_TILE_COLS
                                           : col_block / ROW_TILE_COLS * ROW_TILE_COLS;
-    const int64_t xrow = PW_K_Q8_ROW_BYTES(k);
+    const int64_t xrow = PW_K_Q8B_ROW_BYTES(k);
     const float *xd = xq_cscales(xa, n_tokens, k), *xs = xq_csums(xa, n_tokens, k);
     int64_t t_full = n_tokens / BATCH_TILE_ROWS * BATCH_TILE_ROWS;
     for (int64_t n0 = j0; n0 < j1; n0 += col_block) {

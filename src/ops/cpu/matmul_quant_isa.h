@@ -13,17 +13,27 @@
 #include <stdint.h>
 
 /* Activations quantized per token in blocks of 32 (docs/kernels.md,
- * "Integer dot products"). For n_rows rows of k activations (nb = k/32
- * blocks each) the buffer holds the rows' int8 values, PW_K_Q8_ROW_BYTES(k)
- * apart ([nb][32] each); then the scales d [nb][n_rows] (f32); then the
- * block sums s [nb][n_rows] (f32, s[b][t] = d[b][t] * the sum of row t's
- * 32 values of block b). Scales and sums are block-major so that a tile of
- * consecutive rows finds its rows' values for one block side by side. */
-#define PW_K_Q8_ROW_BYTES(k) (k)
-#define PW_K_Q8_BYTES(n_rows, k) ((n_rows) * ((k) / 32 * (32 + 4 + 4)))
+ * "Integer dot products"), the same int8 values and scales in two layouts.
+ *
+ * Block-major (Q8B, the Q8_0/Q4_0/Q4_1 product here): for n_rows rows of k
+ * activations (nb = k/32 blocks each) the buffer holds the rows' int8
+ * values, PW_K_Q8B_ROW_BYTES(k) apart ([nb][32] each); then the scales d
+ * [nb][n_rows] (f32); then the block sums s [nb][n_rows] (f32, s[b][t] =
+ * d[b][t] * the sum of row t's 32 values of block b). Scales and sums are
+ * block-major so that a tile of consecutive rows finds its rows' values
+ * for one block side by side.
+ *
+ * Per row (Q8, read by matmul_kquant.c's Q5_0/Q5_1 tiles): a row of k
+ * activations is all its int8 values [nb][32], then its scales d [nb]
+ * (f32), then its lane sums sa [nb][8] (f32, sa[l] = d * sum of values
+ * 4l..4l+3), rows PW_K_Q8_ROW_BYTES(k) apart. */
+#define PW_K_Q8B_ROW_BYTES(k) (k)
+#define PW_K_Q8B_BYTES(n_rows, k) ((n_rows) * ((k) / 32 * (32 + 4 + 4)))
+#define PW_K_Q8_ROW_BYTES(k) ((k) / 32 * (32 + 4 + 32))
 
-/* Quantizes rows [0, n_rows) of x[n_rows][k] (k % 32 == 0) into xa
- * (PW_K_Q8_BYTES(n_rows, k) bytes, laid out as above). */
+/* Quantizes rows [0, n_rows) of x[n_rows][k] (k % 32 == 0) into xa, in one
+ * of the layouts above (pw_k_q8b_*: PW_K_Q8B_BYTES(n_rows, k) bytes;
+ * pw_k_q8_*: n_rows * PW_K_Q8_ROW_BYTES(k)). */
 #define PW_K_Q8_QUANTIZE_PARAMS (uint8_t * xa, const float *x, int64_t n_rows, int64_t k)
 /* Columns [j0, j1) of y[T][N] = xa[T] . W[N]^T, W in blocks of `type` (one of
  * Q8_0, Q4_0, Q4_1), xa from the quantizer above with n_rows = n_tokens;
@@ -33,13 +43,17 @@
      int64_t k, int64_t j0, int64_t j1)
 
 void pw_k_q8_quantize_rows_generic PW_K_Q8_QUANTIZE_PARAMS;
+void pw_k_q8b_quantize_rows_generic PW_K_Q8_QUANTIZE_PARAMS;
 void pw_k_qdot_run_generic PW_K_QDOT_PARAMS;
 #if PW_HAVE_FMA_KERNELS
 void pw_k_q8_quantize_rows_fma PW_K_Q8_QUANTIZE_PARAMS;
+void pw_k_q8b_quantize_rows_fma PW_K_Q8_QUANTIZE_PARAMS;
 void pw_k_qdot_run_fma PW_K_QDOT_PARAMS;
 void pw_k_q8_quantize_rows_avxvnni PW_K_Q8_QUANTIZE_PARAMS;
+void pw_k_q8b_quantize_rows_avxvnni PW_K_Q8_QUANTIZE_PARAMS;
 void pw_k_qdot_run_avxvnni PW_K_QDOT_PARAMS;
 void pw_k_q8_quantize_rows_avx512vnni PW_K_Q8_QUANTIZE_PARAMS;
+void pw_k_q8b_quantize_rows_avx512vnni PW_K_Q8_QUANTIZE_PARAMS;
 void pw_k_qdot_run_avx512vnni PW_K_QDOT_PARAMS;
 #endif
 
