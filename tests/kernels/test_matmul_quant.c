@@ -73,12 +73,13 @@ static void dequant(pw_dtype type, const uint8_t *w, float *out, int64_t n) {
     }
 }
 
-/* Integer value of element j of a block (Q4_1: the nibble). */
+/* Integer value of element j of a block in the sequence: Q8_0 the int8,
+ * Q4_0 and Q4_1 nibble - 8 (Q4_1 centred; its minimum becomes m + 8 d). */
 static int qval(pw_dtype type, const uint8_t *blk, int j) {
     if (type == PW_Q8_0) return (int8_t)blk[2 + j];
     const uint8_t *qs = blk + (type == PW_Q4_1 ? 4 : 2);
     int nib = j < 16 ? qs[j] & 15 : qs[j - 16] >> 4;
-    return type == PW_Q4_0 ? nib - 8 : nib;
+    return nib - 8;
 }
 
 /* Activation quantization as documented (matmul_quant.c), scalar: per
@@ -117,7 +118,7 @@ static float canonical_dot(pw_dtype type, const float *x, const uint8_t *wrow, i
         qblock q;
         quantize_block(x + b * QK, &q);
         float d = half((uint16_t)(blk[0] | blk[1] << 8));
-        float m = type == PW_Q4_1 ? half((uint16_t)(blk[2] | blk[3] << 8)) : 0.0f;
+        float m = type == PW_Q4_1 ? fmaf(8.0f, d, half((uint16_t)(blk[2] | blk[3] << 8))) : 0.0f;
         for (int l = 0; l < 8; l++) {
             int32_t p = 0;
             for (int j = 4 * l; j < 4 * l + 4; j++) p += qval(type, blk, j) * q.a[j];

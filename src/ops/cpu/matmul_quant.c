@@ -10,15 +10,19 @@
  *
  * Every output element is then computed by one sequence, whichever tile,
  * T, thread count or instruction set reaches it. With w_j the weight
- * block's integer values (Q8_0: int8; Q4_0: nibble - 8; Q4_1: the nibble),
+ * block's integer values (Q8_0: int8; Q4_0 and Q4_1: nibble - 8),
  * d_w (and m_w for Q4_1) its scales, and fma(a, b, c) = a*b + c rounded
  * once, for blocks b in order from acc = +0 (8 lanes) and mn = +0 (one
- * float):
+ * float), with Q4_1 centred (w_j = nibble - 8 as for Q4_0, and its minimum
+ * m'_w = fma(8, d_w, m_w), 8 d_w being exact):
  *   p_l   = sum_{j=4l}^{4l+3} w_j a_j           exact int32 (|p_l| < 2^16)
  *   acc_l = fma(d_w * d_a, (float)p_l, acc_l)
- *   mn    = fma(m_w, s_a, mn)                     Q4_1 only
+ *   mn    = fma(m'_w, s_a, mn)                    Q4_1 only
  * then y = ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)), and for Q4_1 y = y + mn.
- * The Q4_1 form is d_w d_a sum(n a) + m_w d_a sum(a): the minimum term is
+ * The Q4_1 form is d_w d_a sum((n - 8) a) + (m_w + 8 d_w) d_a sum(a),
+ * centred so that the two terms, summed apart, do not largely cancel (m_w
+ * is about -7.5 d_w; uncentred, the llama.cpp reference test saw a margin
+ * move by 0.79 logits). The minimum term is
  * one product per (token, column, block), so a tile computes it for all
  * its (token, column) pairs in one vector fma per block (lane c * rows + r)
  * instead of an 8-lane fma per pair; the tiles likewise form all their

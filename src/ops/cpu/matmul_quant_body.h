@@ -234,8 +234,8 @@ void PW_ISA(pw_k_q8_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows, 
 /* ---- integer dot products ---------------------------------------------- */
 
 /* A weight block's 32 integer values in element order (Q8_0: the int8
- * values; Q4_0: nibble - 8; Q4_1: the nibble), prepared for the dot
- * product: u the unsigned operand (|w|, or the nibble for Q4_1). */
+ * values; Q4_0 and Q4_1: nibble - 8), prepared for the dot
+ * product: u the unsigned operand |w|. */
 #if MQ_X86
 typedef struct mq_wprep {
     __m256i u, w;
@@ -254,9 +254,9 @@ MQ_INLINE mq_wprep mq_wprep_make(const uint8_t *blk, pw_dtype type) {
         __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
         both = _mm256_srlv_epi64(both, _mm256_setr_epi64x(0, 0, 4, 4));
         p.w = _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
-        if (type == PW_Q4_0) p.w = _mm256_sub_epi8(p.w, _mm256_set1_epi8(8));
+        p.w = _mm256_sub_epi8(p.w, _mm256_set1_epi8(8)); /* Q4_1 centred too */
     }
-    p.u = type == PW_Q4_1 ? p.w : _mm256_abs_epi8(p.w);
+    p.u = _mm256_abs_epi8(p.w);
     return p;
 }
 
@@ -281,15 +281,21 @@ MQ_INLINE void mq_col_scales(const uint8_t *blk, int64_t wrow, pw_dtype type, in
  * rows * cols are never stored. */
 #define MQ_MLANE(e) (2 * ((e) / rows < cols ? (e) / rows : 0) + 1)
 MQ_INLINE pw_v8f mq_min_m(const float *f, int rows, int cols) {
-    if (cols > 4) { /* 1 x 8: m0..m7 from two vectors of (d, m) pairs */
+    const __m256 eight = _mm256_set1_ps(8.0f);
+    if (cols > 4) { /* 1 x 8: m0..m7 and d0..d7 from two vectors of (d, m) pairs */
         __m256 lo = _mm256_loadu_ps(f), hi = _mm256_loadu_ps(f + 8);
         __m256 m = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)); /* m0 m1 m4 m5 m2 m3 m6 m7 */
-        return (pw_v8f)_mm256_castpd_ps(
-            _mm256_permute4x64_pd(_mm256_castps_pd(m), _MM_SHUFFLE(3, 1, 2, 0)));
+        __m256 d = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+        m = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(m), _MM_SHUFFLE(3, 1, 2, 0)));
+        d = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(d), _MM_SHUFFLE(3, 1, 2, 0)));
+        return (pw_v8f)_mm256_fmadd_ps(eight, d, m); /* 8 d is exact: one rounding */
     }
     __m256i ix = _mm256_setr_epi32(MQ_MLANE(0), MQ_MLANE(1), MQ_MLANE(2), MQ_MLANE(3),
                                    MQ_MLANE(4), MQ_MLANE(5), MQ_MLANE(6), MQ_MLANE(7));
-    return (pw_v8f)_mm256_permutevar8x32_ps(_mm256_loadu_ps(f), ix);
+    __m256i dx = _mm256_sub_epi32(ix, _mm256_set1_epi32(1));
+    __m256 v = _mm256_loadu_ps(f);
+    return (pw_v8f)_mm256_fmadd_ps(eight, _mm256_permutevar8x32_ps(v, dx),
+                                   _mm256_permutevar8x32_ps(v, ix));
 }
 MQ_INLINE pw_v8f mq_min_s(const float *s, int rows) {
     if (rows == 4) return (pw_v8f)_mm256_broadcast_ps((const __m128 *)s);
@@ -331,7 +337,8 @@ MQ_INLINE __m256i mq_dot_us(__m256i u, __m256i s) {
 /* The 8 lane sums p_l = sum_{j=4l}^{4l+3} w_j * a_j as floats (exact). For
  * signed weights, |w| times a with w's sign (vpsignb; a != -128). */
 MQ_INLINE pw_v8f mq_dotf(const mq_wprep *p, mq_act a, pw_dtype type) {
-    __m256i s = type == PW_Q4_1 ? a : _mm256_sign_epi8(a, p->w);
+    (void)type;
+    __m256i s = _mm256_sign_epi8(a, p->w);
     return (pw_v8f)_mm256_cvtepi32_ps(mq_dot_us(p->u, s));
 }
 #else
@@ -354,7 +361,7 @@ MQ_INLINE mq_wprep mq_wprep_make(const uint8_t *blk, pw_dtype type) {
         memcpy(p.w, blk + 2, QK);
     } else {
         const uint8_t *qs = blk + (type == PW_Q4_1 ? 4 : 2);
-        int off = type == PW_Q4_0 ? 8 : 0;
+        int off = 8; /* Q4_0, and Q4_1 centred */
         for (int j = 0; j < QK / 2; j++) {
             p.w[j] = (int8_t)((qs[j] & 0x0F) - off);
             p.w[j + QK / 2] = (int8_t)((qs[j] >> 4) - off);
@@ -373,7 +380,8 @@ MQ_INLINE void mq_col_scales(const uint8_t *blk, int64_t wrow, pw_dtype type, in
 
 MQ_INLINE pw_v8f mq_min_m(const float *f, int rows, int cols) {
     pw_v8f m = pw_v8_splat(0.0f);
-    for (int e = 0; e < rows * cols; e++) m[e] = f[2 * (e / rows) + 1];
+    for (int e = 0; e < rows * cols; e++)
+        m[e] = pw_madd(8.0f, f[2 * (e / rows)], f[2 * (e / rows) + 1]);
     return m;
 }
 MQ_INLINE pw_v8f mq_min_s(const float *s, int rows) {
@@ -518,15 +526,19 @@ MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
         for (int r = 0; r < rows; r++) {
             a[r] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xq[r] + b * QK)));
             /* Signed weights: a + 128 as the unsigned operand (below). */
-            if (type != PW_Q4_1) a[r] = _mm512_xor_si512(a[r], _mm512_set1_epi8((char)0x80));
+            a[r] = _mm512_xor_si512(a[r], _mm512_set1_epi8((char)0x80));
             da[r] = _mm512_set1_ps(xd[b * n_tokens + r]);
         }
         _Alignas(32) float f[16];
         mq_col_scales(w + b * bb, wrow, type, cols, f);
         const __m512 fv = _mm512_castps256_ps512(_mm256_load_ps(f));
-        if (type == PW_Q4_1)
-            mn = _mm512_fmadd_ps(_mm512_permutexvar_ps(mix, fv),
-                                 _mm512_broadcast_f32x4(_mm_loadu_ps(xs + b * n_tokens)), mn);
+        if (type == PW_Q4_1) {
+            const __m512 mc = _mm512_fmadd_ps(
+                _mm512_set1_ps(8.0f),
+                _mm512_permutexvar_ps(_mm512_sub_epi32(mix, _mm512_set1_epi32(1)), fv),
+                _mm512_permutexvar_ps(mix, fv)); /* m + 8 d */
+            mn = _mm512_fmadd_ps(mc, _mm512_broadcast_f32x4(_mm_loadu_ps(xs + b * n_tokens)), mn);
+        }
 #pragma GCC unroll 8
         for (int pc = 0; pc < pairs; pc++) {
             const uint8_t *blk0 = w + (2 * pc) * wrow + b * bb, *blk1 = blk0 + wrow;
@@ -535,19 +547,17 @@ MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
                 _mm_prefetch((const char *)(blk1 + cols * wrow), _MM_HINT_T0);
             }
             mq_wprep p0 = mq_wprep_make(blk0, type), p1 = mq_wprep_make(blk1, type);
-            __m512i u = mq_pair_i(p0.u, p1.u), ws = mq_pair_i(p0.w, p1.w);
+            __m512i ws = mq_pair_i(p0.w, p1.w);
             /* For signed weights the dot product is (a + 128) . w - 128 sum(w):
              * vpdpbusd starts from -128 * (lane sums of w), one product per
              * column pair shared by every row instead of a sign per row. */
             __m512i corr = _mm512_setzero_si512();
-            if (type != PW_Q4_1)
-                corr = _mm512_sub_epi32(corr, _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+            corr = _mm512_sub_epi32(corr, _mm512_dpbusd_epi32(_mm512_setzero_si512(),
                                                                   _mm512_set1_epi8((char)0x80), ws));
             const __m512 dw = _mm512_permutexvar_ps(dix[pc], fv);
 #pragma GCC unroll 8
             for (int r = 0; r < rows; r++) {
-                __m512i dot = type == PW_Q4_1 ? _mm512_dpbusd_epi32(corr, u, a[r])
-                                              : _mm512_dpbusd_epi32(corr, a[r], ws);
+                __m512i dot = _mm512_dpbusd_epi32(corr, a[r], ws);
                 __m512 pf = _mm512_cvtepi32_ps(dot);
                 __m512 ds = _mm512_mul_ps(dw, da[r]);
                 acc[r * pairs + pc] = _mm512_fmadd_ps(ds, pf, acc[r * pairs + pc]);
