@@ -26,19 +26,21 @@ extern "C" {
 
 typedef struct pw_model pw_model;
 
+/* The keys are <arch>.*, with <arch> = general.architecture ("llama" or
+ * "gemma3"; docs/models.md). */
 typedef struct pw_model_info {
-    char arch[32];        /* general.architecture ("llama") */
+    char arch[32];        /* general.architecture ("llama", "gemma3") */
     char name[96];        /* general.name, or the file name */
-    int64_t n_layers;     /* llama.block_count */
-    int64_t dim;          /* llama.embedding_length */
-    int64_t ffn_dim;      /* llama.feed_forward_length */
-    int64_t n_heads;      /* llama.attention.head_count */
-    int64_t n_kv_heads;   /* llama.attention.head_count_kv (default n_heads) */
-    int64_t head_dim;     /* dim / n_heads */
+    int64_t n_layers;     /* <arch>.block_count */
+    int64_t dim;          /* <arch>.embedding_length */
+    int64_t ffn_dim;      /* <arch>.feed_forward_length */
+    int64_t n_heads;      /* <arch>.attention.head_count */
+    int64_t n_kv_heads;   /* <arch>.attention.head_count_kv (default n_heads) */
+    int64_t head_dim;     /* llama: dim / n_heads; gemma3: <arch>.attention.key_length */
     int64_t vocab;        /* rows of token_embd */
-    int64_t context;      /* llama.context_length */
-    float rms_eps;        /* llama.attention.layer_norm_rms_epsilon */
-    float rope_theta;     /* llama.rope.freq_base (default 10000) */
+    int64_t context;      /* <arch>.context_length */
+    float rms_eps;        /* <arch>.attention.layer_norm_rms_epsilon */
+    float rope_theta;     /* <arch>.rope.freq_base (default 10000; gemma3: its global layers') */
     bool tied_embeddings; /* no output.weight: the LM head is token_embd */
     size_t weight_bytes;  /* bytes the weights occupy (quantized types stay quantized) */
     pw_dtype file_dtype;  /* the most common weight type in the file */
