@@ -4,7 +4,15 @@
  * the struct at launch or at capture and replays it verbatim, so it holds
  * only shape constants and pointers (device pointers on a device stream);
  * anything that changes per step is read through a pointer to a persistent
- * buffer. ops/cpu/kernels.h documents what each kernel computes. */
+ * buffer. ops/cpu/kernels.h documents what each kernel computes.
+ *
+ * No struct has padding: where alignment would leave a hole, an explicit
+ * zero_pad field fills it, which initializers set to 0. Recorded argument
+ * bytes are then fully defined, so distinct-piece capture can compare a
+ * patched recording with a real one byte for byte and the graph cache
+ * writes the same file twice (padding bytes of an automatic struct are
+ * unspecified: under -O0 they held stack garbage and a patched attention
+ * launch differed from a real one). -Wpadded as an error below keeps it so. */
 #ifndef PW_OPS_KERNEL_ARGS_H
 #define PW_OPS_KERNEL_ARGS_H
 
@@ -14,6 +22,13 @@
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* A padded struct is a compile error here (see the top); nvcc's front end
+ * is left out, the host compilers check the same definitions. */
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wpadded"
 #endif
 
 typedef struct pw_k_embedding_args {
@@ -29,6 +44,7 @@ typedef struct pw_k_embedding_quant_args {
     const void *table;     /* [vocab][dim / 32] blocks of type */
     int64_t n_tokens, vocab, dim;
     pw_dtype type;
+    int32_t zero_pad;     /* always 0: no padding bytes (see the top) */
 } pw_k_embedding_quant_args;
 
 typedef struct pw_k_rms_norm_args {
@@ -38,6 +54,7 @@ typedef struct pw_k_rms_norm_args {
     const float *w;     /* [dim] */
     int64_t n_tokens, dim;
     float eps;
+    int32_t zero_pad;     /* always 0: no padding bytes (see the top) */
 } pw_k_rms_norm_args;
 
 typedef struct pw_k_matmul_args {
@@ -54,6 +71,7 @@ typedef struct pw_k_matmul_quant_args {
     const void *w;     /* [n][k / block] blocks of type */
     int64_t n_tokens, n, k;
     pw_dtype type;     /* a type pw_k_quant_supported takes */
+    int32_t zero_pad;     /* always 0: no padding bytes (see the top) */
 } pw_k_matmul_quant_args;
 
 typedef struct pw_k_rope_args {
@@ -115,6 +133,7 @@ typedef struct pw_k_attention_args {
      * what varies per step (p) is read from meta->positions. */
     int64_t window;
     float scale;               /* score scale; 0: 1/sqrt(head_dim) */
+    int32_t zero_pad;     /* always 0: no padding bytes (see the top) */
 } pw_k_attention_args;
 
 typedef struct pw_k_sum_rms_norm_args {
@@ -123,6 +142,7 @@ typedef struct pw_k_sum_rms_norm_args {
     const float *w;       /* [dim] */
     int64_t n_tokens, dim;
     float eps;
+    int32_t zero_pad;     /* always 0: no padding bytes (see the top) */
 } pw_k_sum_rms_norm_args;
 
 typedef struct pw_k_qkv_rope_args {
@@ -130,6 +150,7 @@ typedef struct pw_k_qkv_rope_args {
     const float *x;             /* [n_tokens][dim] */
     const void *wq, *wk, *wv;   /* [rows][dim] of their types */
     pw_dtype tq, tk, tv;
+    int32_t zero_pad;     /* always 0: no padding bytes (see the top) */
     float *scratch;             /* persistent, the largest pw_k_matmul_any_scratch_floats, or NULL */
     const int32_t *positions;   /* [n_tokens], persistent */
     const float *rope_table;    /* pw_k_rope_table layout */
@@ -163,6 +184,7 @@ typedef struct pw_k_head_norm_rope_args {
     const float *table;         /* pw_k_rope_table layout */
     int64_t n_tokens, n_heads, head_dim, max_pos;
     float eps;
+    int32_t zero_pad;     /* always 0: no padding bytes (see the top) */
 } pw_k_head_norm_rope_args;
 
 /* scale: out = x * s; softcap: out = s * tanh(x / s). out may alias x. */
@@ -171,6 +193,7 @@ typedef struct pw_k_scale_args {
     const float *x;
     int64_t n;
     float s;
+    int32_t zero_pad;     /* always 0: no padding bytes (see the top) */
 } pw_k_scale_args;
 
 /* ---- pointer fields: which argument words are addresses --------------------------------
@@ -252,6 +275,10 @@ typedef struct pw_k_scale_args {
     X(SCALE,           pw_k_scale_args)                                                        \
     X(SOFTCAP,         pw_k_scale_args)
 /* clang-format on */
+
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC diagnostic pop
+#endif
 
 #ifdef __cplusplus
 }
