@@ -697,11 +697,17 @@ static pw_status infer_scale(const op_def *d, const pw_op_env *env, const pw_val
     return infer_scale_like(d, env, args, s, PW_KERNEL_SCALE, false);
 }
 
-static pw_status launch_scale(const pw_op_env *env, const pw_value *args,
-                              pw_tensor *const *outs) {
+/* scale and softcap: y = f(x, s) elementwise, one kernel each */
+static pw_status launch_scale_like(const pw_op_env *env, const pw_value *args,
+                                   pw_tensor *const *outs, pw_kernel_id kernel) {
     pw_tensor *x = targ(args, 0);
     pw_k_scale_args a = {fdata(outs[0]), fdata(x), pw_tensor_numel(x), (float)float_arg(args, 1)};
-    return launch_kernel(env, PW_KERNEL_SCALE, &a, sizeof a);
+    return launch_kernel(env, kernel, &a, sizeof a);
+}
+
+static pw_status launch_scale(const pw_op_env *env, const pw_value *args,
+                              pw_tensor *const *outs) {
+    return launch_scale_like(env, args, outs, PW_KERNEL_SCALE);
 }
 
 static pw_status infer_softcap(const op_def *d, const pw_op_env *env, const pw_value *args,
@@ -711,9 +717,7 @@ static pw_status infer_softcap(const op_def *d, const pw_op_env *env, const pw_v
 
 static pw_status launch_softcap(const pw_op_env *env, const pw_value *args,
                                 pw_tensor *const *outs) {
-    pw_tensor *x = targ(args, 0);
-    pw_k_scale_args a = {fdata(outs[0]), fdata(x), pw_tensor_numel(x), (float)float_arg(args, 1)};
-    return launch_kernel(env, PW_KERNEL_SOFTCAP, &a, sizeof a);
+    return launch_scale_like(env, args, outs, PW_KERNEL_SOFTCAP);
 }
 
 /* gate_up_gelu(x, w_gate, w_up) -> gelu_tanh(x w_gate^T) * (x w_up^T) */

@@ -53,7 +53,6 @@
 
 #include <assert.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -148,48 +147,6 @@ static kq_copy copy_for(pw_k_int8_isa level, pw_dtype type, int64_t k) {
 
 /* ---- per-thread buffer for the quantized activations ------------------- */
 
-/* As matmul_quant.c's: launch arguments are replayed verbatim and hold no
- * scratch, so each calling thread keeps a buffer that grows to its largest
- * call and is freed when the thread exits. */
-typedef struct act_buffer {
-    uint8_t *p;
-    size_t cap;
-} act_buffer;
-
-static pthread_key_t act_key;
-static bool act_key_ok;
-static pthread_once_t act_once = PTHREAD_ONCE_INIT;
-
-static void act_buffer_free(void *v) {
-    act_buffer *b = v;
-    pw_host_free(b->p);
-    pw_host_free(b);
-}
-
-static void act_key_init(void) { act_key_ok = pthread_key_create(&act_key, act_buffer_free) == 0; }
-
-static uint8_t *act_scratch(size_t bytes) {
-    pthread_once(&act_once, act_key_init);
-    if (!act_key_ok) return NULL;
-    act_buffer *b = pthread_getspecific(act_key);
-    if (!b) {
-        b = pw_host_calloc(1, sizeof *b);
-        if (!b) return NULL;
-        if (pthread_setspecific(act_key, b) != 0) {
-            pw_host_free(b);
-            return NULL;
-        }
-    }
-    if (b->cap < bytes) {
-        uint8_t *p = pw_host_alloc(bytes);
-        if (!p) return NULL;
-        pw_host_free(b->p);
-        b->p = p;
-        b->cap = bytes;
-    }
-    return b->p;
-}
-
 /* ---- the product ---------------------------------------------------------- */
 
 /* Columns go to threads in groups of this many, as in matmul_quant.c. */
@@ -227,7 +184,7 @@ void pw_k_matmul_kquant_with(pw_k_int8_isa level, float *y, const float *x, cons
     assert(pw_k_kquant_supported(type) && k % pw_dtype_block_elems(type) == 0);
     kq_copy c = copy_for(level, type, k);
     const size_t row = (size_t)c.row_bytes;
-    uint8_t *xa = act_scratch(row * (size_t)n_tokens);
+    uint8_t *xa = pw_k_act_scratch(row * (size_t)n_tokens);
     if (xa) {
         c.quantize(xa, x, n_tokens, k);
         kqdot(c, y, xa, w, type, n_tokens, n, k);

@@ -97,8 +97,10 @@ static void act_buffer_free(void *v) {
 static void act_key_init(void) { act_key_ok = pthread_key_create(&act_key, act_buffer_free) == 0; }
 
 /* At least `bytes` of this thread's buffer, or NULL when memory is short
- * (pw_host_alloc: tests inject that failure with pw_host_fail_nth). */
-static uint8_t *act_scratch(size_t bytes) {
+ * (pw_host_alloc: tests inject that failure with pw_host_fail_nth). Shared
+ * with matmul_kquant.c: one product runs at a time on a thread, so both
+ * kinds of activation rows can live in the one buffer. */
+uint8_t *pw_k_act_scratch(size_t bytes) {
     pthread_once(&act_once, act_key_init);
     if (!act_key_ok) return NULL;
     act_buffer *b = pthread_getspecific(act_key);
@@ -162,7 +164,7 @@ void pw_k_matmul_quant_with(pw_k_int8_isa level, float *y, const float *x, const
     assert(pw_k_quant_supported(type) && k % QK == 0);
     int8_copy c = copy_for(level);
     const size_t row = (size_t)PW_K_Q8B_BYTES(1, k); /* a row's share, its block sums too */
-    uint8_t *xa = act_scratch(row * (size_t)n_tokens);
+    uint8_t *xa = pw_k_act_scratch(row * (size_t)n_tokens);
     if (xa) {
         c.quantize(xa, x, n_tokens, k);
         qdot(c, y, xa, w, type, n_tokens, n, k);

@@ -10,6 +10,7 @@
 #include "ops/cpu/kernels.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Activations quantized per token in blocks of 32 (docs/kernels.md,
@@ -89,6 +90,11 @@ void pw_k_matmul_kquant_with(pw_k_int8_isa level, float *y, const float *x, cons
 /* pw_k_embedding_quant for a pw_k_kquant_supported type. */
 void pw_k_embedding_kquant(float *out, const int32_t *ids, const void *table, pw_dtype type,
                            int64_t n_tokens, int64_t vocab, int64_t dim);
+
+/* This thread's buffer for quantized activation rows (matmul_quant.c): at
+ * least `bytes`, grown as needed and freed at thread exit; NULL when memory
+ * is short. Launch arguments are replayed verbatim and hold no scratch. */
+uint8_t *pw_k_act_scratch(size_t bytes);
 
 /* pw_k_matmul_quant with the copy fixed (level must run here:
  * pw_k_isa_int8_runs), threads as pw_k_matmul_quant splits them. */
