@@ -39,6 +39,12 @@ pw_status pw_ir_synthetic_llama(int layers, pw_ir **out);
  * graph would. */
 void pw_engine_verify_plant_fault(pw_engine *e);
 
+/* The fused ops (add_rms_norm, qkv_rope, gate_up_silu, lm_head) launch
+ * their unfused kernel sequences even where the kernel set has the fused
+ * kernel (src/ops/ops.c): the fallback a set without them takes, testable
+ * on the CPU. Process-wide; off by default. */
+void pw_ops_prefer_unfused(bool on);
+
 #ifdef __cplusplus
 }
 #endif

@@ -53,7 +53,11 @@ PW_API void pw_model_free(pw_model *m);
 PW_API const pw_model_info *pw_model_get_info(const pw_model *m);
 
 /* The forward pass as an IR graph with a symbolic token count: placeholders
- * input_ids then every weight; the output is the logits [s0, vocab]. */
+ * input_ids then every weight; the output is a logits tensor [s0, vocab]
+ * whose first rows are the logits of the rows the step samples from (the
+ * attention metadata's sample_rows, each request's last scheduled token, in
+ * order; every row when the metadata lists none). Rows after them are not
+ * written: a prefill chunk computes one row of logits, not one per token. */
 PW_API pw_status pw_model_build_ir(const pw_model *m, pw_ir **out);
 
 /* Tokenizer from the GGUF metadata. *ids is malloc'ed; free() it. */

@@ -150,7 +150,9 @@ pw_status pw_engine_perturb_metadata(void *user, int round) {
         e->token_seq[t] = (int32_t)(round % 2);
         e->input_ids[t] = (int32_t)(round + 1);
         e->slot_mapping[t] = -1;
+        e->sample_rows[t] = (int32_t)((t + round) % e->max_tokens);
     }
+    e->n_sample_rows = (int32_t)e->max_tokens; /* clamped to each launch's rows */
     PW_TRY(pw_engine_stage_inputs(e, e->max_tokens));
     return pw_stream_synchronize(e->stream);
 }
@@ -179,6 +181,7 @@ static pw_status forward(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc
 static pw_status capture_forward(void *user, pw_runtime_mode mode, const pw_batch_desc *desc) {
     pw_engine *e = user;
     pw_schedule_fill_padding(e, 0, desc->num_tokens);
+    e->n_sample_rows = 0; /* an all-padding batch samples nothing */
     pw_value logits;
     PW_TRY(forward(e, mode, desc, desc->num_tokens, &logits));
     pw_value_release(logits);
@@ -619,6 +622,7 @@ void pw_engine_free(pw_engine *e) {
     pw_host_free(e->positions);
     pw_host_free(e->slot_mapping);
     pw_host_free(e->token_seq);
+    pw_host_free(e->sample_rows);
     pw_host_free(e->block_tables);
     pw_host_free(e->free_blocks);
     pw_host_free(e->step_tokens);
@@ -769,20 +773,25 @@ bool pw_engine_has_work(const pw_engine *e) {
 
 /* ---- one step ------------------------------------------------------------------------------------ */
 
-/* Copies the logits row of every request whose pending tokens all ran
- * (its last scheduled token) into that request's row of last_logits; only
- * those rows cross to the host. Waits for the copies, which also ends the
- * step's use of the host input arrays, so the next step may rewrite them. */
+/* Copies the logits of every request whose pending tokens all ran (its
+ * last scheduled token) into that request's row of last_logits. The LM
+ * head computed exactly those rows, in schedule order (e->sample_rows), so
+ * the k-th such request's logits are row k. Waits for the copies, which
+ * also ends the step's use of the host input arrays, so the next step may
+ * rewrite them. */
 static pw_status fetch_logits(pw_engine *e, int64_t ns, const pw_tensor *logits) {
     int64_t vocab = pw_model_get_info(e->model)->vocab;
     size_t row_bytes = (size_t)vocab * sizeof(float);
     const float *dev = pw_tensor_data(logits);
+    int64_t row = 0;
     for (int64_t i = 0; i < ns; i++) {
         const pw_sched *s = &e->sched[i];
         if (s->r->n_computed + s->count < s->r->n_tokens) continue;
-        int64_t row = s->start + s->count - 1;
+        if (row >= e->n_sample_rows || e->sample_rows[row] != s->start + s->count - 1)
+            return pw_error(PW_ERR_INTERNAL, "the sampled rows disagree with the schedule");
         PW_TRY(pw_stream_copy_d2h(e->stream, e->last_logits + s->r->slot * vocab,
                                   dev + row * vocab, row_bytes));
+        row++;
     }
     return pw_stream_synchronize(e->stream);
 }
@@ -856,7 +865,8 @@ pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_
         pw_value_release(logits_v);
         return pw_error(PW_ERR_INTERNAL, "the forward returned no logits tensor");
     }
-    pw_status vs = pw_engine_verify_step(e, mode, &desc, nt, padded, logits_v.as.tensor, forward);
+    pw_status vs = pw_engine_verify_step(e, mode, &desc, e->n_sample_rows, padded,
+                                         logits_v.as.tensor, forward);
     if (vs != PW_OK) return pw_value_release(logits_v), vs;
     pw_status st = fetch_logits(e, ns, logits_v.as.tensor);
     pw_value_release(logits_v);

@@ -18,6 +18,7 @@ static pw_status alloc_host_arrays(pw_engine *e) {
     e->positions = pw_host_calloc((size_t)T, sizeof(int32_t));
     e->slot_mapping = pw_host_calloc((size_t)T, sizeof(int32_t));
     e->token_seq = pw_host_calloc((size_t)T, sizeof(int32_t));
+    e->sample_rows = pw_host_calloc((size_t)T, sizeof(int32_t));
     e->block_tables = pw_host_calloc((size_t)(S * e->blocks_per_seq), sizeof(int32_t));
     e->requests = pw_host_calloc((size_t)S, sizeof *e->requests);
     e->step_tokens = pw_host_calloc((size_t)S, sizeof *e->step_tokens);
@@ -27,7 +28,7 @@ static pw_status alloc_host_arrays(pw_engine *e) {
     e->params = pw_host_calloc((size_t)pw_model_num_params(e->model), sizeof(pw_value));
     e->k_cache = pw_host_calloc((size_t)in->n_layers, sizeof(float *));
     e->v_cache = pw_host_calloc((size_t)in->n_layers, sizeof(float *));
-    if (!e->input_ids || !e->positions || !e->slot_mapping || !e->token_seq ||
+    if (!e->input_ids || !e->positions || !e->slot_mapping || !e->token_seq || !e->sample_rows ||
         !e->block_tables || !e->requests || !e->step_tokens || !e->sched ||
         !e->last_logits || !e->sample_scratch || !e->params || !e->k_cache || !e->v_cache)
         return PW_ERR_OOM;
@@ -55,12 +56,16 @@ static pw_status alloc_step_buffers(pw_engine *e) {
     PW_TRY(device_alloc(e, tok, (void **)&e->dev.slot_mapping));
     PW_TRY(device_alloc(e, tok, (void **)&e->dev.token_seq));
     PW_TRY(device_alloc(e, table, (void **)&e->dev.block_tables));
+    PW_TRY(device_alloc(e, tok, (void **)&e->dev.sample_rows));
+    PW_TRY(device_alloc(e, sizeof(int32_t), (void **)&e->dev.n_sample_rows));
     e->meta.positions = e->dev.positions;
     e->meta.slot_mapping = e->dev.slot_mapping;
     e->meta.token_seq = e->dev.token_seq;
     e->meta.block_tables = e->dev.block_tables;
     e->meta.max_blocks_per_seq = (int32_t)e->blocks_per_seq;
     e->meta.block_size = (int32_t)e->cfg.block_size;
+    e->meta.sample_rows = e->dev.sample_rows;
+    e->meta.n_sample_rows = e->dev.n_sample_rows;
     PW_TRY(device_upload(e, &e->meta, sizeof e->meta, (void **)&e->dev.meta));
     e->block_tables_dirty = true;
     int64_t shape[1] = {e->max_tokens};
@@ -191,6 +196,11 @@ pw_status pw_engine_stage_inputs(pw_engine *e, int64_t n_tokens) {
     PW_TRY(pw_stream_copy_h2d(e->stream, e->dev.positions, e->positions, tok));
     PW_TRY(pw_stream_copy_h2d(e->stream, e->dev.slot_mapping, e->slot_mapping, tok));
     PW_TRY(pw_stream_copy_h2d(e->stream, e->dev.token_seq, e->token_seq, tok));
+    if (e->n_sample_rows > 0)
+        PW_TRY(pw_stream_copy_h2d(e->stream, e->dev.sample_rows, e->sample_rows,
+                                  (size_t)e->n_sample_rows * sizeof(int32_t)));
+    PW_TRY(pw_stream_copy_h2d(e->stream, e->dev.n_sample_rows, &e->n_sample_rows,
+                              sizeof e->n_sample_rows));
     if (!e->block_tables_dirty) return PW_OK;
     e->block_tables_dirty = false;
     return pw_stream_copy_h2d(e->stream, e->dev.block_tables, e->block_tables,

@@ -67,10 +67,16 @@ struct pw_engine {
      * engine's device, which is all the kernels read. On the CPU the
      * copies are memcpys; the code is the same for every device. */
     int32_t *input_ids, *positions, *slot_mapping, *token_seq, *block_tables; /* host */
+    /* The rows whose logits this step samples (each finishing request's
+     * last scheduled token), ascending, and how many: the LM head computes
+     * only those, and fetch_logits reads them in this order. */
+    int32_t *sample_rows; /* host, [max_tokens] */
+    int32_t n_sample_rows;
     pw_pool *persistent; /* device memory that lives as long as the engine */
     pw_pool *kv_pool;    /* the paged KV cache, alone, so its reservation is exact */
     struct {
         int32_t *input_ids, *positions, *slot_mapping, *token_seq, *block_tables;
+        int32_t *sample_rows, *n_sample_rows;
         pw_attn_meta *meta;
     } dev;
     pw_attn_meta meta;           /* host copy of *dev.meta (its pointers are device ones) */
@@ -150,7 +156,7 @@ typedef pw_status (*pw_engine_forward_fn)(pw_engine *e, pw_runtime_mode mode,
                                           const pw_batch_desc *desc, int64_t n_padded,
                                           pw_value *logits);
 pw_status pw_engine_verify_step(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc *desc,
-                                int64_t n_real, int64_t n_padded, pw_tensor *logits,
+                                int64_t n_rows, int64_t n_padded, pw_tensor *logits,
                                 pw_engine_forward_fn forward);
 void pw_engine_verify_free(pw_engine *e);
 

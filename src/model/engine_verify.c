@@ -48,14 +48,16 @@ void pw_engine_verify_free(pw_engine *e) {
 }
 
 pw_status pw_engine_verify_step(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc *desc,
-                                int64_t n_real, int64_t n_padded, pw_tensor *logits,
+                                int64_t n_rows, int64_t n_padded, pw_tensor *logits,
                                 pw_engine_forward_fn forward) {
     struct pw_engine_verify *v = e->verify;
-    if (!v || v->every <= 0 || mode == PW_MODE_NONE) return PW_OK;
+    /* n_rows: the rows the LM head computed; a step that samples nothing
+     * (prefill chunks only) has no logits to compare */
+    if (!v || v->every <= 0 || mode == PW_MODE_NONE || n_rows <= 0) return PW_OK;
     if (++v->seen < v->every) return PW_OK;
     v->seen = 0;
     int64_t vocab = pw_model_get_info(e->model)->vocab;
-    size_t bytes = (size_t)n_real * (size_t)vocab * sizeof(float);
+    size_t bytes = (size_t)n_rows * (size_t)vocab * sizeof(float);
     /* both sets of logits come to the host through the stream, wherever
      * the engine runs */
     float *replayed = pw_host_alloc(bytes), *ref = pw_host_alloc(bytes);
@@ -65,7 +67,7 @@ pw_status pw_engine_verify_step(pw_engine *e, pw_runtime_mode mode, const pw_bat
     if (st == PW_OK) st = pw_stream_synchronize(e->stream);
     if (st == PW_OK && v->plant_fault) {
         /* a test flips one bit of the replayed output, as a broken graph would */
-        ((unsigned char *)replayed)[(n_real - 1) * vocab * (int64_t)sizeof(float) + 1] ^= 0x10;
+        ((unsigned char *)replayed)[(n_rows - 1) * vocab * (int64_t)sizeof(float) + 1] ^= 0x10;
         v->plant_fault = false;
     }
     /* the eager run writes the same K/V again for the same positions: the
@@ -82,7 +84,7 @@ pw_status pw_engine_verify_step(pw_engine *e, pw_runtime_mode mode, const pw_bat
         return st;
     }
     v->stats.checks++;
-    for (int64_t row = 0; row < n_real; row++) {
+    for (int64_t row = 0; row < n_rows; row++) {
         if (memcmp(ref + row * vocab, replayed + row * vocab, (size_t)vocab * sizeof(float)) == 0)
             continue;
         int64_t col = 0;
@@ -95,7 +97,7 @@ pw_status pw_engine_verify_step(pw_engine *e, pw_runtime_mode mode, const pw_bat
                  "%s replay of %s differs from eager at row %" PRId64 " of %" PRId64
                  ", column %" PRId64 " (%.9g vs %.9g)",
                  pw_runtime_mode_name(mode), pw_batch_desc_format(desc, buf, sizeof buf), row,
-                 n_real, col, (double)replayed[row * vocab + col], (double)ref[row * vocab + col]);
+                 n_rows, col, (double)replayed[row * vocab + col], (double)ref[row * vocab + col]);
         pw_log_warn("bitwise canary: %s", v->stats.last);
         break;
     }

@@ -251,7 +251,7 @@ pw_status pw_gemma3_build_ir(const pw_model *m, pw_ir **out) {
     int out_norm = ir_placeholder(&b, "output_norm", 0);
     int lm_head = ir_placeholder(&b, "lm_head", 0);
 
-    pw_ir_arg a[2];
+    pw_ir_arg a[3];
     a[0] = N(ids), a[1] = N(tok_embd);
     int embed = ir_call(&b, "embed", -1, PW_OP_EMBEDDING, a, 2);
     a[0] = N(embed), a[1] = pw_ir_arg_float(m->embd_scale);
@@ -264,12 +264,9 @@ pw_status pw_gemma3_build_ir(const pw_model *m, pw_ir **out) {
         int next_norm = last ? out_norm : w[(l + 1) * W_COUNT + W_ATTN_NORM];
         io = build_layer(&b, in, l, &w[l * W_COUNT], io, next_norm, last);
     }
-    a[0] = N(io.x), a[1] = N(lm_head);
-    int logits = ir_call(&b, "logits", -1, PW_OP_MATMUL, a, 2);
-    if (m->logit_softcap > 0.0f) {
-        a[0] = N(logits), a[1] = pw_ir_arg_float(m->logit_softcap);
-        logits = ir_call(&b, "logits_capped", -1, PW_OP_SOFTCAP, a, 2);
-    }
+    /* the sampled rows only, soft-capped when the file says so (op lm_head) */
+    a[0] = N(io.x), a[1] = N(lm_head), a[2] = pw_ir_arg_float(m->logit_softcap);
+    int logits = ir_call(&b, "logits", -1, PW_OP_LM_HEAD, a, 3);
     ir_finish_graph(&b, in->vocab, ids, logits);
     pw_host_free(w);
     if (b.status != PW_OK) {

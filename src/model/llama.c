@@ -353,7 +353,7 @@ pw_status pw_model_build_ir(const pw_model *m, pw_ir **out) {
     int out_norm = ir_placeholder(&b, "output_norm", 0);
     int lm_head = ir_placeholder(&b, "lm_head", 0);
 
-    pw_ir_arg a[2];
+    pw_ir_arg a[3];
     a[0] = N(ids), a[1] = N(tok_embd);
     layer_io io;
     io.h = ir_call(&b, "embed", -1, PW_OP_EMBEDDING, a, 2);
@@ -365,8 +365,9 @@ pw_status pw_model_build_ir(const pw_model *m, pw_ir **out) {
         int next_norm = last ? out_norm : w[(l + 1) * W_PER_LAYER + W_ATTN_NORM];
         io = build_layer(&b, in, l, &w[l * W_PER_LAYER], io, next_norm, last);
     }
-    a[0] = N(io.x), a[1] = N(lm_head);
-    int logits = ir_call(&b, "logits", -1, PW_OP_MATMUL, a, 2);
+    /* the rows the step samples from only (op lm_head) */
+    a[0] = N(io.x), a[1] = N(lm_head), a[2] = pw_ir_arg_float(0.0);
+    int logits = ir_call(&b, "logits", -1, PW_OP_LM_HEAD, a, 3);
     ir_finish_graph(&b, in->vocab, ids, logits);
     pw_host_free(w);
     if (b.status != PW_OK) {

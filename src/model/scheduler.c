@@ -49,6 +49,7 @@ pw_status pw_schedule(pw_engine *e, int64_t *n_sched, int64_t *n_tokens, bool *u
     int64_t ns = collect_candidates(e);
     int64_t budget = e->cfg.max_num_batched_tokens, nt = 0, kept = 0;
     bool all_decode = true;
+    e->n_sample_rows = 0;
     for (int64_t i = 0; i < ns && budget > 0; i++) {
         pw_sched *s = &e->sched[i];
         pw_request *r = s->r;
@@ -60,6 +61,8 @@ pw_status pw_schedule(pw_engine *e, int64_t *n_sched, int64_t *n_tokens, bool *u
         }
         int64_t take = s->count < budget ? s->count : budget;
         if (take != 1 || s->count != 1) all_decode = false;
+        /* all its pending tokens run: the last one's logits are sampled */
+        if (take == s->count) e->sample_rows[e->n_sample_rows++] = (int32_t)(nt + take - 1);
         s->count = take;
         s->start = nt;
         place_tokens(e, r, nt, take);

@@ -112,6 +112,11 @@ typedef struct pw_attn_meta {
     const int32_t *block_tables; /* [max_seqs][max_blocks_per_seq] physical block ids */
     int32_t max_blocks_per_seq;
     int32_t block_size;
+    /* The rows whose logits the step samples from (each request's last
+     * scheduled token), ascending, and how many: the LM head computes only
+     * those (lm_head, select_rows). NULL: every row. */
+    const int32_t *sample_rows;  /* [max_tokens] */
+    const int32_t *n_sample_rows; /* [1] */
 } pw_attn_meta;
 
 /* Positions per block of scores computed before one softmax rescale; the
@@ -196,6 +201,32 @@ typedef struct pw_k_scale_args {
     int32_t zero_pad;     /* always 0: no padding bytes (see the top) */
 } pw_k_scale_args;
 
+/* The LM head on the sampled rows: y[i] = x[rows[i]] w^T for the first
+ * n = *meta->n_sample_rows entries of meta->sample_rows (every row when
+ * meta or its list is NULL), then softcap(., softcap) when softcap > 0.
+ * Rows of y past n are not written. The count is read at run time, so one
+ * recorded launch serves every step of its padded size. scratch holds the
+ * gathered rows, [n_tokens][k], then the matmul's own scratch. */
+typedef struct pw_k_lm_head_args {
+    float *y;                  /* [n_tokens][n], first n_sample rows written */
+    const float *x;            /* [n_tokens][k] */
+    const void *w;             /* [n][k] of type */
+    float *scratch;            /* pw_k_lm_head_scratch_floats() floats */
+    const pw_attn_meta *meta;  /* persistent; NULL: every row */
+    int64_t n_tokens, n, k;
+    pw_dtype type;
+    float softcap;             /* 0: none */
+} pw_k_lm_head_args;
+
+/* out[i] = x[rows[i]] for the sampled rows (as lm_head), zeros for the
+ * rest of the n_tokens rows: the unfused LM head's gather. */
+typedef struct pw_k_select_rows_args {
+    float *out;                /* [n_tokens][width] */
+    const float *x;            /* [n_tokens][width] */
+    const pw_attn_meta *meta;  /* persistent; NULL: every row */
+    int64_t n_tokens, width;
+} pw_k_select_rows_args;
+
 /* ---- pointer fields: which argument words are addresses --------------------------------
  *
  * Distinct-piece capture (src/model/engine_distinct.c) patches the addresses
@@ -246,6 +277,11 @@ typedef struct pw_k_scale_args {
 #define PW_K_POINTERS_HEAD_NORM_ROPE(F)                                                        \
     F(pw_k_head_norm_rope_args, x) F(pw_k_head_norm_rope_args, w)                             \
     F(pw_k_head_norm_rope_args, positions) F(pw_k_head_norm_rope_args, table)
+#define PW_K_POINTERS_LM_HEAD(F)                                                               \
+    F(pw_k_lm_head_args, y) F(pw_k_lm_head_args, x) F(pw_k_lm_head_args, w)                    \
+    F(pw_k_lm_head_args, scratch) F(pw_k_lm_head_args, meta)
+#define PW_K_POINTERS_SELECT_ROWS(F)                                                           \
+    F(pw_k_select_rows_args, out) F(pw_k_select_rows_args, x) F(pw_k_select_rows_args, meta)
 #define PW_K_POINTERS_SCALE(F) F(pw_k_scale_args, out) F(pw_k_scale_args, x)
 #define PW_K_POINTERS_SOFTCAP(F) PW_K_POINTERS_SCALE(F)
 #define PW_K_POINTERS_GATE_UP_SILU(F)                                                          \
@@ -273,7 +309,9 @@ typedef struct pw_k_scale_args {
     X(GELU_MUL,        pw_k_gelu_mul_args)                                                     \
     X(HEAD_NORM_ROPE,  pw_k_head_norm_rope_args)                                               \
     X(SCALE,           pw_k_scale_args)                                                        \
-    X(SOFTCAP,         pw_k_scale_args)
+    X(SOFTCAP,         pw_k_scale_args)                                                        \
+    X(LM_HEAD,         pw_k_lm_head_args)                                                      \
+    X(SELECT_ROWS,     pw_k_select_rows_args)
 /* clang-format on */
 
 #if defined(__GNUC__) && !defined(__CUDACC__)

@@ -45,12 +45,13 @@
     X(SOFTCAP,        softcap,      ("x", "cap"),                       false)           \
     X(GATE_UP_GELU,   gate_up_gelu, ("x", "w_gate", "w_up"),            false)           \
     X(QKV_NORM_ROPE,  qkv_norm_rope, ("x", "wq", "wk", "wv", "q_norm", "k_norm",        \
-                                      "n_heads", "n_kv_heads", "layer"), false)
+                                      "n_heads", "n_kv_heads", "layer"), false) \
+    X(LM_HEAD,        lm_head,      ("x", "w", "softcap"),              false)
 
 /* PW_KERNEL_TABLE(X) calls X(ID, name) per kernel: the id is PW_KERNEL_<ID>
  * and the launch args struct is pw_k_<...>_args of ops/kernel_args.h. A
  * kernel set may lack a kernel (its entry is NULL): the fused kernels
- * (SUM_RMS_NORM, QKV_ROPE, GATE_UP_SILU) are optional, and the fused ops
+ * (SUM_RMS_NORM, QKV_ROPE, GATE_UP_SILU, LM_HEAD) are optional, and the fused ops
  * launch their constituent kernels one by one on a set without them. */
 #define PW_KERNEL_TABLE(X)                                                               \
     X(EMBEDDING,       embedding)                                                        \
@@ -71,7 +72,9 @@
     X(GELU_MUL,        gelu_mul)                                                         \
     X(HEAD_NORM_ROPE,  head_norm_rope)                                                   \
     X(SCALE,           scale)                                                            \
-    X(SOFTCAP,         softcap)
+    X(SOFTCAP,         softcap)                                                          \
+    X(LM_HEAD,         lm_head)                                                          \
+    X(SELECT_ROWS,     select_rows)
 /* clang-format on */
 
 typedef enum pw_op_id {

@@ -12,6 +12,7 @@
 #include "core/tensor.h"
 #include "ops/kernel_set.h"
 #include "ops/op_table.h"
+#include "pw_testing.h"
 
 #include <math.h>
 #include <string.h>
@@ -51,6 +52,17 @@ static const pw_kernel_set *kernel_set(const pw_op_env *env) {
 static bool has_kernel(const pw_op_env *env, pw_kernel_id id) {
     const pw_kernel_set *set = kernel_set(env);
     return set && set->entries[id].kernel;
+}
+
+/* Tests set this (pw_ops_prefer_unfused, src/pw_testing.h) to run the
+ * unfused paths of the fused ops on a set that has the fused kernels. */
+static bool prefer_unfused;
+
+void pw_ops_prefer_unfused(bool on) { prefer_unfused = on; }
+
+/* Whether a fused op launches its fused kernel (optional in a set). */
+static bool use_fused(const pw_op_env *env, pw_kernel_id id) {
+    return !prefer_unfused && has_kernel(env, id);
 }
 
 /* Launches kernel id of the stream's kernel set on the stream. */
@@ -248,18 +260,23 @@ static pw_status infer_matmul(const op_def *d, const pw_op_env *env, const pw_va
 /* y = x w^T. An f32 weight's kernel may want scratch (the CPU BLAS path's
  * zero-padded tile, the CUDA matmul's partial last tile): an ordinary
  * short-lived block. */
-static pw_status matmul_into(const pw_op_env *env, float *y, const pw_tensor *x,
+static pw_status matmul_rows(const pw_op_env *env, float *y, const float *x, int64_t t,
                              const pw_tensor *w) {
-    int64_t t = x->shape[0], n = w->shape[0], k = w->shape[1];
+    int64_t n = w->shape[0], k = w->shape[1];
     if (w->dtype != PW_F32) {
-        pw_k_matmul_quant_args q = {y, fdata(x), w->data, t, n, k, w->dtype};
+        pw_k_matmul_quant_args q = {y, x, w->data, t, n, k, w->dtype};
         return launch_kernel(env, PW_KERNEL_MATMUL_QUANT, &q, sizeof q);
     }
-    pw_k_matmul_args a = {y, fdata(x), fdata(w), NULL, t, n, k};
+    pw_k_matmul_args a = {y, x, fdata(w), NULL, t, n, k};
     PW_TRY(scratch_alloc(env, kernel_scratch_bytes(env, PW_KERNEL_MATMUL, &a), &a.scratch));
     pw_status s = launch_kernel(env, PW_KERNEL_MATMUL, &a, sizeof a);
     scratch_release(env, a.scratch);
     return s;
+}
+
+static pw_status matmul_into(const pw_op_env *env, float *y, const pw_tensor *x,
+                             const pw_tensor *w) {
+    return matmul_rows(env, y, fdata(x), x->shape[0], w);
 }
 
 static pw_status launch_matmul(const pw_op_env *env, const pw_value *args,
@@ -506,7 +523,7 @@ static pw_status launch_add_rms_norm(const pw_op_env *env, const pw_value *args,
                                      pw_tensor *const *outs) {
     pw_tensor *a = targ(args, 0), *b = targ(args, 1), *w = targ(args, 2);
     int64_t t = a->shape[0], dim = a->shape[1];
-    if (has_kernel(env, PW_KERNEL_SUM_RMS_NORM)) {
+    if (use_fused(env, PW_KERNEL_SUM_RMS_NORM)) {
         pw_k_sum_rms_norm_args k = {fdata(outs[1]), fdata(outs[0]), fdata(a), fdata(b),
                                     fdata(w),       t,              dim,      env->rms_eps};
         return launch_kernel(env, PW_KERNEL_SUM_RMS_NORM, &k, sizeof k);
@@ -578,7 +595,7 @@ static pw_status qkv_rope_unfused(const pw_op_env *env, const pw_value *args,
 
 static pw_status launch_qkv_rope(const pw_op_env *env, const pw_value *args,
                                  pw_tensor *const *outs) {
-    if (!has_kernel(env, PW_KERNEL_QKV_ROPE)) return qkv_rope_unfused(env, args, outs);
+    if (!use_fused(env, PW_KERNEL_QKV_ROPE)) return qkv_rope_unfused(env, args, outs);
     pw_tensor *x = targ(args, 0), *wq = targ(args, 1), *wk = targ(args, 2), *wv = targ(args, 3);
     pw_k_qkv_rope_args k = {
         .q = fdata(outs[0]), .k = fdata(outs[1]), .v = fdata(outs[2]), .x = fdata(x),
@@ -640,7 +657,7 @@ static pw_status gate_up_silu_unfused(const pw_op_env *env, pw_tensor *out, cons
 static pw_status launch_gate_up_silu(const pw_op_env *env, const pw_value *args,
                                      pw_tensor *const *outs) {
     pw_tensor *x = targ(args, 0), *wg = targ(args, 1), *wu = targ(args, 2);
-    return has_kernel(env, PW_KERNEL_GATE_UP_SILU) ? gate_up_silu_fused(env, outs[0], x, wg, wu)
+    return use_fused(env, PW_KERNEL_GATE_UP_SILU) ? gate_up_silu_fused(env, outs[0], x, wg, wu)
                                                    : gate_up_silu_unfused(env, outs[0], x, wg, wu);
 }
 
@@ -806,6 +823,61 @@ static pw_status launch_qkv_norm_rope(const pw_op_env *env, const pw_value *args
         PW_TRY(launch_kernel(env, PW_KERNEL_HEAD_NORM_ROPE, &r, sizeof r));
     }
     return PW_OK;
+}
+
+/* ---- lm_head ------------------------------------------------------------------------------
+ * lm_head(x, w, softcap): the logits of the rows the step samples from only
+ * (attn_meta->sample_rows, each request's last scheduled token; every row
+ * without a list), soft-capped when softcap > 0. A prefill chunk of 128
+ * tokens needs one row of logits, not 128, and the LM head is the model's
+ * largest matmul (Gemma 3: 262k x 640, more multiply-adds per token than
+ * all its layers). Output rows 0..n-1 are the sampled rows' logits in list
+ * order; the rows after them are not written by the fused kernel. The
+ * count is read when the kernel runs, so a captured graph of a padded size
+ * serves every step of that size. */
+
+static pw_status infer_lm_head(const op_def *d, const pw_op_env *env, const pw_value *args,
+                               out_spec *s) {
+    double cap = 0;
+    PW_TRY(infer_matmul(d, env, args, s));
+    PW_TRY(arg_float(d, args, 2, &cap));
+    if (cap < 0)
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "op '%s': softcap must be 0 (none) or positive, got %g", d->name, cap);
+    if (use_fused(env, PW_KERNEL_LM_HEAD)) return PW_OK;
+    PW_TRY(require_kernel(d, env, PW_KERNEL_SELECT_ROWS));
+    return cap > 0 ? require_kernel(d, env, PW_KERNEL_SOFTCAP) : PW_OK;
+}
+
+/* Unfused: gather the sampled rows (zeros after them), multiply all
+ * n_tokens rows, cap them: the fused kernel's bits on the sampled rows. */
+static pw_status lm_head_unfused(const pw_op_env *env, float *y, const pw_tensor *x,
+                                 const pw_tensor *w, float cap) {
+    int64_t t = x->shape[0], k = x->shape[1];
+    float *rows = NULL;
+    PW_TRY(scratch_alloc(env, (size_t)(t * k) * sizeof(float), &rows));
+    pw_k_select_rows_args g = {rows, fdata(x), env->attn_meta, t, k};
+    pw_status s = launch_kernel(env, PW_KERNEL_SELECT_ROWS, &g, sizeof g);
+    if (s == PW_OK) s = matmul_rows(env, y, rows, t, w);
+    if (s == PW_OK && cap > 0) {
+        pw_k_scale_args c = {y, y, t * w->shape[0], cap};
+        s = launch_kernel(env, PW_KERNEL_SOFTCAP, &c, sizeof c);
+    }
+    scratch_release(env, rows);
+    return s;
+}
+
+static pw_status launch_lm_head(const pw_op_env *env, const pw_value *args,
+                                pw_tensor *const *outs) {
+    pw_tensor *x = targ(args, 0), *w = targ(args, 1);
+    float cap = (float)float_arg(args, 2);
+    if (!use_fused(env, PW_KERNEL_LM_HEAD)) return lm_head_unfused(env, fdata(outs[0]), x, w, cap);
+    pw_k_lm_head_args a = {fdata(outs[0]), fdata(x),    w->data,     NULL,      env->attn_meta,
+                           x->shape[0],    w->shape[0], w->shape[1], w->dtype, cap};
+    PW_TRY(scratch_alloc(env, kernel_scratch_bytes(env, PW_KERNEL_LM_HEAD, &a), &a.scratch));
+    pw_status s = launch_kernel(env, PW_KERNEL_LM_HEAD, &a, sizeof a);
+    scratch_release(env, a.scratch);
+    return s;
 }
 
 /* ---- the table ------------------------------------------------------------------------------

@@ -4,6 +4,7 @@
  * arguments give clear errors. */
 #include "ops/cpu/kernels.h"
 #include "ops/ops.h"
+#include "pw_testing.h"
 #include "test_util.h"
 
 #include <math.h>
@@ -326,7 +327,7 @@ static void test_errors(world *w) {
     CHECK(pw_op_is_splitting("attention"));
     CHECK(!pw_op_is_splitting("matmul"));
     CHECK(!pw_op_is_splitting("nope"));
-    bool all_resolve = pw_op_count() == 17; /* 13 + the four Gemma 3 ops */
+    bool all_resolve = pw_op_count() == 18; /* 13, the four Gemma 3 ops, lm_head */
     for (int i = 0; i < pw_op_count(); i++)
         all_resolve &= pw_op_resolve(&w->env, pw_op_name(i), &c) == PW_OK;
     CHECK(all_resolve);
@@ -412,6 +413,97 @@ static void test_fused_ops(world *w) {
     pw_value_release(x), pw_value_release(qkv), pw_value_release(gate), pw_value_release(g);
 }
 
+/* Row r of a [rows][cols] tensor value equals want[cols]. */
+static bool row_equals(pw_value v, int64_t r, const float *want, int64_t cols) {
+    return v.kind == PW_VAL_TENSOR &&
+           memcmp((const float *)pw_tensor_data(v.as.tensor) + r * cols, want,
+                  (size_t)cols * sizeof(float)) == 0;
+}
+
+static void set_sample_rows(world *w, const int32_t *rows, int32_t n) {
+    static int32_t list[T], count;
+    memcpy(list, rows, sizeof list);
+    count = n;
+    w->meta.sample_rows = list;
+    w->meta.n_sample_rows = &count;
+}
+
+/* lm_head computes the listed rows' logits, in list order, with the plain
+ * matmul's bits (and softcap's), fused or not; without a list, every row. */
+static void test_lm_head(world *w) {
+    static const int step[T][2] = {{0, 0}, {0, 1}, {0, 2}, {1, 0}, {1, 1}, {-1, 0}};
+    set_step(w, step);
+    pw_value x = OP("embedding", T_(w->t_ids), T_(w->embed));
+    pw_value full = OP("matmul", x, T_(w->embed)); /* tied LM head: [T][VOCAB] */
+    const float *ref = pw_tensor_data(full.as.tensor);
+    float capped[T * VOCAB];
+    pw_k_softcap(capped, ref, T * VOCAB, 2.5f);
+
+    /* no list: every row, the matmul itself */
+    pw_value all = OP("lm_head", x, T_(w->embed), pw_value_float(0.0));
+    CHECK(same_data(all, full));
+    pw_value_release(all);
+
+    static const int32_t rows[T] = {4, 1, 5, 9, 0, 0}; /* 9: outside the batch, reads row 0 */
+    for (int unfused = 0; unfused < 2; unfused++) {
+        pw_ops_prefer_unfused(unfused);
+        set_sample_rows(w, rows, 4);
+        pw_value y = OP("lm_head", x, T_(w->embed), pw_value_float(0.0));
+        pw_value c = OP("lm_head", x, T_(w->embed), pw_value_float(2.5));
+        for (int i = 0; i < 4; i++) {
+            int64_t r = rows[i] < T ? rows[i] : 0;
+            CHECK(row_equals(y, i, ref + r * VOCAB, VOCAB));
+            CHECK(row_equals(c, i, capped + r * VOCAB, VOCAB));
+        }
+        if (unfused) { /* the unfused path multiplies zero rows past the list */
+            float zeros[VOCAB] = {0};
+            CHECK(row_equals(y, 4, zeros, VOCAB) && row_equals(c, 5, zeros, VOCAB));
+        }
+        pw_value_release(y), pw_value_release(c);
+        /* a count past the batch is the whole batch; a negative one, nothing */
+        static const int32_t in_order[T] = {0, 1, 2, 3, 4, 5};
+        set_sample_rows(w, in_order, 100);
+        y = OP("lm_head", x, T_(w->embed), pw_value_float(0.0));
+        CHECK(same_data(y, full));
+        pw_value_release(y);
+        set_sample_rows(w, in_order, -3);
+        y = OP("lm_head", x, T_(w->embed), pw_value_float(0.0));
+        CHECK(y.kind == PW_VAL_TENSOR);
+        pw_value_release(y);
+    }
+
+    /* every fused op's fallback gives the fused kernel's bits */
+    pw_value fused[3], plain[3];
+    for (int unfused = 0; unfused < 2; unfused++) {
+        pw_ops_prefer_unfused(unfused);
+        pw_value *o = unfused ? plain : fused;
+        o[0] = OP("qkv_rope", x, T_(w->wq), T_(w->wk), T_(w->wv), pw_value_int(N_HEADS),
+                  pw_value_int(N_KV));
+        o[1] = OP("gate_up_silu", x, T_(w->wgu), T_(w->wgu));
+        o[2] = OP("add_rms_norm", x, x, T_(w->norm_w));
+    }
+    pw_ops_prefer_unfused(false);
+    for (int i = 0; i < 3; i += 2)
+        for (int j = 0; j < (i == 0 ? 3 : 2); j++)
+            CHECK(fused[i].kind == PW_VAL_TUPLE && plain[i].kind == PW_VAL_TUPLE &&
+                  same_data(pw_tuple_get(fused[i].as.tuple, j), pw_tuple_get(plain[i].as.tuple, j)));
+    CHECK(same_data(fused[1], plain[1]));
+    for (int i = 0; i < 3; i++) pw_value_release(fused[i]), pw_value_release(plain[i]);
+
+    /* errors */
+    CHECK_ERR(RAW("lm_head", x, T_(w->embed), pw_value_float(-1.0)), PW_ERR_INVALID_ARG,
+              "op 'lm_head': softcap must be 0 (none) or positive, got -1");
+    CHECK_ERR(RAW("lm_head", x, T_(w->wdown), pw_value_float(0.0)), PW_ERR_INVALID_ARG,
+              "op 'lm_head': x has K=32 columns but w [N][K] has K=24");
+    CHECK_ERR(RAW("lm_head", x, T_(w->embed)), PW_ERR_INVALID_ARG,
+              "op 'lm_head': expects 3 arguments, got 2");
+    CHECK_ERR(RAW("lm_head", x, T_(w->embed), pw_value_float(0.0), x), PW_ERR_INVALID_ARG,
+              "expects 3 arguments, got 4");
+    w->meta.sample_rows = NULL;
+    w->meta.n_sample_rows = NULL;
+    pw_value_release(x), pw_value_release(full);
+}
+
 int main(void) {
     pw_stream *stream = NULL;
     pw_pool *pool = NULL;
@@ -423,6 +515,7 @@ int main(void) {
     test_capture_replay(&w, stream);
     test_errors(&w);
     test_fused_ops(&w);
+    test_lm_head(&w);
     world_free(&w);
     pw_pool_free(pool);
     pw_stream_free(stream);

@@ -8,6 +8,8 @@
  * argument (docs/kernels.md). */
 #include "ops/cpu/kernels.h"
 
+#include <string.h>
+
 
 void pw_k_sum_rms_norm(float *y, float *sum, const float *a, const float *b, const float *w,
                        int64_t n_tokens, int64_t dim, float eps) {
@@ -56,3 +58,56 @@ void pw_k_gate_up_silu(const pw_k_gate_up_silu_args *a) {
 
 static void gate_up_silu_launch(const void *args) { pw_k_gate_up_silu(args); }
 const pw_kernel pw_kernel_gate_up_silu = {"gate_up_silu", gate_up_silu_launch, NULL};
+
+/* ---- the LM head on the sampled rows ----------------------------------------------------- */
+
+int64_t pw_k_sampled_rows(const pw_attn_meta *meta, int64_t n_tokens) {
+    if (!meta || !meta->sample_rows || !meta->n_sample_rows) return n_tokens;
+    int64_t n = *meta->n_sample_rows;
+    return n < 0 ? 0 : n > n_tokens ? n_tokens : n;
+}
+
+/* Row i of the gathered rows: the i-th listed row, or i without a list. A
+ * listed row outside the batch (the engine never writes one) reads row 0
+ * rather than out of bounds. */
+static int64_t sampled_row(const pw_attn_meta *meta, int64_t i, int64_t n_tokens) {
+    if (!meta || !meta->sample_rows || !meta->n_sample_rows) return i;
+    int64_t r = meta->sample_rows[i];
+    return r >= 0 && r < n_tokens ? r : 0;
+}
+
+void pw_k_select_rows(const pw_k_select_rows_args *a) {
+    int64_t n = pw_k_sampled_rows(a->meta, a->n_tokens), w = a->width;
+    for (int64_t i = 0; i < n; i++)
+        memcpy(a->out + i * w, a->x + sampled_row(a->meta, i, a->n_tokens) * w,
+               (size_t)w * sizeof(float));
+    if (a->n_tokens > n) memset(a->out + n * w, 0, (size_t)((a->n_tokens - n) * w) * sizeof(float));
+}
+
+static void select_rows_launch(const void *args) { pw_k_select_rows(args); }
+const pw_kernel pw_kernel_select_rows = {"select_rows", select_rows_launch, NULL};
+
+size_t pw_k_lm_head_scratch_floats(pw_dtype type, int64_t n_tokens, int64_t n, int64_t k) {
+    return (size_t)(n_tokens * k) + pw_k_matmul_any_scratch_floats(type, n_tokens, n, k);
+}
+
+void pw_k_lm_head(const pw_k_lm_head_args *a) {
+    int64_t n = pw_k_sampled_rows(a->meta, a->n_tokens), k = a->k;
+    if (n == 0) return;
+    /* Decode batches sample every row, in order: multiply x where it is. */
+    bool in_place = true;
+    for (int64_t i = 0; i < n && in_place; i++) in_place = sampled_row(a->meta, i, a->n_tokens) == i;
+    const float *x = a->x;
+    float *mm_scratch = a->scratch ? a->scratch + a->n_tokens * k : NULL;
+    if (!in_place) {
+        for (int64_t i = 0; i < n; i++)
+            memcpy(a->scratch + i * k, a->x + sampled_row(a->meta, i, a->n_tokens) * k,
+                   (size_t)k * sizeof(float));
+        x = a->scratch;
+    }
+    pw_k_matmul_any(a->y, x, a->w, a->type, n, a->n, k, mm_scratch);
+    if (a->softcap > 0) pw_k_softcap(a->y, a->y, n * a->n, a->softcap);
+}
+
+static void lm_head_launch(const void *args) { pw_k_lm_head(args); }
+const pw_kernel pw_kernel_lm_head = {"lm_head", lm_head_launch, NULL};

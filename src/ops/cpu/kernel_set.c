@@ -27,6 +27,11 @@ static size_t gate_up_silu_scratch(const void *args) {
            sizeof(float);
 }
 
+static size_t lm_head_scratch(const void *args) {
+    const pw_k_lm_head_args *a = args;
+    return pw_k_lm_head_scratch_floats(a->type, a->n_tokens, a->n, a->k) * sizeof(float);
+}
+
 const pw_kernel_set pw_kernel_set_cpu = {
     .name = "cpu",
     .entries = {
@@ -49,5 +54,7 @@ const pw_kernel_set pw_kernel_set_cpu = {
         [PW_KERNEL_HEAD_NORM_ROPE] = {&pw_kernel_head_norm_rope, NULL},
         [PW_KERNEL_SCALE] = {&pw_kernel_scale, NULL},
         [PW_KERNEL_SOFTCAP] = {&pw_kernel_softcap, NULL},
+        [PW_KERNEL_LM_HEAD] = {&pw_kernel_lm_head, lm_head_scratch},
+        [PW_KERNEL_SELECT_ROWS] = {&pw_kernel_select_rows, NULL},
     },
 };

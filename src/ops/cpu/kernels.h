@@ -203,6 +203,22 @@ extern const pw_kernel pw_kernel_qkv_rope;
 void pw_k_gate_up_silu(const pw_k_gate_up_silu_args *a);
 extern const pw_kernel pw_kernel_gate_up_silu;
 
+/* The LM head on the sampled rows (pw_k_lm_head_args): the rows listed in
+ * meta gathered (not copied when they are 0..n-1 already), pw_k_matmul_any
+ * on those n rows only, then pw_k_softcap on them when softcap > 0. Every
+ * row's bits are the plain matmul's (and softcap's) for that row. */
+void pw_k_lm_head(const pw_k_lm_head_args *a);
+/* Scratch floats pw_k_lm_head needs: the gathered rows, then the matmul's. */
+size_t pw_k_lm_head_scratch_floats(pw_dtype type, int64_t n_tokens, int64_t n, int64_t k);
+/* The number of sampled rows meta lists for a batch of n_tokens rows
+ * (n_tokens without a list), clamped to [0, n_tokens]. */
+int64_t pw_k_sampled_rows(const pw_attn_meta *meta, int64_t n_tokens);
+/* pw_k_select_rows_args: the sampled rows first, zero rows after them. */
+void pw_k_select_rows(const pw_k_select_rows_args *a);
+
+extern const pw_kernel pw_kernel_lm_head;
+extern const pw_kernel pw_kernel_select_rows;
+
 /* ---- Gemma's elementwise kernels (elementwise.c) ------------------------------------------ */
 
 /* out[i] = gelu_tanh(a[i]) * b[i] for i < n, with

@@ -249,6 +249,39 @@ static pw_status launch_add(const void *args, const pw_cuda_stream_ctx *ctx) {
     return last_launch("add");
 }
 
+// ---- select_rows: the unfused LM head's gather ------------------------------
+
+// The sampled rows (meta's list, read on the device when the graph replays)
+// first, zeros after them; every row without a list. Same rules as the CPU
+// kernel: the count is clamped to the batch, a listed row outside it reads
+// row 0.
+__global__ void select_rows_kernel(float *out, const float *x, const pw_attn_meta *meta,
+                                   int64_t n_tokens, int64_t width) {
+    bool listed = meta && meta->sample_rows && meta->n_sample_rows;
+    int64_t n = listed ? (int64_t)*meta->n_sample_rows : n_tokens;
+    n = n < 0 ? 0 : n > n_tokens ? n_tokens : n;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n_tokens * width;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t row = i / width, col = i % width;
+        if (row >= n) {
+            out[i] = 0.0f;
+            continue;
+        }
+        int64_t src = listed ? (int64_t)meta->sample_rows[row] : row;
+        if (src < 0 || src >= n_tokens) src = 0;
+        out[i] = x[src * width + col];
+    }
+}
+
+static pw_status launch_select_rows(const void *args, const pw_cuda_stream_ctx *ctx) {
+    const pw_k_select_rows_args *a = (const pw_k_select_rows_args *)args;
+    int64_t n = a->n_tokens * a->width;
+    if (n <= 0) return PW_OK;
+    select_rows_kernel<<<blocks_for(n), PW_CUDA_BLOCK, 0, ctx->stream>>>(a->out, a->x, a->meta,
+                                                                         a->n_tokens, a->width);
+    return last_launch("select_rows");
+}
+
 // ---- argmax ----------------------------------------------------------------
 
 // Ties go to the lowest index and NaNs are never chosen, as on the CPU; the
@@ -448,6 +481,7 @@ static const pw_cuda_kernel_impl impl_silu_mul = {launch_silu_mul};
 static const pw_cuda_kernel_impl impl_add = {launch_add};
 static const pw_cuda_kernel_impl impl_argmax = {launch_argmax};
 static const pw_cuda_kernel_impl impl_attention = {launch_attention};
+static const pw_cuda_kernel_impl impl_select_rows = {launch_select_rows};
 
 static const pw_kernel k_embedding = {"embedding", NULL, &impl_embedding};
 static const pw_kernel k_rms_norm = {"rms_norm", NULL, &impl_rms_norm};
@@ -459,6 +493,7 @@ static const pw_kernel k_silu_mul = {"silu_mul", NULL, &impl_silu_mul};
 static const pw_kernel k_add = {"add", NULL, &impl_add};
 static const pw_kernel k_argmax = {"argmax", NULL, &impl_argmax};
 static const pw_kernel k_attention = {"attention", NULL, &impl_attention};
+static const pw_kernel k_select_rows = {"select_rows", NULL, &impl_select_rows};
 
 static size_t matmul_scratch(const void *args) {
     const pw_k_matmul_args *a = (const pw_k_matmul_args *)args;
@@ -480,6 +515,7 @@ static constexpr pw_kernel_set make_cuda_kernel_set() {
     set.entries[PW_KERNEL_ADD] = {&k_add, nullptr};
     set.entries[PW_KERNEL_ARGMAX] = {&k_argmax, nullptr};
     set.entries[PW_KERNEL_ATTENTION] = {&k_attention, nullptr};
+    set.entries[PW_KERNEL_SELECT_ROWS] = {&k_select_rows, nullptr};
     return set;
 }
 
