@@ -54,6 +54,7 @@
 # Environment: PW_LLAMACPP_CACHE, LLAMACPP_PY_VERSION, JOBS (build jobs, 2),
 # PW_BUILD (piecewise build folder, build), REPEATS (rounds, 5), TOKENS
 # (decode tokens, 64); the options override REPEATS and TOKENS.
+# PW_PEERS_CPUINFO (default /proc/cpuinfo) lets the tests pose as another CPU.
 set -euo pipefail
 
 VERSION=${LLAMACPP_PY_VERSION:-0.3.36}
@@ -66,6 +67,7 @@ ISA=native
 TOOLS=(llama-bench llama-batched-bench llama-server)
 HERE=$(cd "$(dirname "$0")/../.." && pwd)
 PW_BUILD=${PW_BUILD:-$HERE/build}
+CPUINFO=${PW_PEERS_CPUINFO:-/proc/cpuinfo} # another file only in tests
 
 log() { printf '[llamacpp] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -323,11 +325,11 @@ l_measure() {
 
 cpu_model() {
     local m
-    m=$(grep -m1 '^model name' /proc/cpuinfo 2>/dev/null | sed 's/^[^:]*: *//' || true)
+    m=$(grep -m1 '^model name' "$CPUINFO" 2>/dev/null | sed 's/^[^:]*: *//' || true)
     echo "${m:-unknown CPU}"
 }
 
-cpu_has() { grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | grep -qw -- "$1"; }
+cpu_has() { grep -m1 '^flags' "$CPUINFO" 2>/dev/null | grep -qw -- "$1"; }
 
 # What the CPU has beyond AVX2, for the header.
 cpu_extras() {

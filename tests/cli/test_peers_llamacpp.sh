@@ -39,6 +39,12 @@ expect_out() {
   fi
 }
 
+# CPUs to pose as (the script reads their flags, not the machine's).
+printf 'model name\t: Test AVX-512 CPU\nflags\t\t: fpu sse4_2 avx avx2 fma f16c bmi2 avx512f avx512_vnni\n' >"$tmp/cpu512"
+printf 'model name\t: Test AVX2 CPU\nflags\t\t: fpu sse4_2 avx avx2 fma f16c bmi2\n' >"$tmp/cpu2"
+printf 'model name\t: Test old CPU\nflags\t\t: fpu sse4_2 avx\n' >"$tmp/cpu1"
+export PW_PEERS_CPUINFO=$tmp/cpu512
+
 model=$tmp/model.gguf
 echo "not a gguf file" >"$model"
 export PW_LLAMACPP_CACHE=$tmp/cache LLAMACPP_PY_VERSION=test
@@ -89,13 +95,11 @@ endforeach()
 EOF
 rm -rf "$cache"/build-*
 PW_BUILD=$pw_build expect 1 "build of llama.cpp (native) failed (see $cache/build-native.log)" compare "$model"
-if grep -q avx2 /proc/cpuinfo && grep -q fma /proc/cpuinfo && grep -q f16c /proc/cpuinfo; then
-  PW_BUILD=$pw_build expect 1 "build of llama.cpp (avx2) failed" compare --isa avx2 "$model"
-  # A configuration that would bring AVX-512 in is refused before building.
-  sed -i 's/-mavx;-mavx2/-mavx2;-mavx512f/' "$cache/src/vendor/llama.cpp/CMakeLists.txt"
-  rm -rf "$cache"/build-*
-  PW_BUILD=$pw_build expect 1 "llama.cpp avx2 configuration is not AVX2-only" build --isa avx2
-fi
+PW_BUILD=$pw_build expect 1 "build of llama.cpp (avx2) failed" compare --isa avx2 "$model"
+# A configuration that would bring AVX-512 in is refused before building.
+sed -i 's/-mavx;-mavx2/-mavx2;-mavx512f/' "$cache/src/vendor/llama.cpp/CMakeLists.txt"
+rm -rf "$cache"/build-*
+PW_BUILD=$pw_build expect 1 "llama.cpp avx2 configuration is not AVX2-only" build --isa avx2
 
 # Stand-in llama.cpp binaries: they log each call and answer with figures
 # from $PEER_FIGURES (the n-th call of a kind gets the n-th line), or fail
@@ -212,22 +216,19 @@ want+="L tg1,P tg1 ISA=auto,L pp,L tg2,P tg2 ISA=auto,L b16,P b16 ISA=auto,L rss
 
 # --isa avx2: the avx2 build, piecewise with PW_KERNEL_ISA=avx2, and the
 # header says what kind of machine ran the AVX2 code.
-if grep -q avx2 /proc/cpuinfo && grep -q fma /proc/cpuinfo && grep -q f16c /proc/cpuinfo; then
-  : >"$tmp/log"
-  PEER_LOG=$tmp/log PEER_FIGURES=$tmp/figures PW_BUILD=$pwfake \
-    expect 0 "round 1/1" compare --repeats 1 --isa avx2 "$model"
-  expect_out "llama.cpp: $cache/avx2"
-  expect_out "PW_KERNEL_ISA=avx2"
-  if grep -qw avx512f /proc/cpuinfo; then
-    expect_out "AVX2 code on an AVX-512 machine"
-    expect_out "not an AVX2-only CPU"
-  else
-    expect_out "AVX2 code on a CPU without AVX-512"
-  fi
-  grep -q "ISA=avx2" "$tmp/log" || { echo "FAIL: piecewise did not run with PW_KERNEL_ISA=avx2"; fail=1; }
-else
-  PW_BUILD=$pwfake expect 1 "--isa avx2 needs AVX2, FMA and F16C" compare --isa avx2 "$model"
-fi
+: >"$tmp/log"
+PEER_LOG=$tmp/log PEER_FIGURES=$tmp/figures PW_BUILD=$pwfake \
+  expect 0 "round 1/1" compare --repeats 1 --isa avx2 "$model"
+expect_out "llama.cpp: $cache/avx2"
+expect_out "PW_KERNEL_ISA=avx2"
+expect_out "CPU: Test AVX-512 CPU"
+expect_out "AVX2 code on an AVX-512 machine (this CPU has: avx512f avx512_vnni), not an AVX2-only CPU"
+grep -q "ISA=avx2" "$tmp/log" || { echo "FAIL: piecewise did not run with PW_KERNEL_ISA=avx2"; fail=1; }
+PW_PEERS_CPUINFO=$tmp/cpu2 PEER_LOG=$tmp/log PEER_FIGURES=$tmp/figures PW_BUILD=$pwfake \
+  expect 0 "round 1/1" compare --repeats 1 --isa avx2 "$model"
+expect_out "AVX2 code on a CPU without AVX-512 (extras: none)"
+PW_PEERS_CPUINFO=$tmp/cpu1 PW_BUILD=$pwfake \
+  expect 1 "this CPU has no avx2: --isa avx2 needs AVX2, FMA and F16C" compare --isa avx2 "$model"
 
 [ $fail -eq 0 ] && echo "cli_peers_llamacpp: all checks passed"
 exit $fail
