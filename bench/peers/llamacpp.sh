@@ -1,34 +1,60 @@
 #!/usr/bin/env bash
 # llama.cpp as a peer for piecewise's CPU path.
 #
-#   bench/peers/llamacpp.sh build              fetch + build llama.cpp only
-#   bench/peers/llamacpp.sh compare MODEL.gguf  build if needed, then one table
+#   bench/peers/llamacpp.sh build [--isa native|avx2]
+#   bench/peers/llamacpp.sh compare [--repeats R] [--isa native|avx2] [--tokens N] MODEL.gguf
+#   bench/peers/llamacpp.sh --help
 #
 # Source: the llama-cpp-python sdist from PyPI (it vendors a pinned
 # llama.cpp), fetched with pip, version $LLAMACPP_PY_VERSION (0.3.36). It
 # builds llama-bench, llama-batched-bench and llama-server, all three in one
-# go, into $PW_LLAMACPP_CACHE/<version>/{native,portable} (default
+# go, into $PW_LLAMACPP_CACHE/<version>/<flavour> (default
 # ~/.cache/piecewise/llamacpp), never into the repository, and writes
 # $PW_LLAMACPP_CACHE/READY listing the built binaries (others wait on it).
 #
 #   native    -DGGML_NATIVE=ON: whatever this CPU has (AVX-512, VNNI, AMX)
 #   portable  -DGGML_NATIVE=OFF: AVX2+FMA+F16C, no AVX-512 or AMX; used when
 #             the native binary dies (SIGILL in AMX prefill seen on VMs)
+#   avx2      (--isa avx2) every x86 switch spelled out: SSE4.2, AVX, AVX2,
+#             FMA, F16C, BMI2 on; AVX-512 (all of it), AVX-VNNI, AMX off
 #
-# compare prints, for a GGUF file, llama.cpp and piecewise side by side:
+# `build` builds native and portable (or the avx2 flavour with --isa avx2).
+#
+# `compare` prints, for a GGUF file, llama.cpp and piecewise side by side:
 # decode at batch 1 with 1 and 2 threads (llama-bench tg), prefill of 128
 # tokens with 1 thread (llama-bench pp128), batched decode of 16 sequences
-# (llama-batched-bench, 1 thread), and the ratios; piecewise's figures come
-# from `build/piecewise bench model MODEL --json`. Each figure is a median
-# of $REPEATS runs (llama-bench -r; bench model --repeats). Peak RSS: one
-# 16-token decode each (llama-bench -n 16; piecewise run -n 16, one request,
-# graphs captured for batch 1 only), from GNU time. Where piecewise cannot
-# run MODEL (an architecture or weight type it does not read yet), the table
-# keeps llama.cpp's figures and prints "piecewise: <its error>" instead.
+# (llama-batched-bench, 1 thread) and peak RSS of one 16-token decode each
+# (llama-bench -n 16; piecewise run -n 16, one request, graphs captured for
+# batch 1 only; GNU time). piecewise's throughputs come from
+# `build/piecewise bench model MODEL --json` (FULL mode for decode).
+#
+# The host may drift by 2x within minutes, so the two engines are
+# interleaved: R rounds (--repeats, default 5), and in each round every
+# measurement runs llama.cpp once and piecewise once, back to back, the
+# order flipped every round. Each row reports both engines' medians, the
+# ratio of the medians, and the median and min-max of the R per-round
+# (paired) ratios, so no single drift decides a row; the per-round figures
+# follow the table. The CPU model and load average are printed at the start
+# and at the end.
+#
+# --isa native (default): llama.cpp's native build (portable where native
+# dies) against piecewise's best kernel copies (PW_KERNEL_ISA=auto).
+# --isa avx2: llama.cpp's avx2 build against piecewise with
+# PW_KERNEL_ISA=avx2, the AVX2 paths of both. On a CPU with AVX-512 that is
+# AVX2 code on an AVX-512 machine (its caches, clocks and memory), not an
+# AVX2-only CPU; the output says which it is.
+#
+# Where piecewise cannot run MODEL (an architecture or weight type it does
+# not read yet), the table keeps llama.cpp's figures and prints
+# "piecewise: <its error>" instead. Bad input (no such model, an unknown
+# option or value, a llama.cpp build that fails, a model llama.cpp cannot
+# load) stops the script with "[llamacpp] error: ..." on stderr and exit
+# status 1 (2 for usage errors).
 #
 # Environment: PW_LLAMACPP_CACHE, LLAMACPP_PY_VERSION, JOBS (build jobs, 2),
-# PW_BUILD (piecewise build folder, build), REPEATS (5), TOKENS (decode
-# tokens, 64).
+# PW_BUILD (piecewise build folder, build), REPEATS (rounds, 5), TOKENS
+# (decode tokens, 64); the options override REPEATS and TOKENS.
+# PW_PEERS_CPUINFO (default /proc/cpuinfo) lets the tests pose as another CPU.
 set -euo pipefail
 
 VERSION=${LLAMACPP_PY_VERSION:-0.3.36}
@@ -37,12 +63,19 @@ CACHE=$ROOT/$VERSION
 JOBS=${JOBS:-2}
 REPEATS=${REPEATS:-5}
 TOKENS=${TOKENS:-64}
+ISA=native
 TOOLS=(llama-bench llama-batched-bench llama-server)
 HERE=$(cd "$(dirname "$0")/../.." && pwd)
 PW_BUILD=${PW_BUILD:-$HERE/build}
+CPUINFO=${PW_PEERS_CPUINFO:-/proc/cpuinfo} # another file only in tests
 
 log() { printf '[llamacpp] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+usage_error() {
+    log "error: $*"
+    echo "usage: $0 build [--isa native|avx2] | compare [--repeats R] [--isa native|avx2] [--tokens N] MODEL.gguf | --help" >&2
+    exit 2
+}
 
 fetch_source() {
     local src=$CACHE/src
@@ -66,22 +99,51 @@ fetch_source() {
     mv "$src.tmp" "$src"
 }
 
-# build_flavour native|portable
+# The ISA switches of each flavour (GGML_* options of ggml/CMakeLists.txt).
+# avx2 spells every x86 switch out, so that neither a newer ggml default
+# nor -march=native can bring AVX-512, AVX-VNNI or AMX code in: it is the
+# AVX2 path alone, for comparing against piecewise's AVX2 kernels
+# (PW_KERNEL_ISA=avx2) on a CPU that has more.
+flavour_flags() {
+    case $1 in
+    native) echo -DGGML_NATIVE=ON ;;
+    portable) echo -DGGML_NATIVE=OFF ;;
+    avx2) echo -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
+        -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF \
+        -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF \
+        -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF ;;
+    *) die "unknown llama.cpp flavour '$1'" ;;
+    esac
+}
+
+# build_flavour native|portable|avx2
 build_flavour() {
-    local flavour=$1 out=$CACHE/$1 bdir=$CACHE/build-$1 native=ON
-    [[ $flavour == portable ]] && native=OFF
+    local flavour=$1 out=$CACHE/$1 bdir=$CACHE/build-$1 flags
+    flags=$(flavour_flags "$flavour")
     local have=1
     for t in "${TOOLS[@]}"; do [[ -x $out/$t ]] || have=0; done
     if ((have)); then return; fi
-    log "building $flavour (GGML_NATIVE=$native, -j$JOBS) in $bdir"
+    command -v cmake >/dev/null || die "cmake not found (needed to build llama.cpp)"
+    log "building $flavour ($flags, -j$JOBS) in $bdir"
+    # shellcheck disable=SC2086 # flags is a list of -D switches
     cmake -S "$CACHE/src/vendor/llama.cpp" -B "$bdir" -DCMAKE_BUILD_TYPE=Release \
-        -DGGML_NATIVE=$native -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF \
+        $flags -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF \
         -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
         -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_OPENSSL=OFF \
         -DGGML_OPENMP=OFF >"$CACHE/cmake-$flavour.log" 2>&1 ||
-        die "cmake failed (see $CACHE/cmake-$flavour.log)"
+        die "cmake of llama.cpp ($flavour) failed (see $CACHE/cmake-$flavour.log)"
+    if [[ $flavour == avx2 ]]; then
+        # ggml prints the compiler flags of its CPU backend; refuse a build
+        # that would not be the AVX2 path alone.
+        local variant
+        variant=$(grep -m1 'Adding CPU backend variant' "$CACHE/cmake-$flavour.log" || true)
+        [[ $variant == *-mavx2* && $variant != *avx512* && $variant != *amx* &&
+            $variant != *avxvnni* && $variant != *march=native* ]] ||
+            die "llama.cpp avx2 configuration is not AVX2-only: '${variant:-no CPU backend line}' (see $CACHE/cmake-$flavour.log)"
+    fi
     nice -n 10 cmake --build "$bdir" -j"$JOBS" --target "${TOOLS[@]}" \
-        >"$CACHE/build-$flavour.log" 2>&1 || die "build failed (see $CACHE/build-$flavour.log)"
+        >"$CACHE/build-$flavour.log" 2>&1 ||
+        die "build of llama.cpp ($flavour) failed (see $CACHE/build-$flavour.log)"
     mkdir -p "$out"
     for t in "${TOOLS[@]}"; do cp "$bdir/bin/$t" "$out/$t"; done
 }
@@ -89,7 +151,7 @@ build_flavour() {
 write_ready() {
     local tmp=$ROOT/READY.tmp
     : >"$tmp"
-    for f in native portable; do
+    for f in native portable avx2; do
         for t in "${TOOLS[@]}"; do [[ -x $CACHE/$f/$t ]] && echo "$CACHE/$f/$t" >>"$tmp"; done
     done
     mv "$tmp" "$ROOT/READY"
@@ -105,46 +167,55 @@ build_all() {
     write_ready
 }
 
-# A flavour whose llama-bench survives a short prefill and decode on MODEL:
-# native unless it dies (SIGILL and the like), else portable.
-pick_flavour() {
-    local model=$1
-    if "$CACHE/native/llama-bench" -m "$model" -p 16 -n 4 -r 1 -t 1 >/dev/null 2>&1; then
-        echo native
-    else
-        log "native llama-bench failed on $model; using the portable build"
-        [[ -x $CACHE/portable/llama-bench ]] || build_flavour portable
-        echo portable
-    fi
+
+build_avx2() {
+    fetch_source
+    build_flavour avx2
+    write_ready
 }
 
-# llama-bench JSON -> avg tokens/s of the single test it ran (llama-bench
-# averages -r repetitions; we take the median of REPEATS single runs).
+# One short prefill and decode of MODEL with a flavour's llama-bench; on
+# failure its last stderr lines go to $WORK/probe.err.
+flavour_runs() {
+    "$CACHE/$1/llama-bench" -m "$MODEL" -p 16 -n 4 -r 1 -t 1 >/dev/null 2>"$WORK/probe.err"
+}
+
+probe_error() { grep -v '^\s*$' "$WORK/probe.err" | tail -2 | tr '\n' ' '; }
+
+# The llama.cpp build to compare with (sets BIN). native: the native build
+# unless it dies on MODEL (SIGILL and the like), else portable. avx2: the
+# avx2 build, which must run.
+pick_build() {
+    fetch_source
+    if [[ $ISA == avx2 ]]; then
+        build_avx2
+        flavour_runs avx2 || die "llama.cpp's avx2 build cannot run $MODEL: $(probe_error)"
+        BIN=$CACHE/avx2
+        return
+    fi
+    build_flavour native
+    write_ready
+    if flavour_runs native; then
+        BIN=$CACHE/native
+        return
+    fi
+    log "native llama-bench failed on $MODEL ($(probe_error)); using the portable build"
+    build_flavour portable
+    write_ready
+    flavour_runs portable || die "llama.cpp (native and portable builds) cannot run $MODEL: $(probe_error)"
+    BIN=$CACHE/portable
+}
+
+# llama-bench JSON -> tokens/s of the single test it ran (-r 1), or nothing
+# (logged) when the run fails.
 lb_once() {
-    local out err v
-    out=$(mktemp)
-    err=$(mktemp)
+    local out=$WORK/lb.json err=$WORK/lb.err v
     if "$BIN/llama-bench" -m "$MODEL" -r 1 -o json "$@" >"$out" 2>"$err" &&
         v=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["avg_ts"])' "$out" 2>/dev/null); then
         echo "$v"
     else
         log "llama-bench $* failed: $(tail -3 "$err" | tr '\n' ' ')"
     fi
-    rm -f "$out" "$err"
-}
-
-median() { python3 -c 'import sys,statistics; print(statistics.median(map(float, sys.argv[1:])))' "$@"; }
-
-# Median of the runs that gave a figure (a failed run is logged and left
-# out); dies if none did.
-lb_median() {
-    local v=() x
-    for ((i = 0; i < REPEATS; i++)); do
-        x=$(lb_once "$@")
-        [[ -n $x ]] && v+=("$x")
-    done
-    ((${#v[@]})) || die "llama-bench $* gave no figure"
-    median "${v[@]}"
 }
 
 # llama-batched-bench, 16 sequences, 1 thread: decode tokens/s (S_TG). It
@@ -159,103 +230,293 @@ bb_once() {
             python3 -c 'import json,sys
 for l in sys.stdin:
     l=l.strip()
-    if l.startswith("{") and "speed_tg" in l: print(json.loads(l)["speed_tg"])')
+    if l.startswith("{") and "speed_tg" in l: print(json.loads(l)["speed_tg"])' || true)
         if [[ -n $v ]]; then
             echo "$v"
             return
         fi
     done
+    log "llama-batched-bench gave no figure"
 }
 
-bb_median() {
-    local v=() x
-    for ((i = 0; i < REPEATS; i++)); do
-        x=$(bb_once)
-        [[ -n $x ]] && v+=("$x") || log "llama-batched-bench gave no figure"
-    done
-    ((${#v[@]})) || die "llama-batched-bench gave no figure"
-    median "${v[@]}"
+# Peak RSS of a command in KiB (GNU time), or nothing (logged) when the
+# command fails.
+rss_once() {
+    local err=$WORK/rss.err
+    if /usr/bin/time -o "$WORK/rss" -f '%M' "$@" >/dev/null 2>"$err"; then
+        tail -1 "$WORK/rss"
+    else
+        log "$(basename "$1") for peak RSS failed: $(tail -2 "$err" | tr '\n' ' ')"
+    fi
 }
 
-peak_rss_kb() { # peak RSS of a command, KiB (GNU time)
-    /usr/bin/time -f '%M' "$@" 2>&1 >/dev/null | tail -1
+# piecewise bench model at one batch size and thread count, JSON into
+# $WORK/pw.json. On failure the first error becomes P_ERR and piecewise is
+# not run again (a model it cannot read fails every time).
+pw_bench() {
+    [[ -z $P_ERR ]] || return 1
+    if PW_KERNEL_ISA=$PW_ISA "$PW_BUILD/piecewise" bench model "$MODEL" --batch "$1" --threads "$2" \
+        --tokens "$TOKENS" --repeats 1 --json >"$WORK/pw.json" 2>"$WORK/pw.err"; then
+        return 0
+    fi
+    P_ERR=$(grep -v '^\s*$' "$WORK/pw.err" | tail -1 || true)
+    P_ERR=${P_ERR#piecewise: }
+    [[ -n $P_ERR ]] || P_ERR="bench model failed"
+    log "piecewise: $P_ERR"
+    return 1
 }
+
+# A figure of $WORK/pw.json: "full:B" (FULL decode tok/s at batch B) or
+# "prefill" (prefill tok/s).
+pw_field() {
+    python3 - "$WORK/pw.json" "$1" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+what = sys.argv[2]
+if what == "prefill":
+    print(j["prefill_tok_s"])
+else:
+    b = int(what.split(":")[1])
+    print(next(r["decode_tok_s"] for r in j["runs"] if r["mode"] == "full" and r["batch"] == b))
+PY
+}
+
+# record ENGINE KEY ROUND VALUE: one line "ROUND VALUE" ("-" when none) in
+# $WORK/ENGINE.KEY.
+record() { echo "$3 ${4:--}" >>"$WORK/$1.$2"; }
+
+# piecewise's side of one measurement, recorded; KEY tg1 also records the
+# prefill figure of the same run under pp (bench model measures both).
+pw_measure() {
+    local key=$1 r=$2
+    case $key in
+    tg1)
+        if pw_bench 1 1; then
+            record p tg1 "$r" "$(pw_field full:1)"
+            record p pp "$r" "$(pw_field prefill)"
+        else
+            record p tg1 "$r"
+            record p pp "$r"
+        fi
+        ;;
+    tg2) if pw_bench 1 2; then record p tg2 "$r" "$(pw_field full:1)"; else record p tg2 "$r"; fi ;;
+    b16) if pw_bench 16 1; then record p b16 "$r" "$(pw_field full:16)"; else record p b16 "$r"; fi ;;
+    rss)
+        if [[ -z $P_ERR ]]; then
+            record p rss "$r" "$(PW_KERNEL_ISA=$PW_ISA rss_once "$PW_BUILD/piecewise" run "$MODEL" \
+                -p Hello -n 16 --max-seqs 1 --capture-sizes 1)"
+        else
+            record p rss "$r"
+        fi
+        ;;
+    esac
+}
+
+l_measure() {
+    local key=$1 r=$2
+    case $key in
+    tg1) record l tg1 "$r" "$(lb_once -p 0 -n "$TOKENS" -t 1)" ;;
+    tg2) record l tg2 "$r" "$(lb_once -p 0 -n "$TOKENS" -t 2)" ;;
+    pp) record l pp "$r" "$(lb_once -p 128 -n 0 -t 1)" ;;
+    b16) record l b16 "$r" "$(bb_once)" ;;
+    rss) record l rss "$r" "$(rss_once "$BIN/llama-bench" -m "$MODEL" -p 0 -n 16 -r 1 -t 1)" ;;
+    esac
+}
+
+cpu_model() {
+    local m
+    m=$(grep -m1 '^model name' "$CPUINFO" 2>/dev/null | sed 's/^[^:]*: *//' || true)
+    echo "${m:-unknown CPU}"
+}
+
+cpu_has() { grep -m1 '^flags' "$CPUINFO" 2>/dev/null | grep -qw -- "$1"; }
+
+# What the CPU has beyond AVX2, for the header.
+cpu_extras() {
+    local x=() f
+    for f in avx512f avx512_vnni avx_vnni amx_int8; do cpu_has "$f" && x+=("$f"); done
+    ((${#x[@]})) && echo "${x[*]}" || echo "none"
+}
+
+loadavg() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown; }
 
 compare() {
-    MODEL=$1
     [[ -f $MODEL ]] || die "no model file $MODEL"
-    [[ -x $PW_BUILD/piecewise ]] || die "no $PW_BUILD/piecewise: build piecewise first"
-    # The native build is enough unless it dies on this CPU (pick_flavour).
-    fetch_source
-    build_flavour native
-    write_ready
-    BIN=$CACHE/$(pick_flavour "$MODEL")
-    log "llama.cpp from $BIN; $REPEATS repeats, $TOKENS decode tokens"
-    local l_tg1 l_tg2 l_pp l_b16
-    l_tg1=$(lb_median -p 0 -n "$TOKENS" -t 1)
-    l_tg2=$(lb_median -p 0 -n "$TOKENS" -t 2)
-    l_pp=$(lb_median -p 128 -n 0 -t 1)
-    l_b16=$(bb_median)
-    local l_rss p_rss
-    l_rss=$(peak_rss_kb "$BIN/llama-bench" -m "$MODEL" -p 0 -n 16 -r 1 -t 1)
-    # piecewise's side may fail on a model it cannot run yet (an
-    # architecture or weight type it does not read): the table then keeps
-    # llama.cpp's figures and says why piecewise has none.
-    log "piecewise bench model (threads 1 and 2)"
-    local pj perr p_err=""
-    pj=$(mktemp)
-    perr=$(mktemp)
-    if ! "$PW_BUILD/piecewise" bench model "$MODEL" --batch 1,16 --threads 1,2 --tokens "$TOKENS" \
-        --repeats "$REPEATS" --json >"$pj" 2>"$perr"; then
-        p_err=$(grep -v '^\s*$' "$perr" | tail -1)
-        p_err=${p_err#piecewise: }
-        [[ -n $p_err ]] || p_err="bench model failed"
-        log "piecewise: $p_err"
-        : >"$pj"
-        p_rss=0
+    [[ -r $MODEL ]] || die "model file $MODEL is not readable"
+    [[ -x $PW_BUILD/piecewise ]] || die "no $PW_BUILD/piecewise: build piecewise first (or set PW_BUILD)"
+    command -v python3 >/dev/null || die "python3 not found (it reads the JSON figures)"
+    [[ -x /usr/bin/time ]] || die "GNU time (/usr/bin/time) not found: it measures peak RSS"
+    local what
+    if [[ $ISA == avx2 ]]; then
+        for f in avx2 fma f16c; do
+            cpu_has "$f" || die "this CPU has no $f: --isa avx2 needs AVX2, FMA and F16C"
+        done
+        PW_ISA=avx2
+        if cpu_has avx512f; then
+            what="AVX2 code on an AVX-512 machine (this CPU has: $(cpu_extras)), not an AVX2-only CPU: caches, clocks and memory are this machine's"
+        else
+            what="AVX2 code on a CPU without AVX-512 (extras: $(cpu_extras))"
+        fi
+        what="llama.cpp avx2 build (AVX-512, AVX-VNNI, AMX off) against piecewise PW_KERNEL_ISA=avx2; $what"
     else
-        # Peak RSS of one request decoding 16 tokens, against llama-bench's
-        # 16-token decode (bench model holds several engines at once).
-        p_rss=$(peak_rss_kb "$PW_BUILD/piecewise" run "$MODEL" -p "Hello" -n 16 --max-seqs 1 \
-            --capture-sizes 1)
+        PW_ISA=auto
+        what="llama.cpp native build against piecewise PW_KERNEL_ISA=auto (both use what the CPU has: $(cpu_extras))"
     fi
-    rm -f "$perr"
-    python3 - "$pj" "$l_tg1" "$l_tg2" "$l_pp" "$l_b16" "$l_rss" "$p_rss" "$BIN" "$p_err" <<'EOF'
-import json, sys
-p_err = sys.argv[9]
-p = {} if p_err else json.load(open(sys.argv[1]))
-l_tg1, l_tg2, l_pp, l_b16 = map(float, sys.argv[2:6])
-l_rss, p_rss = int(sys.argv[6]), int(sys.argv[7])
-scal = {(r["threads"], r["batch"]): r["decode_tok_s"] for r in p.get("thread_scaling", [])}
-full = {r["batch"]: r["decode_tok_s"] for r in p.get("runs", []) if r["mode"] == "full"}
+    WORK=$(mktemp -d)
+    trap 'rm -rf "$WORK"' EXIT
+    P_ERR=""
+    pick_build
+    local start_load start_time
+    start_load=$(loadavg)
+    start_time=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
+    log "llama.cpp from $BIN; $REPEATS rounds, $TOKENS decode tokens, piecewise PW_KERNEL_ISA=$PW_ISA"
+    # tg1's piecewise run also gives the prefill figure: its llama.cpp
+    # partners (tg1 and pp) sit on either side of it, in turn.
+    local r key
+    for ((r = 1; r <= REPEATS; r++)); do
+        log "round $r/$REPEATS (load average $(loadavg))"
+        if ((r % 2)); then
+            l_measure tg1 "$r"; pw_measure tg1 "$r"; l_measure pp "$r"
+            for key in tg2 b16 rss; do l_measure $key "$r"; pw_measure $key "$r"; done
+        else
+            l_measure pp "$r"; pw_measure tg1 "$r"; l_measure tg1 "$r"
+            for key in tg2 b16 rss; do pw_measure $key "$r"; l_measure $key "$r"; done
+        fi
+    done
+    local end_load end_time
+    end_load=$(loadavg)
+    end_time=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
+    echo "model: $MODEL"
+    echo "CPU: $(cpu_model), $(nproc) CPUs"
+    echo "ISA: $what"
+    echo "llama.cpp: $BIN (llama-cpp-python $VERSION sdist)"
+    echo "piecewise: $PW_BUILD/piecewise, PW_KERNEL_ISA=$PW_ISA"
+    echo "start: $start_time, load average $start_load"
+    echo "end:   $end_time, load average $end_load"
+    echo "$REPEATS rounds; each measurement alternates llama.cpp and piecewise, order flipped every round; $TOKENS decode tokens"
+    [[ -z $P_ERR ]] || echo "piecewise: $P_ERR"
+    python3 - "$WORK" <<'PY'
+import os, statistics, sys
+work = sys.argv[1]
+
+def load(name):
+    vals = {}
+    path = os.path.join(work, name)
+    if os.path.exists(path):
+        for line in open(path):
+            r, v = line.split()
+            if v != "-":
+                vals[int(r)] = float(v)
+    return vals
+
 rows = [
-    ("decode batch 1, 1 thread (tok/s)", l_tg1, scal.get((1, 1), full.get(1))),
-    ("decode batch 1, 2 threads (tok/s)", l_tg2, scal.get((2, 1))),
-    ("prefill 128 tokens, 1 thread (tok/s)", l_pp, p.get("prefill_tok_s")),
-    ("decode 16 sequences, 1 thread (tok/s)", l_b16, scal.get((1, 16), full.get(16))),
-    ("peak RSS (MiB, lower is better)", l_rss / 1024, p_rss / 1024 if not p_err else None),
+    ("decode batch 1, 1 thread (tok/s)", "tg1", 1.0),
+    ("decode batch 1, 2 threads (tok/s)", "tg2", 1.0),
+    ("prefill 128 tokens, 1 thread (tok/s)", "pp", 1.0),
+    ("decode 16 sequences, 1 thread (tok/s)", "b16", 1.0),
+    ("peak RSS (MiB, lower is better)", "rss", 1.0 / 1024),
 ]
-print(f"llama.cpp: {sys.argv[8]}")
-if p_err:
-    print(f"piecewise: {p_err}")
-print(f"{'':40s} {'llama.cpp':>10s} {'piecewise':>10s} {'ratio':>7s}")
-for name, l, pw in rows:
-    if pw is None:
-        print(f"{name:40s} {l:10.1f} {'-':>10s}")
-        continue
-    print(f"{name:40s} {l:10.1f} {pw:10.1f} {pw / l:6.2f}x")
-EOF
-    rm -f "$pj"
+head = ("", "llama.cpp", "piecewise", "ratio", "pair median", "pair min-max", "pairs")
+fmt = "| {:37s} | {:>9s} | {:>9s} | {:>6s} | {:>11s} | {:>13s} | {:>5s} |"
+print()
+print("ratio: piecewise median / llama.cpp median; pair: piecewise / llama.cpp within a round")
+print(fmt.format(*head))
+print("|" + "|".join("-" * len(c) for c in fmt.format(*head).split("|")[1:-1]) + "|")
+detail = []
+for name, key, scale in rows:
+    l, p = load("l." + key), load("p." + key)
+    lm = statistics.median(l.values()) * scale if l else None
+    pm = statistics.median(p.values()) * scale if p else None
+    pairs = [p[r] / l[r] for r in sorted(l) if r in p and l[r] > 0]
+    cell = lambda x, f="{:.1f}": f.format(x) if x is not None else "-"
+    ratio = cell(pm / lm if lm and pm is not None else None, "{:.2f}x")
+    pmed = cell(statistics.median(pairs) if pairs else None, "{:.2f}x")
+    span = f"{min(pairs):.2f}-{max(pairs):.2f}x" if pairs else "-"
+    print(fmt.format(name, cell(lm), cell(pm), ratio, pmed, span, str(len(pairs))))
+    rounds = sorted(set(l) | set(p))
+    show = lambda d, r: f"{d[r] * scale:.1f}" if r in d else "-"
+    detail.append(f"  {key:4s} llama.cpp {' '.join(show(l, r) for r in rounds)}"
+                  f" | piecewise {' '.join(show(p, r) for r in rounds)}")
+print()
+print("per round (in order):")
+print("\n".join(detail))
+PY
+}
+
+# Options after the command word: sets ISA, REPEATS, TOKENS and MODEL.
+parse_options() {
+    local cmd=$1
+    shift
+    MODEL=""
+    while (($#)); do
+        case $1 in
+        -h | --help) usage; exit 0 ;;
+        --isa | --repeats | --tokens)
+            (($# >= 2)) || usage_error "$1 needs a value"
+            case $1 in
+            --isa) ISA=$2 ;;
+            --repeats) REPEATS=$2 ;;
+            --tokens) TOKENS=$2 ;;
+            esac
+            shift 2
+            ;;
+        --isa=* | --repeats=* | --tokens=*)
+            local k=${1%%=*} v=${1#*=}
+            case $k in --isa) ISA=$v ;; --repeats) REPEATS=$v ;; --tokens) TOKENS=$v ;; esac
+            shift
+            ;;
+        -*) usage_error "unknown option '$1'" ;;
+        *)
+            [[ $cmd == compare ]] || usage_error "build takes no model ('$1')"
+            [[ -z $MODEL ]] || usage_error "one model only ('$MODEL', then '$1')"
+            MODEL=$1
+            shift
+            ;;
+        esac
+    done
+    [[ $ISA == native || $ISA == avx2 ]] || usage_error "--isa '$ISA': expected native or avx2"
+    if ! [[ $REPEATS =~ ^[1-9][0-9]{0,2}$ ]] || ((REPEATS > 100)); then usage_error "--repeats (or REPEATS) '$REPEATS': expected a whole number from 1 to 100"; fi
+    if ! [[ $TOKENS =~ ^[1-9][0-9]{0,3}$ ]] || ((TOKENS > 4000)); then usage_error "--tokens (or TOKENS) '$TOKENS': expected a whole number from 1 to 4000"; fi
+    [[ $cmd == build || -n $MODEL ]] || usage_error "compare needs a MODEL.gguf"
+}
+
+usage() {
+    cat <<USAGE
+usage: $0 build [--isa native|avx2]
+       $0 compare [--repeats R] [--isa native|avx2] [--tokens N] MODEL.gguf
+       $0 --help
+
+build     fetch llama.cpp (llama-cpp-python $VERSION sdist, PyPI) and build llama-bench,
+          llama-batched-bench and llama-server into $CACHE/<flavour>:
+          native and portable, or avx2 with --isa avx2
+compare   llama.cpp against piecewise on MODEL.gguf: decode batch 1 (1 and 2 threads),
+          prefill 128 tokens, batched decode 16 sequences, peak RSS; R rounds, each
+          measurement alternating the two engines (order flipped every round);
+          per-engine medians, the ratio of medians, the median and min-max of the
+          per-round ratios
+
+options:
+  --repeats R   rounds (default \$REPEATS or 5)
+  --isa ISA     native: llama.cpp native build vs piecewise's best kernels (default)
+                avx2: llama.cpp built AVX2-only (AVX-512, AVX-VNNI, AMX off) vs piecewise
+                PW_KERNEL_ISA=avx2
+  --tokens N    decode tokens per request (default \$TOKENS or 64)
+
+environment: PW_LLAMACPP_CACHE (cache, ~/.cache/piecewise/llamacpp), LLAMACPP_PY_VERSION,
+JOBS (build jobs, 2), PW_BUILD (piecewise build folder, ./build)
+USAGE
 }
 
 case ${1:-} in
-build) build_all ;;
+-h | --help) usage ;;
+build)
+    parse_options "$@"
+    if [[ $ISA == avx2 ]]; then build_avx2; else build_all; fi
+    ;;
 compare)
-    [[ $# -eq 2 ]] || die "usage: $0 compare MODEL.gguf"
-    compare "$2"
+    parse_options "$@"
+    compare
     ;;
-*)
-    echo "usage: $0 build | compare MODEL.gguf" >&2
-    exit 2
-    ;;
+"") usage_error "no command" ;;
+*) usage_error "unknown command '$1'" ;;
 esac
