@@ -63,6 +63,7 @@ typedef struct model_opts {
     int64_t tokens;
     int repeats;
     int json;
+    int lean; /* --lean: FULL decode and prefill only */
 } model_opts;
 
 typedef struct decode_result {
@@ -90,7 +91,7 @@ static void usage(FILE *f) {
             "                             [--tokens %d] [--repeats %d] [--device cpu|cuda] [--json]\n"
             "                             [--graph-cache DIR] [--no-distinct-capture]\n"
             "                             [--memory-budget BYTES] [--capture eager|lazy]\n"
-            "                             [--graph-budget BYTES]\n\n"
+            "                             [--graph-budget BYTES] [--lean]\n\n"
             "Decode tokens/s and ms per step per mode (none, piecewise, full) and batch\n"
             "size (each request: BOS prompt, greedy, --tokens new tokens), prefill tokens/s,\n"
             "capture count and time, and the graph pool's peak over all capture sizes\n"
@@ -101,6 +102,10 @@ static void usage(FILE *f) {
             "cache), the same without distinct-piece capture, and warm: a second engine\n"
             "started from the graph cache the first wrote (in --graph-cache DIR, else in a\n"
             "temporary folder removed afterwards).\n\n"
+            "  --lean                     FULL decode (at every --threads count) and prefill\n"
+            "                             only: no NONE or PIECEWISE decode, no capture-path,\n"
+            "                             forced warm-up or peak measurements (what the peer\n"
+            "                             script compares; a fraction of the time)\n"
             PW_CLI_CAPTURE_HELP
             PW_CLI_GRAPH_CACHE_HELP,
             DEFAULT_TOKENS, DEFAULT_REPEATS);
@@ -163,6 +168,8 @@ static int parse_args(int argc, char **argv, model_opts *o) {
             return 1;
         } else if (strcmp(a, "--json") == 0) {
             o->json = 1;
+        } else if (strcmp(a, "--lean") == 0) {
+            o->lean = 1;
         } else if (i + 1 < argc && strcmp(a, "--batch") == 0) {
             if (!parse_list("--batch", argv[++i], 1, 4096, o->batches, &o->n_batches)) return 2;
         } else if (i + 1 < argc && strcmp(a, "--threads") == 0) {
@@ -598,6 +605,47 @@ static void print_scaling(const model_opts *o, decode_result scaling[MAX_BATCHES
     }
 }
 
+/* --lean: FULL decode at every thread count, then prefill in an engine of
+ * the default configuration, as measure_capture would measure it. */
+static pw_status run_lean(pw_model *m, const model_opts *o,
+                          decode_result scaling[MAX_BATCHES][MAX_BATCHES], capture_result *c) {
+    TRY(measure_scaling(m, o, scaling));
+    pw_engine_config cfg;
+    quiet_config(&cfg);
+    pw_engine *e = NULL;
+    TRY(pw_engine_new(m, &cfg, &e));
+    pw_status s = measure_prefill(e, m, o, c);
+    pw_engine_free(e);
+    return s;
+}
+
+static void print_lean(const model_opts *o, const pw_model_info *in,
+                       decode_result scaling[MAX_BATCHES][MAX_BATCHES], const capture_result *c) {
+    if (o->json) {
+        printf("{\"lean\":true,\"runs\":[");
+        for (int b = 0; b < o->n_batches; b++)
+            printf("%s{\"mode\":\"full\",\"batch\":%" PRId64 ",\"decode_tok_s\":%.1f,"
+                   "\"step_ms\":%.5f,\"decode_tok_s_cpu\":%.1f}",
+                   b ? "," : "", o->batches[b], scaling[0][b].tok_s, scaling[0][b].step_ms,
+                   scaling[0][b].cpu_tok_s);
+        printf("],\"threads\":%d,\"tokens\":%" PRId64 ",\"prefill_tok_s\":%.1f,"
+               "\"thread_scaling\":[",
+               o->threads, o->tokens, c->prefill_tok_s);
+        for (int t = 0; t < o->n_thread_counts; t++)
+            for (int b = 0; b < o->n_batches; b++)
+                printf("%s{\"threads\":%" PRId64 ",\"batch\":%" PRId64 ",\"decode_tok_s\":%.1f}",
+                       t || b ? "," : "", o->thread_counts[t], o->batches[b], scaling[t][b].tok_s);
+        printf("]}\n");
+        return;
+    }
+    printf("model %s: %" PRId64 " layers, dim %" PRId64 ", vocab %" PRId64 "; %" PRId64
+           " tokens per request, median of %d (lean: FULL decode and prefill only)\n",
+           in->name, in->n_layers, in->dim, in->vocab, o->tokens, o->repeats);
+    print_scaling(o, scaling);
+    printf("\nprefill   %" PRId64 "-token prompt, %d thread%s: %.0f tok/s\n", c->prefill_tokens,
+           o->threads, o->threads == 1 ? "" : "s", c->prefill_tok_s);
+}
+
 int pw_bench_model(int argc, char **argv) {
     model_opts o;
     int rc = parse_args(argc, argv, &o);
@@ -615,6 +663,13 @@ int pw_bench_model(int argc, char **argv) {
     }
     decode_result res[MODES][MAX_BATCHES];
     capture_result cap = {0};
+    static decode_result scaling[MAX_BATCHES][MAX_BATCHES];
+    if (o.lean) {
+        s = run_lean(m, &o, scaling, &cap);
+        if (s == PW_OK) print_lean(&o, in, scaling, &cap);
+        pw_model_free(m);
+        return s == PW_OK ? 0 : pw_cli_fail("bench model", s);
+    }
     for (int mi = 0; mi < MODES && s == PW_OK; mi++) {
         pw_engine *e = NULL;
         s = decode_engine(m, &o, bench_modes[mi], &e);
@@ -623,7 +678,6 @@ int pw_bench_model(int argc, char **argv) {
         pw_engine_free(e);
     }
     if (s == PW_OK) s = measure_capture(m, &o, &cap);
-    static decode_result scaling[MAX_BATCHES][MAX_BATCHES];
     if (s == PW_OK && o.n_thread_counts > 1) s = measure_scaling(m, &o, scaling);
     if (s == PW_OK && bench_device == PW_DEVICE_CPU) {
         const char *how;

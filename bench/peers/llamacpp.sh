@@ -255,7 +255,7 @@ rss_once() {
 # not run again (a model it cannot read fails every time).
 pw_bench() {
     [[ -z $P_ERR ]] || return 1
-    if PW_KERNEL_ISA=$PW_ISA "$PW_BUILD/piecewise" bench model "$MODEL" --batch "$1" --threads "$2" \
+    if PW_KERNEL_ISA=$PW_ISA "$PW_BUILD/piecewise" bench model "$MODEL" --batch "$1" --threads "$2" --lean \
         --tokens "$TOKENS" --repeats 1 --json >"$WORK/pw.json" 2>"$WORK/pw.err"; then
         return 0
     fi

@@ -56,6 +56,23 @@ assert c["ms_no_distinct"] > 0 and c["warm_ms"] > 0, c
 assert c["warm_graphs_from_cache"] == c["graphs"], c
 PY
   fi
+  # --lean: FULL decode at every thread count and prefill, nothing else
+  if ! "$bin" bench model "$model" --batch 1,2 --threads 1,2 --tokens 4 --repeats 1 --lean --json >"$tmp/lean" 2>"$tmp/err"; then
+    echo "FAIL: lean run: $(cat "$tmp/err")"; fail=1
+  elif command -v python3 >/dev/null; then
+    python3 - "$tmp/lean" <<'PY' || fail=1
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["lean"] is True and "capture" not in d, d
+assert [(r["mode"], r["batch"]) for r in d["runs"]] == [("full", 1), ("full", 2)], d
+assert [(r["threads"], r["batch"]) for r in d["thread_scaling"]] == [(1, 1), (1, 2), (2, 1), (2, 2)], d
+# the runs are the first thread count's rows
+assert [r["decode_tok_s"] for r in d["runs"]] == [r["decode_tok_s"] for r in d["thread_scaling"][:2]], d
+assert d["prefill_tok_s"] > 0 and all(r["decode_tok_s"] > 0 for r in d["thread_scaling"]), d
+PY
+  fi
+  "$bin" bench model "$model" --batch 1 --tokens 4 --repeats 1 --lean | grep -q "lean: FULL decode and prefill only" \
+    || { echo "FAIL: lean table"; fail=1; }
 else
   echo "stories260K not found: short run skipped"
 fi
