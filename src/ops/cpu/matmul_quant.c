@@ -32,8 +32,9 @@
  * vpmaddwd, vpdpbusd, or C loops; for Q4_0 and Q4_1 from the unsigned
  * nibbles n, starting from the quantizer's fold -8 * (a's lane sum), so
  * sum n a - 8 sum a = sum (n - 8) a; for Q8_0 in the VNNI copies from the
- * unsigned w + 128, starting from 16 times the fold), and the float steps are the same IEEE
- * operations in every copy (fma: the instruction, or C's fmaf), so the
+ * unsigned w + 128, starting from 16 times the fold), and the float steps
+ * are the same IEEE operations in every copy (fma: the instruction, or C's
+ * fmaf), so the
  * portable, AVX2, AVX-VNNI and AVX-512 VNNI copies (matmul_quant_body.h)
  * return the same bits; the tests compare them with each other and with a
  * scalar model of the sequence. The register tiles, the column blocking and
