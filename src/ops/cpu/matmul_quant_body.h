@@ -607,12 +607,22 @@ MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
             const uint8_t *blk0 = w + (2 * pc) * wrow + b * bb, *blk1 = blk0 + wrow;
             _mm_prefetch((const char *)(blk0 + PF_COLS * wrow), _MM_HINT_T0);
             _mm_prefetch((const char *)(blk1 + PF_COLS * wrow), _MM_HINT_T0);
-            mq_wprep p0 = mq_wprep_make(blk0, type), p1 = mq_wprep_make(blk1, type);
-            /* The unsigned operand: Q4's nibbles, Q8_0's w + 128 (one xor
-             * for both columns). */
-            __m512i ws = type == PW_Q8_0
-                             ? _mm512_xor_si512(mq_pair_i(p0.w, p1.w), _mm512_set1_epi8((char)0x80))
-                             : mq_pair_i(p0.u, p1.u);
+            /* The unsigned operand: Q8_0's w + 128 (one xor for both
+             * columns); Q4's nibbles, both columns' 16 bytes unpacked by one
+             * shift and one mask (low nibbles: elements 0-15, high: 16-31). */
+            __m512i ws;
+            if (type == PW_Q8_0) {
+                ws = _mm512_xor_si512(mq_pair_i(_mm256_loadu_si256((const __m256i *)(blk0 + 2)),
+                                                _mm256_loadu_si256((const __m256i *)(blk1 + 2))),
+                                      _mm512_set1_epi8((char)0x80));
+            } else {
+                const int qo = type == PW_Q4_1 ? 4 : 2;
+                __m512i both = mq_pair_i(
+                    _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk0 + qo))),
+                    _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk1 + qo))));
+                both = _mm512_srlv_epi64(both, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4));
+                ws = _mm512_and_si512(both, _mm512_set1_epi8(0x0F));
+            }
             const __m512 dw = _mm512_permutexvar_ps(dix[pc], fv);
 #pragma GCC unroll 8
             for (int r = 0; r < rows; r++) {
