@@ -267,11 +267,11 @@ static void check_quantizer(void) {
             const uint8_t *row = ref + r * PW_K_Q8B_ROW_BYTES(k);
             float d, sum;
             int32_t fold[8], want_fold[8];
-            /* scales, then block sums, then folds, after the rows, block-major */
+            /* scales, then block sums (block-major), then folds (row-major) */
             const uint8_t *scales = ref + rows * PW_K_Q8B_ROW_BYTES(k);
             memcpy(&d, scales + (b * rows + r) * 4, sizeof d);
             memcpy(&sum, scales + (nb * rows + b * rows + r) * 4, sizeof sum);
-            memcpy(fold, scales + 2 * nb * rows * 4 + (b * rows + r) * 32, sizeof fold);
+            memcpy(fold, scales + 2 * nb * rows * 4 + (r * nb + b) * 32, sizeof fold);
             for (int l = 0; l < 8; l++)
                 want_fold[l] = -8 * (q.a[4 * l] + q.a[4 * l + 1] + q.a[4 * l + 2] + q.a[4 * l + 3]);
             model_ok &= memcmp(row + b * QK, q.a, QK) == 0 && memcmp(&d, &q.d, 4) == 0 &&

@@ -232,7 +232,7 @@ void PW_ISA(pw_k_q8b_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows,
         int8_t *q = xq_values(xa + t * PW_K_Q8B_ROW_BYTES(k));
         for (int64_t b = 0; b < nb; b++)
             xq_block(x + t * k + b * QK, q + b * QK, d + b * n_rows + t, NULL,
-                     sums + b * n_rows + t, folds + (b * n_rows + t) * LANES);
+                     sums + b * n_rows + t, folds + (t * nb + b) * LANES);
     }
 }
 
@@ -459,8 +459,9 @@ MQ_INLINE pw_v8f mq_dotf(const mq_wprep *p, mq_act a, mq_fold fold, pw_dtype typ
 /* ---- tiles -------------------------------------------------------------- */
 
 /* A rows x cols block of outputs (rows * cols <= 8) of rows consecutive
- * tokens (xd, xs, xf: their scales, block sums and folds, block-major with
- * n_tokens per block, already at the tile's first token). Always
+ * tokens (xd, xs: their scales and block sums, block-major with n_tokens
+ * per block; xf: their folds, row-major, nb blocks a row; all already at
+ * the tile's first token). Always
  * inlined with constant shapes and type, so each call site is a fully
  * unrolled register tile; unused accumulators stay zero and are never
  * stored. Per block b, row r, column c (matmul_quant.c):
@@ -486,7 +487,7 @@ MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
         for (int r = 0; r < rows; r++) a[r] = mq_act_load(xq[r] + b * QK);
         mq_fold fo[BATCH_TILE_ROWS];
 #pragma GCC unroll 8
-        for (int r = 0; r < rows; r++) fo[r] = mq_fold_load(xf + (b * n_tokens + r) * LANES, type);
+        for (int r = 0; r < rows; r++) fo[r] = mq_fold_load(xf + (r * nb + b) * LANES, type);
         const float *xdb = xd + b * n_tokens;
         _Alignas(32) float f[16];
         mq_col_scales(w + b * bb, wrow, type, cols, f);
@@ -588,7 +589,7 @@ MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
             /* The lane sums start from the row's fold (times 16 for Q8_0,
              * whose unsigned operand is w + 128; mq_wprep). */
             fo[r] = _mm512_broadcast_i64x4(
-                _mm256_loadu_si256((const __m256i *)(xf + (b * n_tokens + r) * LANES)));
+                _mm256_loadu_si256((const __m256i *)(xf + (r * nb + b) * LANES)));
             if (type == PW_Q8_0) fo[r] = _mm512_slli_epi32(fo[r], 4);
             da[r] = _mm512_set1_ps(xd[b * n_tokens + r]);
         }
@@ -699,17 +700,16 @@ MQ_INLINE void mq_typed(float *y, const uint8_t *xa, const uint8_t *w, int64_t n
     const int64_t xrow = PW_K_Q8B_ROW_BYTES(k);
     const float *xd = xq_cscales(xa, n_tokens, k), *xs = xq_csums(xa, n_tokens, k);
     const int32_t *xf = xq_cfolds(xa, n_tokens, k);
+    const int64_t nb = k / QK;
     int64_t t_full = n_tokens / BATCH_TILE_ROWS * BATCH_TILE_ROWS;
     for (int64_t n0 = j0; n0 < j1; n0 += col_block) {
         int64_t n1 = n0 + col_block < j1 ? n0 + col_block : j1;
         for (int64_t t = 0; t < t_full; t += BATCH_TILE_ROWS)
-            mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, xf + t * LANES, n_tokens, w, n,
-                         k, type, bb, n0, n1,
-                         BATCH_TILE_ROWS);
+            mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, xf + t * nb * LANES,
+                         n_tokens, w, n, k, type, bb, n0, n1, BATCH_TILE_ROWS);
         for (int64_t t = t_full; t < n_tokens; t++)
-            mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, xf + t * LANES, n_tokens, w, n,
-                         k, type, bb, n0, n1,
-                         1);
+            mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, xf + t * nb * LANES,
+                         n_tokens, w, n, k, type, bb, n0, n1, 1);
     }
 }
 

@@ -21,12 +21,14 @@
  * values, PW_K_Q8B_ROW_BYTES(k) apart ([nb][32] each); then the scales d
  * [nb][n_rows] (f32); then the block sums s [nb][n_rows] (f32, s[b][t] =
  * d[b][t] * the sum of row t's 32 values of block b); then the folds
- * [nb][n_rows][8] (int32, fold[b][t][l] = -8 * the sum of row t's values
+ * [n_rows][nb][8] (int32, fold[t][b][l] = -8 * the sum of row t's values
  * 4l..4l+3 of block b: the integer lane sums start from it, so that
  * sum (n - 8) a is formed from the unsigned nibbles n, and, times 16,
- * sum w a from the unsigned w + 128). Scales, sums and folds are
- * block-major so that a tile of consecutive rows finds its rows' values
- * for one block side by side.
+ * sum w a from the unsigned w + 128). Scales and sums are block-major so
+ * that a tile of consecutive rows finds its rows' values for one block
+ * side by side; the folds, loaded one row at a time, are row-major (block-
+ * major, a tile's walk over the blocks would step n_rows * 32 bytes, 4 KiB
+ * at 128 rows: every block's folds in the same L1 set).
  *
  * Per row (Q8, read by matmul_kquant.c's Q5_0/Q5_1 tiles): a row of k
  * activations is all its int8 values [nb][32], then its scales d [nb]
