@@ -267,14 +267,15 @@ static void check_quantizer(void) {
             const uint8_t *row = ref + r * PW_K_Q8B_ROW_BYTES(k);
             float d, sum;
             int32_t fold[8], want_fold[8];
-            /* scales, then block sums (block-major), then folds (row-major) */
+            /* per row, each block's values then fold; scales, then block sums
+             * (block-major) after the rows */
             const uint8_t *scales = ref + rows * PW_K_Q8B_ROW_BYTES(k);
             memcpy(&d, scales + (b * rows + r) * 4, sizeof d);
             memcpy(&sum, scales + (nb * rows + b * rows + r) * 4, sizeof sum);
-            memcpy(fold, scales + 2 * nb * rows * 4 + (r * nb + b) * 32, sizeof fold);
+            memcpy(fold, row + b * 2 * QK + QK, sizeof fold);
             for (int l = 0; l < 8; l++)
                 want_fold[l] = -8 * (q.a[4 * l] + q.a[4 * l + 1] + q.a[4 * l + 2] + q.a[4 * l + 3]);
-            model_ok &= memcmp(row + b * QK, q.a, QK) == 0 && memcmp(&d, &q.d, 4) == 0 &&
+            model_ok &= memcmp(row + b * 2 * QK, q.a, QK) == 0 && memcmp(&d, &q.d, 4) == 0 &&
                         memcmp(&sum, &q.s, 4) == 0 && memcmp(fold, want_fold, sizeof fold) == 0;
             const uint8_t *rrow = rref + r * PW_K_Q8_ROW_BYTES(k);
             float rd, sl[8];

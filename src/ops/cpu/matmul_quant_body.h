@@ -135,12 +135,8 @@ MQ_INLINE const float *xq_cscales(const uint8_t *xa, int64_t n_rows, int64_t k) 
 MQ_INLINE const float *xq_csums(const uint8_t *xa, int64_t n_rows, int64_t k) {
     return xq_cscales(xa, n_rows, k) + n_rows * (k / QK);
 }
-MQ_INLINE int32_t *xq_folds(uint8_t *xa, int64_t n_rows, int64_t k) {
-    return (int32_t *)(xq_sums(xa, n_rows, k) + n_rows * (k / QK));
-}
-MQ_INLINE const int32_t *xq_cfolds(const uint8_t *xa, int64_t n_rows, int64_t k) {
-    return (const int32_t *)(xq_csums(xa, n_rows, k) + n_rows * (k / QK));
-}
+/* Block b of a row: its 32 values, then its fold (8 int32). */
+#define XQ_BLOCK_BYTES (2 * QK)
 
 #if MQ_X86
 /* One block: amax, d, values, and the lane sums (sa_l, when sl is not
@@ -227,12 +223,11 @@ MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sl, float *s
 void PW_ISA(pw_k_q8b_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows, int64_t k) {
     const int64_t nb = k / QK;
     float *d = xq_scales(xa, n_rows, k), *sums = xq_sums(xa, n_rows, k);
-    int32_t *folds = xq_folds(xa, n_rows, k);
     for (int64_t t = 0; t < n_rows; t++) {
-        int8_t *q = xq_values(xa + t * PW_K_Q8B_ROW_BYTES(k));
+        uint8_t *row = xa + t * PW_K_Q8B_ROW_BYTES(k);
         for (int64_t b = 0; b < nb; b++)
-            xq_block(x + t * k + b * QK, q + b * QK, d + b * n_rows + t, NULL,
-                     sums + b * n_rows + t, folds + (t * nb + b) * LANES);
+            xq_block(x + t * k + b * QK, xq_values(row + b * XQ_BLOCK_BYTES), d + b * n_rows + t,
+                     NULL, sums + b * n_rows + t, (int32_t *)(row + b * XQ_BLOCK_BYTES + QK));
     }
 }
 
@@ -460,8 +455,8 @@ MQ_INLINE pw_v8f mq_dotf(const mq_wprep *p, mq_act a, mq_fold fold, pw_dtype typ
 
 /* A rows x cols block of outputs (rows * cols <= 8) of rows consecutive
  * tokens (xd, xs: their scales and block sums, block-major with n_tokens
- * per block; xf: their folds, row-major, nb blocks a row; all already at
- * the tile's first token). Always
+ * per block, already at the tile's first token; each row's values and
+ * folds side by side per block, xa's layout). Always
  * inlined with constant shapes and type, so each call site is a fully
  * unrolled register tile; unused accumulators stay zero and are never
  * stored. Per block b, row r, column c (matmul_quant.c):
@@ -472,7 +467,7 @@ MQ_INLINE pw_v8f mq_dotf(const mq_wprep *p, mq_act a, mq_fold fold, pw_dtype typ
  * each pair's product back with a broadcast load (a load port, not the
  * shuffle port a register broadcast would take). */
 MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, const float *xd,
-                       const float *xs, const int32_t *xf, int64_t n_tokens, const uint8_t *w,
+                       const float *xs, int64_t n_tokens, const uint8_t *w,
                        int64_t wrow, int64_t nb, pw_dtype type, int64_t bb, int rows, int cols) {
     pw_v8f acc[8];
 #pragma GCC unroll 8
@@ -484,10 +479,11 @@ MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
     for (int64_t b = 0; b < nb; b++) {
         mq_act a[BATCH_TILE_ROWS];
 #pragma GCC unroll 8
-        for (int r = 0; r < rows; r++) a[r] = mq_act_load(xq[r] + b * QK);
+        for (int r = 0; r < rows; r++) a[r] = mq_act_load(xq[r] + b * XQ_BLOCK_BYTES);
         mq_fold fo[BATCH_TILE_ROWS];
 #pragma GCC unroll 8
-        for (int r = 0; r < rows; r++) fo[r] = mq_fold_load(xf + (r * nb + b) * LANES, type);
+        for (int r = 0; r < rows; r++)
+            fo[r] = mq_fold_load((const int32_t *)(xq[r] + b * XQ_BLOCK_BYTES + QK), type);
         const float *xdb = xd + b * n_tokens;
         _Alignas(32) float f[16];
         mq_col_scales(w + b * bb, wrow, type, cols, f);
@@ -558,8 +554,7 @@ MQ_INLINE __m512i mq_pair_i(__m256i lo, __m256i hi) {
 }
 
 MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow,
-                             const float *xd, const float *xs, const int32_t *xf,
-                             int64_t n_tokens, const uint8_t *w, int64_t wrow, int64_t nb,
+                             const float *xd, const float *xs, int64_t n_tokens, const uint8_t *w, int64_t wrow, int64_t nb,
                              pw_dtype type, int64_t bb, int rows, int cols) {
     assert(rows == 4 && cols <= 4);
     __m512 acc[TILE_ACCS / 2];
@@ -585,11 +580,12 @@ MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
         __m512 da[BATCH_TILE_ROWS];
 #pragma GCC unroll 8
         for (int r = 0; r < rows; r++) {
-            a[r] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xq[r] + b * QK)));
+            const int8_t *blk = xq[r] + b * XQ_BLOCK_BYTES;
+            a[r] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)blk));
             /* The lane sums start from the row's fold (times 16 for Q8_0,
              * whose unsigned operand is w + 128; mq_wprep). */
             fo[r] = _mm512_broadcast_i64x4(
-                _mm256_loadu_si256((const __m256i *)(xf + (r * nb + b) * LANES)));
+                _mm256_loadu_si256((const __m256i *)(blk + QK)));
             if (type == PW_Q8_0) fo[r] = _mm512_slli_epi32(fo[r], 4);
             da[r] = _mm512_set1_ps(xd[b * n_tokens + r]);
         }
@@ -657,18 +653,18 @@ MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
 }
 #define MQ_TILE(rows, cols)                                                                    \
     ((rows) > 1 && (cols) % 2 == 0                                                             \
-         ? mq_tile_pairs(y + j, n, xa, xrow, xd, xs, xf, n_tokens, w + j * wrow, wrow, nb, type, \
+         ? mq_tile_pairs(y + j, n, xa, xrow, xd, xs, n_tokens, w + j * wrow, wrow, nb, type, \
                          bb, rows, cols)                                                       \
-         : mq_tile(y + j, n, xa, xrow, xd, xs, xf, n_tokens, w + j * wrow, wrow, nb, type, bb,   \
+         : mq_tile(y + j, n, xa, xrow, xd, xs, n_tokens, w + j * wrow, wrow, nb, type, bb,   \
                    rows, cols))
 #else
 #define MQ_TILE(rows, cols)                                                                    \
-    mq_tile(y + j, n, xa, xrow, xd, xs, xf, n_tokens, w + j * wrow, wrow, nb, type, bb, rows, cols)
+    mq_tile(y + j, n, xa, xrow, xd, xs, n_tokens, w + j * wrow, wrow, nb, type, bb, rows, cols)
 #endif
 
-/* Rows [t, t + rows) (xa, y, xd, xs and xf already at row t), columns [j0, j1). */
+/* Rows [t, t + rows) (xa, y, xd and xs already at row t), columns [j0, j1). */
 MQ_INLINE void mq_row_block(float *y, const uint8_t *xa, const float *xd, const float *xs,
-                            const int32_t *xf, int64_t n_tokens,
+                            int64_t n_tokens,
                             const uint8_t *w, int64_t n, int64_t k, pw_dtype type, int64_t bb,
                             int64_t j0, int64_t j1, int rows) {
     const int64_t nb = k / QK, wrow = nb * bb, xrow = PW_K_Q8B_ROW_BYTES(k);
@@ -699,17 +695,15 @@ MQ_INLINE void mq_typed(float *y, const uint8_t *xa, const uint8_t *w, int64_t n
                                           : col_block / ROW_TILE_COLS * ROW_TILE_COLS;
     const int64_t xrow = PW_K_Q8B_ROW_BYTES(k);
     const float *xd = xq_cscales(xa, n_tokens, k), *xs = xq_csums(xa, n_tokens, k);
-    const int32_t *xf = xq_cfolds(xa, n_tokens, k);
-    const int64_t nb = k / QK;
     int64_t t_full = n_tokens / BATCH_TILE_ROWS * BATCH_TILE_ROWS;
     for (int64_t n0 = j0; n0 < j1; n0 += col_block) {
         int64_t n1 = n0 + col_block < j1 ? n0 + col_block : j1;
         for (int64_t t = 0; t < t_full; t += BATCH_TILE_ROWS)
-            mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, xf + t * nb * LANES,
-                         n_tokens, w, n, k, type, bb, n0, n1, BATCH_TILE_ROWS);
+            mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, n_tokens, w, n, k, type, bb,
+                         n0, n1, BATCH_TILE_ROWS);
         for (int64_t t = t_full; t < n_tokens; t++)
-            mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, xf + t * nb * LANES,
-                         n_tokens, w, n, k, type, bb, n0, n1, 1);
+            mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, n_tokens, w, n, k, type, bb,
+                         n0, n1, 1);
     }
 }
 
