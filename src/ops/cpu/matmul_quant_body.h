@@ -49,13 +49,20 @@
 /* Register tiles: rows (tokens) x columns (outputs). A batch tile unpacks
  * each weight block once for all its rows; the 1-row tile (leftover rows,
  * decode at T = 1) loads each activation block once for its 8 columns.
- * AVX-512 has 32 vector registers, so its batch tile is twice as wide. */
+ * AVX-512 has 32 vector registers, so its batch tiles are bigger: 8 x 2
+ * (then 4 x 4 for 4-7 leftover rows). */
 #if defined(PW_ISA_AVX512VNNI_COPY)
 #define BATCH_TILE_ROWS 4
 #define BATCH_TILE_COLS 4
+/* 8 rows x 2 columns: each column pair's unpacking and scales shared by 8
+ * rows instead of 4 (8 accumulators, 8 activation vectors). */
+#define WIDE_TILE_ROWS 8
+#define WIDE_TILE_COLS 2
+#define MAX_TILE_ROWS 8
 #else
 #define BATCH_TILE_ROWS 4
 #define BATCH_TILE_COLS 2
+#define MAX_TILE_ROWS 4
 #endif
 #define ROW_TILE_COLS 8
 #define TILE_ACCS 16
@@ -327,6 +334,7 @@ MQ_INLINE pw_v8f mq_min_m(const float *f, int rows, int cols) {
                                    _mm256_permutevar8x32_ps(v, ix));
 }
 MQ_INLINE pw_v8f mq_min_s(const float *s, int rows) {
+    if (rows == 8) return (pw_v8f)_mm256_loadu_ps(s);
     if (rows == 4) return (pw_v8f)_mm256_broadcast_ps((const __m128 *)s);
     assert(rows == 1);
     return (pw_v8f)_mm256_broadcast_ss(s);
@@ -473,14 +481,14 @@ MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
 #pragma GCC unroll 8
     for (int e = 0; e < 8; e++) acc[e] = pw_v8_splat(0.0f);
     pw_v8f mn = pw_v8_splat(0.0f);
-    const int8_t *xq[BATCH_TILE_ROWS];
+    const int8_t *xq[MAX_TILE_ROWS];
 #pragma GCC unroll 8
     for (int r = 0; r < rows; r++) xq[r] = xq_cvalues(xa + r * xrow);
     for (int64_t b = 0; b < nb; b++) {
-        mq_act a[BATCH_TILE_ROWS];
+        mq_act a[MAX_TILE_ROWS];
 #pragma GCC unroll 8
         for (int r = 0; r < rows; r++) a[r] = mq_act_load(xq[r] + b * XQ_BLOCK_BYTES);
-        mq_fold fo[BATCH_TILE_ROWS];
+        mq_fold fo[MAX_TILE_ROWS];
 #pragma GCC unroll 8
         for (int r = 0; r < rows; r++)
             fo[r] = mq_fold_load((const int32_t *)(xq[r] + b * XQ_BLOCK_BYTES + QK), type);
@@ -497,7 +505,7 @@ MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
         const float *ds = dsv;
         __asm__("" : "+r"(ds));
 #else
-        pw_v8f da[BATCH_TILE_ROWS];
+        pw_v8f da[MAX_TILE_ROWS];
         for (int r = 0; r < rows; r++) da[r] = pw_v8_splat(xdb[r]);
 #endif
         if (type == PW_Q4_1)
@@ -544,11 +552,11 @@ MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
  * c's 8 accumulator lanes, lanes 8-15 column c + 1's, so every lane runs
  * exactly the operations of the 256-bit code (vpdpbusd, vcvtdq2ps, the
  * scale product and the fused multiply-adds are lane-wise), with half the
- * instructions. cols is even; used for the 4 x 4 batch tile (the 1-row
- * tile gains nothing from it: its vector inserts cost what the pairing
- * saves). Q4_1's minimum term for the 16 (r, c) is one 512-bit fma per
- * block (lane c * 4 + r), its factors a permute of the tile's converted
- * scales and a 128-bit broadcast of the 4 rows' block sums. */
+ * instructions. cols is even; used for the 8 x 2 and 4 x 4 batch tiles
+ * (the 1-row tile gains nothing from it: its vector inserts cost what the
+ * pairing saves). Q4_1's minimum term for the 16 (r, c) is one 512-bit fma
+ * per block (lane c * rows + r), its factors a permute of the tile's
+ * converted scales and a broadcast of the rows' block sums. */
 MQ_INLINE __m512i mq_pair_i(__m256i lo, __m256i hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
@@ -556,12 +564,12 @@ MQ_INLINE __m512i mq_pair_i(__m256i lo, __m256i hi) {
 MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow,
                              const float *xd, const float *xs, int64_t n_tokens, const uint8_t *w, int64_t wrow, int64_t nb,
                              pw_dtype type, int64_t bb, int rows, int cols) {
-    assert(rows == 4 && cols <= 4);
+    assert((rows == 4 && cols <= 4) || (rows == 8 && cols <= 2));
     __m512 acc[TILE_ACCS / 2];
     for (int e = 0; e < TILE_ACCS / 2; e++) acc[e] = _mm512_setzero_ps();
     __m512 mn = _mm512_setzero_ps(); /* lane c * 4 + r: Q4_1's minimum term */
     const int pairs = cols / 2;
-    const int8_t *xq[BATCH_TILE_ROWS];
+    const int8_t *xq[MAX_TILE_ROWS];
 #pragma GCC unroll 8
     for (int r = 0; r < rows; r++) xq[r] = xq_cvalues(xa + r * xrow);
     /* From the (d, m) pairs of mq_col_scales: each column pair's d in its
@@ -576,19 +584,11 @@ MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
                                           MQ_MLANE(8), MQ_MLANE(9), MQ_MLANE(10), MQ_MLANE(11),
                                           MQ_MLANE(12), MQ_MLANE(13), MQ_MLANE(14), MQ_MLANE(15));
     for (int64_t b = 0; b < nb; b++) {
-        __m512i a[BATCH_TILE_ROWS], fo[BATCH_TILE_ROWS];
-        __m512 da[BATCH_TILE_ROWS];
+        __m512i a[MAX_TILE_ROWS];
 #pragma GCC unroll 8
-        for (int r = 0; r < rows; r++) {
-            const int8_t *blk = xq[r] + b * XQ_BLOCK_BYTES;
-            a[r] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)blk));
-            /* The lane sums start from the row's fold (times 16 for Q8_0,
-             * whose unsigned operand is w + 128; mq_wprep). */
-            fo[r] = _mm512_broadcast_i64x4(
-                _mm256_loadu_si256((const __m256i *)(blk + QK)));
-            if (type == PW_Q8_0) fo[r] = _mm512_slli_epi32(fo[r], 4);
-            da[r] = _mm512_set1_ps(xd[b * n_tokens + r]);
-        }
+        for (int r = 0; r < rows; r++)
+            a[r] = _mm512_broadcast_i64x4(
+                _mm256_loadu_si256((const __m256i *)(xq[r] + b * XQ_BLOCK_BYTES)));
         _Alignas(32) float f[16];
         mq_col_scales(w + b * bb, wrow, type, cols, f);
         const __m512 fv = _mm512_castps256_ps512(_mm256_load_ps(f));
@@ -597,7 +597,9 @@ MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
                 _mm512_set1_ps(8.0f),
                 _mm512_permutexvar_ps(_mm512_sub_epi32(mix, _mm512_set1_epi32(1)), fv),
                 _mm512_permutexvar_ps(mix, fv)); /* m + 8 d */
-            mn = _mm512_fmadd_ps(mc, _mm512_broadcast_f32x4(_mm_loadu_ps(xs + b * n_tokens)), mn);
+            const __m512 sv = rows == 8 ? _mm512_broadcast_f32x8(_mm256_loadu_ps(xs + b * n_tokens))
+                                        : _mm512_broadcast_f32x4(_mm_loadu_ps(xs + b * n_tokens));
+            mn = _mm512_fmadd_ps(mc, sv, mn);
         }
 #pragma GCC unroll 8
         for (int pc = 0; pc < pairs; pc++) {
@@ -623,9 +625,15 @@ MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
             const __m512 dw = _mm512_permutexvar_ps(dix[pc], fv);
 #pragma GCC unroll 8
             for (int r = 0; r < rows; r++) {
-                __m512i dot = _mm512_dpbusd_epi32(fo[r], ws, a[r]);
+                /* The lane sums start from the row's fold (times 16 for
+                 * Q8_0, whose unsigned operand is w + 128; mq_wprep),
+                 * loaded where used: a load, not a register copy. */
+                __m512i fo = _mm512_broadcast_i64x4(
+                    _mm256_loadu_si256((const __m256i *)(xq[r] + b * XQ_BLOCK_BYTES + QK)));
+                if (type == PW_Q8_0) fo = _mm512_slli_epi32(fo, 4);
+                __m512i dot = _mm512_dpbusd_epi32(fo, ws, a[r]);
                 __m512 pf = _mm512_cvtepi32_ps(dot);
-                __m512 ds = _mm512_mul_ps(dw, da[r]);
+                __m512 ds = _mm512_mul_ps(dw, _mm512_set1_ps(xd[b * n_tokens + r]));
                 acc[r * pairs + pc] = _mm512_fmadd_ps(ds, pf, acc[r * pairs + pc]);
             }
         }
@@ -669,6 +677,13 @@ MQ_INLINE void mq_row_block(float *y, const uint8_t *xa, const float *xd, const 
                             int64_t j0, int64_t j1, int rows) {
     const int64_t nb = k / QK, wrow = nb * bb, xrow = PW_K_Q8B_ROW_BYTES(k);
     int64_t j = j0;
+#ifdef WIDE_TILE_ROWS
+    if (rows == WIDE_TILE_ROWS) {
+        for (; j + WIDE_TILE_COLS <= j1; j += WIDE_TILE_COLS) MQ_TILE(WIDE_TILE_ROWS, WIDE_TILE_COLS);
+        for (; j < j1; j++) MQ_TILE(WIDE_TILE_ROWS, 1);
+        return;
+    }
+#endif
     if (rows == BATCH_TILE_ROWS) {
         for (; j + BATCH_TILE_COLS <= j1; j += BATCH_TILE_COLS)
             MQ_TILE(BATCH_TILE_ROWS, BATCH_TILE_COLS);
@@ -695,13 +710,18 @@ MQ_INLINE void mq_typed(float *y, const uint8_t *xa, const uint8_t *w, int64_t n
                                           : col_block / ROW_TILE_COLS * ROW_TILE_COLS;
     const int64_t xrow = PW_K_Q8B_ROW_BYTES(k);
     const float *xd = xq_cscales(xa, n_tokens, k), *xs = xq_csums(xa, n_tokens, k);
-    int64_t t_full = n_tokens / BATCH_TILE_ROWS * BATCH_TILE_ROWS;
     for (int64_t n0 = j0; n0 < j1; n0 += col_block) {
         int64_t n1 = n0 + col_block < j1 ? n0 + col_block : j1;
-        for (int64_t t = 0; t < t_full; t += BATCH_TILE_ROWS)
+        int64_t t = 0;
+#ifdef WIDE_TILE_ROWS
+        for (; t + WIDE_TILE_ROWS <= n_tokens; t += WIDE_TILE_ROWS)
+            mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, n_tokens, w, n, k, type, bb,
+                         n0, n1, WIDE_TILE_ROWS);
+#endif
+        for (; t + BATCH_TILE_ROWS <= n_tokens; t += BATCH_TILE_ROWS)
             mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, n_tokens, w, n, k, type, bb,
                          n0, n1, BATCH_TILE_ROWS);
-        for (int64_t t = t_full; t < n_tokens; t++)
+        for (; t < n_tokens; t++)
             mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, n_tokens, w, n, k, type, bb,
                          n0, n1, 1);
     }
