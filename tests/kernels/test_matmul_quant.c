@@ -155,11 +155,10 @@ static float *run(pw_dtype type, const float *x, const uint8_t *w, int64_t t, in
     return y;
 }
 
-/* Odd shapes reach every tile and tail path: T mod 4, N mod 8, several
- * blocks. */
-static void check_reference(pw_dtype type, int64_t t, int64_t n, int64_t k) {
-    float *x = kt_random((size_t)(t * k));
-    uint8_t *w = random_blocks(type, n, k);
+/* The product of x[t][k] and w (n rows of blocks of `type`) against the
+ * double reference, the scalar model and every copy. */
+static void check_product(pw_dtype type, int64_t t, int64_t n, int64_t k, const float *x,
+                          const uint8_t *w) {
     float *wf = malloc((size_t)(n * k) * sizeof *wf);
     dequant(type, w, wf, n * k);
     float *y = run(type, x, w, t, n, k);
@@ -207,13 +206,44 @@ static void check_reference(pw_dtype type, int64_t t, int64_t n, int64_t k) {
         free(yi);
     }
     CHECK(isas_ok);
-    free(x), free(w), free(wf), free(y);
+    free(wf), free(y);
+}
+
+/* Odd shapes reach every tile and tail path: T mod 4, N mod 8, several
+ * blocks. */
+static void check_reference(pw_dtype type, int64_t t, int64_t n, int64_t k) {
+    float *x = kt_random((size_t)(t * k));
+    uint8_t *w = random_blocks(type, n, k);
+    check_product(type, t, n, k, x, w);
+    free(x), free(w);
+}
+
+/* The integer sums at their extremes: weight bytes all 0x80 (Q8_0: -128,
+ * whose w + 128 is 0 and |w| 128; Q4: nibbles 0 and 8) or all 0xFF (Q8_0:
+ * -1; Q4: nibble 15), against activations at +-127 in every lane, so
+ * the folds and the unsigned operands reach their largest magnitudes. */
+static void check_extremes(pw_dtype type) {
+    const int64_t t = 6, n = 10, k = 96, bb = pw_dtype_block_bytes(type);
+    float *x = malloc((size_t)(t * k) * sizeof *x);
+    for (int64_t i = 0; i < t * k; i++) {
+        int64_t row = i / k;
+        x[i] = row % 3 == 0 ? 1.0f : row % 3 == 1 ? -1.0f : (i % 2 ? 2.0f : -2.0f);
+    }
+    uint8_t *w = malloc((size_t)(n * (k / QK) * bb));
+    for (int64_t b = 0; b < n * (k / QK); b++) {
+        uint8_t *blk = w + b * bb;
+        memset(blk, (b / (k / QK)) % 2 ? 0xFF : 0x80, (size_t)bb);
+        put_half(blk, 0x3C00);                         /* d = 1 */
+        if (type == PW_Q4_1) put_half(blk + 2, 0xC000); /* m = -2 */
+    }
+    check_product(type, t, n, k, x, w);
+    free(x), free(w);
 }
 
 /* The quantizer copies give the same bytes, including zero, tiny and huge
  * blocks and values that round to ties, in both layouts
- * (matmul_quant_isa.h): block-major with block sums (this product), per
- * row with lane sums (matmul_kquant.c's Q5_0 / Q5_1). */
+ * (matmul_quant_isa.h): block-major with block sums and folds (this
+ * product), per row with lane sums (matmul_kquant.c's Q5_0 / Q5_1). */
 static void check_quantizer(void) {
     const int64_t k = 8 * QK, rows = 3, nb = k / QK;
     float *x = kt_random((size_t)(rows * k));
@@ -236,12 +266,17 @@ static void check_quantizer(void) {
             quantize_block(x + r * k + b * QK, &q);
             const uint8_t *row = ref + r * PW_K_Q8B_ROW_BYTES(k);
             float d, sum;
-            /* scales, then block sums, after the rows, block-major */
+            int32_t fold[8], want_fold[8];
+            /* per row, each block's values then fold; scales, then block sums
+             * (block-major) after the rows */
             const uint8_t *scales = ref + rows * PW_K_Q8B_ROW_BYTES(k);
             memcpy(&d, scales + (b * rows + r) * 4, sizeof d);
             memcpy(&sum, scales + (nb * rows + b * rows + r) * 4, sizeof sum);
-            model_ok &= memcmp(row + b * QK, q.a, QK) == 0 && memcmp(&d, &q.d, 4) == 0 &&
-                        memcmp(&sum, &q.s, 4) == 0;
+            memcpy(fold, row + b * 2 * QK + QK, sizeof fold);
+            for (int l = 0; l < 8; l++)
+                want_fold[l] = -8 * (q.a[4 * l] + q.a[4 * l + 1] + q.a[4 * l + 2] + q.a[4 * l + 3]);
+            model_ok &= memcmp(row + b * 2 * QK, q.a, QK) == 0 && memcmp(&d, &q.d, 4) == 0 &&
+                        memcmp(&sum, &q.s, 4) == 0 && memcmp(fold, want_fold, sizeof fold) == 0;
             const uint8_t *rrow = rref + r * PW_K_Q8_ROW_BYTES(k);
             float rd, sl[8];
             memcpy(&rd, rrow + k + b * 4, sizeof rd);
@@ -285,7 +320,7 @@ static void check_out_of_memory(void) {
     CHECK(kt_bitwise_equal(chunked, whole, (size_t)(t * n) * sizeof *whole));
     free(x), free(w), free(chunked), free(whole);
 
-    /* 1024 blocks: 40,960 bytes a row, past the stack buffer; 12 rows are
+    /* 1024 blocks: 73,728 bytes a row, past the stack buffer; 12 rows are
      * more than the buffer grew to above. */
     const int64_t big_k = 32768, big_t = 12;
     x = kt_random((size_t)(big_t * big_k));
@@ -418,6 +453,7 @@ int main(void) {
                                             {17, 6, 128}};
         for (size_t s = 0; s < KT_LEN(shapes); s++)
             check_reference(types[i], shapes[s][0], shapes[s][1], shapes[s][2]);
+        check_extremes(types[i]);
         check_invariance(types[i], 23, 128, 100 + i);
         check_threads(types[i]);
         check_embedding(types[i]);

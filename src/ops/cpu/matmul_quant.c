@@ -29,8 +29,12 @@
  * d_w * d_a products in one multiply (the same rounding per pair).
  *
  * The integer lane sums are exact whatever forms them (vpmaddubsw +
- * vpmaddwd, vpdpbusd, or C loops), and the float steps are the same IEEE
- * operations in every copy (fma: the instruction, or C's fmaf), so the
+ * vpmaddwd, vpdpbusd, or C loops; for Q4_0 and Q4_1 from the unsigned
+ * nibbles n, starting from the quantizer's fold -8 * (a's lane sum), so
+ * sum n a - 8 sum a = sum (n - 8) a; for Q8_0 in the VNNI copies from the
+ * unsigned w + 128, starting from 16 times the fold), and the float steps
+ * are the same IEEE operations in every copy (fma: the instruction, or C's
+ * fmaf), so the
  * portable, AVX2, AVX-VNNI and AVX-512 VNNI copies (matmul_quant_body.h)
  * return the same bits; the tests compare them with each other and with a
  * scalar model of the sequence. The register tiles, the column blocking and
@@ -163,7 +167,7 @@ void pw_k_matmul_quant_with(pw_k_int8_isa level, float *y, const float *x, const
     }
     assert(pw_k_quant_supported(type) && k % QK == 0);
     int8_copy c = copy_for(level);
-    const size_t row = (size_t)PW_K_Q8B_BYTES(1, k); /* a row's share, its block sums too */
+    const size_t row = (size_t)PW_K_Q8B_BYTES(1, k); /* a row's share: scales, sums, folds */
     uint8_t *xa = pw_k_act_scratch(row * (size_t)n_tokens);
     if (xa) {
         c.quantize(xa, x, n_tokens, k);

@@ -49,19 +49,28 @@
 /* Register tiles: rows (tokens) x columns (outputs). A batch tile unpacks
  * each weight block once for all its rows; the 1-row tile (leftover rows,
  * decode at T = 1) loads each activation block once for its 8 columns.
- * AVX-512 has 32 vector registers, so its batch tile is twice as wide. */
+ * AVX-512 has 32 vector registers, so its batch tiles are bigger: 8 x 2
+ * (then 4 x 4 for 4-7 leftover rows). */
 #if defined(PW_ISA_AVX512VNNI_COPY)
 #define BATCH_TILE_ROWS 4
 #define BATCH_TILE_COLS 4
+/* 8 rows x 2 columns: each column pair's unpacking and scales shared by 8
+ * rows instead of 4 (8 accumulators, 8 activation vectors). */
+#define WIDE_TILE_ROWS 8
+#define WIDE_TILE_COLS 2
+#define MAX_TILE_ROWS 8
 #else
 #define BATCH_TILE_ROWS 4
 #define BATCH_TILE_COLS 2
+#define MAX_TILE_ROWS 4
 #endif
 #define ROW_TILE_COLS 8
 #define TILE_ACCS 16
 /* Columns processed together so their weight rows stay in L2 while every
  * row tile of the activations streams past them. */
 #define COL_BLOCK_BYTES (128 * 1024)
+/* How far ahead (in columns) the batch tiles prefetch the weights. */
+#define PF_COLS 16
 
 MQ_INLINE pw_v8f mq_loadf(const float *p) {
     pw_v8f v;
@@ -133,12 +142,16 @@ MQ_INLINE const float *xq_cscales(const uint8_t *xa, int64_t n_rows, int64_t k) 
 MQ_INLINE const float *xq_csums(const uint8_t *xa, int64_t n_rows, int64_t k) {
     return xq_cscales(xa, n_rows, k) + n_rows * (k / QK);
 }
+/* Block b of a row: its 32 values, then its fold (8 int32). */
+#define XQ_BLOCK_BYTES (2 * QK)
 
 #if MQ_X86
 /* One block: amax, d, values, and the lane sums (sa_l, when sl is not
- * NULL) or the block sum (*sb, when sb is not NULL), exactly as the
+ * NULL) or the block sum (*sb, when sb is not NULL) and the folds
+ * (fl[l] = -8 * the integer lane sum, when fl is not NULL), exactly as the
  * portable copy. */
-MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sl, float *sb) {
+MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sl, float *sb,
+                        int32_t *fl) {
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
     __m256 v[4];
     for (int g = 0; g < 4; g++) v[g] = _mm256_loadu_ps(x + g * LANES);
@@ -162,6 +175,9 @@ MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sl, float *s
     __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), b),
                                   _mm256_set1_epi16(1));
     if (sl) _mm256_storeu_ps(sl, _mm256_mul_ps(_mm256_set1_ps(dv), _mm256_cvtepi32_ps(s)));
+    if (fl)
+        _mm256_storeu_si256((__m256i *)fl,
+                            _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(s, 3)));
     if (sb) {
         __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
         s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
@@ -171,7 +187,8 @@ MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sl, float *s
     *d = dv;
 }
 #else
-MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sl, float *sb) {
+MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sl, float *sb,
+                        int32_t *fl) {
     float m[LANES], a[QK];
     for (int j = 0; j < QK; j++) {
         uint32_t bits;
@@ -198,6 +215,9 @@ MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sl, float *s
     if (sl)
         for (int l = 0; l < LANES; l++)
             sl[l] = dv * (float)(q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3]);
+    if (fl)
+        for (int l = 0; l < LANES; l++)
+            fl[l] = -8 * (q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3]);
     if (sb) {
         int s = 0;
         for (int j = 0; j < QK; j++) s += q[j];
@@ -211,10 +231,10 @@ void PW_ISA(pw_k_q8b_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows,
     const int64_t nb = k / QK;
     float *d = xq_scales(xa, n_rows, k), *sums = xq_sums(xa, n_rows, k);
     for (int64_t t = 0; t < n_rows; t++) {
-        int8_t *q = xq_values(xa + t * PW_K_Q8B_ROW_BYTES(k));
+        uint8_t *row = xa + t * PW_K_Q8B_ROW_BYTES(k);
         for (int64_t b = 0; b < nb; b++)
-            xq_block(x + t * k + b * QK, q + b * QK, d + b * n_rows + t, NULL,
-                     sums + b * n_rows + t);
+            xq_block(x + t * k + b * QK, xq_values(row + b * XQ_BLOCK_BYTES), d + b * n_rows + t,
+                     NULL, sums + b * n_rows + t, (int32_t *)(row + b * XQ_BLOCK_BYTES + QK));
     }
 }
 
@@ -227,36 +247,52 @@ void PW_ISA(pw_k_q8_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows, 
         int8_t *q = (int8_t *)row;
         float *d = (float *)(row + nb * QK), *sl = (float *)(row + nb * (QK + 4));
         for (int64_t b = 0; b < nb; b++)
-            xq_block(x + t * k + b * QK, q + b * QK, d + b, sl + b * LANES, NULL);
+            xq_block(x + t * k + b * QK, q + b * QK, d + b, sl + b * LANES, NULL, NULL);
     }
 }
 
 /* ---- integer dot products ---------------------------------------------- */
 
-/* A weight block's 32 integer values in element order (Q8_0: the int8
- * values; Q4_0 and Q4_1: nibble - 8), prepared for the dot
- * product: u the unsigned operand |w|. */
+/* A weight block's 32 values in element order, prepared for the dot
+ * product with the activations a (signed) as the second operand: u is the
+ * unsigned operand. Q4_0 and Q4_1: u = w = the nibbles n, and the lane
+ * sums start from the row's fold (-8 * the lane sums of a), so they are
+ * sum (n - 8) a, the centred integers, at the unsigned cost. Q8_0: w the
+ * int8 values; the VNNI copies take u = w + 128 (w xor 0x80) and start
+ * from 16 * fold = -128 * the lane sums of a, so they are sum w a; AVX2
+ * takes u = |w| against a with w's sign (vpsignb), since vpmaddubsw would
+ * saturate on (w + 128) a. */
 #if MQ_X86
 typedef struct mq_wprep {
     __m256i u, w;
 } mq_wprep;
 typedef __m256i mq_act;
+typedef __m256i mq_fold;
 
 MQ_INLINE mq_act mq_act_load(const int8_t *q) { return _mm256_loadu_si256((const __m256i *)q); }
+
+/* A row's fold for one block as the lane sums' starting value (above). */
+MQ_INLINE mq_fold mq_fold_load(const int32_t *f, pw_dtype type) {
+    __m256i v = _mm256_loadu_si256((const __m256i *)f);
+    return type == PW_Q8_0 ? _mm256_slli_epi32(v, 4) : v;
+}
 
 MQ_INLINE mq_wprep mq_wprep_make(const uint8_t *blk, pw_dtype type) {
     mq_wprep p;
     if (type == PW_Q8_0) {
         p.w = _mm256_loadu_si256((const __m256i *)(blk + 2));
+#if defined(PW_ISA_AVXVNNI_COPY) || defined(PW_ISA_AVX512VNNI_COPY)
+        p.u = _mm256_xor_si256(p.w, _mm256_set1_epi8((char)0x80));
+#else
+        p.u = _mm256_abs_epi8(p.w);
+#endif
     } else {
         /* Low nibbles are elements 0-15, high nibbles 16-31. */
         const uint8_t *qs = blk + (type == PW_Q4_1 ? 4 : 2);
         __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
         both = _mm256_srlv_epi64(both, _mm256_setr_epi64x(0, 0, 4, 4));
-        p.w = _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
-        p.w = _mm256_sub_epi8(p.w, _mm256_set1_epi8(8)); /* Q4_1 centred too */
+        p.w = p.u = _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
     }
-    p.u = _mm256_abs_epi8(p.w);
     return p;
 }
 
@@ -298,6 +334,7 @@ MQ_INLINE pw_v8f mq_min_m(const float *f, int rows, int cols) {
                                    _mm256_permutevar8x32_ps(v, ix));
 }
 MQ_INLINE pw_v8f mq_min_s(const float *s, int rows) {
+    if (rows == 8) return (pw_v8f)_mm256_loadu_ps(s);
     if (rows == 4) return (pw_v8f)_mm256_broadcast_ps((const __m128 *)s);
     assert(rows == 1);
     return (pw_v8f)_mm256_broadcast_ss(s);
@@ -322,24 +359,36 @@ MQ_INLINE __m256 mq_scale_products(const float *f, const float *da, int rows, in
     return _mm256_mul_ps(d, (__m256)mq_min_s(da, rows));
 }
 
-/* Lane l: sum of u_j * s_j over j = 4l..4l+3, exact (no saturation: |u|
- * <= 128 and |s| <= 127, so a vpmaddubsw pair stays within 32512). */
-MQ_INLINE __m256i mq_dot_us(__m256i u, __m256i s) {
+/* Lane l: start_l + the sum of u_j * s_j over j = 4l..4l+3, exact (no
+ * saturation: u <= 255 and |s| <= 127 in the VNNI copies, whose products
+ * are summed in 32 bits; in AVX2's vpmaddubsw pairs u <= 128, so a pair
+ * stays within 32512). */
+MQ_INLINE __m256i mq_dot_us(__m256i start, __m256i u, __m256i s) {
 #if defined(PW_ISA_AVX512VNNI_COPY)
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+    return _mm256_dpbusd_epi32(start, u, s);
 #elif defined(PW_ISA_AVXVNNI_COPY)
-    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s);
+    return _mm256_dpbusd_avx_epi32(start, u, s);
 #else
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+    return _mm256_add_epi32(start,
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
 #endif
 }
 
-/* The 8 lane sums p_l = sum_{j=4l}^{4l+3} w_j * a_j as floats (exact). For
- * signed weights, |w| times a with w's sign (vpsignb; a != -128). */
-MQ_INLINE pw_v8f mq_dotf(const mq_wprep *p, mq_act a, pw_dtype type) {
-    (void)type;
-    __m256i s = _mm256_sign_epi8(a, p->w);
-    return (pw_v8f)_mm256_cvtepi32_ps(mq_dot_us(p->u, s));
+/* The 8 lane sums p_l = sum_{j=4l}^{4l+3} w_j * a_j as floats (exact), w
+ * the sequence's integers (Q4: n - 8), from the preparations above. */
+MQ_INLINE pw_v8f mq_dotf(const mq_wprep *p, mq_act a, mq_fold fold, pw_dtype type) {
+    __m256i lanes;
+    if (type != PW_Q8_0)
+        lanes = mq_dot_us(fold, p->u, a);
+#if defined(PW_ISA_AVXVNNI_COPY) || defined(PW_ISA_AVX512VNNI_COPY)
+    else
+        lanes = mq_dot_us(fold, p->u, a); /* fold: already times 16 */
+#else
+    else /* |w| against a with w's sign (a != -128) */
+        lanes = _mm256_madd_epi16(_mm256_maddubs_epi16(p->u, _mm256_sign_epi8(a, p->w)),
+                                  _mm256_set1_epi16(1));
+#endif
+    return (pw_v8f)_mm256_cvtepi32_ps(lanes);
 }
 #else
 typedef struct mq_wprep {
@@ -348,11 +397,21 @@ typedef struct mq_wprep {
 typedef struct mq_act {
     int8_t q[QK];
 } mq_act;
+typedef struct mq_fold {
+    int32_t f[LANES];
+} mq_fold;
 
 MQ_INLINE mq_act mq_act_load(const int8_t *q) {
     mq_act a;
     memcpy(a.q, q, QK);
     return a;
+}
+
+MQ_INLINE mq_fold mq_fold_load(const int32_t *f, pw_dtype type) {
+    (void)type;
+    mq_fold v;
+    memcpy(v.f, f, sizeof v.f);
+    return v;
 }
 
 MQ_INLINE mq_wprep mq_wprep_make(const uint8_t *blk, pw_dtype type) {
@@ -361,10 +420,9 @@ MQ_INLINE mq_wprep mq_wprep_make(const uint8_t *blk, pw_dtype type) {
         memcpy(p.w, blk + 2, QK);
     } else {
         const uint8_t *qs = blk + (type == PW_Q4_1 ? 4 : 2);
-        int off = 8; /* Q4_0, and Q4_1 centred */
-        for (int j = 0; j < QK / 2; j++) {
-            p.w[j] = (int8_t)((qs[j] & 0x0F) - off);
-            p.w[j + QK / 2] = (int8_t)((qs[j] >> 4) - off);
+        for (int j = 0; j < QK / 2; j++) { /* the nibbles: the fold centres them */
+            p.w[j] = (int8_t)(qs[j] & 0x0F);
+            p.w[j + QK / 2] = (int8_t)(qs[j] >> 4);
         }
     }
     return p;
@@ -390,11 +448,10 @@ MQ_INLINE pw_v8f mq_min_s(const float *s, int rows) {
     return v;
 }
 
-MQ_INLINE pw_v8f mq_dotf(const mq_wprep *p, mq_act a, pw_dtype type) {
-    (void)type;
+MQ_INLINE pw_v8f mq_dotf(const mq_wprep *p, mq_act a, mq_fold fold, pw_dtype type) {
     pw_v8f r;
     for (int l = 0; l < LANES; l++) {
-        int s = 0;
+        int s = type == PW_Q8_0 ? 0 : fold.f[l]; /* Q4: sum n a - 8 sum a */
         for (int j = 4 * l; j < 4 * l + 4; j++) s += p->w[j] * a.q[j];
         r[l] = (float)s;
     }
@@ -406,7 +463,8 @@ MQ_INLINE pw_v8f mq_dotf(const mq_wprep *p, mq_act a, pw_dtype type) {
 
 /* A rows x cols block of outputs (rows * cols <= 8) of rows consecutive
  * tokens (xd, xs: their scales and block sums, block-major with n_tokens
- * per block, already at the tile's first token). Always
+ * per block, already at the tile's first token; each row's values and
+ * folds side by side per block, xa's layout). Always
  * inlined with constant shapes and type, so each call site is a fully
  * unrolled register tile; unused accumulators stay zero and are never
  * stored. Per block b, row r, column c (matmul_quant.c):
@@ -417,19 +475,23 @@ MQ_INLINE pw_v8f mq_dotf(const mq_wprep *p, mq_act a, pw_dtype type) {
  * each pair's product back with a broadcast load (a load port, not the
  * shuffle port a register broadcast would take). */
 MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, const float *xd,
-                       const float *xs, int64_t n_tokens, const uint8_t *w, int64_t wrow, int64_t nb,
-                       pw_dtype type, int64_t bb, int rows, int cols) {
+                       const float *xs, int64_t n_tokens, const uint8_t *w,
+                       int64_t wrow, int64_t nb, pw_dtype type, int64_t bb, int rows, int cols) {
     pw_v8f acc[8];
 #pragma GCC unroll 8
     for (int e = 0; e < 8; e++) acc[e] = pw_v8_splat(0.0f);
     pw_v8f mn = pw_v8_splat(0.0f);
-    const int8_t *xq[BATCH_TILE_ROWS];
+    const int8_t *xq[MAX_TILE_ROWS];
 #pragma GCC unroll 8
     for (int r = 0; r < rows; r++) xq[r] = xq_cvalues(xa + r * xrow);
     for (int64_t b = 0; b < nb; b++) {
-        mq_act a[BATCH_TILE_ROWS];
+        mq_act a[MAX_TILE_ROWS];
 #pragma GCC unroll 8
-        for (int r = 0; r < rows; r++) a[r] = mq_act_load(xq[r] + b * QK);
+        for (int r = 0; r < rows; r++) a[r] = mq_act_load(xq[r] + b * XQ_BLOCK_BYTES);
+        mq_fold fo[MAX_TILE_ROWS];
+#pragma GCC unroll 8
+        for (int r = 0; r < rows; r++)
+            fo[r] = mq_fold_load((const int32_t *)(xq[r] + b * XQ_BLOCK_BYTES + QK), type);
         const float *xdb = xd + b * n_tokens;
         _Alignas(32) float f[16];
         mq_col_scales(w + b * bb, wrow, type, cols, f);
@@ -443,7 +505,7 @@ MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
         const float *ds = dsv;
         __asm__("" : "+r"(ds));
 #else
-        pw_v8f da[BATCH_TILE_ROWS];
+        pw_v8f da[MAX_TILE_ROWS];
         for (int r = 0; r < rows; r++) da[r] = pw_v8_splat(xdb[r]);
 #endif
         if (type == PW_Q4_1)
@@ -453,8 +515,11 @@ MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
             const uint8_t *blk = w + c * wrow + b * bb;
 #if MQ_X86
             /* Decode streams the weights from memory once per token: ask for
-             * the same block of the next tile's column ahead of time. */
-            if (rows == 1) _mm_prefetch((const char *)(blk + cols * wrow), _MM_HINT_T0);
+             * the same block of the next tile's column ahead of time. The
+             * batch tiles ask PF_COLS columns ahead (a large product, as the
+             * LM head, streams its weights from memory on the first row
+             * tile of a column block). */
+            _mm_prefetch((const char *)(blk + (rows == 1 ? cols : PF_COLS) * wrow), _MM_HINT_T0);
 #endif
             mq_wprep p = mq_wprep_make(blk, type);
 #if !MQ_X86
@@ -462,7 +527,7 @@ MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
 #endif
 #pragma GCC unroll 8
             for (int r = 0; r < rows; r++) {
-                pw_v8f pf = mq_dotf(&p, a[r], type);
+                pw_v8f pf = mq_dotf(&p, a[r], fo[r], type);
 #if MQ_X86
                 pw_v8f s = (pw_v8f)_mm256_broadcast_ss(&ds[c * rows + r]);
 #else
@@ -487,25 +552,24 @@ MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
  * c's 8 accumulator lanes, lanes 8-15 column c + 1's, so every lane runs
  * exactly the operations of the 256-bit code (vpdpbusd, vcvtdq2ps, the
  * scale product and the fused multiply-adds are lane-wise), with half the
- * instructions. cols is even; used for the 4 x 4 batch tile (the 1-row
- * tile gains nothing from it: its vector inserts cost what the pairing
- * saves). Q4_1's minimum term for the 16 (r, c) is one 512-bit fma per
- * block (lane c * 4 + r), its factors a permute of the tile's converted
- * scales and a 128-bit broadcast of the 4 rows' block sums. */
+ * instructions. cols is even; used for the 8 x 2 and 4 x 4 batch tiles
+ * (the 1-row tile gains nothing from it: its vector inserts cost what the
+ * pairing saves). Q4_1's minimum term for the 16 (r, c) is one 512-bit fma
+ * per block (lane c * rows + r), its factors a permute of the tile's
+ * converted scales and a broadcast of the rows' block sums. */
 MQ_INLINE __m512i mq_pair_i(__m256i lo, __m256i hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
 MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow,
-                             const float *xd, const float *xs, int64_t n_tokens,
-                             const uint8_t *w, int64_t wrow,
-                             int64_t nb, pw_dtype type, int64_t bb, int rows, int cols) {
-    assert(rows == 4 && cols <= 4);
+                             const float *xd, const float *xs, int64_t n_tokens, const uint8_t *w, int64_t wrow, int64_t nb,
+                             pw_dtype type, int64_t bb, int rows, int cols) {
+    assert((rows == 4 && cols <= 4) || (rows == 8 && cols <= 2));
     __m512 acc[TILE_ACCS / 2];
     for (int e = 0; e < TILE_ACCS / 2; e++) acc[e] = _mm512_setzero_ps();
     __m512 mn = _mm512_setzero_ps(); /* lane c * 4 + r: Q4_1's minimum term */
     const int pairs = cols / 2;
-    const int8_t *xq[BATCH_TILE_ROWS];
+    const int8_t *xq[MAX_TILE_ROWS];
 #pragma GCC unroll 8
     for (int r = 0; r < rows; r++) xq[r] = xq_cvalues(xa + r * xrow);
     /* From the (d, m) pairs of mq_col_scales: each column pair's d in its
@@ -520,15 +584,11 @@ MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
                                           MQ_MLANE(8), MQ_MLANE(9), MQ_MLANE(10), MQ_MLANE(11),
                                           MQ_MLANE(12), MQ_MLANE(13), MQ_MLANE(14), MQ_MLANE(15));
     for (int64_t b = 0; b < nb; b++) {
-        __m512i a[BATCH_TILE_ROWS];
-        __m512 da[BATCH_TILE_ROWS];
+        __m512i a[MAX_TILE_ROWS];
 #pragma GCC unroll 8
-        for (int r = 0; r < rows; r++) {
-            a[r] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xq[r] + b * QK)));
-            /* Signed weights: a + 128 as the unsigned operand (below). */
-            a[r] = _mm512_xor_si512(a[r], _mm512_set1_epi8((char)0x80));
-            da[r] = _mm512_set1_ps(xd[b * n_tokens + r]);
-        }
+        for (int r = 0; r < rows; r++)
+            a[r] = _mm512_broadcast_i64x4(
+                _mm256_loadu_si256((const __m256i *)(xq[r] + b * XQ_BLOCK_BYTES)));
         _Alignas(32) float f[16];
         mq_col_scales(w + b * bb, wrow, type, cols, f);
         const __m512 fv = _mm512_castps256_ps512(_mm256_load_ps(f));
@@ -537,29 +597,43 @@ MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
                 _mm512_set1_ps(8.0f),
                 _mm512_permutexvar_ps(_mm512_sub_epi32(mix, _mm512_set1_epi32(1)), fv),
                 _mm512_permutexvar_ps(mix, fv)); /* m + 8 d */
-            mn = _mm512_fmadd_ps(mc, _mm512_broadcast_f32x4(_mm_loadu_ps(xs + b * n_tokens)), mn);
+            const __m512 sv = rows == 8 ? _mm512_broadcast_f32x8(_mm256_loadu_ps(xs + b * n_tokens))
+                                        : _mm512_broadcast_f32x4(_mm_loadu_ps(xs + b * n_tokens));
+            mn = _mm512_fmadd_ps(mc, sv, mn);
         }
 #pragma GCC unroll 8
         for (int pc = 0; pc < pairs; pc++) {
             const uint8_t *blk0 = w + (2 * pc) * wrow + b * bb, *blk1 = blk0 + wrow;
-            if (rows == 1) {
-                _mm_prefetch((const char *)(blk0 + cols * wrow), _MM_HINT_T0);
-                _mm_prefetch((const char *)(blk1 + cols * wrow), _MM_HINT_T0);
+            _mm_prefetch((const char *)(blk0 + PF_COLS * wrow), _MM_HINT_T0);
+            _mm_prefetch((const char *)(blk1 + PF_COLS * wrow), _MM_HINT_T0);
+            /* The unsigned operand: Q8_0's w + 128 (one xor for both
+             * columns); Q4's nibbles, both columns' 16 bytes unpacked by one
+             * shift and one mask (low nibbles: elements 0-15, high: 16-31). */
+            __m512i ws;
+            if (type == PW_Q8_0) {
+                ws = _mm512_xor_si512(mq_pair_i(_mm256_loadu_si256((const __m256i *)(blk0 + 2)),
+                                                _mm256_loadu_si256((const __m256i *)(blk1 + 2))),
+                                      _mm512_set1_epi8((char)0x80));
+            } else {
+                const int qo = type == PW_Q4_1 ? 4 : 2;
+                __m512i both = mq_pair_i(
+                    _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk0 + qo))),
+                    _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk1 + qo))));
+                both = _mm512_srlv_epi64(both, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4));
+                ws = _mm512_and_si512(both, _mm512_set1_epi8(0x0F));
             }
-            mq_wprep p0 = mq_wprep_make(blk0, type), p1 = mq_wprep_make(blk1, type);
-            __m512i ws = mq_pair_i(p0.w, p1.w);
-            /* For signed weights the dot product is (a + 128) . w - 128 sum(w):
-             * vpdpbusd starts from -128 * (lane sums of w), one product per
-             * column pair shared by every row instead of a sign per row. */
-            __m512i corr = _mm512_setzero_si512();
-            corr = _mm512_sub_epi32(corr, _mm512_dpbusd_epi32(_mm512_setzero_si512(),
-                                                                  _mm512_set1_epi8((char)0x80), ws));
             const __m512 dw = _mm512_permutexvar_ps(dix[pc], fv);
 #pragma GCC unroll 8
             for (int r = 0; r < rows; r++) {
-                __m512i dot = _mm512_dpbusd_epi32(corr, a[r], ws);
+                /* The lane sums start from the row's fold (times 16 for
+                 * Q8_0, whose unsigned operand is w + 128; mq_wprep),
+                 * loaded where used: a load, not a register copy. */
+                __m512i fo = _mm512_broadcast_i64x4(
+                    _mm256_loadu_si256((const __m256i *)(xq[r] + b * XQ_BLOCK_BYTES + QK)));
+                if (type == PW_Q8_0) fo = _mm512_slli_epi32(fo, 4);
+                __m512i dot = _mm512_dpbusd_epi32(fo, ws, a[r]);
                 __m512 pf = _mm512_cvtepi32_ps(dot);
-                __m512 ds = _mm512_mul_ps(dw, da[r]);
+                __m512 ds = _mm512_mul_ps(dw, _mm512_set1_ps(xd[b * n_tokens + r]));
                 acc[r * pairs + pc] = _mm512_fmadd_ps(ds, pf, acc[r * pairs + pc]);
             }
         }
@@ -587,22 +661,29 @@ MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
 }
 #define MQ_TILE(rows, cols)                                                                    \
     ((rows) > 1 && (cols) % 2 == 0                                                             \
-         ? mq_tile_pairs(y + j, n, xa, xrow, xd, xs, n_tokens, w + j * wrow, wrow, nb, type, bb,   \
-                         rows, cols)                                                           \
-         : mq_tile(y + j, n, xa, xrow, xd, xs, n_tokens, w + j * wrow, wrow, nb, type, bb, rows,   \
-                   cols))
+         ? mq_tile_pairs(y + j, n, xa, xrow, xd, xs, n_tokens, w + j * wrow, wrow, nb, type, \
+                         bb, rows, cols)                                                       \
+         : mq_tile(y + j, n, xa, xrow, xd, xs, n_tokens, w + j * wrow, wrow, nb, type, bb,   \
+                   rows, cols))
 #else
 #define MQ_TILE(rows, cols)                                                                    \
     mq_tile(y + j, n, xa, xrow, xd, xs, n_tokens, w + j * wrow, wrow, nb, type, bb, rows, cols)
 #endif
 
-/* Rows [t, t + rows) (xa, y and xs already at row t), columns [j0, j1). */
+/* Rows [t, t + rows) (xa, y, xd and xs already at row t), columns [j0, j1). */
 MQ_INLINE void mq_row_block(float *y, const uint8_t *xa, const float *xd, const float *xs,
                             int64_t n_tokens,
                             const uint8_t *w, int64_t n, int64_t k, pw_dtype type, int64_t bb,
                             int64_t j0, int64_t j1, int rows) {
     const int64_t nb = k / QK, wrow = nb * bb, xrow = PW_K_Q8B_ROW_BYTES(k);
     int64_t j = j0;
+#ifdef WIDE_TILE_ROWS
+    if (rows == WIDE_TILE_ROWS) {
+        for (; j + WIDE_TILE_COLS <= j1; j += WIDE_TILE_COLS) MQ_TILE(WIDE_TILE_ROWS, WIDE_TILE_COLS);
+        for (; j < j1; j++) MQ_TILE(WIDE_TILE_ROWS, 1);
+        return;
+    }
+#endif
     if (rows == BATCH_TILE_ROWS) {
         for (; j + BATCH_TILE_COLS <= j1; j += BATCH_TILE_COLS)
             MQ_TILE(BATCH_TILE_ROWS, BATCH_TILE_COLS);
@@ -629,15 +710,20 @@ MQ_INLINE void mq_typed(float *y, const uint8_t *xa, const uint8_t *w, int64_t n
                                           : col_block / ROW_TILE_COLS * ROW_TILE_COLS;
     const int64_t xrow = PW_K_Q8B_ROW_BYTES(k);
     const float *xd = xq_cscales(xa, n_tokens, k), *xs = xq_csums(xa, n_tokens, k);
-    int64_t t_full = n_tokens / BATCH_TILE_ROWS * BATCH_TILE_ROWS;
     for (int64_t n0 = j0; n0 < j1; n0 += col_block) {
         int64_t n1 = n0 + col_block < j1 ? n0 + col_block : j1;
-        for (int64_t t = 0; t < t_full; t += BATCH_TILE_ROWS)
-            mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, n_tokens, w, n, k, type, bb, n0, n1,
-                         BATCH_TILE_ROWS);
-        for (int64_t t = t_full; t < n_tokens; t++)
-            mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, n_tokens, w, n, k, type, bb, n0, n1,
-                         1);
+        int64_t t = 0;
+#ifdef WIDE_TILE_ROWS
+        for (; t + WIDE_TILE_ROWS <= n_tokens; t += WIDE_TILE_ROWS)
+            mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, n_tokens, w, n, k, type, bb,
+                         n0, n1, WIDE_TILE_ROWS);
+#endif
+        for (; t + BATCH_TILE_ROWS <= n_tokens; t += BATCH_TILE_ROWS)
+            mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, n_tokens, w, n, k, type, bb,
+                         n0, n1, BATCH_TILE_ROWS);
+        for (; t < n_tokens; t++)
+            mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, n_tokens, w, n, k, type, bb,
+                         n0, n1, 1);
     }
 }
 

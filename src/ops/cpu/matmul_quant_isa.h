@@ -17,19 +17,23 @@
  * "Integer dot products"), the same int8 values and scales in two layouts.
  *
  * Block-major (Q8B, the Q8_0/Q4_0/Q4_1 product here): for n_rows rows of k
- * activations (nb = k/32 blocks each) the buffer holds the rows' int8
- * values, PW_K_Q8B_ROW_BYTES(k) apart ([nb][32] each); then the scales d
- * [nb][n_rows] (f32); then the block sums s [nb][n_rows] (f32, s[b][t] =
- * d[b][t] * the sum of row t's 32 values of block b). Scales and sums are
- * block-major so that a tile of consecutive rows finds its rows' values
- * for one block side by side.
+ * activations (nb = k/32 blocks each) the buffer holds the rows,
+ * PW_K_Q8B_ROW_BYTES(k) apart, each block's 32 int8 values followed by its
+ * fold (8 int32, fold[l] = -8 * the sum of values 4l..4l+3: the integer
+ * lane sums start from it, so that sum (n - 8) a is formed from the
+ * unsigned nibbles n, and, times 16, sum w a from the unsigned w + 128;
+ * side by side with the values so that a tile addresses both from one
+ * register per row); then the scales d [nb][n_rows] (f32); then the block
+ * sums s [nb][n_rows] (f32, s[b][t] = d[b][t] * the sum of row t's 32
+ * values of block b). Scales and sums are block-major so that a tile of
+ * consecutive rows finds its rows' values for one block side by side.
  *
  * Per row (Q8, read by matmul_kquant.c's Q5_0/Q5_1 tiles): a row of k
  * activations is all its int8 values [nb][32], then its scales d [nb]
  * (f32), then its lane sums sa [nb][8] (f32, sa[l] = d * sum of values
  * 4l..4l+3), rows PW_K_Q8_ROW_BYTES(k) apart. */
-#define PW_K_Q8B_ROW_BYTES(k) (k)
-#define PW_K_Q8B_BYTES(n_rows, k) ((n_rows) * ((k) / 32 * (32 + 4 + 4)))
+#define PW_K_Q8B_ROW_BYTES(k) ((k) / 32 * (32 + 32))
+#define PW_K_Q8B_BYTES(n_rows, k) ((n_rows) * ((k) / 32 * (32 + 4 + 4 + 32)))
 #define PW_K_Q8_ROW_BYTES(k) ((k) / 32 * (32 + 4 + 32))
 
 /* Quantizes rows [0, n_rows) of x[n_rows][k] (k % 32 == 0) into xa, in one
