@@ -112,6 +112,24 @@ void pw_k_q8k_quantize_rows(uint8_t *xa, const float *x, int64_t n_rows, int64_t
     }
 }
 
+/* Q5_0's activation rows: the Q8 rows with -16 * (a_4l + ... + a_4l+3),
+ * int32, in lane-sum slot l of each block, where the Q5_0 panels fold the
+ * weights' offset of 16 (matmul_kquant_body.h). */
+static void q5_0_offsets(uint8_t *xa, int64_t n_rows, int64_t k) {
+    const int64_t nb = k / KQ_QK;
+    for (int64_t t = 0; t < n_rows; t++) {
+        uint8_t *row = xa + t * PW_K_Q8_ROW_BYTES(k);
+        const int8_t *q = (const int8_t *)row;
+        uint8_t *sums = row + nb * (KQ_QK + 4);
+        for (int64_t b = 0; b < nb; b++)
+            for (int l = 0; l < KQ_LANES; l++) {
+                const int8_t *v = q + b * KQ_QK + 4 * l;
+                int32_t s = -16 * (v[0] + v[1] + v[2] + v[3]);
+                memcpy(sums + (b * KQ_LANES + l) * sizeof(float), &s, sizeof s);
+            }
+    }
+}
+
 /* ---- the copies ------------------------------------------------------------ */
 
 typedef void (*quantize_fn)(uint8_t *xa, const float *x, int64_t n_rows, int64_t k);
@@ -187,6 +205,7 @@ void pw_k_matmul_kquant_with(pw_k_int8_isa level, float *y, const float *x, cons
     uint8_t *xa = pw_k_act_scratch(row * (size_t)n_tokens);
     if (xa) {
         c.quantize(xa, x, n_tokens, k);
+        if (type == PW_Q5_0) q5_0_offsets(xa, n_tokens, k);
         kqdot(c, y, xa, w, type, n_tokens, n, k);
         return;
     }
@@ -205,6 +224,7 @@ void pw_k_matmul_kquant_with(pw_k_int8_isa level, float *y, const float *x, cons
     for (int64_t t = 0; t < n_tokens; t += step) {
         int64_t rows = n_tokens - t < step ? n_tokens - t : step;
         c.quantize(stack, x + t * k, rows, k);
+        if (type == PW_Q5_0) q5_0_offsets(stack, rows, k);
         kqdot(c, y + t * n, stack, w, type, rows, n, k);
     }
 }

@@ -769,6 +769,207 @@ KQ_INLINE void q5_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
          : q5_tile(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols))
 #endif
 
+/* ---- Q5_0: one column per vector lane --------------------------------- */
+
+/* Q5_0 for batches, the sequence above (8 lanes per output, lane l the
+ * elements 4l..4l+3 of a block) with the vectors' lanes across 16
+ * (AVX-512) or 8 columns instead of across one output's lanes: each of an
+ * output's lanes is its own vector, so one vpdpbusd forms lane l of 16
+ * columns, one conversion and one fma accumulate it, and the final lane
+ * tree is 7 lane-wise vector adds. This needs no shuffles per block and
+ * row, and one scale product per block and row for all 16 columns.
+ *
+ * The weights of 16 columns are unpacked once per call into a panel,
+ * dword l of column c (the unsigned 5-bit values q of elements 4l..4l+3)
+ * at w[b][l][c], so that a vector of 16 columns' dwords is one load; every
+ * row of the batch then runs over the panel. The unsigned q (0..31) is the
+ * operand of vpdpbusd / vpmaddubsw that must be unsigned; the -16 offset
+ * is folded in through the activations' lane sums: p_l = q . a - 16 S_l,
+ * S_l = a_4l + ... + a_4l+3, which matmul_kquant.c stores as -16 S_l
+ * (int32) in the lane-sum slots of the Q5_0 activation rows (the Q5_0
+ * product reads no float lane sums). Rows of more than Q5P_MAX_BLOCKS
+ * blocks go through q5_tile (the same integers and float steps). */
+#define Q5P_COLS 16       /* columns per panel */
+#define Q5P_MAX_BLOCKS 64 /* blocks per panel: 36 KiB on the stack, K <= 2048 */
+
+typedef struct q5p_panel {
+    uint32_t w[Q5P_MAX_BLOCKS][8][Q5P_COLS];
+    float d[Q5P_MAX_BLOCKS][Q5P_COLS];
+} q5p_panel;
+
+/* -16 S_l of block b of a Q5_0 activation row (see above). */
+KQ_INLINE int32_t q5p_offset(const uint8_t *row, int64_t nb, int64_t b, int l) {
+    int32_t v;
+    memcpy(&v, qx_sums(row, nb) + b * KQ_LANES + l, sizeof v);
+    return v;
+}
+
+#if KQ_X86
+/* The 32 unsigned 5-bit values of a Q5_0 block in element order. */
+KQ_INLINE __m256i q5p_unpack(const uint8_t *blk) {
+    __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + 6)));
+    both = _mm256_srlv_epi64(both, _mm256_setr_epi64x(0, 0, 4, 4));
+    __m256i nib = _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+#if defined(PW_ISA_AVX512VNNI_COPY)
+    /* bit j of qh is byte j's mask bit */
+    return _mm256_mask_add_epi8(nib, (__mmask32)kq_u32(blk + 2), nib, _mm256_set1_epi8(0x10));
+#else
+    __m256i qh = _mm256_set1_epi32((int)kq_u32(blk + 2));
+    qh = _mm256_shuffle_epi8(qh, _mm256_setr_epi64x(0, 0x0101010101010101LL,
+                                                    0x0202020202020202LL,
+                                                    0x0303030303030303LL));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit);
+    return _mm256_or_si256(nib, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+#endif
+}
+
+/* 8 vectors of 8 dwords (rows: columns) to 8 of 8 (rows: dword index),
+ * each stored `stride` dwords apart from dst. */
+KQ_INLINE void kq_transpose8_store(const __m256i r[8], uint32_t *dst, int stride) {
+    __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
+    __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
+    __m256i t4 = _mm256_unpacklo_epi32(r[4], r[5]), t5 = _mm256_unpackhi_epi32(r[4], r[5]);
+    __m256i t6 = _mm256_unpacklo_epi32(r[6], r[7]), t7 = _mm256_unpackhi_epi32(r[6], r[7]);
+    /* u0: dword 0 of columns 0-3 | dword 4 of columns 0-3, u1: 1 | 5, ... */
+    __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+    __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+    __m256i v0 = _mm256_unpacklo_epi64(t4, t6), v1 = _mm256_unpackhi_epi64(t4, t6);
+    __m256i v2 = _mm256_unpacklo_epi64(t5, t7), v3 = _mm256_unpackhi_epi64(t5, t7);
+    _mm256_store_si256((__m256i *)(dst + 0 * stride), _mm256_permute2x128_si256(u0, v0, 0x20));
+    _mm256_store_si256((__m256i *)(dst + 1 * stride), _mm256_permute2x128_si256(u1, v1, 0x20));
+    _mm256_store_si256((__m256i *)(dst + 2 * stride), _mm256_permute2x128_si256(u2, v2, 0x20));
+    _mm256_store_si256((__m256i *)(dst + 3 * stride), _mm256_permute2x128_si256(u3, v3, 0x20));
+    _mm256_store_si256((__m256i *)(dst + 4 * stride), _mm256_permute2x128_si256(u0, v0, 0x31));
+    _mm256_store_si256((__m256i *)(dst + 5 * stride), _mm256_permute2x128_si256(u1, v1, 0x31));
+    _mm256_store_si256((__m256i *)(dst + 6 * stride), _mm256_permute2x128_si256(u2, v2, 0x31));
+    _mm256_store_si256((__m256i *)(dst + 7 * stride), _mm256_permute2x128_si256(u3, v3, 0x31));
+}
+
+/* Columns c0..c0+7 (cols of them real, the rest zero) of every block into
+ * the panel: each column's 8 dwords, then an 8 x 8 dword transpose. */
+KQ_INLINE void q5p_pack8(q5p_panel *p, const uint8_t *w, int64_t wrow, int64_t nb, int c0,
+                         int cols) {
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i r[8];
+        for (int c = 0; c < 8; c++) {
+            if (c < cols) {
+                const uint8_t *blk = w + (c0 + c) * wrow + b * KQ_Q5_0_BYTES;
+                r[c] = q5p_unpack(blk);
+                p->d[b][c0 + c] = kq_half(blk);
+            } else {
+                r[c] = _mm256_setzero_si256();
+                p->d[b][c0 + c] = 0.0f;
+            }
+        }
+        kq_transpose8_store(r, &p->w[b][0][c0], Q5P_COLS);
+    }
+}
+
+KQ_INLINE int32_t q5p_dword(const int8_t *q) {
+    int32_t v;
+    memcpy(&v, q, sizeof v);
+    return v;
+}
+
+#if defined(PW_ISA_AVX512VNNI_COPY)
+#define Q5P_VLANES 16
+#define Q5P_TILE_ROWS 1
+typedef __m512i q5p_vi;
+typedef __m512 q5p_vf;
+#define Q5P_DOT4(s, w, a) _mm512_dpbusd_epi32(s, w, a)
+#define Q5P_LOADI(p) _mm512_load_si512(p)
+#define Q5P_SET1(v) _mm512_set1_epi32(v)
+#define Q5P_LOADF(p) _mm512_load_ps(p)
+#define Q5P_SET1F(v) _mm512_set1_ps(v)
+#define Q5P_ZEROF() _mm512_setzero_ps()
+#define Q5P_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define Q5P_MULF(a, b) _mm512_mul_ps(a, b)
+#define Q5P_ADDF(a, b) _mm512_add_ps(a, b)
+#define Q5P_CVT(a) _mm512_cvtepi32_ps(a)
+#else
+#define Q5P_VLANES 8
+#define Q5P_TILE_ROWS 1
+typedef __m256i q5p_vi;
+typedef __m256 q5p_vf;
+#if defined(KQ_DPBUSD)
+#define Q5P_DOT4(s, w, a) KQ_DPBUSD(s, w, a)
+#else
+/* q (0..31) times a: the pair sums stay within 2 * 31 * 127 */
+#define Q5P_DOT4(s, w, a)                                                                      \
+    _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1)))
+#endif
+#define Q5P_LOADI(p) _mm256_load_si256((const __m256i *)(p))
+#define Q5P_SET1(v) _mm256_set1_epi32(v)
+#define Q5P_LOADF(p) _mm256_load_ps(p)
+#define Q5P_SET1F(v) _mm256_set1_ps(v)
+#define Q5P_ZEROF() _mm256_setzero_ps()
+#define Q5P_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define Q5P_MULF(a, b) _mm256_mul_ps(a, b)
+#define Q5P_ADDF(a, b) _mm256_add_ps(a, b)
+#define Q5P_CVT(a) _mm256_cvtepi32_ps(a)
+#endif
+
+/* rows x Q5P_VLANES outputs (panel columns c0.., hc of them real). */
+KQ_INLINE void q5p_rows(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, int64_t nb,
+                        const q5p_panel *p, int rows, int c0, int hc) {
+    q5p_vf acc[Q5P_TILE_ROWS][KQ_LANES];
+#pragma GCC unroll 8
+    for (int r = 0; r < rows; r++)
+#pragma GCC unroll 8
+        for (int l = 0; l < KQ_LANES; l++) acc[r][l] = Q5P_ZEROF();
+    for (int64_t b = 0; b < nb; b++) {
+        q5p_vf dw = Q5P_LOADF(&p->d[b][c0]);
+#pragma GCC unroll 8
+        for (int r = 0; r < rows; r++) {
+            const uint8_t *row = xa + r * xrow;
+            const int8_t *a = qx_values(row) + b * KQ_QK;
+            /* lane-wise d_w * d_a: the scalar product in every lane */
+            q5p_vf dd = Q5P_MULF(dw, Q5P_SET1F(qx_scales(row, nb)[b]));
+#pragma GCC unroll 8
+            for (int l = 0; l < KQ_LANES; l++) {
+                q5p_vi s = Q5P_DOT4(Q5P_SET1(q5p_offset(row, nb, b, l)), Q5P_LOADI(&p->w[b][l][c0]),
+                                    Q5P_SET1(q5p_dword(a + 4 * l)));
+                acc[r][l] = Q5P_FMA(dd, Q5P_CVT(s), acc[r][l]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < rows; r++) {
+        /* the fixed lane tree, lane-wise over the columns */
+        q5p_vf t = Q5P_ADDF(Q5P_ADDF(Q5P_ADDF(acc[r][0], acc[r][4]), Q5P_ADDF(acc[r][2], acc[r][6])),
+                            Q5P_ADDF(Q5P_ADDF(acc[r][1], acc[r][5]), Q5P_ADDF(acc[r][3], acc[r][7])));
+        float out[Q5P_VLANES];
+        memcpy(out, &t, sizeof out);
+        memcpy(y + r * ldy, out, (size_t)hc * sizeof(float));
+    }
+}
+
+/* Columns [j0, j1) of every row: a panel of 16 columns, filled once and
+ * run over by every row. */
+KQ_INLINE void q5p_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_tokens,
+                       int64_t n, int64_t k, int64_t j0, int64_t j1) {
+    const int64_t nb = k / KQ_QK, wrow = nb * KQ_Q5_0_BYTES, xrow = PW_K_Q8_ROW_BYTES(k);
+    _Alignas(64) q5p_panel panel;
+    const int64_t t_full = n_tokens / Q5P_TILE_ROWS * Q5P_TILE_ROWS;
+    for (int64_t c0 = j0; c0 < j1; c0 += Q5P_COLS) {
+        const int cols = j1 - c0 < Q5P_COLS ? (int)(j1 - c0) : Q5P_COLS;
+        q5p_pack8(&panel, w + c0 * wrow, wrow, nb, 0, cols < 8 ? cols : 8);
+        q5p_pack8(&panel, w + c0 * wrow, wrow, nb, 8, cols > 8 ? cols - 8 : 0);
+        for (int h = 0; h < Q5P_COLS / Q5P_VLANES; h++) {
+            const int hc0 = h * Q5P_VLANES;
+            if (hc0 >= cols) break;
+            const int hc = cols - hc0 < Q5P_VLANES ? cols - hc0 : Q5P_VLANES;
+            for (int64_t t = 0; t < t_full; t += Q5P_TILE_ROWS)
+                q5p_rows(y + t * n + c0 + hc0, n, xa + t * xrow, xrow, nb, &panel, Q5P_TILE_ROWS,
+                         hc0, hc);
+            for (int64_t t = t_full; t < n_tokens; t++)
+                q5p_rows(y + t * n + c0 + hc0, n, xa + t * xrow, xrow, nb, &panel, 1, hc0, hc);
+        }
+    }
+}
+#endif
+
 /* ---- loops over tiles ---------------------------------------------------- */
 
 #ifndef KQ_KTILE
@@ -825,7 +1026,14 @@ KQ_INLINE void kq_typed(float *y, const uint8_t *xa, const uint8_t *w, int64_t n
 void PW_ISA(pw_k_kqdot_run)(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type,
                             int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
     switch (type) {
+#if KQ_X86
+    case PW_Q5_0:
+        if (k / KQ_QK <= Q5P_MAX_BLOCKS) q5p_run(y, xa, w, n_tokens, n, k, j0, j1);
+        else kq_typed(y, xa, w, n_tokens, n, k, PW_Q5_0, KQ_Q5_0_BYTES, false, j0, j1);
+        break;
+#else
     case PW_Q5_0: kq_typed(y, xa, w, n_tokens, n, k, PW_Q5_0, KQ_Q5_0_BYTES, false, j0, j1); break;
+#endif
     case PW_Q5_1: kq_typed(y, xa, w, n_tokens, n, k, PW_Q5_1, KQ_Q5_1_BYTES, false, j0, j1); break;
     case PW_Q4_K: kq_typed(y, xa, w, n_tokens, n, k, PW_Q4_K, KQ_Q4_K_BYTES, true, j0, j1); break;
     case PW_Q5_K: kq_typed(y, xa, w, n_tokens, n, k, PW_Q5_K, KQ_Q5_K_BYTES, true, j0, j1); break;
