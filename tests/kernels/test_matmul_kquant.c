@@ -495,8 +495,9 @@ int main(void) {
         static const int64_t shapes[][3] = {{1, 1, 1}, {1, 7, 2},  {3, 5, 3},  {4, 9, 1},
                                             {6, 13, 5}, {9, 4, 2}, {13, 17, 1}, {2, 14, 2},
                                             {5, 31, 1}, {8, 19, 3}, {17, 6, 4},
-                                            /* Q5_0 rows past the panel's 64 blocks */
-                                            {3, 18, 9}};
+                                            /* batches of rows longer than a panel
+                                             * holds (Q5_0: 64 blocks, K-quants: 8) */
+                                            {9, 18, 9}};
         for (size_t s = 0; s < KT_LEN(shapes); s++)
             check_random(type, shapes[s][0], shapes[s][1], shapes[s][2] * (be == 32 ? 8 : 1) * be);
         check_invariance(type, 21, 2 * 256);

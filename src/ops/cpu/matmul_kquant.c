@@ -112,9 +112,10 @@ void pw_k_q8k_quantize_rows(uint8_t *xa, const float *x, int64_t n_rows, int64_t
     }
 }
 
-/* Q5_0's activation rows: the Q8 rows with -16 * (a_4l + ... + a_4l+3),
- * int32, in lane-sum slot l of each block, where the Q5_0 panels fold the
- * weights' offset of 16 (matmul_kquant_body.h). */
+/* Q5_0's activation rows: the Q8 rows with Q5P_MAGIC - 16 * (a_4l + ... +
+ * a_4l+3), int32, in lane-sum slot l of each block, where the Q5_0 panels
+ * fold in the weights' offset of 16 and their int-to-float magic
+ * (matmul_kquant_body.h). */
 static void q5_0_offsets(uint8_t *xa, int64_t n_rows, int64_t k) {
     const int64_t nb = k / KQ_QK;
     for (int64_t t = 0; t < n_rows; t++) {
@@ -124,7 +125,7 @@ static void q5_0_offsets(uint8_t *xa, int64_t n_rows, int64_t k) {
         for (int64_t b = 0; b < nb; b++)
             for (int l = 0; l < KQ_LANES; l++) {
                 const int8_t *v = q + b * KQ_QK + 4 * l;
-                int32_t s = -16 * (v[0] + v[1] + v[2] + v[3]);
+                int32_t s = Q5P_MAGIC - 16 * (v[0] + v[1] + v[2] + v[3]);
                 memcpy(sums + (b * KQ_LANES + l) * sizeof(float), &s, sizeof s);
             }
     }

@@ -785,9 +785,9 @@ KQ_INLINE void q5_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
  * row of the batch then runs over the panel. The unsigned q (0..31) is the
  * operand of vpdpbusd / vpmaddubsw that must be unsigned; the -16 offset
  * is folded in through the activations' lane sums: p_l = q . a - 16 S_l,
- * S_l = a_4l + ... + a_4l+3, which matmul_kquant.c stores as -16 S_l
- * (int32) in the lane-sum slots of the Q5_0 activation rows (the Q5_0
- * product reads no float lane sums). Rows of more than Q5P_MAX_BLOCKS
+ * S_l = a_4l + ... + a_4l+3, which matmul_kquant.c stores as
+ * Q5P_MAGIC - 16 S_l (int32, see below) in the lane-sum slots of
+ * the Q5_0 activation rows (the Q5_0 product reads no float lane sums). Rows of more than Q5P_MAX_BLOCKS
  * blocks go through q5_tile (the same integers and float steps). */
 #define Q5P_COLS 16       /* columns per panel */
 #define Q5P_MAX_BLOCKS 64 /* blocks per panel: 36 KiB on the stack, K <= 2048 */
@@ -797,7 +797,15 @@ typedef struct q5p_panel {
     float d[Q5P_MAX_BLOCKS][Q5P_COLS];
 } q5p_panel;
 
-/* -16 S_l of block b of a Q5_0 activation row (see above). */
+/* Integer to float without vcvtdq2ps, which shares its port with the dot
+ * products: the lane sums are within 4 * 16 * 127 < 2^22, so the int32
+ * bits of Q5P_MAGIC + p are the float 1.5 * 2^23 + p, and subtracting
+ * 1.5 * 2^23 gives (float)p exactly. The magic is added to the offsets
+ * below, so the dot products start from it. */
+#define Q5P_MAGIC 0x4B400000
+#define Q5P_MAGIC_F 12582912.0f
+
+/* Q5P_MAGIC - 16 S_l of block b of a Q5_0 activation row (see above). */
 KQ_INLINE int32_t q5p_offset(const uint8_t *row, int64_t nb, int64_t b, int l) {
     int32_t v;
     memcpy(&v, qx_sums(row, nb) + b * KQ_LANES + l, sizeof v);
@@ -886,7 +894,8 @@ typedef __m512 q5p_vf;
 #define Q5P_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define Q5P_MULF(a, b) _mm512_mul_ps(a, b)
 #define Q5P_ADDF(a, b) _mm512_add_ps(a, b)
-#define Q5P_CVT(a) _mm512_cvtepi32_ps(a)
+/* the float of p from the bits of magic + p (see q5p_rows) */
+#define Q5P_CVT(a) _mm512_sub_ps(_mm512_castsi512_ps(a), _mm512_set1_ps(Q5P_MAGIC_F))
 #else
 #define Q5P_VLANES 8
 #define Q5P_TILE_ROWS 1
@@ -907,7 +916,7 @@ typedef __m256 q5p_vf;
 #define Q5P_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define Q5P_MULF(a, b) _mm256_mul_ps(a, b)
 #define Q5P_ADDF(a, b) _mm256_add_ps(a, b)
-#define Q5P_CVT(a) _mm256_cvtepi32_ps(a)
+#define Q5P_CVT(a) _mm256_sub_ps(_mm256_castsi256_ps(a), _mm256_set1_ps(Q5P_MAGIC_F))
 #endif
 
 /* rows x Q5P_VLANES outputs (panel columns c0.., hc of them real). */
@@ -965,6 +974,195 @@ KQ_INLINE void q5p_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_
                          hc0, hc);
             for (int64_t t = t_full; t < n_tokens; t++)
                 q5p_rows(y + t * n + c0 + hc0, n, xa + t * xrow, xrow, nb, &panel, 1, hc0, hc);
+        }
+    }
+}
+#endif
+
+/* ---- K-quants: one column per vector lane ------------------------------ */
+
+/* Q4_K, Q5_K and Q6_K for batches, the sequence of matmul_kquant.c with
+ * the vectors' lanes across 16 (AVX-512) or 8 columns, as for Q5_0 above:
+ * lane l of an output is its own vector, is_l += sc * (q . a) over the 4
+ * bytes 4l..4l+3 of each chunk is one vpmaddubsw and one vpdpwssd (or
+ * vpmaddwd + add) for 16 columns, and the float steps are one conversion
+ * and one fma per lane for 16 outputs. The weights of 16 columns are
+ * unpacked once per call into a panel: dword j of a super-block (elements
+ * 4j..4j+3 as unsigned bytes: Q4_K/Q5_K q, Q6_K q + 32) at w[s][j][c];
+ * the group scales as int16 word pairs (sc, sc); and per lane the words
+ * the side term multiplies bs_2l, bs_2l+1 by: Q4_K/Q5_K (m_l, m_l), Q6_K
+ * (sc_2l, sc_2l+1). Rows of more than KP_MAX_SB super-blocks keep
+ * kq_tile (the same integers and float steps). */
+#define KP_COLS 16
+#define KP_MAX_SB 8 /* super-blocks per panel: 45 KiB on the stack, K <= 2048 */
+#ifndef KP_MIN_ROWS
+#define KP_MIN_ROWS 8 /* fewer rows go through kq_tile: the panel fill is not shared enough */
+#endif
+
+typedef struct kp_panel {
+    uint32_t w[KP_MAX_SB][64][KP_COLS];
+    uint32_t scw[KP_MAX_SB][16][KP_COLS];
+    uint32_t side[KP_MAX_SB][8][KP_COLS];
+    float d[KP_MAX_SB][KP_COLS], dmin[KP_MAX_SB][KP_COLS];
+} kp_panel;
+
+#if KQ_X86
+/* Columns c0..c0+7 (cols of them real, the rest zero) of every
+ * super-block into the panel. */
+KQ_INLINE void kp_pack8(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t nsb, pw_dtype type,
+                        int64_t bb, int c0, int cols) {
+    for (int64_t s = 0; s < nsb; s++) {
+        kq_col col[8];
+        __m256i sa[8], sb[8], sd[8];
+        for (int c = 0; c < 8; c++) {
+            const bool real = c < cols;
+            const uint8_t *blk = w + (c0 + (real ? c : 0)) * wrow + s * bb;
+            col[c] = kq_col_make(blk, type);
+            p->d[s][c0 + c] = real ? col[c].d : 0.0f;
+            p->dmin[s][c0 + c] = real ? col[c].dmin : 0.0f;
+            if (type == PW_Q6_K) {
+                __m128i b = real ? _mm_loadu_si128((const __m128i *)(blk + 192)) : _mm_setzero_si128();
+                __m256i lo = _mm256_cvtepi8_epi32(b), hi = _mm256_cvtepi8_epi32(_mm_srli_si128(b, 8));
+                const __m256i w16 = _mm256_set1_epi32(0xFFFF);
+                sa[c] = _mm256_or_si256(_mm256_and_si256(lo, w16), _mm256_slli_epi32(lo, 16));
+                sb[c] = _mm256_or_si256(_mm256_and_si256(hi, w16), _mm256_slli_epi32(hi, 16));
+                sd[c] = _mm256_cvtepi8_epi16(b); /* words 2l, 2l+1: sc_2l, sc_2l+1 */
+            } else {
+                uint8_t sc[8], m[8];
+                kq_scales_mins(blk + 4, sc, m);
+                uint64_t sc8, m8;
+                memcpy(&sc8, sc, 8);
+                memcpy(&m8, m, 8);
+                if (!real) sc8 = m8 = 0;
+                __m256i s32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8));
+                __m256i m32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m8));
+                sa[c] = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
+                sd[c] = _mm256_or_si256(m32, _mm256_slli_epi32(m32, 16));
+            }
+        }
+        kq_transpose8_store(sa, &p->scw[s][0][c0], KP_COLS);
+        if (type == PW_Q6_K) kq_transpose8_store(sb, &p->scw[s][8][c0], KP_COLS);
+        kq_transpose8_store(sd, &p->side[s][0][c0], KP_COLS);
+        for (int i = 0; i < 8; i++) {
+            __m256i r[8];
+            for (int c = 0; c < 8; c++) r[c] = kq_chunk(&col[c], type, i);
+            kq_transpose8_store(r, &p->w[s][8 * i][c0], KP_COLS);
+        }
+    }
+}
+
+KQ_INLINE int32_t kp_dword(const void *q) {
+    int32_t v;
+    memcpy(&v, q, sizeof v);
+    return v;
+}
+
+#if defined(PW_ISA_AVX512VNNI_COPY)
+#define KP_VLANES 16
+typedef __m512i kp_vi;
+typedef __m512 kp_vf;
+#define KP_LOADI(p) _mm512_load_si512(p)
+#define KP_SET1(v) _mm512_set1_epi32(v)
+#define KP_ZERO() _mm512_setzero_si512()
+#define KP_MADDUBS(u, a) _mm512_maddubs_epi16(u, a)
+#define KP_DOTW(s, p, w) _mm512_dpwssd_epi32(s, p, w)
+#define KP_MADDW(a, b) _mm512_madd_epi16(a, b)
+#define KP_SUB32(a, b) _mm512_sub_epi32(a, b)
+#define KP_SHL5(a) _mm512_slli_epi32(a, 5)
+#define KP_LOADF(p) _mm512_load_ps(p)
+#define KP_SET1F(v) _mm512_set1_ps(v)
+#define KP_ZEROF() _mm512_setzero_ps()
+#define KP_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define KP_FNMA(a, b, c) _mm512_fnmadd_ps(a, b, c)
+#define KP_MULF(a, b) _mm512_mul_ps(a, b)
+#define KP_ADDF(a, b) _mm512_add_ps(a, b)
+#define KP_CVT(a) _mm512_cvtepi32_ps(a)
+#else
+#define KP_VLANES 8
+typedef __m256i kp_vi;
+typedef __m256 kp_vf;
+#define KP_LOADI(p) _mm256_load_si256((const __m256i *)(p))
+#define KP_SET1(v) _mm256_set1_epi32(v)
+#define KP_ZERO() _mm256_setzero_si256()
+#define KP_MADDUBS(u, a) _mm256_maddubs_epi16(u, a)
+#if defined(PW_ISA_AVXVNNI_COPY)
+#define KP_DOTW(s, p, w) _mm256_dpwssd_avx_epi32(s, p, w)
+#else
+#define KP_DOTW(s, p, w) _mm256_add_epi32(s, _mm256_madd_epi16(p, w))
+#endif
+#define KP_MADDW(a, b) _mm256_madd_epi16(a, b)
+#define KP_SUB32(a, b) _mm256_sub_epi32(a, b)
+#define KP_SHL5(a) _mm256_slli_epi32(a, 5)
+#define KP_LOADF(p) _mm256_load_ps(p)
+#define KP_SET1F(v) _mm256_set1_ps(v)
+#define KP_ZEROF() _mm256_setzero_ps()
+#define KP_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define KP_FNMA(a, b, c) _mm256_fnmadd_ps(a, b, c)
+#define KP_MULF(a, b) _mm256_mul_ps(a, b)
+#define KP_ADDF(a, b) _mm256_add_ps(a, b)
+#define KP_CVT(a) _mm256_cvtepi32_ps(a)
+#endif
+
+/* One row, KP_VLANES outputs (panel columns c0.., hc of them real). */
+KQ_INLINE void kp_row(float *y, const uint8_t *row, int64_t nsb, const kp_panel *p,
+                      pw_dtype type, int c0, int hc) {
+    kp_vf acc[KQ_LANES];
+#pragma GCC unroll 8
+    for (int l = 0; l < KQ_LANES; l++) acc[l] = KP_ZEROF();
+    for (int64_t s = 0; s < nsb; s++) {
+        const int8_t *a = kx_values(row) + s * KQ_QKK;
+        const int16_t *bs = kx_sums(row, nsb) + 16 * s;
+        kp_vi is[KQ_LANES];
+#pragma GCC unroll 8
+        for (int l = 0; l < KQ_LANES; l++) is[l] = KP_ZERO();
+#pragma GCC unroll 8
+        for (int i = 0; i < KQ_QKK / 32; i++) {
+            kp_vi sc0 = KP_LOADI(&p->scw[s][type == PW_Q6_K ? 2 * i : i][c0]);
+            kp_vi sc1 = type == PW_Q6_K ? KP_LOADI(&p->scw[s][2 * i + 1][c0]) : sc0;
+#pragma GCC unroll 8
+            for (int l = 0; l < KQ_LANES; l++) {
+                kp_vi pr = KP_MADDUBS(KP_LOADI(&p->w[s][8 * i + l][c0]),
+                                      KP_SET1(kp_dword(a + 32 * i + 4 * l)));
+                is[l] = KP_DOTW(is[l], pr, l < 4 ? sc0 : sc1);
+            }
+        }
+        const float da = kx_scales(row, nsb)[s];
+        kp_vf dd = KP_MULF(KP_LOADF(&p->d[s][c0]), KP_SET1F(da));
+        kp_vf dm = KP_MULF(KP_LOADF(&p->dmin[s][c0]), KP_SET1F(da));
+#pragma GCC unroll 8
+        for (int l = 0; l < KQ_LANES; l++) {
+            /* Q4_K/Q5_K: mp_l = m_l * (bs_2l + bs_2l+1); Q6_K: the offset
+             * sc_2l bs_2l + sc_2l+1 bs_2l+1, times 32. */
+            kp_vi side = KP_MADDW(KP_LOADI(&p->side[s][l][c0]), KP_SET1(kp_dword(bs + 2 * l)));
+            kp_vi v = type == PW_Q6_K ? KP_SUB32(is[l], KP_SHL5(side)) : is[l];
+            acc[l] = KP_FMA(dd, KP_CVT(v), acc[l]);
+            if (type != PW_Q6_K) acc[l] = KP_FNMA(dm, KP_CVT(side), acc[l]);
+        }
+    }
+    /* the fixed lane tree, lane-wise over the columns */
+    kp_vf t = KP_ADDF(KP_ADDF(KP_ADDF(acc[0], acc[4]), KP_ADDF(acc[2], acc[6])),
+                      KP_ADDF(KP_ADDF(acc[1], acc[5]), KP_ADDF(acc[3], acc[7])));
+    float out[KP_VLANES];
+    memcpy(out, &t, sizeof out);
+    memcpy(y, out, (size_t)hc * sizeof(float));
+}
+
+/* Columns [j0, j1) of every row: a panel of 16 columns, filled once and
+ * run over by every row. */
+KQ_INLINE void kp_run(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type, int64_t bb,
+                      int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
+    const int64_t nsb = k / KQ_QKK, wrow = nsb * bb, xrow = PW_K_Q8K_ROW_BYTES(k);
+    _Alignas(64) kp_panel panel;
+    for (int64_t c0 = j0; c0 < j1; c0 += KP_COLS) {
+        const int cols = j1 - c0 < KP_COLS ? (int)(j1 - c0) : KP_COLS;
+        kp_pack8(&panel, w + c0 * wrow, wrow, nsb, type, bb, 0, cols < 8 ? cols : 8);
+        kp_pack8(&panel, w + c0 * wrow, wrow, nsb, type, bb, 8, cols > 8 ? cols - 8 : 0);
+        for (int h = 0; h < KP_COLS / KP_VLANES; h++) {
+            const int hc0 = h * KP_VLANES;
+            if (hc0 >= cols) break;
+            const int hc = cols - hc0 < KP_VLANES ? cols - hc0 : KP_VLANES;
+            for (int64_t t = 0; t < n_tokens; t++)
+                kp_row(y + t * n + c0 + hc0, xa + t * xrow, nsb, &panel, type, hc0, hc);
         }
     }
 }
@@ -1035,9 +1233,25 @@ void PW_ISA(pw_k_kqdot_run)(float *y, const uint8_t *xa, const uint8_t *w, pw_dt
     case PW_Q5_0: kq_typed(y, xa, w, n_tokens, n, k, PW_Q5_0, KQ_Q5_0_BYTES, false, j0, j1); break;
 #endif
     case PW_Q5_1: kq_typed(y, xa, w, n_tokens, n, k, PW_Q5_1, KQ_Q5_1_BYTES, false, j0, j1); break;
+#if KQ_X86
+/* Batches of rows through the panels; a few rows, whose panel fill would
+ * not be shared, and long rows through the tiles. */
+#define KP_CASE(T, BYTES)                                                                      \
+    case T:                                                                                    \
+        if (n_tokens >= KP_MIN_ROWS && k / KQ_QKK <= KP_MAX_SB)                                \
+            kp_run(y, xa, w, T, BYTES, n_tokens, n, k, j0, j1);                                \
+        else                                                                                   \
+            kq_typed(y, xa, w, n_tokens, n, k, T, BYTES, true, j0, j1);                        \
+        break;
+        KP_CASE(PW_Q4_K, KQ_Q4_K_BYTES)
+        KP_CASE(PW_Q5_K, KQ_Q5_K_BYTES)
+        KP_CASE(PW_Q6_K, KQ_Q6_K_BYTES)
+#undef KP_CASE
+#else
     case PW_Q4_K: kq_typed(y, xa, w, n_tokens, n, k, PW_Q4_K, KQ_Q4_K_BYTES, true, j0, j1); break;
     case PW_Q5_K: kq_typed(y, xa, w, n_tokens, n, k, PW_Q5_K, KQ_Q5_K_BYTES, true, j0, j1); break;
     case PW_Q6_K: kq_typed(y, xa, w, n_tokens, n, k, PW_Q6_K, KQ_Q6_K_BYTES, true, j0, j1); break;
+#endif
     default: assert(!"pw_k_matmul_quant: not a K-quant or Q5 weight type"); break;
     }
 }
