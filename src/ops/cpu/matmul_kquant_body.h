@@ -8,7 +8,9 @@
  * on 256-bit vectors with 32 registers, wider tiles). The sequence every
  * copy computes is the one in matmul_kquant.c's header comment; the copies
  * differ only in how they form the exact integer lane sums and in their
- * tile shapes, so they return the same bits.
+ * tile shapes, so they return the same bits. On x86, Q5_0 and batches of
+ * K-quant rows go through column panels (q5p_*, kp_* below): the same
+ * sequence with the vector lanes across 16 columns.
  *
  * Not a normal header: included once per copy, defines PW_ISA(...)
  * functions and static helpers of its own. */
