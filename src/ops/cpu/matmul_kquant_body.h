@@ -1017,8 +1017,10 @@ KQ_INLINE void kp_pack8(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t nsb
         kq_col col[8];
         __m256i sa[8], sb[8], sd[8];
         for (int c = 0; c < 8; c++) {
+            /* an absent column reads the panel's first (which exists)
+             * and is given zero scales */
             const bool real = c < cols;
-            const uint8_t *blk = w + (c0 + (real ? c : 0)) * wrow + s * bb;
+            const uint8_t *blk = w + (real ? c0 + c : 0) * wrow + s * bb;
             col[c] = kq_col_make(blk, type);
             p->d[s][c0 + c] = real ? col[c].d : 0.0f;
             p->dmin[s][c0 + c] = real ? col[c].dmin : 0.0f;
