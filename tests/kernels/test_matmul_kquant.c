@@ -366,9 +366,9 @@ static void check_quantizer(void) {
 }
 
 /* 1, 2 and 3 threads give the same bits on a product above the split
- * threshold with a partial column group. */
-static void check_threads(pw_dtype type) {
-    const int64_t t = 5, n = 203, k = 512;
+ * threshold with a partial column group, t rows. */
+static void check_threads(pw_dtype type, int64_t t) {
+    const int64_t n = 203, k = 512;
     float *x = kt_random((size_t)(t * k));
     uint8_t *w = random_blocks(type, n, k);
     pw_set_num_threads(1);
@@ -501,7 +501,8 @@ int main(void) {
         for (size_t s = 0; s < KT_LEN(shapes); s++)
             check_random(type, shapes[s][0], shapes[s][1], shapes[s][2] * (be == 32 ? 8 : 1) * be);
         check_invariance(type, 21, 2 * 256);
-        check_threads(type);
+        check_threads(type, 5);
+        check_threads(type, 9); /* the K-quant panels */
         check_embedding(type);
         check_out_of_memory(type);
     }
