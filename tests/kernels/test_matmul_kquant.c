@@ -8,6 +8,7 @@
  * path, and the gguf-py reference blocks of tests/data/quant (the test's
  * own decoder, the embedding and the product all agree with them). */
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/matmul_kquant_isa.h"
 #include "ops/cpu/matmul_quant_isa.h"
 #include "kernel_test_util.h"
 
@@ -362,6 +363,24 @@ static void check_quantizer(void) {
             for (int g = 0; g < 16; g++) ok &= bs[g] == q.bs[g];
         }
     CHECK(ok);
+#if PW_HAVE_FMA_KERNELS
+    /* the x86 copies, byte for byte, NaN and infinities included */
+    x[1024 + 9] = NAN, x[1024 + 10] = INFINITY, x[1280 + 3] = -INFINITY;
+    pw_k_q8k_quantize_rows(got, x, rows, k);
+    static void (*const copies[])(uint8_t *, const float *, int64_t, int64_t) = {
+        pw_k_q8k_quantize_rows_fma, pw_k_q8k_quantize_rows_avxvnni,
+        pw_k_q8k_quantize_rows_avx512vnni};
+    uint8_t *mine = malloc(bytes);
+    for (int l = PW_K_INT8_AVX2; l <= PW_K_INT8_AVX512VNNI; l++) {
+        if (!pw_k_isa_int8_runs((pw_k_int8_isa)l)) continue;
+        memset(mine, 0x5A, bytes);
+        copies[l - PW_K_INT8_AVX2](mine, x, rows, k);
+        if (memcmp(mine, got, bytes) != 0)
+            fprintf(stderr, "K-quant quantizer: copy %s differs\n", pw_k_isa_int8_name(l));
+        CHECK(memcmp(mine, got, bytes) == 0);
+    }
+    free(mine);
+#endif
     free(x), free(got);
 }
 

@@ -43,10 +43,13 @@
  * or C's fmaf; the products of two scales are rounded once), so the
  * portable, AVX2, AVX-VNNI and AVX-512 VNNI copies (matmul_kquant_body.h)
  * return the same bits; the tests compare them with each other and with a
- * scalar model of the sequence. There is one activation quantizer (C,
- * here) for every copy. The register tiles, the column blocking and the
+ * scalar model of the sequence. The K-quant activation quantizer is
+ * defined by the C one here; the x86 copies have their own, which give the
+ * same bytes (matmul_kquant_body.h). The register tiles, the column
+ * blocking and the
  * split over threads only change how many outputs are in flight. */
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/matmul_kquant_isa.h"
 #include "ops/cpu/matmul_quant_isa.h"
 
 #include "internal.h"
@@ -159,6 +162,11 @@ static kq_copy copy_for(pw_k_int8_isa level, pw_dtype type, int64_t k) {
     c.row_bytes = PW_K_Q8_ROW_BYTES(k);
     if (is_super(type)) {
         c.quantize = pw_k_q8k_quantize_rows;
+#if PW_HAVE_FMA_KERNELS
+        if (level == PW_K_INT8_AVX2) c.quantize = pw_k_q8k_quantize_rows_fma;
+        if (level == PW_K_INT8_AVXVNNI) c.quantize = pw_k_q8k_quantize_rows_avxvnni;
+        if (level == PW_K_INT8_AVX512VNNI) c.quantize = pw_k_q8k_quantize_rows_avx512vnni;
+#endif
         c.row_bytes = PW_K_Q8K_ROW_BYTES(k);
     }
     return c;

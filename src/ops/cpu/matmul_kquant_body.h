@@ -15,6 +15,7 @@
  * Not a normal header: included once per copy, defines PW_ISA(...)
  * functions and static helpers of its own. */
 #include "ops/cpu/isa.h"
+#include "ops/cpu/matmul_kquant_isa.h"
 #include "ops/cpu/matmul_quant_isa.h"
 #include "ops/cpu/vec_math.h"
 
@@ -1167,6 +1168,59 @@ KQ_INLINE void kp_run(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype ty
             const int hc = cols - hc0 < KP_VLANES ? cols - hc0 : KP_VLANES;
             for (int64_t t = 0; t < n_tokens; t++)
                 kp_row(y + t * n + c0 + hc0, xa + t * xrow, nsb, &panel, type, hc0, hc);
+        }
+    }
+}
+#endif
+
+/* ---- the K-quant activation quantizer, vectorised ---------------------- */
+
+#if KQ_X86
+/* pw_k_q8k_quantize_rows (matmul_kquant.c) 8 values at a time, the same
+ * bytes: the max of |x| is order-free (vmaxps(a, m) is a > m ? a : m, so a
+ * NaN is passed over as in the C loop); x * (127 / amax) is the same
+ * product; vcvtps2dq rounds to nearest even like rintf, and gives INT_MIN
+ * for NaN and out-of-range values, which the clamp turns into -127, as the
+ * C code does; the sums are exact. */
+void PW_ISA(pw_k_q8k_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows, int64_t k) {
+    const int64_t nsb = k / KQ_QKK;
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t t = 0; t < n_rows; t++) {
+        uint8_t *row = xa + t * PW_K_Q8K_ROW_BYTES(k);
+        float *dv = (float *)(row + nsb * KQ_QKK);
+        int16_t *bsv = (int16_t *)(row + nsb * (KQ_QKK + 4));
+        for (int64_t b = 0; b < nsb; b++) {
+            const float *xb = x + t * k + b * KQ_QKK;
+            __m256 m = _mm256_setzero_ps();
+            for (int j = 0; j < KQ_QKK; j += 8)
+                m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xb + j), absmask), m);
+            m = _mm256_max_ps(m, _mm256_permute2f128_ps(m, m, 1));
+            m = _mm256_max_ps(m, _mm256_shuffle_ps(m, m, 0x4E));
+            m = _mm256_max_ps(m, _mm256_shuffle_ps(m, m, 0xB1));
+            const float amax = _mm256_cvtss_f32(m);
+            const __m256 id = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+            int8_t *q = (int8_t *)row + b * KQ_QKK;
+            for (int j = 0; j < KQ_QKK; j += 32) {
+                __m256i v[4];
+                for (int u = 0; u < 4; u++) {
+                    __m256i r = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + j + 8 * u), id));
+                    v[u] = _mm256_min_epi32(_mm256_max_epi32(r, lo), hi);
+                }
+                /* two groups of 16: the exact sums */
+                for (int g = 0; g < 2; g++) {
+                    __m256i s = _mm256_add_epi32(v[2 * g], v[2 * g + 1]);
+                    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+                    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+                    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+                    bsv[16 * b + j / 16 + g] = (int16_t)_mm_cvtsi128_si32(h);
+                }
+                __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]),
+                                               _mm256_packs_epi32(v[2], v[3]));
+                _mm256_storeu_si256((__m256i *)(q + j), _mm256_permutevar8x32_epi32(p, order));
+            }
+            memcpy(dv + b, &(float){amax / 127.0f}, sizeof(float));
         }
     }
 }
