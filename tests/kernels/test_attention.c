@@ -280,7 +280,7 @@ static void test_bad_metadata(void) {
     fixture_free(&f);
 }
 
-/* Shapes off the fixture's: head_dim 8 / 64 / 128 (the specialised
+/* Shapes off the fixture's: head_dim 8 / 64 / 128 / 256 (the specialised
  * instances), 4 and 12 and 20 (dims past the last block of 8), group sizes
  * 1..10 (past HEAD_GROUP_MAX), block sizes that do and do not keep groups
  * of 8 positions in one block, contexts across the softmax chunk. Every
@@ -292,6 +292,7 @@ static void test_shapes_and_isa_copies(void) {
     const shape shapes[] = {
         {8, 8, 4, 16, 300}, {64, 9, 3, 16, 70}, {8, 4, 2, 4, 40},   {12, 6, 1, 8, 40},
         {4, 2, 2, 16, 20},  {128, 4, 1, 16, 20}, {20, 10, 1, 5, 30}, {64, 4, 4, 12, 270},
+        {256, 4, 1, 16, 300}, {256, 4, 1, 12, 40}, /* Gemma 3: specialised, then general */
     };
 #if PW_HAVE_FMA_KERNELS
     __builtin_cpu_init();

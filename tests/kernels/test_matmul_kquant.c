@@ -8,6 +8,7 @@
  * path, and the gguf-py reference blocks of tests/data/quant (the test's
  * own decoder, the embedding and the product all agree with them). */
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/matmul_kquant_isa.h"
 #include "ops/cpu/matmul_quant_isa.h"
 #include "kernel_test_util.h"
 
@@ -362,13 +363,31 @@ static void check_quantizer(void) {
             for (int g = 0; g < 16; g++) ok &= bs[g] == q.bs[g];
         }
     CHECK(ok);
+#if PW_HAVE_FMA_KERNELS
+    /* the x86 copies, byte for byte, NaN and infinities included */
+    x[1024 + 9] = NAN, x[1024 + 10] = INFINITY, x[1280 + 3] = -INFINITY;
+    pw_k_q8k_quantize_rows(got, x, rows, k);
+    static void (*const copies[])(uint8_t *, const float *, int64_t, int64_t) = {
+        pw_k_q8k_quantize_rows_fma, pw_k_q8k_quantize_rows_avxvnni,
+        pw_k_q8k_quantize_rows_avx512vnni};
+    uint8_t *mine = malloc(bytes);
+    for (int l = PW_K_INT8_AVX2; l <= PW_K_INT8_AVX512VNNI; l++) {
+        if (!pw_k_isa_int8_runs((pw_k_int8_isa)l)) continue;
+        memset(mine, 0x5A, bytes);
+        copies[l - PW_K_INT8_AVX2](mine, x, rows, k);
+        if (memcmp(mine, got, bytes) != 0)
+            fprintf(stderr, "K-quant quantizer: copy %s differs\n", pw_k_isa_int8_name(l));
+        CHECK(memcmp(mine, got, bytes) == 0);
+    }
+    free(mine);
+#endif
     free(x), free(got);
 }
 
 /* 1, 2 and 3 threads give the same bits on a product above the split
- * threshold with a partial column group. */
-static void check_threads(pw_dtype type) {
-    const int64_t t = 5, n = 203, k = 512;
+ * threshold with a partial column group, t rows. */
+static void check_threads(pw_dtype type, int64_t t) {
+    const int64_t n = 203, k = 512;
     float *x = kt_random((size_t)(t * k));
     uint8_t *w = random_blocks(type, n, k);
     pw_set_num_threads(1);
@@ -494,11 +513,15 @@ int main(void) {
          * blocks per row */
         static const int64_t shapes[][3] = {{1, 1, 1}, {1, 7, 2},  {3, 5, 3},  {4, 9, 1},
                                             {6, 13, 5}, {9, 4, 2}, {13, 17, 1}, {2, 14, 2},
-                                            {5, 31, 1}, {8, 19, 3}, {17, 6, 4}};
+                                            {5, 31, 1}, {8, 19, 3}, {17, 6, 4},
+                                            /* batches of rows longer than a panel
+                                             * holds (Q5_0: 64 blocks, K-quants: 8) */
+                                            {9, 18, 9}};
         for (size_t s = 0; s < KT_LEN(shapes); s++)
             check_random(type, shapes[s][0], shapes[s][1], shapes[s][2] * (be == 32 ? 8 : 1) * be);
         check_invariance(type, 21, 2 * 256);
-        check_threads(type);
+        check_threads(type, 5);
+        check_threads(type, 9); /* the K-quant panels */
         check_embedding(type);
         check_out_of_memory(type);
     }

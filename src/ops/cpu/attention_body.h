@@ -202,7 +202,23 @@ AI void pv_small(const float *w, const float *vb, int64_t row, const int64_t *of
 AI void pv_any(const float *w, const float *vb, int64_t row, const int64_t *offs, bool contig,
                int lanes, int64_t hd, float *acc) {
     const int64_t nb = hd / 8;
-    for (int64_t b0 = 0; b0 < nb; b0 += 8) {
+    int64_t b0 = 0;
+    /* Whole groups of 8 blocks with a constant count, so that the 8 sums
+     * stay in registers (a variable count left them in memory, each
+     * multiply-add waiting on the store of the one before: 4x slower at
+     * head_dim 256). The same multiply-adds in the same order. */
+    for (; b0 + 8 <= nb; b0 += 8) {
+        v8f av[8];
+        _Pragma("GCC unroll 8") for (int b = 0; b < 8; b++) av[b] = load8(acc + 8 * (b0 + b));
+        for (int j = 0; j < lanes; j++) {
+            const v8f wj = bcast(w + j);
+            const float *r = lane_row(vb, j, row, offs, contig) + 8 * b0;
+            _Pragma("GCC unroll 8") for (int b = 0; b < 8; b++)
+                av[b] = pw_v8_madd(wj, load8(r + 8 * b), av[b]);
+        }
+        _Pragma("GCC unroll 8") for (int b = 0; b < 8; b++) store8(acc + 8 * (b0 + b), av[b]);
+    }
+    for (; b0 < nb; b0 += 8) {
         const int64_t nbb = nb - b0 < 8 ? nb - b0 : 8;
         v8f av[8];
         for (int64_t b = 0; b < nbb; b++) av[b] = load8(acc + 8 * (b0 + b));
@@ -381,9 +397,9 @@ AI bool attend_group_n(const pw_k_attention_args *a, const int32_t *table, int64
     default: break;                                                                            \
     }
 
-/* The common shapes (consecutive slots in groups of 8, head_dim 8, 64 or
- * 128, up to 4 heads per kv head) get their own instances; anything else
- * runs the general one. */
+/* The common shapes (consecutive slots in groups of 8, head_dim 8, 64, 128
+ * or 256, up to 4 heads per kv head) get their own instances; anything
+ * else runs the general one. */
 static bool attend_group(const pw_k_attention_args *a, const int32_t *table, int64_t pos,
                          int64_t kv_head, int64_t g, const float *q, float *out) {
     const bool contig = a->meta->block_size % 8 == 0;
@@ -391,6 +407,7 @@ static bool attend_group(const pw_k_attention_args *a, const int32_t *table, int
         if (a->head_dim == 8) PW_ATTN_G_CASES(8)
         if (a->head_dim == 64) PW_ATTN_G_CASES(64)
         if (a->head_dim == 128) PW_ATTN_G_CASES(128)
+        if (a->head_dim == 256) PW_ATTN_G_CASES(256) /* Gemma 3 */
     }
     return attend_group_n(a, table, pos, kv_head, g, a->head_dim, contig, q, out);
 }

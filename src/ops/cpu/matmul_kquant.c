@@ -43,10 +43,13 @@
  * or C's fmaf; the products of two scales are rounded once), so the
  * portable, AVX2, AVX-VNNI and AVX-512 VNNI copies (matmul_kquant_body.h)
  * return the same bits; the tests compare them with each other and with a
- * scalar model of the sequence. There is one activation quantizer (C,
- * here) for every copy. The register tiles, the column blocking and the
+ * scalar model of the sequence. The K-quant activation quantizer is
+ * defined by the C one here; the x86 copies have their own, which give the
+ * same bytes (matmul_kquant_body.h). The register tiles, the column
+ * blocking and the
  * split over threads only change how many outputs are in flight. */
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/matmul_kquant_isa.h"
 #include "ops/cpu/matmul_quant_isa.h"
 
 #include "internal.h"
@@ -112,6 +115,25 @@ void pw_k_q8k_quantize_rows(uint8_t *xa, const float *x, int64_t n_rows, int64_t
     }
 }
 
+/* Q5_0's activation rows: the Q8 rows with Q5P_MAGIC - 16 * (a_4l + ... +
+ * a_4l+3), int32, in lane-sum slot l of each block, where the Q5_0 panels
+ * fold in the weights' offset of 16 and their int-to-float magic
+ * (matmul_kquant_body.h). */
+static void q5_0_offsets(uint8_t *xa, int64_t n_rows, int64_t k) {
+    const int64_t nb = k / KQ_QK;
+    for (int64_t t = 0; t < n_rows; t++) {
+        uint8_t *row = xa + t * PW_K_Q8_ROW_BYTES(k);
+        const int8_t *q = (const int8_t *)row;
+        uint8_t *sums = row + nb * (KQ_QK + 4);
+        for (int64_t b = 0; b < nb; b++)
+            for (int l = 0; l < KQ_LANES; l++) {
+                const int8_t *v = q + b * KQ_QK + 4 * l;
+                int32_t s = Q5P_MAGIC - 16 * (v[0] + v[1] + v[2] + v[3]);
+                memcpy(sums + (b * KQ_LANES + l) * sizeof(float), &s, sizeof s);
+            }
+    }
+}
+
 /* ---- the copies ------------------------------------------------------------ */
 
 typedef void (*quantize_fn)(uint8_t *xa, const float *x, int64_t n_rows, int64_t k);
@@ -140,6 +162,11 @@ static kq_copy copy_for(pw_k_int8_isa level, pw_dtype type, int64_t k) {
     c.row_bytes = PW_K_Q8_ROW_BYTES(k);
     if (is_super(type)) {
         c.quantize = pw_k_q8k_quantize_rows;
+#if PW_HAVE_FMA_KERNELS
+        if (level == PW_K_INT8_AVX2) c.quantize = pw_k_q8k_quantize_rows_fma;
+        if (level == PW_K_INT8_AVXVNNI) c.quantize = pw_k_q8k_quantize_rows_avxvnni;
+        if (level == PW_K_INT8_AVX512VNNI) c.quantize = pw_k_q8k_quantize_rows_avx512vnni;
+#endif
         c.row_bytes = PW_K_Q8K_ROW_BYTES(k);
     }
     return c;
@@ -187,6 +214,7 @@ void pw_k_matmul_kquant_with(pw_k_int8_isa level, float *y, const float *x, cons
     uint8_t *xa = pw_k_act_scratch(row * (size_t)n_tokens);
     if (xa) {
         c.quantize(xa, x, n_tokens, k);
+        if (type == PW_Q5_0) q5_0_offsets(xa, n_tokens, k);
         kqdot(c, y, xa, w, type, n_tokens, n, k);
         return;
     }
@@ -205,6 +233,7 @@ void pw_k_matmul_kquant_with(pw_k_int8_isa level, float *y, const float *x, cons
     for (int64_t t = 0; t < n_tokens; t += step) {
         int64_t rows = n_tokens - t < step ? n_tokens - t : step;
         c.quantize(stack, x + t * k, rows, k);
+        if (type == PW_Q5_0) q5_0_offsets(stack, rows, k);
         kqdot(c, y + t * n, stack, w, type, rows, n, k);
     }
 }

@@ -8,11 +8,14 @@
  * on 256-bit vectors with 32 registers, wider tiles). The sequence every
  * copy computes is the one in matmul_kquant.c's header comment; the copies
  * differ only in how they form the exact integer lane sums and in their
- * tile shapes, so they return the same bits.
+ * tile shapes, so they return the same bits. On x86, Q5_0 and batches of
+ * K-quant rows go through column panels (q5p_*, kp_* below): the same
+ * sequence with the vector lanes across 16 columns.
  *
  * Not a normal header: included once per copy, defines PW_ISA(...)
  * functions and static helpers of its own. */
 #include "ops/cpu/isa.h"
+#include "ops/cpu/matmul_kquant_isa.h"
 #include "ops/cpu/matmul_quant_isa.h"
 #include "ops/cpu/vec_math.h"
 
@@ -769,6 +772,460 @@ KQ_INLINE void q5_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
          : q5_tile(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols))
 #endif
 
+/* ---- Q5_0: one column per vector lane --------------------------------- */
+
+/* Q5_0 for batches, the sequence above (8 lanes per output, lane l the
+ * elements 4l..4l+3 of a block) with the vectors' lanes across 16
+ * (AVX-512) or 8 columns instead of across one output's lanes: each of an
+ * output's lanes is its own vector, so one vpdpbusd forms lane l of 16
+ * columns, one conversion and one fma accumulate it, and the final lane
+ * tree is 7 lane-wise vector adds. This needs no shuffles per block and
+ * row, and one scale product per block and row for all 16 columns.
+ *
+ * The weights of 16 columns are unpacked once per call into a panel,
+ * dword l of column c (the unsigned 5-bit values q of elements 4l..4l+3)
+ * at w[b][l][c], so that a vector of 16 columns' dwords is one load; every
+ * row of the batch then runs over the panel. The unsigned q (0..31) is the
+ * operand of vpdpbusd / vpmaddubsw that must be unsigned; the -16 offset
+ * is folded in through the activations' lane sums: p_l = q . a - 16 S_l,
+ * S_l = a_4l + ... + a_4l+3, which matmul_kquant.c stores as
+ * Q5P_MAGIC - 16 S_l (int32, see below) in the lane-sum slots of
+ * the Q5_0 activation rows (the Q5_0 product reads no float lane sums). Rows of more than Q5P_MAX_BLOCKS
+ * blocks go through q5_tile (the same integers and float steps). */
+#define Q5P_COLS 16       /* columns per panel */
+#define Q5P_MAX_BLOCKS 64 /* blocks per panel: 36 KiB on the stack, K <= 2048 */
+
+typedef struct q5p_panel {
+    uint32_t w[Q5P_MAX_BLOCKS][8][Q5P_COLS];
+    float d[Q5P_MAX_BLOCKS][Q5P_COLS];
+} q5p_panel;
+
+/* Integer to float without vcvtdq2ps, which shares its port with the dot
+ * products: the lane sums are within 4 * 16 * 127 < 2^22, so the int32
+ * bits of Q5P_MAGIC + p are the float 1.5 * 2^23 + p, and subtracting
+ * 1.5 * 2^23 gives (float)p exactly. The magic is added to the offsets
+ * below, so the dot products start from it. */
+#define Q5P_MAGIC 0x4B400000
+#define Q5P_MAGIC_F 12582912.0f
+
+/* Q5P_MAGIC - 16 S_l of block b of a Q5_0 activation row (see above). */
+KQ_INLINE int32_t q5p_offset(const uint8_t *row, int64_t nb, int64_t b, int l) {
+    int32_t v;
+    memcpy(&v, qx_sums(row, nb) + b * KQ_LANES + l, sizeof v);
+    return v;
+}
+
+#if KQ_X86
+/* The 32 unsigned 5-bit values of a Q5_0 block in element order. */
+KQ_INLINE __m256i q5p_unpack(const uint8_t *blk) {
+    __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + 6)));
+    both = _mm256_srlv_epi64(both, _mm256_setr_epi64x(0, 0, 4, 4));
+    __m256i nib = _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+#if defined(PW_ISA_AVX512VNNI_COPY)
+    /* bit j of qh is byte j's mask bit */
+    return _mm256_mask_add_epi8(nib, (__mmask32)kq_u32(blk + 2), nib, _mm256_set1_epi8(0x10));
+#else
+    __m256i qh = _mm256_set1_epi32((int)kq_u32(blk + 2));
+    qh = _mm256_shuffle_epi8(qh, _mm256_setr_epi64x(0, 0x0101010101010101LL,
+                                                    0x0202020202020202LL,
+                                                    0x0303030303030303LL));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit);
+    return _mm256_or_si256(nib, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+#endif
+}
+
+/* 8 vectors of 8 dwords (rows: columns) to 8 of 8 (rows: dword index),
+ * each stored `stride` dwords apart from dst. */
+KQ_INLINE void kq_transpose8_store(const __m256i r[8], uint32_t *dst, int stride) {
+    __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
+    __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
+    __m256i t4 = _mm256_unpacklo_epi32(r[4], r[5]), t5 = _mm256_unpackhi_epi32(r[4], r[5]);
+    __m256i t6 = _mm256_unpacklo_epi32(r[6], r[7]), t7 = _mm256_unpackhi_epi32(r[6], r[7]);
+    /* u0: dword 0 of columns 0-3 | dword 4 of columns 0-3, u1: 1 | 5, ... */
+    __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+    __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+    __m256i v0 = _mm256_unpacklo_epi64(t4, t6), v1 = _mm256_unpackhi_epi64(t4, t6);
+    __m256i v2 = _mm256_unpacklo_epi64(t5, t7), v3 = _mm256_unpackhi_epi64(t5, t7);
+    _mm256_store_si256((__m256i *)(dst + 0 * stride), _mm256_permute2x128_si256(u0, v0, 0x20));
+    _mm256_store_si256((__m256i *)(dst + 1 * stride), _mm256_permute2x128_si256(u1, v1, 0x20));
+    _mm256_store_si256((__m256i *)(dst + 2 * stride), _mm256_permute2x128_si256(u2, v2, 0x20));
+    _mm256_store_si256((__m256i *)(dst + 3 * stride), _mm256_permute2x128_si256(u3, v3, 0x20));
+    _mm256_store_si256((__m256i *)(dst + 4 * stride), _mm256_permute2x128_si256(u0, v0, 0x31));
+    _mm256_store_si256((__m256i *)(dst + 5 * stride), _mm256_permute2x128_si256(u1, v1, 0x31));
+    _mm256_store_si256((__m256i *)(dst + 6 * stride), _mm256_permute2x128_si256(u2, v2, 0x31));
+    _mm256_store_si256((__m256i *)(dst + 7 * stride), _mm256_permute2x128_si256(u3, v3, 0x31));
+}
+
+/* Columns c0..c0+7 (cols of them real, the rest zero) of every block into
+ * the panel: each column's 8 dwords, then an 8 x 8 dword transpose. */
+KQ_INLINE void q5p_pack8(q5p_panel *p, const uint8_t *w, int64_t wrow, int64_t nb, int c0,
+                         int cols) {
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i r[8];
+        for (int c = 0; c < 8; c++) {
+            if (c < cols) {
+                const uint8_t *blk = w + (c0 + c) * wrow + b * KQ_Q5_0_BYTES;
+                r[c] = q5p_unpack(blk);
+                p->d[b][c0 + c] = kq_half(blk);
+            } else {
+                r[c] = _mm256_setzero_si256();
+                p->d[b][c0 + c] = 0.0f;
+            }
+        }
+        kq_transpose8_store(r, &p->w[b][0][c0], Q5P_COLS);
+    }
+}
+
+KQ_INLINE int32_t q5p_dword(const int8_t *q) {
+    int32_t v;
+    memcpy(&v, q, sizeof v);
+    return v;
+}
+
+#if defined(PW_ISA_AVX512VNNI_COPY)
+#define Q5P_VLANES 16
+#define Q5P_TILE_ROWS 1
+typedef __m512i q5p_vi;
+typedef __m512 q5p_vf;
+#define Q5P_DOT4(s, w, a) _mm512_dpbusd_epi32(s, w, a)
+#define Q5P_LOADI(p) _mm512_load_si512(p)
+#define Q5P_SET1(v) _mm512_set1_epi32(v)
+#define Q5P_LOADF(p) _mm512_load_ps(p)
+#define Q5P_SET1F(v) _mm512_set1_ps(v)
+#define Q5P_ZEROF() _mm512_setzero_ps()
+#define Q5P_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define Q5P_MULF(a, b) _mm512_mul_ps(a, b)
+#define Q5P_ADDF(a, b) _mm512_add_ps(a, b)
+/* the float of p from the bits of magic + p (see q5p_rows) */
+#define Q5P_CVT(a) _mm512_sub_ps(_mm512_castsi512_ps(a), _mm512_set1_ps(Q5P_MAGIC_F))
+#else
+#define Q5P_VLANES 8
+#define Q5P_TILE_ROWS 1
+typedef __m256i q5p_vi;
+typedef __m256 q5p_vf;
+#if defined(KQ_DPBUSD)
+#define Q5P_DOT4(s, w, a) KQ_DPBUSD(s, w, a)
+#else
+/* q (0..31) times a: the pair sums stay within 2 * 31 * 127 */
+#define Q5P_DOT4(s, w, a)                                                                      \
+    _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1)))
+#endif
+#define Q5P_LOADI(p) _mm256_load_si256((const __m256i *)(p))
+#define Q5P_SET1(v) _mm256_set1_epi32(v)
+#define Q5P_LOADF(p) _mm256_load_ps(p)
+#define Q5P_SET1F(v) _mm256_set1_ps(v)
+#define Q5P_ZEROF() _mm256_setzero_ps()
+#define Q5P_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define Q5P_MULF(a, b) _mm256_mul_ps(a, b)
+#define Q5P_ADDF(a, b) _mm256_add_ps(a, b)
+#define Q5P_CVT(a) _mm256_sub_ps(_mm256_castsi256_ps(a), _mm256_set1_ps(Q5P_MAGIC_F))
+#endif
+
+/* rows x Q5P_VLANES outputs (panel columns c0.., hc of them real). */
+KQ_INLINE void q5p_rows(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, int64_t nb,
+                        const q5p_panel *p, int rows, int c0, int hc) {
+    q5p_vf acc[Q5P_TILE_ROWS][KQ_LANES];
+#pragma GCC unroll 8
+    for (int r = 0; r < rows; r++)
+#pragma GCC unroll 8
+        for (int l = 0; l < KQ_LANES; l++) acc[r][l] = Q5P_ZEROF();
+    for (int64_t b = 0; b < nb; b++) {
+        q5p_vf dw = Q5P_LOADF(&p->d[b][c0]);
+#pragma GCC unroll 8
+        for (int r = 0; r < rows; r++) {
+            const uint8_t *row = xa + r * xrow;
+            const int8_t *a = qx_values(row) + b * KQ_QK;
+            /* lane-wise d_w * d_a: the scalar product in every lane */
+            q5p_vf dd = Q5P_MULF(dw, Q5P_SET1F(qx_scales(row, nb)[b]));
+#pragma GCC unroll 8
+            for (int l = 0; l < KQ_LANES; l++) {
+                q5p_vi s = Q5P_DOT4(Q5P_SET1(q5p_offset(row, nb, b, l)), Q5P_LOADI(&p->w[b][l][c0]),
+                                    Q5P_SET1(q5p_dword(a + 4 * l)));
+                acc[r][l] = Q5P_FMA(dd, Q5P_CVT(s), acc[r][l]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < rows; r++) {
+        /* the fixed lane tree, lane-wise over the columns */
+        q5p_vf t = Q5P_ADDF(Q5P_ADDF(Q5P_ADDF(acc[r][0], acc[r][4]), Q5P_ADDF(acc[r][2], acc[r][6])),
+                            Q5P_ADDF(Q5P_ADDF(acc[r][1], acc[r][5]), Q5P_ADDF(acc[r][3], acc[r][7])));
+        float out[Q5P_VLANES];
+        memcpy(out, &t, sizeof out);
+        memcpy(y + r * ldy, out, (size_t)hc * sizeof(float));
+    }
+}
+
+/* Columns [j0, j1) of every row: a panel of 16 columns, filled once and
+ * run over by every row. */
+KQ_INLINE void q5p_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_tokens,
+                       int64_t n, int64_t k, int64_t j0, int64_t j1) {
+    const int64_t nb = k / KQ_QK, wrow = nb * KQ_Q5_0_BYTES, xrow = PW_K_Q8_ROW_BYTES(k);
+    _Alignas(64) q5p_panel panel;
+    const int64_t t_full = n_tokens / Q5P_TILE_ROWS * Q5P_TILE_ROWS;
+    for (int64_t c0 = j0; c0 < j1; c0 += Q5P_COLS) {
+        const int cols = j1 - c0 < Q5P_COLS ? (int)(j1 - c0) : Q5P_COLS;
+        q5p_pack8(&panel, w + c0 * wrow, wrow, nb, 0, cols < 8 ? cols : 8);
+        q5p_pack8(&panel, w + c0 * wrow, wrow, nb, 8, cols > 8 ? cols - 8 : 0);
+        for (int h = 0; h < Q5P_COLS / Q5P_VLANES; h++) {
+            const int hc0 = h * Q5P_VLANES;
+            if (hc0 >= cols) break;
+            const int hc = cols - hc0 < Q5P_VLANES ? cols - hc0 : Q5P_VLANES;
+            for (int64_t t = 0; t < t_full; t += Q5P_TILE_ROWS)
+                q5p_rows(y + t * n + c0 + hc0, n, xa + t * xrow, xrow, nb, &panel, Q5P_TILE_ROWS,
+                         hc0, hc);
+            for (int64_t t = t_full; t < n_tokens; t++)
+                q5p_rows(y + t * n + c0 + hc0, n, xa + t * xrow, xrow, nb, &panel, 1, hc0, hc);
+        }
+    }
+}
+#endif
+
+/* ---- K-quants: one column per vector lane ------------------------------ */
+
+/* Q4_K, Q5_K and Q6_K for batches, the sequence of matmul_kquant.c with
+ * the vectors' lanes across 16 (AVX-512) or 8 columns, as for Q5_0 above:
+ * lane l of an output is its own vector, is_l += sc * (q . a) over the 4
+ * bytes 4l..4l+3 of each chunk is one vpmaddubsw and one vpdpwssd (or
+ * vpmaddwd + add) for 16 columns, and the float steps are one conversion
+ * and one fma per lane for 16 outputs. The weights of 16 columns are
+ * unpacked once per call into a panel: dword j of a super-block (elements
+ * 4j..4j+3 as unsigned bytes: Q4_K/Q5_K q, Q6_K q + 32) at w[s][j][c];
+ * the group scales as int16 word pairs (sc, sc); and per lane the words
+ * the side term multiplies bs_2l, bs_2l+1 by: Q4_K/Q5_K (m_l, m_l), Q6_K
+ * (sc_2l, sc_2l+1). Rows of more than KP_MAX_SB super-blocks keep
+ * kq_tile (the same integers and float steps). */
+#define KP_COLS 16
+#define KP_MAX_SB 8 /* super-blocks per panel: 45 KiB on the stack, K <= 2048 */
+#ifndef KP_MIN_ROWS
+#define KP_MIN_ROWS 8 /* fewer rows go through kq_tile: the panel fill is not shared enough */
+#endif
+
+typedef struct kp_panel {
+    uint32_t w[KP_MAX_SB][64][KP_COLS];
+    uint32_t scw[KP_MAX_SB][16][KP_COLS];
+    uint32_t side[KP_MAX_SB][8][KP_COLS];
+    float d[KP_MAX_SB][KP_COLS], dmin[KP_MAX_SB][KP_COLS];
+} kp_panel;
+
+#if KQ_X86
+/* Columns c0..c0+7 (cols of them real, the rest zero) of every
+ * super-block into the panel. */
+KQ_INLINE void kp_pack8(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t nsb, pw_dtype type,
+                        int64_t bb, int c0, int cols) {
+    for (int64_t s = 0; s < nsb; s++) {
+        kq_col col[8];
+        __m256i sa[8], sb[8], sd[8];
+        for (int c = 0; c < 8; c++) {
+            /* an absent column reads the panel's first (which exists)
+             * and is given zero scales */
+            const bool real = c < cols;
+            const uint8_t *blk = w + (real ? c0 + c : 0) * wrow + s * bb;
+            col[c] = kq_col_make(blk, type);
+            p->d[s][c0 + c] = real ? col[c].d : 0.0f;
+            p->dmin[s][c0 + c] = real ? col[c].dmin : 0.0f;
+            if (type == PW_Q6_K) {
+                __m128i b = real ? _mm_loadu_si128((const __m128i *)(blk + 192)) : _mm_setzero_si128();
+                __m256i lo = _mm256_cvtepi8_epi32(b), hi = _mm256_cvtepi8_epi32(_mm_srli_si128(b, 8));
+                const __m256i w16 = _mm256_set1_epi32(0xFFFF);
+                sa[c] = _mm256_or_si256(_mm256_and_si256(lo, w16), _mm256_slli_epi32(lo, 16));
+                sb[c] = _mm256_or_si256(_mm256_and_si256(hi, w16), _mm256_slli_epi32(hi, 16));
+                sd[c] = _mm256_cvtepi8_epi16(b); /* words 2l, 2l+1: sc_2l, sc_2l+1 */
+            } else {
+                uint8_t sc[8], m[8];
+                kq_scales_mins(blk + 4, sc, m);
+                uint64_t sc8, m8;
+                memcpy(&sc8, sc, 8);
+                memcpy(&m8, m, 8);
+                if (!real) sc8 = m8 = 0;
+                __m256i s32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8));
+                __m256i m32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m8));
+                sa[c] = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
+                sd[c] = _mm256_or_si256(m32, _mm256_slli_epi32(m32, 16));
+            }
+        }
+        kq_transpose8_store(sa, &p->scw[s][0][c0], KP_COLS);
+        if (type == PW_Q6_K) kq_transpose8_store(sb, &p->scw[s][8][c0], KP_COLS);
+        kq_transpose8_store(sd, &p->side[s][0][c0], KP_COLS);
+        for (int i = 0; i < 8; i++) {
+            __m256i r[8];
+            for (int c = 0; c < 8; c++) r[c] = kq_chunk(&col[c], type, i);
+            kq_transpose8_store(r, &p->w[s][8 * i][c0], KP_COLS);
+        }
+    }
+}
+
+KQ_INLINE int32_t kp_dword(const void *q) {
+    int32_t v;
+    memcpy(&v, q, sizeof v);
+    return v;
+}
+
+#if defined(PW_ISA_AVX512VNNI_COPY)
+#define KP_VLANES 16
+typedef __m512i kp_vi;
+typedef __m512 kp_vf;
+#define KP_LOADI(p) _mm512_load_si512(p)
+#define KP_SET1(v) _mm512_set1_epi32(v)
+#define KP_ZERO() _mm512_setzero_si512()
+#define KP_MADDUBS(u, a) _mm512_maddubs_epi16(u, a)
+#define KP_DOTW(s, p, w) _mm512_dpwssd_epi32(s, p, w)
+#define KP_MADDW(a, b) _mm512_madd_epi16(a, b)
+#define KP_SUB32(a, b) _mm512_sub_epi32(a, b)
+#define KP_SHL5(a) _mm512_slli_epi32(a, 5)
+#define KP_LOADF(p) _mm512_load_ps(p)
+#define KP_SET1F(v) _mm512_set1_ps(v)
+#define KP_ZEROF() _mm512_setzero_ps()
+#define KP_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define KP_FNMA(a, b, c) _mm512_fnmadd_ps(a, b, c)
+#define KP_MULF(a, b) _mm512_mul_ps(a, b)
+#define KP_ADDF(a, b) _mm512_add_ps(a, b)
+#define KP_CVT(a) _mm512_cvtepi32_ps(a)
+#else
+#define KP_VLANES 8
+typedef __m256i kp_vi;
+typedef __m256 kp_vf;
+#define KP_LOADI(p) _mm256_load_si256((const __m256i *)(p))
+#define KP_SET1(v) _mm256_set1_epi32(v)
+#define KP_ZERO() _mm256_setzero_si256()
+#define KP_MADDUBS(u, a) _mm256_maddubs_epi16(u, a)
+#if defined(PW_ISA_AVXVNNI_COPY)
+#define KP_DOTW(s, p, w) _mm256_dpwssd_avx_epi32(s, p, w)
+#else
+#define KP_DOTW(s, p, w) _mm256_add_epi32(s, _mm256_madd_epi16(p, w))
+#endif
+#define KP_MADDW(a, b) _mm256_madd_epi16(a, b)
+#define KP_SUB32(a, b) _mm256_sub_epi32(a, b)
+#define KP_SHL5(a) _mm256_slli_epi32(a, 5)
+#define KP_LOADF(p) _mm256_load_ps(p)
+#define KP_SET1F(v) _mm256_set1_ps(v)
+#define KP_ZEROF() _mm256_setzero_ps()
+#define KP_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define KP_FNMA(a, b, c) _mm256_fnmadd_ps(a, b, c)
+#define KP_MULF(a, b) _mm256_mul_ps(a, b)
+#define KP_ADDF(a, b) _mm256_add_ps(a, b)
+#define KP_CVT(a) _mm256_cvtepi32_ps(a)
+#endif
+
+/* One row, KP_VLANES outputs (panel columns c0.., hc of them real). */
+KQ_INLINE void kp_row(float *y, const uint8_t *row, int64_t nsb, const kp_panel *p,
+                      pw_dtype type, int c0, int hc) {
+    kp_vf acc[KQ_LANES];
+#pragma GCC unroll 8
+    for (int l = 0; l < KQ_LANES; l++) acc[l] = KP_ZEROF();
+    for (int64_t s = 0; s < nsb; s++) {
+        const int8_t *a = kx_values(row) + s * KQ_QKK;
+        const int16_t *bs = kx_sums(row, nsb) + 16 * s;
+        kp_vi is[KQ_LANES];
+#pragma GCC unroll 8
+        for (int l = 0; l < KQ_LANES; l++) is[l] = KP_ZERO();
+#pragma GCC unroll 8
+        for (int i = 0; i < KQ_QKK / 32; i++) {
+            kp_vi sc0 = KP_LOADI(&p->scw[s][type == PW_Q6_K ? 2 * i : i][c0]);
+            kp_vi sc1 = type == PW_Q6_K ? KP_LOADI(&p->scw[s][2 * i + 1][c0]) : sc0;
+#pragma GCC unroll 8
+            for (int l = 0; l < KQ_LANES; l++) {
+                kp_vi pr = KP_MADDUBS(KP_LOADI(&p->w[s][8 * i + l][c0]),
+                                      KP_SET1(kp_dword(a + 32 * i + 4 * l)));
+                is[l] = KP_DOTW(is[l], pr, l < 4 ? sc0 : sc1);
+            }
+        }
+        const float da = kx_scales(row, nsb)[s];
+        kp_vf dd = KP_MULF(KP_LOADF(&p->d[s][c0]), KP_SET1F(da));
+        kp_vf dm = KP_MULF(KP_LOADF(&p->dmin[s][c0]), KP_SET1F(da));
+#pragma GCC unroll 8
+        for (int l = 0; l < KQ_LANES; l++) {
+            /* Q4_K/Q5_K: mp_l = m_l * (bs_2l + bs_2l+1); Q6_K: the offset
+             * sc_2l bs_2l + sc_2l+1 bs_2l+1, times 32. */
+            kp_vi side = KP_MADDW(KP_LOADI(&p->side[s][l][c0]), KP_SET1(kp_dword(bs + 2 * l)));
+            kp_vi v = type == PW_Q6_K ? KP_SUB32(is[l], KP_SHL5(side)) : is[l];
+            acc[l] = KP_FMA(dd, KP_CVT(v), acc[l]);
+            if (type != PW_Q6_K) acc[l] = KP_FNMA(dm, KP_CVT(side), acc[l]);
+        }
+    }
+    /* the fixed lane tree, lane-wise over the columns */
+    kp_vf t = KP_ADDF(KP_ADDF(KP_ADDF(acc[0], acc[4]), KP_ADDF(acc[2], acc[6])),
+                      KP_ADDF(KP_ADDF(acc[1], acc[5]), KP_ADDF(acc[3], acc[7])));
+    float out[KP_VLANES];
+    memcpy(out, &t, sizeof out);
+    memcpy(y, out, (size_t)hc * sizeof(float));
+}
+
+/* Columns [j0, j1) of every row: a panel of 16 columns, filled once and
+ * run over by every row. */
+KQ_INLINE void kp_run(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type, int64_t bb,
+                      int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
+    const int64_t nsb = k / KQ_QKK, wrow = nsb * bb, xrow = PW_K_Q8K_ROW_BYTES(k);
+    _Alignas(64) kp_panel panel;
+    for (int64_t c0 = j0; c0 < j1; c0 += KP_COLS) {
+        const int cols = j1 - c0 < KP_COLS ? (int)(j1 - c0) : KP_COLS;
+        kp_pack8(&panel, w + c0 * wrow, wrow, nsb, type, bb, 0, cols < 8 ? cols : 8);
+        kp_pack8(&panel, w + c0 * wrow, wrow, nsb, type, bb, 8, cols > 8 ? cols - 8 : 0);
+        for (int h = 0; h < KP_COLS / KP_VLANES; h++) {
+            const int hc0 = h * KP_VLANES;
+            if (hc0 >= cols) break;
+            const int hc = cols - hc0 < KP_VLANES ? cols - hc0 : KP_VLANES;
+            for (int64_t t = 0; t < n_tokens; t++)
+                kp_row(y + t * n + c0 + hc0, xa + t * xrow, nsb, &panel, type, hc0, hc);
+        }
+    }
+}
+#endif
+
+/* ---- the K-quant activation quantizer, vectorised ---------------------- */
+
+#if KQ_X86
+/* pw_k_q8k_quantize_rows (matmul_kquant.c) 8 values at a time, the same
+ * bytes: the max of |x| is order-free (vmaxps(a, m) is a > m ? a : m, so a
+ * NaN is passed over as in the C loop); x * (127 / amax) is the same
+ * product; vcvtps2dq rounds to nearest even like rintf, and gives INT_MIN
+ * for NaN and out-of-range values, which the clamp turns into -127, as the
+ * C code does; the sums are exact. */
+void PW_ISA(pw_k_q8k_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows, int64_t k) {
+    const int64_t nsb = k / KQ_QKK;
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t t = 0; t < n_rows; t++) {
+        uint8_t *row = xa + t * PW_K_Q8K_ROW_BYTES(k);
+        float *dv = (float *)(row + nsb * KQ_QKK);
+        int16_t *bsv = (int16_t *)(row + nsb * (KQ_QKK + 4));
+        for (int64_t b = 0; b < nsb; b++) {
+            const float *xb = x + t * k + b * KQ_QKK;
+            __m256 m = _mm256_setzero_ps();
+            for (int j = 0; j < KQ_QKK; j += 8)
+                m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xb + j), absmask), m);
+            m = _mm256_max_ps(m, _mm256_permute2f128_ps(m, m, 1));
+            m = _mm256_max_ps(m, _mm256_shuffle_ps(m, m, 0x4E));
+            m = _mm256_max_ps(m, _mm256_shuffle_ps(m, m, 0xB1));
+            const float amax = _mm256_cvtss_f32(m);
+            const __m256 id = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+            int8_t *q = (int8_t *)row + b * KQ_QKK;
+            for (int j = 0; j < KQ_QKK; j += 32) {
+                __m256i v[4];
+                for (int u = 0; u < 4; u++) {
+                    __m256i r = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + j + 8 * u), id));
+                    v[u] = _mm256_min_epi32(_mm256_max_epi32(r, lo), hi);
+                }
+                /* two groups of 16: the exact sums */
+                for (int g = 0; g < 2; g++) {
+                    __m256i s = _mm256_add_epi32(v[2 * g], v[2 * g + 1]);
+                    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+                    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+                    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+                    bsv[16 * b + j / 16 + g] = (int16_t)_mm_cvtsi128_si32(h);
+                }
+                __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]),
+                                               _mm256_packs_epi32(v[2], v[3]));
+                _mm256_storeu_si256((__m256i *)(q + j), _mm256_permutevar8x32_epi32(p, order));
+            }
+            memcpy(dv + b, &(float){amax / 127.0f}, sizeof(float));
+        }
+    }
+}
+#endif
+
 /* ---- loops over tiles ---------------------------------------------------- */
 
 #ifndef KQ_KTILE
@@ -825,11 +1282,34 @@ KQ_INLINE void kq_typed(float *y, const uint8_t *xa, const uint8_t *w, int64_t n
 void PW_ISA(pw_k_kqdot_run)(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type,
                             int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
     switch (type) {
+#if KQ_X86
+    case PW_Q5_0:
+        if (k / KQ_QK <= Q5P_MAX_BLOCKS) q5p_run(y, xa, w, n_tokens, n, k, j0, j1);
+        else kq_typed(y, xa, w, n_tokens, n, k, PW_Q5_0, KQ_Q5_0_BYTES, false, j0, j1);
+        break;
+#else
     case PW_Q5_0: kq_typed(y, xa, w, n_tokens, n, k, PW_Q5_0, KQ_Q5_0_BYTES, false, j0, j1); break;
+#endif
     case PW_Q5_1: kq_typed(y, xa, w, n_tokens, n, k, PW_Q5_1, KQ_Q5_1_BYTES, false, j0, j1); break;
+#if KQ_X86
+/* Batches of rows through the panels; a few rows, whose panel fill would
+ * not be shared, and long rows through the tiles. */
+#define KP_CASE(T, BYTES)                                                                      \
+    case T:                                                                                    \
+        if (n_tokens >= KP_MIN_ROWS && k / KQ_QKK <= KP_MAX_SB)                                \
+            kp_run(y, xa, w, T, BYTES, n_tokens, n, k, j0, j1);                                \
+        else                                                                                   \
+            kq_typed(y, xa, w, n_tokens, n, k, T, BYTES, true, j0, j1);                        \
+        break;
+        KP_CASE(PW_Q4_K, KQ_Q4_K_BYTES)
+        KP_CASE(PW_Q5_K, KQ_Q5_K_BYTES)
+        KP_CASE(PW_Q6_K, KQ_Q6_K_BYTES)
+#undef KP_CASE
+#else
     case PW_Q4_K: kq_typed(y, xa, w, n_tokens, n, k, PW_Q4_K, KQ_Q4_K_BYTES, true, j0, j1); break;
     case PW_Q5_K: kq_typed(y, xa, w, n_tokens, n, k, PW_Q5_K, KQ_Q5_K_BYTES, true, j0, j1); break;
     case PW_Q6_K: kq_typed(y, xa, w, n_tokens, n, k, PW_Q6_K, KQ_Q6_K_BYTES, true, j0, j1); break;
+#endif
     default: assert(!"pw_k_matmul_quant: not a K-quant or Q5 weight type"); break;
     }
 }

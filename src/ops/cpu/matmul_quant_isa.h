@@ -75,7 +75,8 @@ void pw_k_qdot_run_avx512vnni PW_K_QDOT_PARAMS;
 bool pw_k_kquant_supported(pw_dtype type);
 
 /* Quantizes rows [0, n_rows) of x[n_rows][k] (k % 256 == 0) into xa, rows
- * PW_K_Q8K_ROW_BYTES(k) apart. One copy for every instruction set. */
+ * PW_K_Q8K_ROW_BYTES(k) apart; the x86 copies (matmul_kquant_isa.h) give
+ * the same bytes. */
 void pw_k_q8k_quantize_rows(uint8_t *xa, const float *x, int64_t n_rows, int64_t k);
 
 /* Columns [j0, j1) of y[T][N] = xa[T] . W[N]^T for W in blocks of a
