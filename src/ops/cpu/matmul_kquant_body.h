@@ -877,7 +877,9 @@ KQ_INLINE void q5p_pack8(q5p_panel *p, const uint8_t *w, int64_t wrow, int64_t n
     }
 }
 
-KQ_INLINE int32_t q5p_dword(const int8_t *q) {
+/* Four bytes of a quantized activation row as one int32 lane value (the
+ * panels broadcast it to every column); unaligned-safe. */
+KQ_INLINE int32_t kq_dword(const void *q) {
     int32_t v;
     memcpy(&v, q, sizeof v);
     return v;
@@ -941,7 +943,7 @@ KQ_INLINE void q5p_rows(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, 
 #pragma GCC unroll 8
             for (int l = 0; l < KQ_LANES; l++) {
                 q5p_vi s = Q5P_DOT4(Q5P_SET1(q5p_offset(row, nb, b, l)), Q5P_LOADI(&p->w[b][l][c0]),
-                                    Q5P_SET1(q5p_dword(a + 4 * l)));
+                                    Q5P_SET1(kq_dword(a + 4 * l)));
                 acc[r][l] = Q5P_FMA(dd, Q5P_CVT(s), acc[r][l]);
             }
         }
@@ -1056,12 +1058,6 @@ KQ_INLINE void kp_pack8(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t nsb
     }
 }
 
-KQ_INLINE int32_t kp_dword(const void *q) {
-    int32_t v;
-    memcpy(&v, q, sizeof v);
-    return v;
-}
-
 #if defined(PW_ISA_AVX512VNNI_COPY)
 #define KP_VLANES 16
 typedef __m512i kp_vi;
@@ -1127,7 +1123,7 @@ KQ_INLINE void kp_row(float *y, const uint8_t *row, int64_t nsb, const kp_panel 
 #pragma GCC unroll 8
             for (int l = 0; l < KQ_LANES; l++) {
                 kp_vi pr = KP_MADDUBS(KP_LOADI(&p->w[s][8 * i + l][c0]),
-                                      KP_SET1(kp_dword(a + 32 * i + 4 * l)));
+                                      KP_SET1(kq_dword(a + 32 * i + 4 * l)));
                 is[l] = KP_DOTW(is[l], pr, l < 4 ? sc0 : sc1);
             }
         }
@@ -1138,7 +1134,7 @@ KQ_INLINE void kp_row(float *y, const uint8_t *row, int64_t nsb, const kp_panel 
         for (int l = 0; l < KQ_LANES; l++) {
             /* Q4_K/Q5_K: mp_l = m_l * (bs_2l + bs_2l+1); Q6_K: the offset
              * sc_2l bs_2l + sc_2l+1 bs_2l+1, times 32. */
-            kp_vi side = KP_MADDW(KP_LOADI(&p->side[s][l][c0]), KP_SET1(kp_dword(bs + 2 * l)));
+            kp_vi side = KP_MADDW(KP_LOADI(&p->side[s][l][c0]), KP_SET1(kq_dword(bs + 2 * l)));
             kp_vi v = type == PW_Q6_K ? KP_SUB32(is[l], KP_SHL5(side)) : is[l];
             acc[l] = KP_FMA(dd, KP_CVT(v), acc[l]);
             if (type != PW_Q6_K) acc[l] = KP_FNMA(dm, KP_CVT(side), acc[l]);
