@@ -58,6 +58,19 @@
  * rows instead of 4 (8 accumulators, 8 activation vectors). */
 #define WIDE_TILE_ROWS 8
 #define WIDE_TILE_COLS 2
+#define WIDE_TILE_TYPES(type) 1
+#define MAX_TILE_ROWS 8
+#elif defined(PW_ISA_FMA_COPY)
+#define BATCH_TILE_ROWS 4
+#define BATCH_TILE_COLS 2
+/* AVX2, Q4_0 and Q4_1: 8 rows x 1 column, each block's unpacking, scales
+ * and prefetch shared by 8 rows instead of 4 (the activations are memory
+ * operands of vpmaddubsw and vpaddd, so 8 accumulators and a few
+ * temporaries fit the 16 registers). Q8_0 keeps 4 x 2: its vpsignb needs
+ * each row's activations in a register, and 8 x 1 spilled accumulators. */
+#define WIDE_TILE_ROWS 8
+#define WIDE_TILE_COLS 1
+#define WIDE_TILE_TYPES(type) ((type) != PW_Q8_0)
 #define MAX_TILE_ROWS 8
 #else
 #define BATCH_TILE_ROWS 4
@@ -714,9 +727,10 @@ MQ_INLINE void mq_typed(float *y, const uint8_t *xa, const uint8_t *w, int64_t n
         int64_t n1 = n0 + col_block < j1 ? n0 + col_block : j1;
         int64_t t = 0;
 #ifdef WIDE_TILE_ROWS
-        for (; t + WIDE_TILE_ROWS <= n_tokens; t += WIDE_TILE_ROWS)
-            mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, n_tokens, w, n, k, type, bb,
-                         n0, n1, WIDE_TILE_ROWS);
+        if (WIDE_TILE_TYPES(type))
+            for (; t + WIDE_TILE_ROWS <= n_tokens; t += WIDE_TILE_ROWS)
+                mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, n_tokens, w, n, k, type,
+                             bb, n0, n1, WIDE_TILE_ROWS);
 #endif
         for (; t + BATCH_TILE_ROWS <= n_tokens; t += BATCH_TILE_ROWS)
             mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, n_tokens, w, n, k, type, bb,
