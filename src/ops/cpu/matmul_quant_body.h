@@ -63,14 +63,14 @@
 #elif defined(PW_ISA_FMA_COPY)
 #define BATCH_TILE_ROWS 4
 #define BATCH_TILE_COLS 2
-/* AVX2, Q4_0 and Q4_1: 8 rows x 1 column, each block's unpacking, scales
- * and prefetch shared by 8 rows instead of 4 (the activations are memory
- * operands of vpmaddubsw and vpaddd, so 8 accumulators and a few
- * temporaries fit the 16 registers). Q8_0 keeps 4 x 2: its vpsignb needs
- * each row's activations in a register, and 8 x 1 spilled accumulators. */
+/* AVX2: 8 rows x 1 column, each block's unpacking, scales and prefetch
+ * shared by 8 rows instead of 4; 8 accumulators fit the 16 registers
+ * because the rows' activations are not held across the tile: Q4's are
+ * memory operands of vpmaddubsw, Q8_0's are loaded where vpsignb uses
+ * them (mq_tile). */
 #define WIDE_TILE_ROWS 8
 #define WIDE_TILE_COLS 1
-#define WIDE_TILE_TYPES(type) ((type) != PW_Q8_0)
+#define WIDE_TILE_TYPES(type) 1
 #define MAX_TILE_ROWS 8
 #else
 #define BATCH_TILE_ROWS 4
@@ -498,9 +498,11 @@ MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
 #pragma GCC unroll 8
     for (int r = 0; r < rows; r++) xq[r] = xq_cvalues(xa + r * xrow);
     for (int64_t b = 0; b < nb; b++) {
+#if !defined(PW_ISA_FMA_COPY)
         mq_act a[MAX_TILE_ROWS];
 #pragma GCC unroll 8
         for (int r = 0; r < rows; r++) a[r] = mq_act_load(xq[r] + b * XQ_BLOCK_BYTES);
+#endif
         mq_fold fo[MAX_TILE_ROWS];
 #pragma GCC unroll 8
         for (int r = 0; r < rows; r++)
@@ -540,7 +542,13 @@ MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
 #endif
 #pragma GCC unroll 8
             for (int r = 0; r < rows; r++) {
+#if defined(PW_ISA_FMA_COPY)
+                /* Loaded where used, so the 8 x 1 tile's Q8_0 vpsignb does
+                 * not hold 8 rows' activations at once. */
+                pw_v8f pf = mq_dotf(&p, mq_act_load(xq[r] + b * XQ_BLOCK_BYTES), fo[r], type);
+#else
                 pw_v8f pf = mq_dotf(&p, a[r], fo[r], type);
+#endif
 #if MQ_X86
                 pw_v8f s = (pw_v8f)_mm256_broadcast_ss(&ds[c * rows + r]);
 #else
