@@ -71,11 +71,15 @@
 #define WIDE_TILE_ROWS 8
 #define WIDE_TILE_COLS 1
 #define WIDE_TILE_TYPES(type) 1
+#define MQ_ACT_AT_USE(rows) ((rows) == WIDE_TILE_ROWS)
 #define MAX_TILE_ROWS 8
 #else
 #define BATCH_TILE_ROWS 4
 #define BATCH_TILE_COLS 2
 #define MAX_TILE_ROWS 4
+#endif
+#ifndef MQ_ACT_AT_USE
+#define MQ_ACT_AT_USE(rows) 0
 #endif
 #define ROW_TILE_COLS 8
 #define TILE_ACCS 16
@@ -498,11 +502,13 @@ MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
 #pragma GCC unroll 8
     for (int r = 0; r < rows; r++) xq[r] = xq_cvalues(xa + r * xrow);
     for (int64_t b = 0; b < nb; b++) {
-#if !defined(PW_ISA_FMA_COPY)
+        /* AVX2's 8 x 1 tile loads each row's values where they are used
+         * (below), so Q8_0's vpsignb does not hold 8 rows at once. */
+        const bool act_at_use = MQ_ACT_AT_USE(rows);
         mq_act a[MAX_TILE_ROWS];
 #pragma GCC unroll 8
-        for (int r = 0; r < rows; r++) a[r] = mq_act_load(xq[r] + b * XQ_BLOCK_BYTES);
-#endif
+        for (int r = 0; r < rows; r++)
+            if (!act_at_use) a[r] = mq_act_load(xq[r] + b * XQ_BLOCK_BYTES);
         mq_fold fo[MAX_TILE_ROWS];
 #pragma GCC unroll 8
         for (int r = 0; r < rows; r++)
@@ -542,13 +548,8 @@ MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
 #endif
 #pragma GCC unroll 8
             for (int r = 0; r < rows; r++) {
-#if defined(PW_ISA_FMA_COPY)
-                /* Loaded where used, so the 8 x 1 tile's Q8_0 vpsignb does
-                 * not hold 8 rows' activations at once. */
-                pw_v8f pf = mq_dotf(&p, mq_act_load(xq[r] + b * XQ_BLOCK_BYTES), fo[r], type);
-#else
-                pw_v8f pf = mq_dotf(&p, a[r], fo[r], type);
-#endif
+                pw_v8f pf = mq_dotf(
+                    &p, act_at_use ? mq_act_load(xq[r] + b * XQ_BLOCK_BYTES) : a[r], fo[r], type);
 #if MQ_X86
                 pw_v8f s = (pw_v8f)_mm256_broadcast_ss(&ds[c * rows + r]);
 #else
