@@ -58,11 +58,28 @@
  * rows instead of 4 (8 accumulators, 8 activation vectors). */
 #define WIDE_TILE_ROWS 8
 #define WIDE_TILE_COLS 2
+#define WIDE_TILE_TYPES(type) 1
+#define MAX_TILE_ROWS 8
+#elif defined(PW_ISA_FMA_COPY)
+#define BATCH_TILE_ROWS 4
+#define BATCH_TILE_COLS 2
+/* AVX2: 8 rows x 1 column, each block's unpacking, scales and prefetch
+ * shared by 8 rows instead of 4; 8 accumulators fit the 16 registers
+ * because the rows' activations are not held across the tile: Q4's are
+ * memory operands of vpmaddubsw, Q8_0's are loaded where vpsignb uses
+ * them (mq_tile). */
+#define WIDE_TILE_ROWS 8
+#define WIDE_TILE_COLS 1
+#define WIDE_TILE_TYPES(type) 1
+#define MQ_ACT_AT_USE(rows) ((rows) == WIDE_TILE_ROWS)
 #define MAX_TILE_ROWS 8
 #else
 #define BATCH_TILE_ROWS 4
 #define BATCH_TILE_COLS 2
 #define MAX_TILE_ROWS 4
+#endif
+#ifndef MQ_ACT_AT_USE
+#define MQ_ACT_AT_USE(rows) 0
 #endif
 #define ROW_TILE_COLS 8
 #define TILE_ACCS 16
@@ -485,9 +502,13 @@ MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
 #pragma GCC unroll 8
     for (int r = 0; r < rows; r++) xq[r] = xq_cvalues(xa + r * xrow);
     for (int64_t b = 0; b < nb; b++) {
+        /* AVX2's 8 x 1 tile loads each row's values where they are used
+         * (below), so Q8_0's vpsignb does not hold 8 rows at once. */
+        const bool act_at_use = MQ_ACT_AT_USE(rows);
         mq_act a[MAX_TILE_ROWS];
 #pragma GCC unroll 8
-        for (int r = 0; r < rows; r++) a[r] = mq_act_load(xq[r] + b * XQ_BLOCK_BYTES);
+        for (int r = 0; r < rows; r++)
+            if (!act_at_use) a[r] = mq_act_load(xq[r] + b * XQ_BLOCK_BYTES);
         mq_fold fo[MAX_TILE_ROWS];
 #pragma GCC unroll 8
         for (int r = 0; r < rows; r++)
@@ -527,7 +548,8 @@ MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
 #endif
 #pragma GCC unroll 8
             for (int r = 0; r < rows; r++) {
-                pw_v8f pf = mq_dotf(&p, a[r], fo[r], type);
+                pw_v8f pf = mq_dotf(
+                    &p, act_at_use ? mq_act_load(xq[r] + b * XQ_BLOCK_BYTES) : a[r], fo[r], type);
 #if MQ_X86
                 pw_v8f s = (pw_v8f)_mm256_broadcast_ss(&ds[c * rows + r]);
 #else
@@ -714,9 +736,10 @@ MQ_INLINE void mq_typed(float *y, const uint8_t *xa, const uint8_t *w, int64_t n
         int64_t n1 = n0 + col_block < j1 ? n0 + col_block : j1;
         int64_t t = 0;
 #ifdef WIDE_TILE_ROWS
-        for (; t + WIDE_TILE_ROWS <= n_tokens; t += WIDE_TILE_ROWS)
-            mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, n_tokens, w, n, k, type, bb,
-                         n0, n1, WIDE_TILE_ROWS);
+        if (WIDE_TILE_TYPES(type))
+            for (; t + WIDE_TILE_ROWS <= n_tokens; t += WIDE_TILE_ROWS)
+                mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, n_tokens, w, n, k, type,
+                             bb, n0, n1, WIDE_TILE_ROWS);
 #endif
         for (; t + BATCH_TILE_ROWS <= n_tokens; t += BATCH_TILE_ROWS)
             mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, n_tokens, w, n, k, type, bb,
