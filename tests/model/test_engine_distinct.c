@@ -13,6 +13,7 @@
  *  - a random model with 6 layers and one with mixed weight types (a layer
  *    whose weights have another type is captured for real), stories260K and
  *    SmolLM2 when ../shared or models/ have them. */
+#include "engine_runs.h"
 #include "test_util.h"
 #include "internal.h"
 
@@ -56,30 +57,7 @@ static void count_grouped(const pw_engine *e, int *grouped, int *groups) {
 /* Three requests, one joining late (mixed prefill and decode steps). */
 static pw_status run_tokens(pw_engine *e, pw_model *m, int32_t out[3][MAX_OUT]) {
     static const char *const prompts[3] = {"hello world", "a b c d e f g h i j", "once"};
-    int64_t rid[3] = {-1, -1, -1};
-    pw_status s = PW_OK;
-    for (int step = 0; s == PW_OK && step < 400 && (step < 3 || pw_engine_has_work(e)); step++) {
-        for (int i = 0; i < 3 && s == PW_OK; i++) {
-            if (step != i * 2) continue;
-            int32_t *ids = NULL;
-            int64_t n = 0;
-            s = pw_model_tokenize(m, prompts[i], true, &ids, &n);
-            if (s == PW_OK) s = pw_engine_add_request(e, ids, n, MAX_OUT, NULL, &rid[i]);
-            free(ids);
-        }
-        const pw_step_token *toks;
-        int64_t nt;
-        if (s == PW_OK) s = pw_engine_step(e, &toks, &nt);
-    }
-    for (int i = 0; i < 3 && s == PW_OK; i++) {
-        const int32_t *o;
-        int64_t no;
-        s = pw_engine_request_output(e, rid[i], &o, &no);
-        memset(out[i], 0, sizeof out[i]);
-        if (s == PW_OK) memcpy(out[i], o, sizeof(int32_t) * (size_t)(no < MAX_OUT ? no : MAX_OUT));
-        if (s == PW_OK) s = pw_engine_release_request(e, rid[i]);
-    }
-    return s;
+    return run_staggered(e, m, prompts, 3, MAX_OUT, 400, &out[0][0]);
 }
 
 /* Every layer at several sizes, checked against real captures, and the

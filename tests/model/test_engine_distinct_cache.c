@@ -11,6 +11,7 @@
  *    captures; a program whose kernel id the set lacks is dropped alone and
  *    captured, the others still come from the file;
  *  - another configuration (capture sizes) writes another file. */
+#include "engine_runs.h"
 #include "test_util.h"
 #include "internal.h"
 
@@ -48,30 +49,7 @@ static pw_status make_engine(pw_model *m, pw_graph_mode mode, const char *dir, b
 
 static pw_status run_tokens(pw_engine *e, pw_model *m, int32_t out[2][MAX_OUT]) {
     static const char *const prompts[2] = {"hello world", "a b c d e f g"};
-    int64_t rid[2] = {-1, -1};
-    pw_status s = PW_OK;
-    for (int step = 0; s == PW_OK && step < 300 && (step < 2 || pw_engine_has_work(e)); step++) {
-        for (int i = 0; i < 2 && s == PW_OK; i++) {
-            if (step != i * 2) continue;
-            int32_t *ids = NULL;
-            int64_t n = 0;
-            s = pw_model_tokenize(m, prompts[i], true, &ids, &n);
-            if (s == PW_OK) s = pw_engine_add_request(e, ids, n, MAX_OUT, NULL, &rid[i]);
-            free(ids);
-        }
-        const pw_step_token *toks;
-        int64_t nt;
-        if (s == PW_OK) s = pw_engine_step(e, &toks, &nt);
-    }
-    for (int i = 0; i < 2 && s == PW_OK; i++) {
-        const int32_t *o;
-        int64_t no;
-        s = pw_engine_request_output(e, rid[i], &o, &no);
-        memset(out[i], 0, sizeof out[i]);
-        if (s == PW_OK) memcpy(out[i], o, sizeof(int32_t) * (size_t)(no < MAX_OUT ? no : MAX_OUT));
-        if (s == PW_OK) s = pw_engine_release_request(e, rid[i]);
-    }
-    return s;
+    return run_staggered(e, m, prompts, 2, MAX_OUT, 300, &out[0][0]);
 }
 
 /* The one cache file in dir (its path in buf); false when there is not exactly one. */
