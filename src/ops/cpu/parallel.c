@@ -39,12 +39,22 @@
  * its core (to the thread it is waiting for, when both share one). */
 #define PW_K_WAIT_SPINS 2000
 
-/* A ticket is (job generation << 32) | next unclaimed share. Claiming is a
- * compare-and-swap on the whole ticket, so a late worker can never claim a
- * share of a job other than the one whose generation it read. */
-#define TICKET(gen, share) (((uint64_t)(gen) << 32) | (uint32_t)(share))
+/* A ticket is (job generation << 32) | (shares << 16) | next unclaimed
+ * share. Claiming is a compare-and-swap on the whole ticket, so a late
+ * worker can never claim a share of a job other than the one whose
+ * generation it read, and it bounds its claim by that job's own share
+ * count. (The count once lived in a separate field, stored before the new
+ * ticket was published: a worker holding the finished job's ticket could
+ * read the next job's larger count, see its exhausted ticket as claimable,
+ * win the compare-and-swap on it before the caller published the new one,
+ * and run a share of the next job before that job was set up. ThreadSanitizer
+ * caught it in CI.) */
+#define TICKET(gen, shares, share) \
+    (((uint64_t)(gen) << 32) | ((uint64_t)(uint16_t)(shares) << 16) | (uint16_t)(share))
 #define TICKET_GEN(t) ((uint32_t)((t) >> 32))
-#define TICKET_SHARE(t) ((uint32_t)(t))
+#define TICKET_SHARES(t) ((uint32_t)(((t) >> 16) & 0xffffu))
+#define TICKET_SHARE(t) ((uint32_t)((t) & 0xffffu))
+_Static_assert(GUIDED_ROUNDS * (PW_K_MAX_WORKERS + 1) <= 0xffff, "share count fits a ticket");
 
 typedef struct pool {
     pthread_mutex_t lock; /* protects sleeping workers' wake-up */
@@ -54,10 +64,6 @@ typedef struct pool {
     int n_workers;
     _Atomic uint64_t ticket;
     atomic_int done; /* shares finished in the current job */
-    /* Shares of the current job; atomic because a thread holding a stale
-     * ticket may read it while the caller sets up the next job (its claim
-     * then fails and it rereads the ticket). */
-    atomic_int shares;
     int job_threads; /* threads of the current job (for the guided cut) */
     /* The job: written by the caller before it publishes the ticket, read
      * only by a thread holding a claimed share (the caller does not start
@@ -92,13 +98,12 @@ static void run_shares(pool *p, uint32_t gen) {
     for (;;) {
         if (TICKET_GEN(t) != gen) return;
         uint32_t share = TICKET_SHARE(t);
-        int shares = atomic_load_explicit(&p->shares, memory_order_relaxed);
+        int shares = (int)TICKET_SHARES(t);
         if (share >= (uint32_t)shares) return;
-        if (!atomic_compare_exchange_weak_explicit(&p->ticket, &t, TICKET(gen, share + 1),
+        if (!atomic_compare_exchange_weak_explicit(&p->ticket, &t, TICKET(gen, shares, share + 1),
                                                    memory_order_acq_rel, memory_order_acquire))
             continue;
         /* Claimed: the job cannot change until this share is done. */
-        shares = atomic_load_explicit(&p->shares, memory_order_relaxed);
         int64_t begin = share_begin(p->n, shares, p->job_threads, (int)share);
         int64_t end = share_begin(p->n, shares, p->job_threads, (int)share + 1);
         if (begin < end) p->fn(p->ctx, begin, end);
@@ -171,11 +176,10 @@ void pw_k_parallel_for(int64_t n, pw_k_range_fn fn, void *ctx) {
     /* the guided cut where n has room for it, else one item per share
      * (threads <= n) */
     const int shares = n >= (int64_t)GUIDED_ROUNDS * threads ? GUIDED_ROUNDS * threads : (int)n;
-    atomic_store_explicit(&p->shares, shares, memory_order_relaxed);
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
     uint32_t gen = TICKET_GEN(atomic_load_explicit(&p->ticket, memory_order_relaxed)) + 1;
     pthread_mutex_lock(&p->lock);
-    atomic_store_explicit(&p->ticket, TICKET(gen, 0), memory_order_release);
+    atomic_store_explicit(&p->ticket, TICKET(gen, shares, 0), memory_order_release);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->lock);
     run_shares(p, gen);
