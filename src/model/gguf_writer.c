@@ -538,7 +538,7 @@ pw_status pw_tiny_llama_add(pw_gguf_writer *w, const pw_tiny_llama_config *c) {
 
 pw_status pw_tiny_llama_write_memory(const pw_tiny_llama_config *cfg, uint8_t **out,
                                      size_t *len) {
-    pw_gguf_writer *w;
+    pw_gguf_writer *w = NULL; /* NULL: gcc cannot see that _new sets it */
     PW_TRY(pw_gguf_writer_new(&w));
     pw_status s = pw_tiny_llama_add(w, cfg);
     if (s == PW_OK) s = pw_gguf_writer_to_memory(w, out, len);
@@ -547,7 +547,7 @@ pw_status pw_tiny_llama_write_memory(const pw_tiny_llama_config *cfg, uint8_t **
 }
 
 pw_status pw_tiny_llama_write_file(const pw_tiny_llama_config *cfg, const char *path) {
-    pw_gguf_writer *w;
+    pw_gguf_writer *w = NULL;
     PW_TRY(pw_gguf_writer_new(&w));
     pw_status s = pw_tiny_llama_add(w, cfg);
     if (s == PW_OK) s = pw_gguf_writer_to_file(w, path);
