@@ -71,7 +71,7 @@ typedef struct model_opts {
 } model_opts;
 
 typedef struct decode_result {
-    double tok_s, step_ms; /* wall clock, the engine's step timer */
+    double tok_s, step_ms; /* the decode loop's wall clock; the engine's step timer */
     double cpu_tok_s;      /* the stepping thread's CPU time: less sensitive to a loaded
                               machine; with --threads > 1 it leaves out the workers */
 } decode_result;
