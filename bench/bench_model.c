@@ -2,12 +2,16 @@
  *
  *   decode    for each mode (none, piecewise, full) and each batch size b:
  *             b requests, each a one-token prompt (BOS), greedy, decoding
- *             --tokens tokens (llama-bench's tg128 at b = 1). tokens/s and
- *             ms per step over the pure decode steps (the engine's own step
- *             timer: schedule, dispatch, forward, sampling), median of
- *             --repeats runs. Speed-up is over none at the same batch. A
- *             second figure divides by the stepping thread's CPU time
- *             instead of wall time, which a loaded machine disturbs less.
+ *             --tokens tokens (llama-bench's tg128 at b = 1). tokens/s over
+ *             the decode loop's wall time (from the end of the prompts' step
+ *             to the end of the last step: every decode step and what runs
+ *             between them, as llama-bench's tg times its generation loop;
+ *             the prompt step and request set-up are outside), ms per step
+ *             from the engine's own step timer (schedule, dispatch,
+ *             forward, sampling), medians of --repeats runs. Speed-up is
+ *             over none at the same batch. A second figure divides by the
+ *             stepping thread's CPU time over the same loop instead of wall
+ *             time, which a loaded machine disturbs less.
  *             --threads sets pw_set_num_threads (kernels split large
  *             matmuls and multi-token attention across a thread pool).
  *   threads   with a list (--threads 1,2,4): the tables above use the
@@ -67,7 +71,7 @@ typedef struct model_opts {
 } model_opts;
 
 typedef struct decode_result {
-    double tok_s, step_ms; /* wall clock, the engine's step timer */
+    double tok_s, step_ms; /* the decode loop's wall clock; the engine's step timer */
     double cpu_tok_s;      /* the stepping thread's CPU time: less sensitive to a loaded
                               machine; with --threads > 1 it leaves out the workers */
 } decode_result;
@@ -249,24 +253,36 @@ static double cpu_seconds(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+static double wall_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 /* Adds n requests with the given prompt and runs until all finish, then
- * releases them. *decode_cpu (may be NULL) gets the calling thread's CPU
- * time over every step after the first (the prompt's). */
+ * releases them. *decode_wall and *decode_cpu (may be NULL) get the wall
+ * time and the calling thread's CPU time from the end of the first step
+ * (the prompts') to the end of the last: every decode step and everything
+ * between them (the loop, pw_engine_has_work), as llama-bench's tg times
+ * its whole generation loop. Each clock is read twice per run, not per
+ * step: a thread CPU-time read is a system call, and two per step cost
+ * about as much as the scheduler. */
 static pw_status run_requests(pw_engine *e, const int32_t *prompt, int64_t n_prompt, int64_t n,
-                              int64_t max_new, double *decode_cpu) {
+                              int64_t max_new, double *decode_wall, double *decode_cpu) {
     pw_sampling_params sp = {0};
     int64_t ids[4096];
-    double cpu = 0;
+    double w0 = 0, c0 = 0;
     for (int64_t i = 0; i < n; i++) TRY(pw_engine_add_request(e, prompt, n_prompt, max_new, &sp, &ids[i]));
     for (int64_t step = 0; pw_engine_has_work(e); step++) {
         const pw_step_token *toks;
         int64_t nt;
-        double c0 = cpu_seconds();
         TRY(pw_engine_step(e, &toks, &nt));
-        if (step > 0) cpu += cpu_seconds() - c0;
+        if (step == 0) w0 = wall_seconds(), c0 = cpu_seconds();
     }
+    double w1 = wall_seconds(), c1 = cpu_seconds();
     for (int64_t i = 0; i < n; i++) TRY(pw_engine_release_request(e, ids[i]));
-    if (decode_cpu) *decode_cpu = cpu;
+    if (decode_wall) *decode_wall = w0 > 0 ? w1 - w0 : 0;
+    if (decode_cpu) *decode_cpu = c0 > 0 ? c1 - c0 : 0;
     return PW_OK;
 }
 
@@ -275,15 +291,14 @@ static pw_status measure_decode(pw_engine *e, pw_model *m, const model_opts *o, 
     double tok_s[1000], step_ms[1000], cpu_tok_s[1000];
     int32_t bos = pw_model_bos(m);
     /* One unmeasured run warms caches and the pools' free lists. */
-    TRY(run_requests(e, &bos, 1, batch, o->tokens, NULL));
+    TRY(run_requests(e, &bos, 1, batch, o->tokens, NULL, NULL));
     for (int r = 0; r < o->repeats; r++) {
-        double cpu = 0;
+        double wall = 0, cpu = 0;
         pw_engine_reset_stats(e);
-        TRY(run_requests(e, &bos, 1, batch, o->tokens, &cpu));
+        TRY(run_requests(e, &bos, 1, batch, o->tokens, &wall, &cpu));
         pw_engine_stats st;
         pw_engine_get_stats(e, &st);
-        double secs = st.decode_seconds > 0 ? st.decode_seconds : 1e-12;
-        tok_s[r] = (double)st.decode_step_tokens / secs;
+        tok_s[r] = (double)st.decode_step_tokens / (wall > 0 ? wall : 1e-12);
         step_ms[r] = st.decode_steps ? 1e3 * st.decode_seconds / (double)st.decode_steps : 0;
         cpu_tok_s[r] = (double)st.decode_step_tokens / (cpu > 0 ? cpu : 1e-12);
     }
@@ -321,10 +336,10 @@ static pw_status measure_prefill(pw_engine *e, pw_model *m, const model_opts *o,
     prompt[0] = pw_model_bos(m);
     for (int64_t i = 1; i < n; i++) prompt[i] = (int32_t)((i * 7919) % in->vocab);
     double tok_s[1000];
-    TRY(run_requests(e, prompt, n, 1, 1, NULL));
+    TRY(run_requests(e, prompt, n, 1, 1, NULL, NULL));
     for (int r = 0; r < o->repeats; r++) {
         pw_engine_reset_stats(e);
-        TRY(run_requests(e, prompt, n, 1, 1, NULL));
+        TRY(run_requests(e, prompt, n, 1, 1, NULL, NULL));
         pw_engine_stats st;
         pw_engine_get_stats(e, &st);
         tok_s[r] = (double)st.prompt_tokens / (st.prefill_seconds > 0 ? st.prefill_seconds : 1e-12);

@@ -842,6 +842,10 @@ pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_
     *n_out = 0;
     int64_t ns, nt;
     bool uniform;
+    /* The step timer covers scheduling too: it is per-step work that a
+     * decode rate must pay (bench model's figures and llama-bench's tg
+     * both count everything between one token and the next). */
+    double t0 = now_seconds();
     PW_TRY(pw_schedule(e, &ns, &nt, &uniform));
     if (nt == 0) {
         if (pw_engine_has_work(e))
@@ -851,7 +855,6 @@ pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_
                             e->n_free_blocks, e->num_blocks);
         return PW_OK;
     }
-    double t0 = now_seconds();
     pw_runtime_mode mode;
     pw_batch_desc desc;
     PW_TRY(pw_dispatch(e->dispatcher, nt, uniform, false, &mode, &desc));

@@ -27,7 +27,9 @@ static int64_t collect_candidates(pw_engine *e) {
             e->sched[ns].count = pending;
             ns++;
         }
-        qsort(e->sched + first, (size_t)(ns - first), sizeof *e->sched, by_arrival);
+        /* one request (batch-1 decode) is already in order: skip qsort's call */
+        if (ns - first > 1)
+            qsort(e->sched + first, (size_t)(ns - first), sizeof *e->sched, by_arrival);
     }
     return ns;
 }

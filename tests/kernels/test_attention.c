@@ -371,6 +371,104 @@ static void test_shapes_and_isa_copies(void) {
     }
 }
 
+/* The documented float sequence (attention_body.h) for head_dim 8 and a
+ * context within the first chunk, written out scalar: exp_softmax's
+ * operations one by one (fmaf for each multiply-add), the score tree, the
+ * lane-wise denominator and the even/odd value sums. The kernel must give
+ * exactly these bits (its decode fast path and its general path alike). */
+static float model_exp(float x) {
+    const float lo = -87.3f, magic = 12582912.0f + 127.0f;
+    bool under = x < lo;
+    x = lo > x ? lo : x;
+    float t = fmaf(x, 1.44269504088896341f, magic), nf = t - magic;
+    x = fmaf(nf, -0.693359375f, x);
+    x = fmaf(nf, 2.12194440e-4f, x);
+    float z = x * x;
+    float y = fmaf(1.9875691500e-4f, x, 1.3981999507e-3f);
+    y = fmaf(y, x, 8.3334519073e-3f);
+    y = fmaf(y, x, 4.1665795894e-2f);
+    y = fmaf(y, x, 1.6666665459e-1f);
+    y = fmaf(y, x, 5.0000001201e-1f);
+    y = fmaf(y, z, x) + 1.0f;
+    uint32_t bits;
+    memcpy(&bits, &t, sizeof bits);
+    bits <<= 23;
+    float sc;
+    memcpy(&sc, &bits, sizeof sc);
+    return under ? 0.0f : y * sc;
+}
+
+static void model_hd8(const float *q, const float *k, const float *v, int kw, int kvh, int pos,
+                      float *out) {
+    const float scale = 1.0f / sqrtf(8.0f);
+    float qs[8], s[256], d[8] = {0}, acc[2][8] = {{0}};
+    for (int i = 0; i < 8; i++) qs[i] = q[i] * scale;
+    float m = -INFINITY, lane_max[8];
+    for (int j = 0; j < 8; j++) lane_max[j] = -INFINITY;
+    for (int p = 0; p <= pos; p++) {
+        const float *kr = k + (size_t)p * kw + kvh * 8;
+        float pr[8];
+        for (int i = 0; i < 8; i++) pr[i] = qs[i] * kr[i];
+        s[p] = ((pr[0] + pr[1]) + (pr[2] + pr[3])) + ((pr[4] + pr[5]) + (pr[6] + pr[7]));
+        lane_max[p % 8] = s[p] > lane_max[p % 8] ? s[p] : lane_max[p % 8];
+    }
+    /* hmax8's shuffles: halves, then pairs of pairs, then neighbours */
+    float l4[8], l2[8], l1;
+    for (int j = 0; j < 8; j++) l4[j] = lane_max[j] > lane_max[j ^ 4] ? lane_max[j] : lane_max[j ^ 4];
+    for (int j = 0; j < 8; j++) l2[j] = l4[j] > l4[j ^ 2] ? l4[j] : l4[j ^ 2];
+    l1 = l2[0] > l2[1] ? l2[0] : l2[1];
+    if (l1 > m) m = l1;
+    for (int p = 0; p <= pos; p++) {
+        float w = model_exp(s[p] - m);
+        d[p % 8] = d[p % 8] + w;
+        const float *vr = v + (size_t)p * kw + kvh * 8;
+        for (int i = 0; i < 8; i++) acc[p & 1][i] = fmaf(w, vr[i], acc[p & 1][i]);
+    }
+    float inv = 1.0f / (((d[0] + d[1]) + (d[2] + d[3])) + ((d[4] + d[5]) + (d[6] + d[7])));
+    for (int i = 0; i < 8; i++) out[i] = (acc[0][i] + acc[1][i]) * inv;
+}
+
+/* Every position of a sequence within the first chunk, at head_dim 8, for
+ * stories260K's shape (8 heads on 4 kv heads, its own instance), one kv
+ * head per query head, four query heads per kv head, and block sizes 16
+ * and 8: bit for bit the scalar model. */
+static void test_hd8_bits(void) {
+    static const shape shapes[] = {{8, 8, 4, 16, 256}, {8, 4, 4, 8, 41}, {8, 8, 2, 16, 70}};
+    for (size_t c = 0; c < KT_LEN(shapes); c++) {
+        const shape sh = shapes[c];
+        const int qw = sh.heads * 8, kw = sh.kv * 8, n = sh.len;
+        const int max_blocks = (n + sh.block - 1) / sh.block, num_blocks = max_blocks + 2;
+        int32_t *table = malloc(max_blocks * sizeof *table);
+        for (int b = 0; b < max_blocks; b++) table[b] = num_blocks - 1 - b;
+        float *q = kt_random((size_t)n * qw), *k = kt_random((size_t)n * kw),
+              *v = kt_random((size_t)n * kw);
+        for (int p = 0; p < n; p++)
+            for (int i = 0; i < kw; i++) k[(size_t)p * kw + i] *= 4.0f;
+        float *kc = kt_random((size_t)num_blocks * sh.block * kw),
+              *vc = kt_random((size_t)num_blocks * sh.block * kw);
+        int32_t *pos = malloc(n * sizeof *pos), *slot = malloc(n * sizeof *slot),
+                *seq = calloc(n, sizeof *seq);
+        for (int t = 0; t < n; t++)
+            pos[t] = t, slot[t] = table[t / sh.block] * sh.block + t % sh.block;
+        float *out = kt_zeros((size_t)n * qw);
+        pw_attn_meta meta = {pos, slot, seq, table, max_blocks, sh.block};
+        pw_k_attention_args a = {out, q, k, v, kc, vc, &meta, n, sh.heads, sh.kv,
+                                 8, qw, kw, num_blocks, 1};
+        pw_k_attention(&a);
+        int bad = 0;
+        for (int t = 0; t < n; t++)
+            for (int h = 0; h < sh.heads; h++) {
+                float want[8];
+                model_hd8(q + (size_t)t * qw + h * 8, k, v, kw, h / (sh.heads / sh.kv), t, want);
+                if (!kt_bitwise_equal(want, out + (size_t)t * qw + h * 8, sizeof want)) bad++;
+            }
+        if (bad) fprintf(stderr, "hd8 shape %zu: %d rows differ from the scalar model\n", c, bad);
+        CHECK_EQ_INT(bad, 0);
+        free(out), free(pos), free(slot), free(seq), free(q), free(k), free(v), free(kc), free(vc);
+        free(table);
+    }
+}
+
 int main(void) {
     kt_seed(21);
     test_prefill_chunked_decode();
@@ -378,5 +476,6 @@ int main(void) {
     test_long_context();
     test_bad_metadata();
     test_shapes_and_isa_copies();
+    test_hd8_bits();
     return pw_test_finish("kernels_attention");
 }

@@ -133,6 +133,8 @@ int main(void) {
     check_reference(7, 9, 23);
     check_reference(4, 17, 67); /* the unrolled 8-block tiles, with a tail */
     check_reference(7, 24, 64);
+    check_reference(1, 516, 64); /* decode at K = 64: the constant-K tiles, then a tail */
+    check_reference(6, 20, 64);  /* batch tiles at K = 64, two 3-row groups */
 #if PW_HAVE_FMA_KERNELS
     check_copies();
 #endif

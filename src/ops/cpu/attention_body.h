@@ -314,7 +314,8 @@ AI bool attend_group_n(const pw_k_attention_args *a, const int32_t *table, int64
         const int64_t n = pos - c0 + 1 < CHUNK ? pos - c0 + 1 : CHUNK;
         /* Slots, a block at a time. */
         if (contig) {
-            int64_t bi = c0 / bs, off = c0 % bs, base = 0;
+            /* c0 is 0 for every context within one chunk: no division */
+            int64_t bi = c0 ? c0 / bs : 0, off = c0 ? c0 % bs : 0, base = 0;
             for (int64_t j0 = 0; j0 < n; j0 += 8) {
                 if (j0 == 0 || off == 0) {
                     int64_t block = table[bi];
@@ -388,6 +389,95 @@ AI bool attend_group_n(const pw_k_attention_args *a, const int32_t *table, int64
     return true;
 }
 
+/* The common decode case at head_dim 8 (stories260K): a context within the
+ * first chunk (pos < CHUNK), no sliding window, consecutive slots. It runs
+ * attend_group_n's float sequence for that case, operation for operation:
+ * qs = q * scale, one chunk from position 0, scores in groups of 8 (the
+ * last group's missing lanes -inf), each head's max over its lane maxima
+ * (hmax8), weights exp_softmax(s - m) summed lane-wise into d, and the
+ * weighted values in position order into the even and odd accumulators.
+ * Only the bookkeeping the general case needs goes (the chunk loop, window
+ * masking, rescaling when a later chunk raises the max, per-head state on
+ * the stack): at stories260K's decode step that was over a third of the
+ * attention's instructions. */
+AI bool attend_hd8_first_chunk(const pw_k_attention_args *a, const int32_t *table, int64_t pos,
+                               int64_t kv_head, const int64_t g, const int64_t kv_heads,
+                               const float *q, float *out) {
+    const pw_attn_meta *meta = a->meta;
+    /* kv_heads > 0: the cache row (n_kv_heads * 8 floats) is a constant,
+     * so a group's 8 key and value rows are constant displacements from one
+     * pointer (a runtime row left GCC spilling the row addresses) */
+    const int64_t row = (kv_heads > 0 ? kv_heads : a->n_kv_heads) * 8;
+    const int64_t bs = meta->block_size, nblk = a->num_blocks;
+    const float scale = a->scale > 0.0f ? a->scale : 1.0f / sqrtf(8.0f);
+    const float *k_base = a->k_cache + kv_head * 8, *v_base = a->v_cache + kv_head * 8;
+    const int64_t n = pos + 1, groups = (n + 7) / 8;
+    /* offset (slot * row) of each group's first position; a group of 8
+     * lies inside one block (block_size is a multiple of 8) */
+    int64_t offs[CHUNK / 8];
+    int64_t bi = 0, off = 0, base = 0;
+    for (int64_t gi = 0; gi < groups; gi++) {
+        if (off == 0) {
+            int64_t block = table[bi];
+            if (block < 0 || block >= nblk) return false;
+            base = block * bs;
+        }
+        offs[gi] = (base + off) * row;
+        off += 8;
+        if (off == bs) bi++, off = 0;
+    }
+    float qs[HEAD_GROUP_MAX][8];
+    float w[HEAD_GROUP_MAX][CHUNK]; /* scores, then weights */
+    v8f lane_max[HEAD_GROUP_MAX];
+    _Pragma("GCC unroll 4") for (int64_t h = 0; h < g; h++) {
+        store8(qs[h], load8(q + h * 8) * splat8(scale));
+        lane_max[h] = splat8(-INFINITY);
+    }
+    /* whole groups of 8, then the last one's `rest` live lanes (if any):
+     * separate loops, so that the whole groups' lane count is a constant */
+    const int64_t whole = n / 8;
+    const int rest = (int)(n - 8 * whole);
+    const v8i iota = {0, 1, 2, 3, 4, 5, 6, 7};
+    for (int64_t gi = 0; gi < whole; gi++) {
+        const float *kb = k_base + offs[gi];
+        _Pragma("GCC unroll 4") for (int64_t h = 0; h < g; h++) {
+            v8f s = score_group(qs[h], kb, row, NULL, true, 8);
+            store8(w[h] + 8 * gi, s);
+            lane_max[h] = vmax(s, lane_max[h]);
+        }
+    }
+    if (rest) {
+        const float *kb = k_base + offs[whole];
+        _Pragma("GCC unroll 4") for (int64_t h = 0; h < g; h++) {
+            v8f s = score_group(qs[h], kb, row, NULL, true, 8);
+            s = vsel(iota < rest, s, splat8(-INFINITY));
+            store8(w[h] + 8 * whole, s);
+            lane_max[h] = vmax(s, lane_max[h]);
+        }
+    }
+    for (int64_t h = 0; h < g; h++) {
+        /* the general case's m: -inf, raised to the chunk max when larger */
+        const float chunk_max = hmax8(lane_max[h]);
+        const v8f m = splat8(chunk_max > -INFINITY ? chunk_max : -INFINITY);
+        v8f d = {0}, acc[2] = {{0}, {0}};
+        for (int64_t gi = 0; gi < whole; gi++) {
+            v8f wv = exp_softmax(load8(w[h] + 8 * gi) - m);
+            d = d + wv;
+            store8(w[h] + 8 * gi, wv);
+            pv_small(w[h] + 8 * gi, v_base + offs[gi], row, NULL, true, 8, acc);
+        }
+        if (rest) {
+            v8f wv = exp_softmax(load8(w[h] + 8 * whole) - m);
+            d = d + wv;
+            store8(w[h] + 8 * whole, wv);
+            pv_small(w[h] + 8 * whole, v_base + offs[whole], row, NULL, true, rest, acc);
+        }
+        float inv = 1.0f / hsum8(d);
+        store8(out + h * 8, (acc[0] + acc[1]) * inv);
+    }
+    return true;
+}
+
 #define PW_ATTN_G_CASES(HD)                                                                    \
     switch (g) {                                                                               \
     case 1: return attend_group_n(a, table, pos, kv_head, 1, HD, true, q, out);                \
@@ -403,6 +493,18 @@ AI bool attend_group_n(const pw_k_attention_args *a, const int32_t *table, int64
 static bool attend_group(const pw_k_attention_args *a, const int32_t *table, int64_t pos,
                          int64_t kv_head, int64_t g, const float *q, float *out) {
     const bool contig = a->meta->block_size % 8 == 0;
+    if (contig && a->head_dim == 8 && pos < CHUNK && (a->window <= 0 || pos < a->window)) {
+        /* stories260K: 8 heads on 4 kv heads */
+        if (a->n_kv_heads == 4 && g == 2)
+            return attend_hd8_first_chunk(a, table, pos, kv_head, 2, 4, q, out);
+        switch (g) {
+        case 1: return attend_hd8_first_chunk(a, table, pos, kv_head, 1, 0, q, out);
+        case 2: return attend_hd8_first_chunk(a, table, pos, kv_head, 2, 0, q, out);
+        case 3: return attend_hd8_first_chunk(a, table, pos, kv_head, 3, 0, q, out);
+        case 4: return attend_hd8_first_chunk(a, table, pos, kv_head, 4, 0, q, out);
+        default: break;
+        }
+    }
     if (contig) {
         if (a->head_dim == 8) PW_ATTN_G_CASES(8)
         if (a->head_dim == 64) PW_ATTN_G_CASES(64)
@@ -422,12 +524,18 @@ void PW_ISA(pw_k_attention_items)(const pw_k_attention_args *a, int64_t begin, i
     const int64_t per_kv = shape_ok ? groups / a->n_kv_heads : 1;
     const int64_t capacity = a->num_blocks * (int64_t)m->block_size;
     const int64_t max_pos = (int64_t)m->max_blocks_per_seq * m->block_size;
+    /* (t, j) of item i, advanced with i: one division per call, not three
+     * per item (a decode step runs n_layers * n_kv_heads items, and each
+     * 64-bit division costs more than the rest of the item's bookkeeping). */
+    int64_t t = begin / groups, j = begin - t * groups;
     for (int64_t i = begin; i < end; i++) {
-        const int64_t t = i / groups, j = i % groups;
-        int64_t h0 = 0, g = a->n_heads;
+        int64_t h0 = 0, g = a->n_heads, kv_head = 0;
         if (shape_ok) {
-            int64_t sub = (j % per_kv) * HEAD_GROUP_MAX;
-            h0 = (j / per_kv) * group + sub;
+            /* per_kv == 1 (at most HEAD_GROUP_MAX heads per kv head) is the
+             * common case: item j is kv head j, from its first head */
+            int64_t sub = per_kv == 1 ? 0 : (j % per_kv) * HEAD_GROUP_MAX;
+            kv_head = per_kv == 1 ? j : j / per_kv;
+            h0 = kv_head * group + sub;
             g = group - sub < HEAD_GROUP_MAX ? group - sub : HEAD_GROUP_MAX;
         }
         float *out = a->out + t * out_row + h0 * a->head_dim;
@@ -438,8 +546,9 @@ void PW_ISA(pw_k_attention_items)(const pw_k_attention_args *a, int64_t begin, i
          * positions walked do not depend on the head), so the whole row is
          * zeroed, an item at a time. */
         if (ok)
-            ok = attend_group(a, m->block_tables + seq * m->max_blocks_per_seq, pos, h0 / group, g,
+            ok = attend_group(a, m->block_tables + seq * m->max_blocks_per_seq, pos, kv_head, g,
                               a->q + t * a->q_stride + h0 * a->head_dim, out);
         if (!ok) memset(out, 0, (size_t)(g * a->head_dim) * sizeof *out);
+        if (++j == groups) j = 0, t++;
     }
 }

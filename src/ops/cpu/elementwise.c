@@ -198,6 +198,10 @@ const pw_kernel pw_kernel_silu_mul = {"silu_mul", silu_mul_launch, NULL};
 
 /* ---- add --------------------------------------------------------------------------------- */
 
+/* Lane-wise IEEE adds: the AVX2 clone (8 lanes, where the baseline build
+ * has SSE2's 4) returns the same bits. The residual adds of a decode step
+ * are 64-float rows, where the width halves the loop. */
+PW_AVX2_CLONES
 void pw_k_add(float *out, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
