@@ -887,7 +887,12 @@ KQ_INLINE int32_t kq_dword(const void *q) {
 
 #if defined(PW_ISA_AVX512VNNI_COPY)
 #define Q5P_VLANES 16
-#define Q5P_TILE_ROWS 1
+/* Rows per register tile: two rows' 16 sums and temporaries fit the 32
+ * registers and share each panel load (three measured the same). The
+ * 16-register copies keep one. -D overrides are for measuring. */
+#ifndef Q5P_TILE_ROWS
+#define Q5P_TILE_ROWS 2
+#endif
 typedef __m512i q5p_vi;
 typedef __m512 q5p_vf;
 #define Q5P_DOT4(s, w, a) _mm512_dpbusd_epi32(s, w, a)
@@ -924,7 +929,26 @@ typedef __m256 q5p_vf;
 #define Q5P_CVT(a) _mm256_sub_ps(_mm256_castsi256_ps(a), _mm256_set1_ps(Q5P_MAGIC_F))
 #endif
 
-/* rows x Q5P_VLANES outputs (panel columns c0.., hc of them real). */
+/* The first hc of a vector's columns to y: one store, masked when the
+ * panel is not full (a copy through memory costs as much as a block). */
+#if defined(PW_ISA_AVX512VNNI_COPY)
+KQ_INLINE void kq_store_cols(float *y, __m512 v, int hc) {
+    if (hc == 16) _mm512_storeu_ps(y, v);
+    else _mm512_mask_storeu_ps(y, (__mmask16)((1u << hc) - 1), v);
+}
+#else
+KQ_INLINE void kq_store_cols(float *y, __m256 v, int hc) {
+    if (hc == 8) {
+        _mm256_storeu_ps(y, v);
+    } else {
+        __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(hc), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        _mm256_maskstore_ps(y, m, v);
+    }
+}
+#endif
+
+/* rows x Q5P_VLANES outputs (panel columns c0.., hc of them real). Each
+ * panel vector is loaded once for the tile's rows. */
 KQ_INLINE void q5p_rows(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, int64_t nb,
                         const q5p_panel *p, int rows, int c0, int hc) {
     q5p_vf acc[Q5P_TILE_ROWS][KQ_LANES];
@@ -934,17 +958,24 @@ KQ_INLINE void q5p_rows(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, 
         for (int l = 0; l < KQ_LANES; l++) acc[r][l] = Q5P_ZEROF();
     for (int64_t b = 0; b < nb; b++) {
         q5p_vf dw = Q5P_LOADF(&p->d[b][c0]);
+        q5p_vf dd[Q5P_TILE_ROWS];
+        const int8_t *a[Q5P_TILE_ROWS];
+        const uint8_t *row[Q5P_TILE_ROWS];
 #pragma GCC unroll 8
         for (int r = 0; r < rows; r++) {
-            const uint8_t *row = xa + r * xrow;
-            const int8_t *a = qx_values(row) + b * KQ_QK;
+            row[r] = xa + r * xrow;
+            a[r] = qx_values(row[r]) + b * KQ_QK;
             /* lane-wise d_w * d_a: the scalar product in every lane */
-            q5p_vf dd = Q5P_MULF(dw, Q5P_SET1F(qx_scales(row, nb)[b]));
+            dd[r] = Q5P_MULF(dw, Q5P_SET1F(qx_scales(row[r], nb)[b]));
+        }
 #pragma GCC unroll 8
-            for (int l = 0; l < KQ_LANES; l++) {
-                q5p_vi s = Q5P_DOT4(Q5P_SET1(q5p_offset(row, nb, b, l)), Q5P_LOADI(&p->w[b][l][c0]),
-                                    Q5P_SET1(kq_dword(a + 4 * l)));
-                acc[r][l] = Q5P_FMA(dd, Q5P_CVT(s), acc[r][l]);
+        for (int l = 0; l < KQ_LANES; l++) {
+            q5p_vi wv = Q5P_LOADI(&p->w[b][l][c0]);
+#pragma GCC unroll 8
+            for (int r = 0; r < rows; r++) {
+                q5p_vi s = Q5P_DOT4(Q5P_SET1(q5p_offset(row[r], nb, b, l)), wv,
+                                    Q5P_SET1(kq_dword(a[r] + 4 * l)));
+                acc[r][l] = Q5P_FMA(dd[r], Q5P_CVT(s), acc[r][l]);
             }
         }
     }
@@ -953,9 +984,7 @@ KQ_INLINE void q5p_rows(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, 
         /* the fixed lane tree, lane-wise over the columns */
         q5p_vf t = Q5P_ADDF(Q5P_ADDF(Q5P_ADDF(acc[r][0], acc[r][4]), Q5P_ADDF(acc[r][2], acc[r][6])),
                             Q5P_ADDF(Q5P_ADDF(acc[r][1], acc[r][5]), Q5P_ADDF(acc[r][3], acc[r][7])));
-        float out[Q5P_VLANES];
-        memcpy(out, &t, sizeof out);
-        memcpy(y + r * ldy, out, (size_t)hc * sizeof(float));
+        kq_store_cols(y + r * ldy, t, hc);
     }
 }
 
@@ -1060,6 +1089,12 @@ KQ_INLINE void kp_pack8(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t nsb
 
 #if defined(PW_ISA_AVX512VNNI_COPY)
 #define KP_VLANES 16
+/* Rows per register tile, as Q5P_TILE_ROWS: two rows' 16 integer lanes
+ * share each panel load, which matters most for K = 2048, whose panel
+ * (45 KiB) barely fits L1 beside the activations. */
+#ifndef KP_TILE_ROWS
+#define KP_TILE_ROWS 2
+#endif
 typedef __m512i kp_vi;
 typedef __m512 kp_vf;
 #define KP_LOADI(p) _mm512_load_si512(p)
@@ -1080,6 +1115,7 @@ typedef __m512 kp_vf;
 #define KP_CVT(a) _mm512_cvtepi32_ps(a)
 #else
 #define KP_VLANES 8
+#define KP_TILE_ROWS 1
 typedef __m256i kp_vi;
 typedef __m256 kp_vf;
 #define KP_LOADI(p) _mm256_load_si256((const __m256i *)(p))
@@ -1104,48 +1140,67 @@ typedef __m256 kp_vf;
 #define KP_CVT(a) _mm256_cvtepi32_ps(a)
 #endif
 
-/* One row, KP_VLANES outputs (panel columns c0.., hc of them real). */
-KQ_INLINE void kp_row(float *y, const uint8_t *row, int64_t nsb, const kp_panel *p,
-                      pw_dtype type, int c0, int hc) {
-    kp_vf acc[KQ_LANES];
+/* rows x KP_VLANES outputs (panel columns c0.., hc of them real). Each
+ * panel vector is loaded once for the tile's rows; the float sums are
+ * touched once per super-block, so with more than one row they live in
+ * memory and the registers hold the integer lanes. */
+KQ_INLINE void kp_rows(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, int64_t nsb,
+                       const kp_panel *p, pw_dtype type, int c0, int hc, int rows) {
+    kp_vf acc[KP_TILE_ROWS][KQ_LANES];
 #pragma GCC unroll 8
-    for (int l = 0; l < KQ_LANES; l++) acc[l] = KP_ZEROF();
+    for (int r = 0; r < rows; r++)
+#pragma GCC unroll 8
+        for (int l = 0; l < KQ_LANES; l++) acc[r][l] = KP_ZEROF();
     for (int64_t s = 0; s < nsb; s++) {
-        const int8_t *a = kx_values(row) + s * KQ_QKK;
-        const int16_t *bs = kx_sums(row, nsb) + 16 * s;
-        kp_vi is[KQ_LANES];
+        const int8_t *a[KP_TILE_ROWS];
 #pragma GCC unroll 8
-        for (int l = 0; l < KQ_LANES; l++) is[l] = KP_ZERO();
+        for (int r = 0; r < rows; r++) a[r] = kx_values(xa + r * xrow) + s * KQ_QKK;
+        kp_vi is[KP_TILE_ROWS][KQ_LANES];
+#pragma GCC unroll 8
+        for (int r = 0; r < rows; r++)
+#pragma GCC unroll 8
+            for (int l = 0; l < KQ_LANES; l++) is[r][l] = KP_ZERO();
 #pragma GCC unroll 8
         for (int i = 0; i < KQ_QKK / 32; i++) {
             kp_vi sc0 = KP_LOADI(&p->scw[s][type == PW_Q6_K ? 2 * i : i][c0]);
             kp_vi sc1 = type == PW_Q6_K ? KP_LOADI(&p->scw[s][2 * i + 1][c0]) : sc0;
 #pragma GCC unroll 8
             for (int l = 0; l < KQ_LANES; l++) {
-                kp_vi pr = KP_MADDUBS(KP_LOADI(&p->w[s][8 * i + l][c0]),
-                                      KP_SET1(kq_dword(a + 32 * i + 4 * l)));
-                is[l] = KP_DOTW(is[l], pr, l < 4 ? sc0 : sc1);
+                kp_vi wv = KP_LOADI(&p->w[s][8 * i + l][c0]);
+#pragma GCC unroll 8
+                for (int r = 0; r < rows; r++) {
+                    kp_vi pr = KP_MADDUBS(wv, KP_SET1(kq_dword(a[r] + 32 * i + 4 * l)));
+                    is[r][l] = KP_DOTW(is[r][l], pr, l < 4 ? sc0 : sc1);
+                }
             }
         }
-        const float da = kx_scales(row, nsb)[s];
-        kp_vf dd = KP_MULF(KP_LOADF(&p->d[s][c0]), KP_SET1F(da));
-        kp_vf dm = KP_MULF(KP_LOADF(&p->dmin[s][c0]), KP_SET1F(da));
+        kp_vf dwv = KP_LOADF(&p->d[s][c0]), dmv = KP_LOADF(&p->dmin[s][c0]);
 #pragma GCC unroll 8
-        for (int l = 0; l < KQ_LANES; l++) {
-            /* Q4_K/Q5_K: mp_l = m_l * (bs_2l + bs_2l+1); Q6_K: the offset
-             * sc_2l bs_2l + sc_2l+1 bs_2l+1, times 32. */
-            kp_vi side = KP_MADDW(KP_LOADI(&p->side[s][l][c0]), KP_SET1(kq_dword(bs + 2 * l)));
-            kp_vi v = type == PW_Q6_K ? KP_SUB32(is[l], KP_SHL5(side)) : is[l];
-            acc[l] = KP_FMA(dd, KP_CVT(v), acc[l]);
-            if (type != PW_Q6_K) acc[l] = KP_FNMA(dm, KP_CVT(side), acc[l]);
+        for (int r = 0; r < rows; r++) {
+            const uint8_t *row = xa + r * xrow;
+            const int16_t *bs = kx_sums(row, nsb) + 16 * s;
+            const float da = kx_scales(row, nsb)[s];
+            kp_vf dd = KP_MULF(dwv, KP_SET1F(da));
+            kp_vf dm = KP_MULF(dmv, KP_SET1F(da));
+#pragma GCC unroll 8
+            for (int l = 0; l < KQ_LANES; l++) {
+                /* Q4_K/Q5_K: mp_l = m_l * (bs_2l + bs_2l+1); Q6_K: the
+                 * offset sc_2l bs_2l + sc_2l+1 bs_2l+1, times 32. */
+                kp_vi side = KP_MADDW(KP_LOADI(&p->side[s][l][c0]), KP_SET1(kq_dword(bs + 2 * l)));
+                kp_vi v = type == PW_Q6_K ? KP_SUB32(is[r][l], KP_SHL5(side)) : is[r][l];
+                kp_vf t = KP_FMA(dd, KP_CVT(v), acc[r][l]);
+                if (type != PW_Q6_K) t = KP_FNMA(dm, KP_CVT(side), t);
+                acc[r][l] = t;
+            }
         }
     }
-    /* the fixed lane tree, lane-wise over the columns */
-    kp_vf t = KP_ADDF(KP_ADDF(KP_ADDF(acc[0], acc[4]), KP_ADDF(acc[2], acc[6])),
-                      KP_ADDF(KP_ADDF(acc[1], acc[5]), KP_ADDF(acc[3], acc[7])));
-    float out[KP_VLANES];
-    memcpy(out, &t, sizeof out);
-    memcpy(y, out, (size_t)hc * sizeof(float));
+#pragma GCC unroll 8
+    for (int r = 0; r < rows; r++) {
+        /* the fixed lane tree, lane-wise over the columns */
+        kp_vf t = KP_ADDF(KP_ADDF(KP_ADDF(acc[r][0], acc[r][4]), KP_ADDF(acc[r][2], acc[r][6])),
+                          KP_ADDF(KP_ADDF(acc[r][1], acc[r][5]), KP_ADDF(acc[r][3], acc[r][7])));
+        kq_store_cols(y + r * ldy, t, hc);
+    }
 }
 
 /* Columns [j0, j1) of every row: a panel of 16 columns, filled once and
@@ -1162,8 +1217,12 @@ KQ_INLINE void kp_run(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype ty
             const int hc0 = h * KP_VLANES;
             if (hc0 >= cols) break;
             const int hc = cols - hc0 < KP_VLANES ? cols - hc0 : KP_VLANES;
-            for (int64_t t = 0; t < n_tokens; t++)
-                kp_row(y + t * n + c0 + hc0, xa + t * xrow, nsb, &panel, type, hc0, hc);
+            int64_t t = 0;
+            for (; t + KP_TILE_ROWS <= n_tokens; t += KP_TILE_ROWS)
+                kp_rows(y + t * n + c0 + hc0, n, xa + t * xrow, xrow, nsb, &panel, type, hc0, hc,
+                        KP_TILE_ROWS);
+            for (; t < n_tokens; t++)
+                kp_rows(y + t * n + c0 + hc0, n, xa + t * xrow, xrow, nsb, &panel, type, hc0, hc, 1);
         }
     }
 }
