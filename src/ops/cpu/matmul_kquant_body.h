@@ -857,25 +857,97 @@ KQ_INLINE void kq_transpose8_store(const __m256i r[8], uint32_t *dst, int stride
     _mm256_store_si256((__m256i *)(dst + 7 * stride), _mm256_permute2x128_si256(u3, v3, 0x31));
 }
 
+/* A zero block, read in place of the columns past a partial panel's end
+ * (their outputs are not stored); as long as the longest block. */
+static const uint8_t kq_zero_block[KQ_Q6_K_BYTES] __attribute__((aligned(16), unused));
+
+/* The scales of every block of the panel's columns (cols real, the rest
+ * zero): the halves gathered column by column, then converted 8 or 16 at a
+ * time (one conversion per block instead of one per column and block). */
+KQ_INLINE void q5p_pack_d(q5p_panel *p, const uint8_t *w, int64_t wrow, int64_t nb, int cols) {
+    _Alignas(32) uint16_t h[Q5P_MAX_BLOCKS][Q5P_COLS];
+    for (int c = 0; c < Q5P_COLS; c++)
+        for (int64_t b = 0; b < nb; b++) {
+            uint16_t v = 0;
+            if (c < cols) memcpy(&v, w + c * wrow + b * KQ_Q5_0_BYTES, sizeof v);
+            h[b][c] = v;
+        }
+    for (int64_t b = 0; b < nb; b++)
+        for (int c = 0; c < Q5P_COLS; c += 8)
+            _mm256_store_ps(&p->d[b][c], _mm256_cvtph_ps(_mm_load_si128((const __m128i *)&h[b][c])));
+}
+
+#if defined(PW_ISA_AVX512VNNI_COPY)
+/* kq_transpose8_store on both 256-bit halves at once: r[c] holds column
+ * c's 8 dwords in its low half and column c + 8's in its high half; row l
+ * of dst gets dword l of columns 0..15. */
+KQ_INLINE void kq_transpose16_store(const __m512i r[8], uint32_t *dst, int stride) {
+    __m512i t0 = _mm512_unpacklo_epi32(r[0], r[1]), t1 = _mm512_unpackhi_epi32(r[0], r[1]);
+    __m512i t2 = _mm512_unpacklo_epi32(r[2], r[3]), t3 = _mm512_unpackhi_epi32(r[2], r[3]);
+    __m512i t4 = _mm512_unpacklo_epi32(r[4], r[5]), t5 = _mm512_unpackhi_epi32(r[4], r[5]);
+    __m512i t6 = _mm512_unpacklo_epi32(r[6], r[7]), t7 = _mm512_unpackhi_epi32(r[6], r[7]);
+    __m512i u0 = _mm512_unpacklo_epi64(t0, t2), u1 = _mm512_unpackhi_epi64(t0, t2);
+    __m512i u2 = _mm512_unpacklo_epi64(t1, t3), u3 = _mm512_unpackhi_epi64(t1, t3);
+    __m512i v0 = _mm512_unpacklo_epi64(t4, t6), v1 = _mm512_unpackhi_epi64(t4, t6);
+    __m512i v2 = _mm512_unpacklo_epi64(t5, t7), v3 = _mm512_unpackhi_epi64(t5, t7);
+    /* per 256-bit half, the low (lo) or high (hi) 128 bits of u and v */
+    const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+    const __m512i hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    _mm512_store_si512(dst + 0 * stride, _mm512_permutex2var_epi64(u0, lo, v0));
+    _mm512_store_si512(dst + 1 * stride, _mm512_permutex2var_epi64(u1, lo, v1));
+    _mm512_store_si512(dst + 2 * stride, _mm512_permutex2var_epi64(u2, lo, v2));
+    _mm512_store_si512(dst + 3 * stride, _mm512_permutex2var_epi64(u3, lo, v3));
+    _mm512_store_si512(dst + 4 * stride, _mm512_permutex2var_epi64(u0, hi, v0));
+    _mm512_store_si512(dst + 5 * stride, _mm512_permutex2var_epi64(u1, hi, v1));
+    _mm512_store_si512(dst + 6 * stride, _mm512_permutex2var_epi64(u2, hi, v2));
+    _mm512_store_si512(dst + 7 * stride, _mm512_permutex2var_epi64(u3, hi, v3));
+}
+
+/* The weights of all 16 columns (cols real) of every block into the
+ * panel: columns c and c + 8 unpacked together in one vector (q5p_unpack
+ * on each half), then one 16-column transpose. */
+KQ_INLINE void q5p_pack(q5p_panel *p, const uint8_t *w, int64_t wrow, int64_t nb, int cols) {
+    const __m512i shifts = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
+    const __m512i lo4 = _mm512_set1_epi8(0x0F), hb = _mm512_set1_epi8(0x10);
+    const uint8_t *col[Q5P_COLS];
+    for (int c = 0; c < Q5P_COLS; c++) col[c] = c < cols ? w + c * wrow : kq_zero_block;
+    const int64_t step[2] = {0, KQ_Q5_0_BYTES};
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i r[8];
+        for (int c = 0; c < 8; c++) {
+            const uint8_t *b0 = col[c] + step[c < cols] * b, *b1 = col[c + 8] + step[c + 8 < cols] * b;
+            __m512i q = _mm512_inserti64x4(
+                _mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + 6)))),
+                _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b1 + 6))), 1);
+            q = _mm512_and_si512(_mm512_srlv_epi64(q, shifts), lo4);
+            /* bit j of each column's qh is its byte j's mask bit */
+            __mmask64 set = _cvtu64_mask64((uint64_t)kq_u32(b0 + 2) | (uint64_t)kq_u32(b1 + 2) << 32);
+            r[c] = _mm512_mask_add_epi8(q, set, q, hb);
+        }
+        kq_transpose16_store(r, &p->w[b][0][0], Q5P_COLS);
+    }
+    q5p_pack_d(p, w, wrow, nb, cols);
+}
+#else
 /* Columns c0..c0+7 (cols of them real, the rest zero) of every block into
  * the panel: each column's 8 dwords, then an 8 x 8 dword transpose. */
 KQ_INLINE void q5p_pack8(q5p_panel *p, const uint8_t *w, int64_t wrow, int64_t nb, int c0,
                          int cols) {
     for (int64_t b = 0; b < nb; b++) {
         __m256i r[8];
-        for (int c = 0; c < 8; c++) {
-            if (c < cols) {
-                const uint8_t *blk = w + (c0 + c) * wrow + b * KQ_Q5_0_BYTES;
-                r[c] = q5p_unpack(blk);
-                p->d[b][c0 + c] = kq_half(blk);
-            } else {
-                r[c] = _mm256_setzero_si256();
-                p->d[b][c0 + c] = 0.0f;
-            }
-        }
+        for (int c = 0; c < 8; c++)
+            r[c] = c < cols ? q5p_unpack(w + (c0 + c) * wrow + b * KQ_Q5_0_BYTES)
+                            : _mm256_setzero_si256();
         kq_transpose8_store(r, &p->w[b][0][c0], Q5P_COLS);
     }
 }
+
+KQ_INLINE void q5p_pack(q5p_panel *p, const uint8_t *w, int64_t wrow, int64_t nb, int cols) {
+    q5p_pack8(p, w, wrow, nb, 0, cols < 8 ? cols : 8);
+    q5p_pack8(p, w, wrow, nb, 8, cols > 8 ? cols - 8 : 0);
+    q5p_pack_d(p, w, wrow, nb, cols);
+}
+#endif
 
 /* Four bytes of a quantized activation row as one int32 lane value (the
  * panels broadcast it to every column); unaligned-safe. */
@@ -997,8 +1069,7 @@ KQ_INLINE void q5p_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_
     const int64_t t_full = n_tokens / Q5P_TILE_ROWS * Q5P_TILE_ROWS;
     for (int64_t c0 = j0; c0 < j1; c0 += Q5P_COLS) {
         const int cols = j1 - c0 < Q5P_COLS ? (int)(j1 - c0) : Q5P_COLS;
-        q5p_pack8(&panel, w + c0 * wrow, wrow, nb, 0, cols < 8 ? cols : 8);
-        q5p_pack8(&panel, w + c0 * wrow, wrow, nb, 8, cols > 8 ? cols - 8 : 0);
+        q5p_pack(&panel, w + c0 * wrow, wrow, nb, cols);
         for (int h = 0; h < Q5P_COLS / Q5P_VLANES; h++) {
             const int hc0 = h * Q5P_VLANES;
             if (hc0 >= cols) break;
