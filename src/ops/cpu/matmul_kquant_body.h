@@ -1112,6 +1112,71 @@ typedef struct kp_panel {
 } kp_panel;
 
 #if KQ_X86
+/* A column's super-block's panel words: the group scales as word pairs
+ * (sa: groups 0-7, sb: Q6_K's 8-15) and the side words (sd). */
+KQ_INLINE void kp_col_scales(const uint8_t *blk, pw_dtype type, __m256i *sa, __m256i *sb,
+                             __m256i *sd) {
+    if (type == PW_Q6_K) {
+        __m128i b = _mm_loadu_si128((const __m128i *)(blk + 192));
+        __m256i lo = _mm256_cvtepi8_epi32(b), hi = _mm256_cvtepi8_epi32(_mm_srli_si128(b, 8));
+        const __m256i w16 = _mm256_set1_epi32(0xFFFF);
+        *sa = _mm256_or_si256(_mm256_and_si256(lo, w16), _mm256_slli_epi32(lo, 16));
+        *sb = _mm256_or_si256(_mm256_and_si256(hi, w16), _mm256_slli_epi32(hi, 16));
+        *sd = _mm256_cvtepi8_epi16(b); /* words 2l, 2l+1: sc_2l, sc_2l+1 */
+    } else {
+        uint8_t sc[8], m[8];
+        kq_scales_mins(blk + 4, sc, m);
+        uint64_t sc8, m8;
+        memcpy(&sc8, sc, 8);
+        memcpy(&m8, m, 8);
+        __m256i s32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8));
+        __m256i m32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m8));
+        *sa = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
+        *sb = _mm256_setzero_si256();
+        *sd = _mm256_or_si256(m32, _mm256_slli_epi32(m32, 16));
+    }
+}
+
+#if defined(PW_ISA_AVX512VNNI_COPY)
+/* All 16 columns (cols real; the others read a zero block) of every
+ * super-block into the panel: columns c and c + 8 together in one vector
+ * (kq_chunk_pair), then one 16-column transpose per panel row group. */
+KQ_INLINE void kp_pack(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t nsb, pw_dtype type,
+                       int64_t bb, int cols) {
+    const uint8_t *col[KP_COLS];
+    int64_t step[KP_COLS];
+    for (int c = 0; c < KP_COLS; c++) {
+        col[c] = c < cols ? w + c * wrow : kq_zero_block;
+        step[c] = c < cols ? bb : 0;
+    }
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *blk[KP_COLS];
+        for (int c = 0; c < KP_COLS; c++) {
+            blk[c] = col[c] + step[c] * s;
+            p->d[s][c] = kq_half(blk[c] + (type == PW_Q6_K ? 208 : 0));
+            p->dmin[s][c] = type == PW_Q6_K ? 0.0f : kq_half(blk[c] + 2);
+        }
+        __m512i sa[8], sb[8], sd[8], qh[8];
+        for (int c = 0; c < 8; c++) {
+            __m256i a0, b0, d0, a1, b1, d1;
+            kp_col_scales(blk[c], type, &a0, &b0, &d0);
+            kp_col_scales(blk[c + 8], type, &a1, &b1, &d1);
+            sa[c] = kq_pair(a0, a1);
+            sb[c] = kq_pair(b0, b1);
+            sd[c] = kq_pair(d0, d1);
+            qh[c] = type == PW_Q5_K ? kq_load_pair(blk[c] + 16, blk[c + 8] + 16) : _mm512_setzero_si512();
+        }
+        kq_transpose16_store(sa, &p->scw[s][0][0], KP_COLS);
+        if (type == PW_Q6_K) kq_transpose16_store(sb, &p->scw[s][8][0], KP_COLS);
+        kq_transpose16_store(sd, &p->side[s][0][0], KP_COLS);
+        for (int i = 0; i < 8; i++) {
+            __m512i r[8];
+            for (int c = 0; c < 8; c++) r[c] = kq_chunk_pair(blk[c], blk[c + 8], qh[c], type, i);
+            kq_transpose16_store(r, &p->w[s][8 * i][0], KP_COLS);
+        }
+    }
+}
+#else
 /* Columns c0..c0+7 (cols of them real, the rest zero) of every
  * super-block into the panel. */
 KQ_INLINE void kp_pack8(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t nsb, pw_dtype type,
@@ -1120,32 +1185,12 @@ KQ_INLINE void kp_pack8(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t nsb
         kq_col col[8];
         __m256i sa[8], sb[8], sd[8];
         for (int c = 0; c < 8; c++) {
-            /* an absent column reads the panel's first (which exists)
-             * and is given zero scales */
-            const bool real = c < cols;
-            const uint8_t *blk = w + (real ? c0 + c : 0) * wrow + s * bb;
+            /* an absent column reads a zero block: zero scales */
+            const uint8_t *blk = c < cols ? w + (c0 + c) * wrow + s * bb : kq_zero_block;
             col[c] = kq_col_make(blk, type);
-            p->d[s][c0 + c] = real ? col[c].d : 0.0f;
-            p->dmin[s][c0 + c] = real ? col[c].dmin : 0.0f;
-            if (type == PW_Q6_K) {
-                __m128i b = real ? _mm_loadu_si128((const __m128i *)(blk + 192)) : _mm_setzero_si128();
-                __m256i lo = _mm256_cvtepi8_epi32(b), hi = _mm256_cvtepi8_epi32(_mm_srli_si128(b, 8));
-                const __m256i w16 = _mm256_set1_epi32(0xFFFF);
-                sa[c] = _mm256_or_si256(_mm256_and_si256(lo, w16), _mm256_slli_epi32(lo, 16));
-                sb[c] = _mm256_or_si256(_mm256_and_si256(hi, w16), _mm256_slli_epi32(hi, 16));
-                sd[c] = _mm256_cvtepi8_epi16(b); /* words 2l, 2l+1: sc_2l, sc_2l+1 */
-            } else {
-                uint8_t sc[8], m[8];
-                kq_scales_mins(blk + 4, sc, m);
-                uint64_t sc8, m8;
-                memcpy(&sc8, sc, 8);
-                memcpy(&m8, m, 8);
-                if (!real) sc8 = m8 = 0;
-                __m256i s32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8));
-                __m256i m32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m8));
-                sa[c] = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
-                sd[c] = _mm256_or_si256(m32, _mm256_slli_epi32(m32, 16));
-            }
+            p->d[s][c0 + c] = col[c].d;
+            p->dmin[s][c0 + c] = col[c].dmin;
+            kp_col_scales(blk, type, &sa[c], &sb[c], &sd[c]);
         }
         kq_transpose8_store(sa, &p->scw[s][0][c0], KP_COLS);
         if (type == PW_Q6_K) kq_transpose8_store(sb, &p->scw[s][8][c0], KP_COLS);
@@ -1157,6 +1202,13 @@ KQ_INLINE void kp_pack8(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t nsb
         }
     }
 }
+
+KQ_INLINE void kp_pack(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t nsb, pw_dtype type,
+                       int64_t bb, int cols) {
+    kp_pack8(p, w, wrow, nsb, type, bb, 0, cols < 8 ? cols : 8);
+    kp_pack8(p, w, wrow, nsb, type, bb, 8, cols > 8 ? cols - 8 : 0);
+}
+#endif
 
 #if defined(PW_ISA_AVX512VNNI_COPY)
 #define KP_VLANES 16
@@ -1282,8 +1334,7 @@ KQ_INLINE void kp_run(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype ty
     _Alignas(64) kp_panel panel;
     for (int64_t c0 = j0; c0 < j1; c0 += KP_COLS) {
         const int cols = j1 - c0 < KP_COLS ? (int)(j1 - c0) : KP_COLS;
-        kp_pack8(&panel, w + c0 * wrow, wrow, nsb, type, bb, 0, cols < 8 ? cols : 8);
-        kp_pack8(&panel, w + c0 * wrow, wrow, nsb, type, bb, 8, cols > 8 ? cols - 8 : 0);
+        kp_pack(&panel, w + c0 * wrow, wrow, nsb, type, bb, cols);
         for (int h = 0; h < KP_COLS / KP_VLANES; h++) {
             const int hc0 = h * KP_VLANES;
             if (hc0 >= cols) break;
