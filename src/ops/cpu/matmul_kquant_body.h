@@ -1350,6 +1350,33 @@ KQ_INLINE void kp_run(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype ty
 }
 #endif
 
+/* ---- Q5_0's activation offsets ------------------------------------------- */
+
+#if KQ_X86
+/* Q5P_MAGIC - 16 S_l into lane-sum slot l of every block of n_rows Q8
+ * activation rows (the panels' form, see q5p_rows; matmul_kquant.c).
+ * S_l, the sum of four int8 values, is exact either way it is formed. */
+void PW_ISA(pw_k_q5_0_offsets)(uint8_t *xa, int64_t n_rows, int64_t k) {
+    const int64_t nb = k / KQ_QK;
+    const __m256i ones8 = _mm256_set1_epi8(1), magic = _mm256_set1_epi32(Q5P_MAGIC);
+    for (int64_t t = 0; t < n_rows; t++) {
+        uint8_t *row = xa + t * PW_K_Q8_ROW_BYTES(k);
+        const int8_t *q = qx_values(row);
+        uint8_t *sums = row + nb * (KQ_QK + 4);
+        for (int64_t b = 0; b < nb; b++) {
+            __m256i a = _mm256_loadu_si256((const __m256i *)(q + b * KQ_QK));
+#if defined(KQ_DPBUSD)
+            __m256i sl = KQ_DPBUSD(_mm256_setzero_si256(), ones8, a);
+#else
+            __m256i sl = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, a), _mm256_set1_epi16(1));
+#endif
+            _mm256_storeu_si256((__m256i *)(sums + b * KQ_LANES * sizeof(float)),
+                                _mm256_sub_epi32(magic, _mm256_slli_epi32(sl, 4)));
+        }
+    }
+}
+#endif
+
 /* ---- the K-quant activation quantizer, vectorised ---------------------- */
 
 #if KQ_X86
