@@ -1386,6 +1386,64 @@ void PW_ISA(pw_k_q5_0_offsets)(uint8_t *xa, int64_t n_rows, int64_t k) {
  * product; vcvtps2dq rounds to nearest even like rintf, and gives INT_MIN
  * for NaN and out-of-range values, which the clamp turns into -127, as the
  * C code does; the sums are exact. */
+#if defined(PW_ISA_AVX512VNNI_COPY)
+/* 16 values at a time, the same steps (vmaxps, the product, vcvtps2dq, the
+ * clamp from below; the packs saturate from above at 127 as the clamp
+ * does). The group sums come from the packed bytes: vpsadbw of a ^ 0x80
+ * against zero sums eight a + 128 exactly, two of them a group of 16 plus
+ * 2048. */
+void PW_ISA(pw_k_q8k_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows, int64_t k) {
+    const int64_t nsb = k / KQ_QKK;
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+    const __m512i lo = _mm512_set1_epi32(-127);
+    /* the packs leave lane j's four bytes of vector u at dword 4j + u */
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    const __m512i even = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    for (int64_t t = 0; t < n_rows; t++) {
+        uint8_t *row = xa + t * PW_K_Q8K_ROW_BYTES(k);
+        float *dv = (float *)(row + nsb * KQ_QKK);
+        int16_t *bsv = (int16_t *)(row + nsb * (KQ_QKK + 4));
+        for (int64_t b = 0; b < nsb; b++) {
+            const float *xb = x + t * k + b * KQ_QKK;
+            /* four chains (vmaxps has latency 4); the max is order-free */
+            __m512 m[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                           _mm512_setzero_ps()};
+            for (int j = 0; j < KQ_QKK; j += 64)
+                for (int u = 0; u < 4; u++)
+                    m[u] = _mm512_max_ps(_mm512_and_ps(_mm512_loadu_ps(xb + j + 16 * u), absmask), m[u]);
+            const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m[0], m[1]),
+                                                                  _mm512_max_ps(m[2], m[3])));
+            const __m512 id = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+            int8_t *q = (int8_t *)row + b * KQ_QKK;
+            __m512i pair[2];
+            for (int j = 0; j < KQ_QKK; j += 64) {
+                __m512i v[4];
+                for (int u = 0; u < 4; u++) {
+                    __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + j + 16 * u), id));
+                    v[u] = _mm512_max_epi32(r, lo);
+                }
+                __m512i p = _mm512_packs_epi16(_mm512_packs_epi32(v[0], v[1]),
+                                               _mm512_packs_epi32(v[2], v[3]));
+                p = _mm512_permutexvar_epi32(order, p);
+                _mm512_storeu_si512(q + j, p);
+                /* qword 2g' + h: bytes 8h.. of group g' of these 64, + 1024 */
+                __m512i sad = _mm512_sad_epu8(_mm512_xor_si512(p, bias), _mm512_setzero_si512());
+                sad = _mm512_add_epi64(sad, _mm512_shuffle_epi32(sad, _MM_PERM_BADC));
+                if (j % 128 == 0) pair[0] = sad;
+                else pair[1] = sad;
+                if (j % 128 == 64) {
+                    /* groups j/16 - 7 .. j/16 in the even qwords */
+                    __m512i g8 = _mm512_permutex2var_epi64(pair[0], even, pair[1]);
+                    __m128i w8 = _mm_sub_epi16(_mm512_cvtepi64_epi16(g8), _mm_set1_epi16(2048));
+                    _mm_storeu_si128((__m128i *)(bsv + 16 * b + (j - 64) / 16), w8);
+                }
+            }
+            memcpy(dv + b, &(float){amax / 127.0f}, sizeof(float));
+        }
+    }
+}
+#else
 void PW_ISA(pw_k_q8k_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows, int64_t k) {
     const int64_t nsb = k / KQ_QKK;
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
@@ -1397,9 +1455,13 @@ void PW_ISA(pw_k_q8k_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows,
         int16_t *bsv = (int16_t *)(row + nsb * (KQ_QKK + 4));
         for (int64_t b = 0; b < nsb; b++) {
             const float *xb = x + t * k + b * KQ_QKK;
-            __m256 m = _mm256_setzero_ps();
-            for (int j = 0; j < KQ_QKK; j += 8)
-                m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xb + j), absmask), m);
+            /* four chains (vmaxps has latency 4); the max is order-free */
+            __m256 m4[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                            _mm256_setzero_ps()};
+            for (int j = 0; j < KQ_QKK; j += 32)
+                for (int u = 0; u < 4; u++)
+                    m4[u] = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xb + j + 8 * u), absmask), m4[u]);
+            __m256 m = _mm256_max_ps(_mm256_max_ps(m4[0], m4[1]), _mm256_max_ps(m4[2], m4[3]));
             m = _mm256_max_ps(m, _mm256_permute2f128_ps(m, m, 1));
             m = _mm256_max_ps(m, _mm256_shuffle_ps(m, m, 0x4E));
             m = _mm256_max_ps(m, _mm256_shuffle_ps(m, m, 0xB1));
@@ -1428,6 +1490,7 @@ void PW_ISA(pw_k_q8k_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows,
         }
     }
 }
+#endif
 #endif
 
 /* ---- loops over tiles ---------------------------------------------------- */
