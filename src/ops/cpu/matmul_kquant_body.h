@@ -1060,6 +1060,26 @@ KQ_INLINE void q5p_rows(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, 
     }
 }
 
+/* The next panel's weight bytes, asked for into L2 a few lines per row
+ * tile while this panel's rows run, so that its pack does not wait on
+ * memory (a prefill streams each weight matrix from memory once per
+ * call). */
+typedef struct kq_prefetch {
+    const char *p, *end;
+    int64_t per_tile;
+} kq_prefetch;
+
+KQ_INLINE kq_prefetch kq_prefetch_make(const uint8_t *from, const uint8_t *to, int64_t tiles) {
+    kq_prefetch f = {(const char *)from, (const char *)to, 0};
+    if (to > from) f.per_tile = ((to - from + 63) / 64 + tiles - 1) / (tiles > 0 ? tiles : 1);
+    return f;
+}
+
+KQ_INLINE void kq_prefetch_step(kq_prefetch *f) {
+    for (int64_t i = 0; i < f->per_tile && f->p < f->end; i++, f->p += 64)
+        _mm_prefetch(f->p, _MM_HINT_T1);
+}
+
 /* Columns [j0, j1) of every row: a panel of 16 columns, filled once and
  * run over by every row. */
 KQ_INLINE void q5p_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_tokens,
@@ -1070,13 +1090,18 @@ KQ_INLINE void q5p_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_
     for (int64_t c0 = j0; c0 < j1; c0 += Q5P_COLS) {
         const int cols = j1 - c0 < Q5P_COLS ? (int)(j1 - c0) : Q5P_COLS;
         q5p_pack(&panel, w + c0 * wrow, wrow, nb, cols);
+        const int64_t c2 = c0 + 2 * Q5P_COLS < j1 ? c0 + 2 * Q5P_COLS : j1;
+        kq_prefetch pf = kq_prefetch_make(w + (c0 + cols) * wrow, w + c2 * wrow,
+                                          t_full / Q5P_TILE_ROWS * (Q5P_COLS / Q5P_VLANES));
         for (int h = 0; h < Q5P_COLS / Q5P_VLANES; h++) {
             const int hc0 = h * Q5P_VLANES;
             if (hc0 >= cols) break;
             const int hc = cols - hc0 < Q5P_VLANES ? cols - hc0 : Q5P_VLANES;
-            for (int64_t t = 0; t < t_full; t += Q5P_TILE_ROWS)
+            for (int64_t t = 0; t < t_full; t += Q5P_TILE_ROWS) {
+                kq_prefetch_step(&pf);
                 q5p_rows(y + t * n + c0 + hc0, n, xa + t * xrow, xrow, nb, &panel, Q5P_TILE_ROWS,
                          hc0, hc);
+            }
             for (int64_t t = t_full; t < n_tokens; t++)
                 q5p_rows(y + t * n + c0 + hc0, n, xa + t * xrow, xrow, nb, &panel, 1, hc0, hc);
         }
@@ -1335,14 +1360,19 @@ KQ_INLINE void kp_run(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype ty
     for (int64_t c0 = j0; c0 < j1; c0 += KP_COLS) {
         const int cols = j1 - c0 < KP_COLS ? (int)(j1 - c0) : KP_COLS;
         kp_pack(&panel, w + c0 * wrow, wrow, nsb, type, bb, cols);
+        const int64_t c2 = c0 + 2 * KP_COLS < j1 ? c0 + 2 * KP_COLS : j1;
+        kq_prefetch pf = kq_prefetch_make(w + (c0 + cols) * wrow, w + c2 * wrow,
+                                          n_tokens / KP_TILE_ROWS * (KP_COLS / KP_VLANES));
         for (int h = 0; h < KP_COLS / KP_VLANES; h++) {
             const int hc0 = h * KP_VLANES;
             if (hc0 >= cols) break;
             const int hc = cols - hc0 < KP_VLANES ? cols - hc0 : KP_VLANES;
             int64_t t = 0;
-            for (; t + KP_TILE_ROWS <= n_tokens; t += KP_TILE_ROWS)
+            for (; t + KP_TILE_ROWS <= n_tokens; t += KP_TILE_ROWS) {
+                kq_prefetch_step(&pf);
                 kp_rows(y + t * n + c0 + hc0, n, xa + t * xrow, xrow, nsb, &panel, type, hc0, hc,
                         KP_TILE_ROWS);
+            }
             for (; t < n_tokens; t++)
                 kp_rows(y + t * n + c0 + hc0, n, xa + t * xrow, xrow, nsb, &panel, type, hc0, hc, 1);
         }
