@@ -861,22 +861,6 @@ KQ_INLINE void kq_transpose8_store(const __m256i r[8], uint32_t *dst, int stride
  * (their outputs are not stored); as long as the longest block. */
 static const uint8_t kq_zero_block[KQ_Q6_K_BYTES] __attribute__((aligned(16), unused));
 
-/* The scales of every block of the panel's columns (cols real, the rest
- * zero): the halves gathered column by column, then converted 8 or 16 at a
- * time (one conversion per block instead of one per column and block). */
-KQ_INLINE void q5p_pack_d(q5p_panel *p, const uint8_t *w, int64_t wrow, int64_t nb, int cols) {
-    _Alignas(32) uint16_t h[Q5P_MAX_BLOCKS][Q5P_COLS];
-    for (int c = 0; c < Q5P_COLS; c++)
-        for (int64_t b = 0; b < nb; b++) {
-            uint16_t v = 0;
-            if (c < cols) memcpy(&v, w + c * wrow + b * KQ_Q5_0_BYTES, sizeof v);
-            h[b][c] = v;
-        }
-    for (int64_t b = 0; b < nb; b++)
-        for (int c = 0; c < Q5P_COLS; c += 8)
-            _mm256_store_ps(&p->d[b][c], _mm256_cvtph_ps(_mm_load_si128((const __m128i *)&h[b][c])));
-}
-
 #if defined(PW_ISA_AVX512VNNI_COPY)
 /* kq_transpose8_store on both 256-bit halves at once: r[c] holds column
  * c's 8 dwords in its low half and column c + 8's in its high half; row l
@@ -912,6 +896,9 @@ KQ_INLINE void q5p_pack(q5p_panel *p, const uint8_t *w, int64_t wrow, int64_t nb
     const uint8_t *col[Q5P_COLS];
     for (int c = 0; c < Q5P_COLS; c++) col[c] = c < cols ? w + c * wrow : kq_zero_block;
     const int64_t step[2] = {0, KQ_Q5_0_BYTES};
+    const __mmask16 real = (__mmask16)((1u << cols) - 1);
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)wrow));
     for (int64_t b = 0; b < nb; b++) {
         __m512i r[8];
         for (int c = 0; c < 8; c++) {
@@ -925,8 +912,13 @@ KQ_INLINE void q5p_pack(q5p_panel *p, const uint8_t *w, int64_t wrow, int64_t nb
             r[c] = _mm512_mask_add_epi8(q, set, q, hb);
         }
         kq_transpose16_store(r, &p->w[b][0][0], Q5P_COLS);
+        /* the 16 scales: one gather of the blocks' first dwords, whose low
+         * halves they are (a column at a time costs more than a decode's
+         * single row of products) */
+        __m512i h = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), real, idx,
+                                                w + b * KQ_Q5_0_BYTES, 1);
+        _mm512_store_ps(p->d[b], _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)));
     }
-    q5p_pack_d(p, w, wrow, nb, cols);
 }
 #else
 /* Columns c0..c0+7 (cols of them real, the rest zero) of every block into
@@ -935,9 +927,16 @@ KQ_INLINE void q5p_pack8(q5p_panel *p, const uint8_t *w, int64_t wrow, int64_t n
                          int cols) {
     for (int64_t b = 0; b < nb; b++) {
         __m256i r[8];
-        for (int c = 0; c < 8; c++)
-            r[c] = c < cols ? q5p_unpack(w + (c0 + c) * wrow + b * KQ_Q5_0_BYTES)
-                            : _mm256_setzero_si256();
+        for (int c = 0; c < 8; c++) {
+            if (c < cols) {
+                const uint8_t *blk = w + (c0 + c) * wrow + b * KQ_Q5_0_BYTES;
+                r[c] = q5p_unpack(blk);
+                p->d[b][c0 + c] = kq_half(blk);
+            } else {
+                r[c] = _mm256_setzero_si256();
+                p->d[b][c0 + c] = 0.0f;
+            }
+        }
         kq_transpose8_store(r, &p->w[b][0][c0], Q5P_COLS);
     }
 }
@@ -945,7 +944,6 @@ KQ_INLINE void q5p_pack8(q5p_panel *p, const uint8_t *w, int64_t wrow, int64_t n
 KQ_INLINE void q5p_pack(q5p_panel *p, const uint8_t *w, int64_t wrow, int64_t nb, int cols) {
     q5p_pack8(p, w, wrow, nb, 0, cols < 8 ? cols : 8);
     q5p_pack8(p, w, wrow, nb, 8, cols > 8 ? cols - 8 : 0);
-    q5p_pack_d(p, w, wrow, nb, cols);
 }
 #endif
 
