@@ -1119,8 +1119,10 @@ KQ_INLINE void q5p_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_
  * 4j..4j+3 as unsigned bytes: Q4_K/Q5_K q, Q6_K q + 32) at w[s][j][c];
  * the group scales as int16 word pairs (sc, sc); and per lane the words
  * the side term multiplies bs_2l, bs_2l+1 by: Q4_K/Q5_K (m_l, m_l), Q6_K
- * (sc_2l, sc_2l+1). Rows of more than KP_MAX_SB super-blocks keep
- * kq_tile (the same integers and float steps). */
+ * (-32 sc_2l, -32 sc_2l+1), so that Q6_K's offset term is one vpmaddwd
+ * that the lane's integer sum starts from (|32 sc| <= 4096 fits a word;
+ * the sum is the same integer in any order). Rows of more than KP_MAX_SB
+ * super-blocks keep kq_tile (the same integers and float steps). */
 #define KP_COLS 16
 #define KP_MAX_SB 8 /* super-blocks per panel: 45 KiB on the stack, K <= 2048 */
 #ifndef KP_MIN_ROWS
@@ -1145,7 +1147,8 @@ KQ_INLINE void kp_col_scales(const uint8_t *blk, pw_dtype type, __m256i *sa, __m
         const __m256i w16 = _mm256_set1_epi32(0xFFFF);
         *sa = _mm256_or_si256(_mm256_and_si256(lo, w16), _mm256_slli_epi32(lo, 16));
         *sb = _mm256_or_si256(_mm256_and_si256(hi, w16), _mm256_slli_epi32(hi, 16));
-        *sd = _mm256_cvtepi8_epi16(b); /* words 2l, 2l+1: sc_2l, sc_2l+1 */
+        /* words 2l, 2l+1: -32 sc_2l, -32 sc_2l+1 (the panels' offset form) */
+        *sd = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 5));
     } else {
         uint8_t sc[8], m[8];
         kq_scales_mins(blk + 4, sc, m);
@@ -1249,8 +1252,6 @@ typedef __m512 kp_vf;
 #define KP_MADDUBS(u, a) _mm512_maddubs_epi16(u, a)
 #define KP_DOTW(s, p, w) _mm512_dpwssd_epi32(s, p, w)
 #define KP_MADDW(a, b) _mm512_madd_epi16(a, b)
-#define KP_SUB32(a, b) _mm512_sub_epi32(a, b)
-#define KP_SHL5(a) _mm512_slli_epi32(a, 5)
 #define KP_LOADF(p) _mm512_load_ps(p)
 #define KP_SET1F(v) _mm512_set1_ps(v)
 #define KP_ZEROF() _mm512_setzero_ps()
@@ -1274,8 +1275,6 @@ typedef __m256 kp_vf;
 #define KP_DOTW(s, p, w) _mm256_add_epi32(s, _mm256_madd_epi16(p, w))
 #endif
 #define KP_MADDW(a, b) _mm256_madd_epi16(a, b)
-#define KP_SUB32(a, b) _mm256_sub_epi32(a, b)
-#define KP_SHL5(a) _mm256_slli_epi32(a, 5)
 #define KP_LOADF(p) _mm256_load_ps(p)
 #define KP_SET1F(v) _mm256_set1_ps(v)
 #define KP_ZEROF() _mm256_setzero_ps()
@@ -1303,9 +1302,15 @@ KQ_INLINE void kp_rows(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, i
         for (int r = 0; r < rows; r++) a[r] = kx_values(xa + r * xrow) + s * KQ_QKK;
         kp_vi is[KP_TILE_ROWS][KQ_LANES];
 #pragma GCC unroll 8
-        for (int r = 0; r < rows; r++)
+        for (int r = 0; r < rows; r++) {
+            /* Q6_K: from -32 (sc_2l bs_2l + sc_2l+1 bs_2l+1) */
+            const int16_t *bs = kx_sums(xa + r * xrow, nsb) + 16 * s;
 #pragma GCC unroll 8
-            for (int l = 0; l < KQ_LANES; l++) is[r][l] = KP_ZERO();
+            for (int l = 0; l < KQ_LANES; l++)
+                is[r][l] = type == PW_Q6_K ? KP_MADDW(KP_LOADI(&p->side[s][l][c0]),
+                                                      KP_SET1(kq_dword(bs + 2 * l)))
+                                           : KP_ZERO();
+        }
 #pragma GCC unroll 8
         for (int i = 0; i < KQ_QKK / 32; i++) {
             kp_vi sc0 = KP_LOADI(&p->scw[s][type == PW_Q6_K ? 2 * i : i][c0]);
@@ -1330,12 +1335,12 @@ KQ_INLINE void kp_rows(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, i
             kp_vf dm = KP_MULF(dmv, KP_SET1F(da));
 #pragma GCC unroll 8
             for (int l = 0; l < KQ_LANES; l++) {
-                /* Q4_K/Q5_K: mp_l = m_l * (bs_2l + bs_2l+1); Q6_K: the
-                 * offset sc_2l bs_2l + sc_2l+1 bs_2l+1, times 32. */
-                kp_vi side = KP_MADDW(KP_LOADI(&p->side[s][l][c0]), KP_SET1(kq_dword(bs + 2 * l)));
-                kp_vi v = type == PW_Q6_K ? KP_SUB32(is[r][l], KP_SHL5(side)) : is[r][l];
-                kp_vf t = KP_FMA(dd, KP_CVT(v), acc[r][l]);
-                if (type != PW_Q6_K) t = KP_FNMA(dm, KP_CVT(side), t);
+                kp_vf t = KP_FMA(dd, KP_CVT(is[r][l]), acc[r][l]);
+                if (type != PW_Q6_K) {
+                    /* mp_l = m_l * (bs_2l + bs_2l+1) */
+                    kp_vi side = KP_MADDW(KP_LOADI(&p->side[s][l][c0]), KP_SET1(kq_dword(bs + 2 * l)));
+                    t = KP_FNMA(dm, KP_CVT(side), t);
+                }
                 acc[r][l] = t;
             }
         }
