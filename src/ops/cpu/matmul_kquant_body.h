@@ -897,15 +897,17 @@ KQ_INLINE void q5p_pack(q5p_panel *p, const uint8_t *w, int64_t wrow, int64_t nb
     for (int c = 0; c < Q5P_COLS; c++) col[c] = c < cols ? w + c * wrow : kq_zero_block;
     const int64_t step[2] = {0, KQ_Q5_0_BYTES};
     const __mmask16 real = (__mmask16)((1u << cols) - 1);
-    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32((int)wrow));
+    const __m512i idx = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32((int)wrow));
     for (int64_t b = 0; b < nb; b++) {
         __m512i r[8];
         for (int c = 0; c < 8; c++) {
-            const uint8_t *b0 = col[c] + step[c < cols] * b, *b1 = col[c + 8] + step[c + 8 < cols] * b;
-            __m512i q = _mm512_inserti64x4(
-                _mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + 6)))),
-                _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b1 + 6))), 1);
+            const uint8_t *b0 = col[c] + step[c < cols] * b;
+            const uint8_t *b1 = col[c + 8] + step[c + 8 < cols] * b;
+            __m256i q0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + 6)));
+            __m256i q1 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b1 + 6)));
+            __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
             q = _mm512_and_si512(_mm512_srlv_epi64(q, shifts), lo4);
             /* bit j of each column's qh is its byte j's mask bit */
             __mmask64 set = _cvtu64_mask64((uint64_t)kq_u32(b0 + 2) | (uint64_t)kq_u32(b1 + 2) << 32);
@@ -1190,7 +1192,8 @@ KQ_INLINE void kp_pack(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t nsb,
             sa[c] = kq_pair(a0, a1);
             sb[c] = kq_pair(b0, b1);
             sd[c] = kq_pair(d0, d1);
-            qh[c] = type == PW_Q5_K ? kq_load_pair(blk[c] + 16, blk[c + 8] + 16) : _mm512_setzero_si512();
+            qh[c] = type == PW_Q5_K ? kq_load_pair(blk[c] + 16, blk[c + 8] + 16)
+                                    : _mm512_setzero_si512();
         }
         kq_transpose16_store(sa, &p->scw[s][0][0], KP_COLS);
         if (type == PW_Q6_K) kq_transpose16_store(sb, &p->scw[s][8][0], KP_COLS);
@@ -1444,7 +1447,8 @@ void PW_ISA(pw_k_q8k_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows,
                            _mm512_setzero_ps()};
             for (int j = 0; j < KQ_QKK; j += 64)
                 for (int u = 0; u < 4; u++)
-                    m[u] = _mm512_max_ps(_mm512_and_ps(_mm512_loadu_ps(xb + j + 16 * u), absmask), m[u]);
+                    m[u] = _mm512_max_ps(_mm512_and_ps(_mm512_loadu_ps(xb + j + 16 * u), absmask),
+                                         m[u]);
             const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m[0], m[1]),
                                                                   _mm512_max_ps(m[2], m[3])));
             const __m512 id = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
@@ -1493,7 +1497,8 @@ void PW_ISA(pw_k_q8k_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows,
                             _mm256_setzero_ps()};
             for (int j = 0; j < KQ_QKK; j += 32)
                 for (int u = 0; u < 4; u++)
-                    m4[u] = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xb + j + 8 * u), absmask), m4[u]);
+                    m4[u] = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xb + j + 8 * u), absmask),
+                                          m4[u]);
             __m256 m = _mm256_max_ps(_mm256_max_ps(m4[0], m4[1]), _mm256_max_ps(m4[2], m4[3]));
             m = _mm256_max_ps(m, _mm256_permute2f128_ps(m, m, 1));
             m = _mm256_max_ps(m, _mm256_shuffle_ps(m, m, 0x4E));
