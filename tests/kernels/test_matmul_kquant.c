@@ -516,7 +516,12 @@ int main(void) {
                                             {5, 31, 1}, {8, 19, 3}, {17, 6, 4},
                                             /* batches of rows longer than a panel
                                              * holds (Q5_0: 64 blocks, K-quants: 8) */
-                                            {9, 18, 9}};
+                                            {9, 18, 9},
+                                            /* odd batches over three panels, the
+                                             * last partial: the two-row tiles,
+                                             * their leftover row and the next
+                                             * panel's prefetch */
+                                            {37, 45, 2}};
         for (size_t s = 0; s < KT_LEN(shapes); s++)
             check_random(type, shapes[s][0], shapes[s][1], shapes[s][2] * (be == 32 ? 8 : 1) * be);
         check_invariance(type, 21, 2 * 256);

@@ -118,7 +118,9 @@ void pw_k_q8k_quantize_rows(uint8_t *xa, const float *x, int64_t n_rows, int64_t
 /* Q5_0's activation rows: the Q8 rows with Q5P_MAGIC - 16 * (a_4l + ... +
  * a_4l+3), int32, in lane-sum slot l of each block, where the Q5_0 panels
  * fold in the weights' offset of 16 and their int-to-float magic
- * (matmul_kquant_body.h). */
+ * (matmul_kquant_body.h). The x86 copies have vectorised twins
+ * (pw_k_q5_0_offsets_*): the panels read what they write, so the tests
+ * comparing the copies' products compare them too. */
 static void q5_0_offsets(uint8_t *xa, int64_t n_rows, int64_t k) {
     const int64_t nb = k / KQ_QK;
     for (int64_t t = 0; t < n_rows; t++) {
@@ -139,22 +141,29 @@ static void q5_0_offsets(uint8_t *xa, int64_t n_rows, int64_t k) {
 typedef void (*quantize_fn)(uint8_t *xa, const float *x, int64_t n_rows, int64_t k);
 typedef void (*qdot_fn) PW_K_QDOT_PARAMS;
 
+typedef void (*offsets_fn)(uint8_t *xa, int64_t n_rows, int64_t k);
+
 typedef struct kq_copy {
     quantize_fn quantize;
     qdot_fn run;
+    offsets_fn offsets; /* Q5_0 only */
     int64_t row_bytes;
 } kq_copy;
 
 static kq_copy copy_for(pw_k_int8_isa level, pw_dtype type, int64_t k) {
-    kq_copy c = {pw_k_q8_quantize_rows_generic, pw_k_kqdot_run_generic, PW_K_Q8_ROW_BYTES(k)};
+    kq_copy c = {pw_k_q8_quantize_rows_generic, pw_k_kqdot_run_generic, q5_0_offsets, 0};
     switch (level) {
 #if PW_HAVE_FMA_KERNELS
-    case PW_K_INT8_AVX2: c = (kq_copy){pw_k_q8_quantize_rows_fma, pw_k_kqdot_run_fma, 0}; break;
+    case PW_K_INT8_AVX2:
+        c = (kq_copy){pw_k_q8_quantize_rows_fma, pw_k_kqdot_run_fma, pw_k_q5_0_offsets_fma, 0};
+        break;
     case PW_K_INT8_AVXVNNI:
-        c = (kq_copy){pw_k_q8_quantize_rows_avxvnni, pw_k_kqdot_run_avxvnni, 0};
+        c = (kq_copy){pw_k_q8_quantize_rows_avxvnni, pw_k_kqdot_run_avxvnni,
+                      pw_k_q5_0_offsets_avxvnni, 0};
         break;
     case PW_K_INT8_AVX512VNNI:
-        c = (kq_copy){pw_k_q8_quantize_rows_avx512vnni, pw_k_kqdot_run_avx512vnni, 0};
+        c = (kq_copy){pw_k_q8_quantize_rows_avx512vnni, pw_k_kqdot_run_avx512vnni,
+                      pw_k_q5_0_offsets_avx512vnni, 0};
         break;
 #endif
     default: break;
@@ -214,7 +223,7 @@ void pw_k_matmul_kquant_with(pw_k_int8_isa level, float *y, const float *x, cons
     uint8_t *xa = pw_k_act_scratch(row * (size_t)n_tokens);
     if (xa) {
         c.quantize(xa, x, n_tokens, k);
-        if (type == PW_Q5_0) q5_0_offsets(xa, n_tokens, k);
+        if (type == PW_Q5_0) c.offsets(xa, n_tokens, k);
         kqdot(c, y, xa, w, type, n_tokens, n, k);
         return;
     }
@@ -233,7 +242,7 @@ void pw_k_matmul_kquant_with(pw_k_int8_isa level, float *y, const float *x, cons
     for (int64_t t = 0; t < n_tokens; t += step) {
         int64_t rows = n_tokens - t < step ? n_tokens - t : step;
         c.quantize(stack, x + t * k, rows, k);
-        if (type == PW_Q5_0) q5_0_offsets(stack, rows, k);
+        if (type == PW_Q5_0) c.offsets(stack, rows, k);
         kqdot(c, y + t * n, stack, w, type, rows, n, k);
     }
 }

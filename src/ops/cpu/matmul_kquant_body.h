@@ -857,6 +857,72 @@ KQ_INLINE void kq_transpose8_store(const __m256i r[8], uint32_t *dst, int stride
     _mm256_store_si256((__m256i *)(dst + 7 * stride), _mm256_permute2x128_si256(u3, v3, 0x31));
 }
 
+/* A zero block, read in place of the columns past a partial panel's end
+ * (their outputs are not stored); as long as the longest block. */
+static const uint8_t kq_zero_block[KQ_Q6_K_BYTES] __attribute__((aligned(16), unused));
+
+#if defined(PW_ISA_AVX512VNNI_COPY)
+/* kq_transpose8_store on both 256-bit halves at once: r[c] holds column
+ * c's 8 dwords in its low half and column c + 8's in its high half; row l
+ * of dst gets dword l of columns 0..15. */
+KQ_INLINE void kq_transpose16_store(const __m512i r[8], uint32_t *dst, int stride) {
+    __m512i t0 = _mm512_unpacklo_epi32(r[0], r[1]), t1 = _mm512_unpackhi_epi32(r[0], r[1]);
+    __m512i t2 = _mm512_unpacklo_epi32(r[2], r[3]), t3 = _mm512_unpackhi_epi32(r[2], r[3]);
+    __m512i t4 = _mm512_unpacklo_epi32(r[4], r[5]), t5 = _mm512_unpackhi_epi32(r[4], r[5]);
+    __m512i t6 = _mm512_unpacklo_epi32(r[6], r[7]), t7 = _mm512_unpackhi_epi32(r[6], r[7]);
+    __m512i u0 = _mm512_unpacklo_epi64(t0, t2), u1 = _mm512_unpackhi_epi64(t0, t2);
+    __m512i u2 = _mm512_unpacklo_epi64(t1, t3), u3 = _mm512_unpackhi_epi64(t1, t3);
+    __m512i v0 = _mm512_unpacklo_epi64(t4, t6), v1 = _mm512_unpackhi_epi64(t4, t6);
+    __m512i v2 = _mm512_unpacklo_epi64(t5, t7), v3 = _mm512_unpackhi_epi64(t5, t7);
+    /* per 256-bit half, the low (lo) or high (hi) 128 bits of u and v */
+    const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+    const __m512i hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    _mm512_store_si512(dst + 0 * stride, _mm512_permutex2var_epi64(u0, lo, v0));
+    _mm512_store_si512(dst + 1 * stride, _mm512_permutex2var_epi64(u1, lo, v1));
+    _mm512_store_si512(dst + 2 * stride, _mm512_permutex2var_epi64(u2, lo, v2));
+    _mm512_store_si512(dst + 3 * stride, _mm512_permutex2var_epi64(u3, lo, v3));
+    _mm512_store_si512(dst + 4 * stride, _mm512_permutex2var_epi64(u0, hi, v0));
+    _mm512_store_si512(dst + 5 * stride, _mm512_permutex2var_epi64(u1, hi, v1));
+    _mm512_store_si512(dst + 6 * stride, _mm512_permutex2var_epi64(u2, hi, v2));
+    _mm512_store_si512(dst + 7 * stride, _mm512_permutex2var_epi64(u3, hi, v3));
+}
+
+/* The weights of all 16 columns (cols real) of every block into the
+ * panel: columns c and c + 8 unpacked together in one vector (q5p_unpack
+ * on each half), then one 16-column transpose. */
+KQ_INLINE void q5p_pack(q5p_panel *p, const uint8_t *w, int64_t wrow, int64_t nb, int cols) {
+    const __m512i shifts = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
+    const __m512i lo4 = _mm512_set1_epi8(0x0F), hb = _mm512_set1_epi8(0x10);
+    const uint8_t *col[Q5P_COLS];
+    for (int c = 0; c < Q5P_COLS; c++) col[c] = c < cols ? w + c * wrow : kq_zero_block;
+    const int64_t step[2] = {0, KQ_Q5_0_BYTES};
+    const __mmask16 real = (__mmask16)((1u << cols) - 1);
+    const __m512i idx = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32((int)wrow));
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i r[8];
+        for (int c = 0; c < 8; c++) {
+            const uint8_t *b0 = col[c] + step[c < cols] * b;
+            const uint8_t *b1 = col[c + 8] + step[c + 8 < cols] * b;
+            __m256i q0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + 6)));
+            __m256i q1 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b1 + 6)));
+            __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
+            q = _mm512_and_si512(_mm512_srlv_epi64(q, shifts), lo4);
+            /* bit j of each column's qh is its byte j's mask bit */
+            __mmask64 set = _cvtu64_mask64((uint64_t)kq_u32(b0 + 2) | (uint64_t)kq_u32(b1 + 2) << 32);
+            r[c] = _mm512_mask_add_epi8(q, set, q, hb);
+        }
+        kq_transpose16_store(r, &p->w[b][0][0], Q5P_COLS);
+        /* the 16 scales: one gather of the blocks' first dwords, whose low
+         * halves they are (a column at a time costs more than a decode's
+         * single row of products) */
+        __m512i h = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), real, idx,
+                                                w + b * KQ_Q5_0_BYTES, 1);
+        _mm512_store_ps(p->d[b], _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)));
+    }
+}
+#else
 /* Columns c0..c0+7 (cols of them real, the rest zero) of every block into
  * the panel: each column's 8 dwords, then an 8 x 8 dword transpose. */
 KQ_INLINE void q5p_pack8(q5p_panel *p, const uint8_t *w, int64_t wrow, int64_t nb, int c0,
@@ -877,6 +943,12 @@ KQ_INLINE void q5p_pack8(q5p_panel *p, const uint8_t *w, int64_t wrow, int64_t n
     }
 }
 
+KQ_INLINE void q5p_pack(q5p_panel *p, const uint8_t *w, int64_t wrow, int64_t nb, int cols) {
+    q5p_pack8(p, w, wrow, nb, 0, cols < 8 ? cols : 8);
+    q5p_pack8(p, w, wrow, nb, 8, cols > 8 ? cols - 8 : 0);
+}
+#endif
+
 /* Four bytes of a quantized activation row as one int32 lane value (the
  * panels broadcast it to every column); unaligned-safe. */
 KQ_INLINE int32_t kq_dword(const void *q) {
@@ -887,7 +959,12 @@ KQ_INLINE int32_t kq_dword(const void *q) {
 
 #if defined(PW_ISA_AVX512VNNI_COPY)
 #define Q5P_VLANES 16
-#define Q5P_TILE_ROWS 1
+/* Rows per register tile: two rows' 16 sums and temporaries fit the 32
+ * registers and share each panel load (three measured the same). The
+ * 16-register copies keep one. -D overrides are for measuring. */
+#ifndef Q5P_TILE_ROWS
+#define Q5P_TILE_ROWS 2
+#endif
 typedef __m512i q5p_vi;
 typedef __m512 q5p_vf;
 #define Q5P_DOT4(s, w, a) _mm512_dpbusd_epi32(s, w, a)
@@ -924,7 +1001,26 @@ typedef __m256 q5p_vf;
 #define Q5P_CVT(a) _mm256_sub_ps(_mm256_castsi256_ps(a), _mm256_set1_ps(Q5P_MAGIC_F))
 #endif
 
-/* rows x Q5P_VLANES outputs (panel columns c0.., hc of them real). */
+/* The first hc of a vector's columns to y: one store, masked when the
+ * panel is not full (a copy through memory costs as much as a block). */
+#if defined(PW_ISA_AVX512VNNI_COPY)
+KQ_INLINE void kq_store_cols(float *y, __m512 v, int hc) {
+    if (hc == 16) _mm512_storeu_ps(y, v);
+    else _mm512_mask_storeu_ps(y, (__mmask16)((1u << hc) - 1), v);
+}
+#else
+KQ_INLINE void kq_store_cols(float *y, __m256 v, int hc) {
+    if (hc == 8) {
+        _mm256_storeu_ps(y, v);
+    } else {
+        __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(hc), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        _mm256_maskstore_ps(y, m, v);
+    }
+}
+#endif
+
+/* rows x Q5P_VLANES outputs (panel columns c0.., hc of them real). Each
+ * panel vector is loaded once for the tile's rows. */
 KQ_INLINE void q5p_rows(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, int64_t nb,
                         const q5p_panel *p, int rows, int c0, int hc) {
     q5p_vf acc[Q5P_TILE_ROWS][KQ_LANES];
@@ -934,17 +1030,24 @@ KQ_INLINE void q5p_rows(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, 
         for (int l = 0; l < KQ_LANES; l++) acc[r][l] = Q5P_ZEROF();
     for (int64_t b = 0; b < nb; b++) {
         q5p_vf dw = Q5P_LOADF(&p->d[b][c0]);
+        q5p_vf dd[Q5P_TILE_ROWS];
+        const int8_t *a[Q5P_TILE_ROWS];
+        const uint8_t *row[Q5P_TILE_ROWS];
 #pragma GCC unroll 8
         for (int r = 0; r < rows; r++) {
-            const uint8_t *row = xa + r * xrow;
-            const int8_t *a = qx_values(row) + b * KQ_QK;
+            row[r] = xa + r * xrow;
+            a[r] = qx_values(row[r]) + b * KQ_QK;
             /* lane-wise d_w * d_a: the scalar product in every lane */
-            q5p_vf dd = Q5P_MULF(dw, Q5P_SET1F(qx_scales(row, nb)[b]));
+            dd[r] = Q5P_MULF(dw, Q5P_SET1F(qx_scales(row[r], nb)[b]));
+        }
 #pragma GCC unroll 8
-            for (int l = 0; l < KQ_LANES; l++) {
-                q5p_vi s = Q5P_DOT4(Q5P_SET1(q5p_offset(row, nb, b, l)), Q5P_LOADI(&p->w[b][l][c0]),
-                                    Q5P_SET1(kq_dword(a + 4 * l)));
-                acc[r][l] = Q5P_FMA(dd, Q5P_CVT(s), acc[r][l]);
+        for (int l = 0; l < KQ_LANES; l++) {
+            q5p_vi wv = Q5P_LOADI(&p->w[b][l][c0]);
+#pragma GCC unroll 8
+            for (int r = 0; r < rows; r++) {
+                q5p_vi s = Q5P_DOT4(Q5P_SET1(q5p_offset(row[r], nb, b, l)), wv,
+                                    Q5P_SET1(kq_dword(a[r] + 4 * l)));
+                acc[r][l] = Q5P_FMA(dd[r], Q5P_CVT(s), acc[r][l]);
             }
         }
     }
@@ -953,10 +1056,28 @@ KQ_INLINE void q5p_rows(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, 
         /* the fixed lane tree, lane-wise over the columns */
         q5p_vf t = Q5P_ADDF(Q5P_ADDF(Q5P_ADDF(acc[r][0], acc[r][4]), Q5P_ADDF(acc[r][2], acc[r][6])),
                             Q5P_ADDF(Q5P_ADDF(acc[r][1], acc[r][5]), Q5P_ADDF(acc[r][3], acc[r][7])));
-        float out[Q5P_VLANES];
-        memcpy(out, &t, sizeof out);
-        memcpy(y + r * ldy, out, (size_t)hc * sizeof(float));
+        kq_store_cols(y + r * ldy, t, hc);
     }
+}
+
+/* The next panel's weight bytes, asked for into L2 a few lines per row
+ * tile while this panel's rows run, so that its pack does not wait on
+ * memory (a prefill streams each weight matrix from memory once per
+ * call). */
+typedef struct kq_prefetch {
+    const char *p, *end;
+    int64_t per_tile;
+} kq_prefetch;
+
+KQ_INLINE kq_prefetch kq_prefetch_make(const uint8_t *from, const uint8_t *to, int64_t tiles) {
+    kq_prefetch f = {(const char *)from, (const char *)to, 0};
+    if (to > from) f.per_tile = ((to - from + 63) / 64 + tiles - 1) / (tiles > 0 ? tiles : 1);
+    return f;
+}
+
+KQ_INLINE void kq_prefetch_step(kq_prefetch *f) {
+    for (int64_t i = 0; i < f->per_tile && f->p < f->end; i++, f->p += 64)
+        _mm_prefetch(f->p, _MM_HINT_T1);
 }
 
 /* Columns [j0, j1) of every row: a panel of 16 columns, filled once and
@@ -968,15 +1089,19 @@ KQ_INLINE void q5p_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_
     const int64_t t_full = n_tokens / Q5P_TILE_ROWS * Q5P_TILE_ROWS;
     for (int64_t c0 = j0; c0 < j1; c0 += Q5P_COLS) {
         const int cols = j1 - c0 < Q5P_COLS ? (int)(j1 - c0) : Q5P_COLS;
-        q5p_pack8(&panel, w + c0 * wrow, wrow, nb, 0, cols < 8 ? cols : 8);
-        q5p_pack8(&panel, w + c0 * wrow, wrow, nb, 8, cols > 8 ? cols - 8 : 0);
+        q5p_pack(&panel, w + c0 * wrow, wrow, nb, cols);
+        const int64_t c2 = c0 + 2 * Q5P_COLS < j1 ? c0 + 2 * Q5P_COLS : j1;
+        kq_prefetch pf = kq_prefetch_make(w + (c0 + cols) * wrow, w + c2 * wrow,
+                                          t_full / Q5P_TILE_ROWS * (Q5P_COLS / Q5P_VLANES));
         for (int h = 0; h < Q5P_COLS / Q5P_VLANES; h++) {
             const int hc0 = h * Q5P_VLANES;
             if (hc0 >= cols) break;
             const int hc = cols - hc0 < Q5P_VLANES ? cols - hc0 : Q5P_VLANES;
-            for (int64_t t = 0; t < t_full; t += Q5P_TILE_ROWS)
+            for (int64_t t = 0; t < t_full; t += Q5P_TILE_ROWS) {
+                kq_prefetch_step(&pf);
                 q5p_rows(y + t * n + c0 + hc0, n, xa + t * xrow, xrow, nb, &panel, Q5P_TILE_ROWS,
                          hc0, hc);
+            }
             for (int64_t t = t_full; t < n_tokens; t++)
                 q5p_rows(y + t * n + c0 + hc0, n, xa + t * xrow, xrow, nb, &panel, 1, hc0, hc);
         }
@@ -996,8 +1121,10 @@ KQ_INLINE void q5p_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_
  * 4j..4j+3 as unsigned bytes: Q4_K/Q5_K q, Q6_K q + 32) at w[s][j][c];
  * the group scales as int16 word pairs (sc, sc); and per lane the words
  * the side term multiplies bs_2l, bs_2l+1 by: Q4_K/Q5_K (m_l, m_l), Q6_K
- * (sc_2l, sc_2l+1). Rows of more than KP_MAX_SB super-blocks keep
- * kq_tile (the same integers and float steps). */
+ * (-32 sc_2l, -32 sc_2l+1), so that Q6_K's offset term is one vpmaddwd
+ * that the lane's integer sum starts from (|32 sc| <= 4096 fits a word;
+ * the sum is the same integer in any order). Rows of more than KP_MAX_SB
+ * super-blocks keep kq_tile (the same integers and float steps). */
 #define KP_COLS 16
 #define KP_MAX_SB 8 /* super-blocks per panel: 45 KiB on the stack, K <= 2048 */
 #ifndef KP_MIN_ROWS
@@ -1012,6 +1139,73 @@ typedef struct kp_panel {
 } kp_panel;
 
 #if KQ_X86
+/* A column's super-block's panel words: the group scales as word pairs
+ * (sa: groups 0-7, sb: Q6_K's 8-15) and the side words (sd). */
+KQ_INLINE void kp_col_scales(const uint8_t *blk, pw_dtype type, __m256i *sa, __m256i *sb,
+                             __m256i *sd) {
+    if (type == PW_Q6_K) {
+        __m128i b = _mm_loadu_si128((const __m128i *)(blk + 192));
+        __m256i lo = _mm256_cvtepi8_epi32(b), hi = _mm256_cvtepi8_epi32(_mm_srli_si128(b, 8));
+        const __m256i w16 = _mm256_set1_epi32(0xFFFF);
+        *sa = _mm256_or_si256(_mm256_and_si256(lo, w16), _mm256_slli_epi32(lo, 16));
+        *sb = _mm256_or_si256(_mm256_and_si256(hi, w16), _mm256_slli_epi32(hi, 16));
+        /* words 2l, 2l+1: -32 sc_2l, -32 sc_2l+1 (the panels' offset form) */
+        *sd = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 5));
+    } else {
+        uint8_t sc[8], m[8];
+        kq_scales_mins(blk + 4, sc, m);
+        uint64_t sc8, m8;
+        memcpy(&sc8, sc, 8);
+        memcpy(&m8, m, 8);
+        __m256i s32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8));
+        __m256i m32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m8));
+        *sa = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
+        *sb = _mm256_setzero_si256();
+        *sd = _mm256_or_si256(m32, _mm256_slli_epi32(m32, 16));
+    }
+}
+
+#if defined(PW_ISA_AVX512VNNI_COPY)
+/* All 16 columns (cols real; the others read a zero block) of every
+ * super-block into the panel: columns c and c + 8 together in one vector
+ * (kq_chunk_pair), then one 16-column transpose per panel row group. */
+KQ_INLINE void kp_pack(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t nsb, pw_dtype type,
+                       int64_t bb, int cols) {
+    const uint8_t *col[KP_COLS];
+    int64_t step[KP_COLS];
+    for (int c = 0; c < KP_COLS; c++) {
+        col[c] = c < cols ? w + c * wrow : kq_zero_block;
+        step[c] = c < cols ? bb : 0;
+    }
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *blk[KP_COLS];
+        for (int c = 0; c < KP_COLS; c++) {
+            blk[c] = col[c] + step[c] * s;
+            p->d[s][c] = kq_half(blk[c] + (type == PW_Q6_K ? 208 : 0));
+            p->dmin[s][c] = type == PW_Q6_K ? 0.0f : kq_half(blk[c] + 2);
+        }
+        __m512i sa[8], sb[8], sd[8], qh[8];
+        for (int c = 0; c < 8; c++) {
+            __m256i a0, b0, d0, a1, b1, d1;
+            kp_col_scales(blk[c], type, &a0, &b0, &d0);
+            kp_col_scales(blk[c + 8], type, &a1, &b1, &d1);
+            sa[c] = kq_pair(a0, a1);
+            sb[c] = kq_pair(b0, b1);
+            sd[c] = kq_pair(d0, d1);
+            qh[c] = type == PW_Q5_K ? kq_load_pair(blk[c] + 16, blk[c + 8] + 16)
+                                    : _mm512_setzero_si512();
+        }
+        kq_transpose16_store(sa, &p->scw[s][0][0], KP_COLS);
+        if (type == PW_Q6_K) kq_transpose16_store(sb, &p->scw[s][8][0], KP_COLS);
+        kq_transpose16_store(sd, &p->side[s][0][0], KP_COLS);
+        for (int i = 0; i < 8; i++) {
+            __m512i r[8];
+            for (int c = 0; c < 8; c++) r[c] = kq_chunk_pair(blk[c], blk[c + 8], qh[c], type, i);
+            kq_transpose16_store(r, &p->w[s][8 * i][0], KP_COLS);
+        }
+    }
+}
+#else
 /* Columns c0..c0+7 (cols of them real, the rest zero) of every
  * super-block into the panel. */
 KQ_INLINE void kp_pack8(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t nsb, pw_dtype type,
@@ -1020,32 +1214,12 @@ KQ_INLINE void kp_pack8(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t nsb
         kq_col col[8];
         __m256i sa[8], sb[8], sd[8];
         for (int c = 0; c < 8; c++) {
-            /* an absent column reads the panel's first (which exists)
-             * and is given zero scales */
-            const bool real = c < cols;
-            const uint8_t *blk = w + (real ? c0 + c : 0) * wrow + s * bb;
+            /* an absent column reads a zero block: zero scales */
+            const uint8_t *blk = c < cols ? w + (c0 + c) * wrow + s * bb : kq_zero_block;
             col[c] = kq_col_make(blk, type);
-            p->d[s][c0 + c] = real ? col[c].d : 0.0f;
-            p->dmin[s][c0 + c] = real ? col[c].dmin : 0.0f;
-            if (type == PW_Q6_K) {
-                __m128i b = real ? _mm_loadu_si128((const __m128i *)(blk + 192)) : _mm_setzero_si128();
-                __m256i lo = _mm256_cvtepi8_epi32(b), hi = _mm256_cvtepi8_epi32(_mm_srli_si128(b, 8));
-                const __m256i w16 = _mm256_set1_epi32(0xFFFF);
-                sa[c] = _mm256_or_si256(_mm256_and_si256(lo, w16), _mm256_slli_epi32(lo, 16));
-                sb[c] = _mm256_or_si256(_mm256_and_si256(hi, w16), _mm256_slli_epi32(hi, 16));
-                sd[c] = _mm256_cvtepi8_epi16(b); /* words 2l, 2l+1: sc_2l, sc_2l+1 */
-            } else {
-                uint8_t sc[8], m[8];
-                kq_scales_mins(blk + 4, sc, m);
-                uint64_t sc8, m8;
-                memcpy(&sc8, sc, 8);
-                memcpy(&m8, m, 8);
-                if (!real) sc8 = m8 = 0;
-                __m256i s32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8));
-                __m256i m32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m8));
-                sa[c] = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
-                sd[c] = _mm256_or_si256(m32, _mm256_slli_epi32(m32, 16));
-            }
+            p->d[s][c0 + c] = col[c].d;
+            p->dmin[s][c0 + c] = col[c].dmin;
+            kp_col_scales(blk, type, &sa[c], &sb[c], &sd[c]);
         }
         kq_transpose8_store(sa, &p->scw[s][0][c0], KP_COLS);
         if (type == PW_Q6_K) kq_transpose8_store(sb, &p->scw[s][8][c0], KP_COLS);
@@ -1058,8 +1232,21 @@ KQ_INLINE void kp_pack8(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t nsb
     }
 }
 
+KQ_INLINE void kp_pack(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t nsb, pw_dtype type,
+                       int64_t bb, int cols) {
+    kp_pack8(p, w, wrow, nsb, type, bb, 0, cols < 8 ? cols : 8);
+    kp_pack8(p, w, wrow, nsb, type, bb, 8, cols > 8 ? cols - 8 : 0);
+}
+#endif
+
 #if defined(PW_ISA_AVX512VNNI_COPY)
 #define KP_VLANES 16
+/* Rows per register tile, as Q5P_TILE_ROWS: two rows' 16 integer lanes
+ * share each panel load, which matters most for K = 2048, whose panel
+ * (45 KiB) barely fits L1 beside the activations. */
+#ifndef KP_TILE_ROWS
+#define KP_TILE_ROWS 2
+#endif
 typedef __m512i kp_vi;
 typedef __m512 kp_vf;
 #define KP_LOADI(p) _mm512_load_si512(p)
@@ -1068,8 +1255,6 @@ typedef __m512 kp_vf;
 #define KP_MADDUBS(u, a) _mm512_maddubs_epi16(u, a)
 #define KP_DOTW(s, p, w) _mm512_dpwssd_epi32(s, p, w)
 #define KP_MADDW(a, b) _mm512_madd_epi16(a, b)
-#define KP_SUB32(a, b) _mm512_sub_epi32(a, b)
-#define KP_SHL5(a) _mm512_slli_epi32(a, 5)
 #define KP_LOADF(p) _mm512_load_ps(p)
 #define KP_SET1F(v) _mm512_set1_ps(v)
 #define KP_ZEROF() _mm512_setzero_ps()
@@ -1080,6 +1265,7 @@ typedef __m512 kp_vf;
 #define KP_CVT(a) _mm512_cvtepi32_ps(a)
 #else
 #define KP_VLANES 8
+#define KP_TILE_ROWS 1
 typedef __m256i kp_vi;
 typedef __m256 kp_vf;
 #define KP_LOADI(p) _mm256_load_si256((const __m256i *)(p))
@@ -1092,8 +1278,6 @@ typedef __m256 kp_vf;
 #define KP_DOTW(s, p, w) _mm256_add_epi32(s, _mm256_madd_epi16(p, w))
 #endif
 #define KP_MADDW(a, b) _mm256_madd_epi16(a, b)
-#define KP_SUB32(a, b) _mm256_sub_epi32(a, b)
-#define KP_SHL5(a) _mm256_slli_epi32(a, 5)
 #define KP_LOADF(p) _mm256_load_ps(p)
 #define KP_SET1F(v) _mm256_set1_ps(v)
 #define KP_ZEROF() _mm256_setzero_ps()
@@ -1104,48 +1288,73 @@ typedef __m256 kp_vf;
 #define KP_CVT(a) _mm256_cvtepi32_ps(a)
 #endif
 
-/* One row, KP_VLANES outputs (panel columns c0.., hc of them real). */
-KQ_INLINE void kp_row(float *y, const uint8_t *row, int64_t nsb, const kp_panel *p,
-                      pw_dtype type, int c0, int hc) {
-    kp_vf acc[KQ_LANES];
+/* rows x KP_VLANES outputs (panel columns c0.., hc of them real). Each
+ * panel vector is loaded once for the tile's rows; the float sums are
+ * touched once per super-block, so with more than one row they live in
+ * memory and the registers hold the integer lanes. */
+KQ_INLINE void kp_rows(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, int64_t nsb,
+                       const kp_panel *p, pw_dtype type, int c0, int hc, int rows) {
+    kp_vf acc[KP_TILE_ROWS][KQ_LANES];
 #pragma GCC unroll 8
-    for (int l = 0; l < KQ_LANES; l++) acc[l] = KP_ZEROF();
+    for (int r = 0; r < rows; r++)
+#pragma GCC unroll 8
+        for (int l = 0; l < KQ_LANES; l++) acc[r][l] = KP_ZEROF();
     for (int64_t s = 0; s < nsb; s++) {
-        const int8_t *a = kx_values(row) + s * KQ_QKK;
-        const int16_t *bs = kx_sums(row, nsb) + 16 * s;
-        kp_vi is[KQ_LANES];
+        const int8_t *a[KP_TILE_ROWS];
 #pragma GCC unroll 8
-        for (int l = 0; l < KQ_LANES; l++) is[l] = KP_ZERO();
+        for (int r = 0; r < rows; r++) a[r] = kx_values(xa + r * xrow) + s * KQ_QKK;
+        kp_vi is[KP_TILE_ROWS][KQ_LANES];
+#pragma GCC unroll 8
+        for (int r = 0; r < rows; r++) {
+            /* Q6_K: from -32 (sc_2l bs_2l + sc_2l+1 bs_2l+1) */
+            const int16_t *bs = kx_sums(xa + r * xrow, nsb) + 16 * s;
+#pragma GCC unroll 8
+            for (int l = 0; l < KQ_LANES; l++)
+                is[r][l] = type == PW_Q6_K ? KP_MADDW(KP_LOADI(&p->side[s][l][c0]),
+                                                      KP_SET1(kq_dword(bs + 2 * l)))
+                                           : KP_ZERO();
+        }
 #pragma GCC unroll 8
         for (int i = 0; i < KQ_QKK / 32; i++) {
             kp_vi sc0 = KP_LOADI(&p->scw[s][type == PW_Q6_K ? 2 * i : i][c0]);
             kp_vi sc1 = type == PW_Q6_K ? KP_LOADI(&p->scw[s][2 * i + 1][c0]) : sc0;
 #pragma GCC unroll 8
             for (int l = 0; l < KQ_LANES; l++) {
-                kp_vi pr = KP_MADDUBS(KP_LOADI(&p->w[s][8 * i + l][c0]),
-                                      KP_SET1(kq_dword(a + 32 * i + 4 * l)));
-                is[l] = KP_DOTW(is[l], pr, l < 4 ? sc0 : sc1);
+                kp_vi wv = KP_LOADI(&p->w[s][8 * i + l][c0]);
+#pragma GCC unroll 8
+                for (int r = 0; r < rows; r++) {
+                    kp_vi pr = KP_MADDUBS(wv, KP_SET1(kq_dword(a[r] + 32 * i + 4 * l)));
+                    is[r][l] = KP_DOTW(is[r][l], pr, l < 4 ? sc0 : sc1);
+                }
             }
         }
-        const float da = kx_scales(row, nsb)[s];
-        kp_vf dd = KP_MULF(KP_LOADF(&p->d[s][c0]), KP_SET1F(da));
-        kp_vf dm = KP_MULF(KP_LOADF(&p->dmin[s][c0]), KP_SET1F(da));
+        kp_vf dwv = KP_LOADF(&p->d[s][c0]), dmv = KP_LOADF(&p->dmin[s][c0]);
 #pragma GCC unroll 8
-        for (int l = 0; l < KQ_LANES; l++) {
-            /* Q4_K/Q5_K: mp_l = m_l * (bs_2l + bs_2l+1); Q6_K: the offset
-             * sc_2l bs_2l + sc_2l+1 bs_2l+1, times 32. */
-            kp_vi side = KP_MADDW(KP_LOADI(&p->side[s][l][c0]), KP_SET1(kq_dword(bs + 2 * l)));
-            kp_vi v = type == PW_Q6_K ? KP_SUB32(is[l], KP_SHL5(side)) : is[l];
-            acc[l] = KP_FMA(dd, KP_CVT(v), acc[l]);
-            if (type != PW_Q6_K) acc[l] = KP_FNMA(dm, KP_CVT(side), acc[l]);
+        for (int r = 0; r < rows; r++) {
+            const uint8_t *row = xa + r * xrow;
+            const int16_t *bs = kx_sums(row, nsb) + 16 * s;
+            const float da = kx_scales(row, nsb)[s];
+            kp_vf dd = KP_MULF(dwv, KP_SET1F(da));
+            kp_vf dm = KP_MULF(dmv, KP_SET1F(da));
+#pragma GCC unroll 8
+            for (int l = 0; l < KQ_LANES; l++) {
+                kp_vf t = KP_FMA(dd, KP_CVT(is[r][l]), acc[r][l]);
+                if (type != PW_Q6_K) {
+                    /* mp_l = m_l * (bs_2l + bs_2l+1) */
+                    kp_vi side = KP_MADDW(KP_LOADI(&p->side[s][l][c0]), KP_SET1(kq_dword(bs + 2 * l)));
+                    t = KP_FNMA(dm, KP_CVT(side), t);
+                }
+                acc[r][l] = t;
+            }
         }
     }
-    /* the fixed lane tree, lane-wise over the columns */
-    kp_vf t = KP_ADDF(KP_ADDF(KP_ADDF(acc[0], acc[4]), KP_ADDF(acc[2], acc[6])),
-                      KP_ADDF(KP_ADDF(acc[1], acc[5]), KP_ADDF(acc[3], acc[7])));
-    float out[KP_VLANES];
-    memcpy(out, &t, sizeof out);
-    memcpy(y, out, (size_t)hc * sizeof(float));
+#pragma GCC unroll 8
+    for (int r = 0; r < rows; r++) {
+        /* the fixed lane tree, lane-wise over the columns */
+        kp_vf t = KP_ADDF(KP_ADDF(KP_ADDF(acc[r][0], acc[r][4]), KP_ADDF(acc[r][2], acc[r][6])),
+                          KP_ADDF(KP_ADDF(acc[r][1], acc[r][5]), KP_ADDF(acc[r][3], acc[r][7])));
+        kq_store_cols(y + r * ldy, t, hc);
+    }
 }
 
 /* Columns [j0, j1) of every row: a panel of 16 columns, filled once and
@@ -1156,14 +1365,49 @@ KQ_INLINE void kp_run(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype ty
     _Alignas(64) kp_panel panel;
     for (int64_t c0 = j0; c0 < j1; c0 += KP_COLS) {
         const int cols = j1 - c0 < KP_COLS ? (int)(j1 - c0) : KP_COLS;
-        kp_pack8(&panel, w + c0 * wrow, wrow, nsb, type, bb, 0, cols < 8 ? cols : 8);
-        kp_pack8(&panel, w + c0 * wrow, wrow, nsb, type, bb, 8, cols > 8 ? cols - 8 : 0);
+        kp_pack(&panel, w + c0 * wrow, wrow, nsb, type, bb, cols);
+        const int64_t c2 = c0 + 2 * KP_COLS < j1 ? c0 + 2 * KP_COLS : j1;
+        kq_prefetch pf = kq_prefetch_make(w + (c0 + cols) * wrow, w + c2 * wrow,
+                                          n_tokens / KP_TILE_ROWS * (KP_COLS / KP_VLANES));
         for (int h = 0; h < KP_COLS / KP_VLANES; h++) {
             const int hc0 = h * KP_VLANES;
             if (hc0 >= cols) break;
             const int hc = cols - hc0 < KP_VLANES ? cols - hc0 : KP_VLANES;
-            for (int64_t t = 0; t < n_tokens; t++)
-                kp_row(y + t * n + c0 + hc0, xa + t * xrow, nsb, &panel, type, hc0, hc);
+            int64_t t = 0;
+            for (; t + KP_TILE_ROWS <= n_tokens; t += KP_TILE_ROWS) {
+                kq_prefetch_step(&pf);
+                kp_rows(y + t * n + c0 + hc0, n, xa + t * xrow, xrow, nsb, &panel, type, hc0, hc,
+                        KP_TILE_ROWS);
+            }
+            for (; t < n_tokens; t++)
+                kp_rows(y + t * n + c0 + hc0, n, xa + t * xrow, xrow, nsb, &panel, type, hc0, hc, 1);
+        }
+    }
+}
+#endif
+
+/* ---- Q5_0's activation offsets ------------------------------------------- */
+
+#if KQ_X86
+/* Q5P_MAGIC - 16 S_l into lane-sum slot l of every block of n_rows Q8
+ * activation rows (the panels' form, see q5p_rows; matmul_kquant.c).
+ * S_l, the sum of four int8 values, is exact either way it is formed. */
+void PW_ISA(pw_k_q5_0_offsets)(uint8_t *xa, int64_t n_rows, int64_t k) {
+    const int64_t nb = k / KQ_QK;
+    const __m256i ones8 = _mm256_set1_epi8(1), magic = _mm256_set1_epi32(Q5P_MAGIC);
+    for (int64_t t = 0; t < n_rows; t++) {
+        uint8_t *row = xa + t * PW_K_Q8_ROW_BYTES(k);
+        const int8_t *q = qx_values(row);
+        uint8_t *sums = row + nb * (KQ_QK + 4);
+        for (int64_t b = 0; b < nb; b++) {
+            __m256i a = _mm256_loadu_si256((const __m256i *)(q + b * KQ_QK));
+#if defined(KQ_DPBUSD)
+            __m256i sl = KQ_DPBUSD(_mm256_setzero_si256(), ones8, a);
+#else
+            __m256i sl = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, a), _mm256_set1_epi16(1));
+#endif
+            _mm256_storeu_si256((__m256i *)(sums + b * KQ_LANES * sizeof(float)),
+                                _mm256_sub_epi32(magic, _mm256_slli_epi32(sl, 4)));
         }
     }
 }
@@ -1178,6 +1422,65 @@ KQ_INLINE void kp_run(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype ty
  * product; vcvtps2dq rounds to nearest even like rintf, and gives INT_MIN
  * for NaN and out-of-range values, which the clamp turns into -127, as the
  * C code does; the sums are exact. */
+#if defined(PW_ISA_AVX512VNNI_COPY)
+/* 16 values at a time, the same steps (vmaxps, the product, vcvtps2dq, the
+ * clamp from below; the packs saturate from above at 127 as the clamp
+ * does). The group sums come from the packed bytes: vpsadbw of a ^ 0x80
+ * against zero sums eight a + 128 exactly, two of them a group of 16 plus
+ * 2048. */
+void PW_ISA(pw_k_q8k_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows, int64_t k) {
+    const int64_t nsb = k / KQ_QKK;
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+    const __m512i lo = _mm512_set1_epi32(-127);
+    /* the packs leave lane j's four bytes of vector u at dword 4j + u */
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    const __m512i even = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    for (int64_t t = 0; t < n_rows; t++) {
+        uint8_t *row = xa + t * PW_K_Q8K_ROW_BYTES(k);
+        float *dv = (float *)(row + nsb * KQ_QKK);
+        int16_t *bsv = (int16_t *)(row + nsb * (KQ_QKK + 4));
+        for (int64_t b = 0; b < nsb; b++) {
+            const float *xb = x + t * k + b * KQ_QKK;
+            /* four chains (vmaxps has latency 4); the max is order-free */
+            __m512 m[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                           _mm512_setzero_ps()};
+            for (int j = 0; j < KQ_QKK; j += 64)
+                for (int u = 0; u < 4; u++)
+                    m[u] = _mm512_max_ps(_mm512_and_ps(_mm512_loadu_ps(xb + j + 16 * u), absmask),
+                                         m[u]);
+            const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m[0], m[1]),
+                                                                  _mm512_max_ps(m[2], m[3])));
+            const __m512 id = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+            int8_t *q = (int8_t *)row + b * KQ_QKK;
+            __m512i pair[2];
+            for (int j = 0; j < KQ_QKK; j += 64) {
+                __m512i v[4];
+                for (int u = 0; u < 4; u++) {
+                    __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + j + 16 * u), id));
+                    v[u] = _mm512_max_epi32(r, lo);
+                }
+                __m512i p = _mm512_packs_epi16(_mm512_packs_epi32(v[0], v[1]),
+                                               _mm512_packs_epi32(v[2], v[3]));
+                p = _mm512_permutexvar_epi32(order, p);
+                _mm512_storeu_si512(q + j, p);
+                /* qword 2g' + h: bytes 8h.. of group g' of these 64, + 1024 */
+                __m512i sad = _mm512_sad_epu8(_mm512_xor_si512(p, bias), _mm512_setzero_si512());
+                sad = _mm512_add_epi64(sad, _mm512_shuffle_epi32(sad, _MM_PERM_BADC));
+                if (j % 128 == 0) pair[0] = sad;
+                else pair[1] = sad;
+                if (j % 128 == 64) {
+                    /* groups j/16 - 7 .. j/16 in the even qwords */
+                    __m512i g8 = _mm512_permutex2var_epi64(pair[0], even, pair[1]);
+                    __m128i w8 = _mm_sub_epi16(_mm512_cvtepi64_epi16(g8), _mm_set1_epi16(2048));
+                    _mm_storeu_si128((__m128i *)(bsv + 16 * b + (j - 64) / 16), w8);
+                }
+            }
+            memcpy(dv + b, &(float){amax / 127.0f}, sizeof(float));
+        }
+    }
+}
+#else
 void PW_ISA(pw_k_q8k_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows, int64_t k) {
     const int64_t nsb = k / KQ_QKK;
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
@@ -1189,9 +1492,14 @@ void PW_ISA(pw_k_q8k_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows,
         int16_t *bsv = (int16_t *)(row + nsb * (KQ_QKK + 4));
         for (int64_t b = 0; b < nsb; b++) {
             const float *xb = x + t * k + b * KQ_QKK;
-            __m256 m = _mm256_setzero_ps();
-            for (int j = 0; j < KQ_QKK; j += 8)
-                m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xb + j), absmask), m);
+            /* four chains (vmaxps has latency 4); the max is order-free */
+            __m256 m4[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                            _mm256_setzero_ps()};
+            for (int j = 0; j < KQ_QKK; j += 32)
+                for (int u = 0; u < 4; u++)
+                    m4[u] = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xb + j + 8 * u), absmask),
+                                          m4[u]);
+            __m256 m = _mm256_max_ps(_mm256_max_ps(m4[0], m4[1]), _mm256_max_ps(m4[2], m4[3]));
             m = _mm256_max_ps(m, _mm256_permute2f128_ps(m, m, 1));
             m = _mm256_max_ps(m, _mm256_shuffle_ps(m, m, 0x4E));
             m = _mm256_max_ps(m, _mm256_shuffle_ps(m, m, 0xB1));
@@ -1220,6 +1528,7 @@ void PW_ISA(pw_k_q8k_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows,
         }
     }
 }
+#endif
 #endif
 
 /* ---- loops over tiles ---------------------------------------------------- */

@@ -9,6 +9,11 @@
 
 #if PW_HAVE_FMA_KERNELS
 void pw_k_q8k_quantize_rows_fma PW_K_Q8_QUANTIZE_PARAMS;
+/* What matmul_kquant.c's q5_0_offsets writes, vectorised (the bytes are
+ * the same). */
+void pw_k_q5_0_offsets_fma(uint8_t *xa, int64_t n_rows, int64_t k);
+void pw_k_q5_0_offsets_avxvnni(uint8_t *xa, int64_t n_rows, int64_t k);
+void pw_k_q5_0_offsets_avx512vnni(uint8_t *xa, int64_t n_rows, int64_t k);
 void pw_k_q8k_quantize_rows_avxvnni PW_K_Q8_QUANTIZE_PARAMS;
 void pw_k_q8k_quantize_rows_avx512vnni PW_K_Q8_QUANTIZE_PARAMS;
 #endif

@@ -1,0 +1,118 @@
+/* A microbenchmark of the K-quant / Q5_0 matmul (matmul_kquant.c) at the
+ * weight shapes and types of Gemma 3 270M Q4_K_M, one thread, T tokens
+ * (default 128, a prefill chunk): per shape the median and the fastest CPU
+ * time of one product (quantizing the activations included), GMAC/s, and
+ * from the layer counts each shape's share of the model's matmul time.
+ * Not built by CMake (a tool for kernel work; the files directly in bench/
+ * are the CLI's): build it against a Release build's static libraries,
+ *   cc -O2 -march=native -Isrc -Isrc/core -Ibuild -Iinclude \
+ *      bench/micro/kquant_shapes.c build/libpw_ops.a build/libpw_core.a \
+ *      build/libpw_mem.a -lm -lpthread -o /tmp/kqs
+ *   /tmp/kqs [T] [repeats] [copy: 3 avx512vnni, 2 avxvnni, 1 avx2, 0 generic] [name filter]
+ * The weights are random blocks with sane scales: the bits do not matter
+ * here, only the time. The machine is shared and noisy: compare builds by
+ * running them alternately, and read the fastest times beside the medians. */
+#include "ops/cpu/kernels.h"
+#include "ops/cpu/matmul_quant_isa.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static uint32_t rng = 12345;
+static uint32_t next(void) {
+    rng = rng * 1664525u + 1013904223u;
+    return rng >> 8;
+}
+
+static void put_half(uint8_t *p, float lo) {
+    /* a normal half around lo: exponent 2^-7..2^-6 */
+    uint16_t h = (uint16_t)((8u << 10) | (next() & 0x3FF));
+    (void)lo;
+    p[0] = (uint8_t)h;
+    p[1] = (uint8_t)(h >> 8);
+}
+
+static uint8_t *blocks(pw_dtype type, int64_t n, int64_t k) {
+    int64_t be = pw_dtype_block_elems(type), bb = pw_dtype_block_bytes(type);
+    int64_t nb = n * (k / be);
+    uint8_t *w = malloc((size_t)(nb * bb));
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *blk = w + b * bb;
+        for (int64_t i = 0; i < bb; i++) blk[i] = (uint8_t)next();
+        if (type == PW_Q6_K) put_half(blk + 208, 0);
+        else {
+            put_half(blk, 0);
+            if (type != PW_Q5_0 && type != PW_Q8_0) put_half(blk + 2, 0);
+        }
+    }
+    return w;
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct shape {
+    const char *name;
+    pw_dtype type;
+    int64_t n, k;
+    int layers;
+} shape;
+
+int main(int argc, char **argv) {
+    int64_t T = argc > 1 ? atoll(argv[1]) : 128;
+    int reps = argc > 2 ? atoi(argv[2]) : 15;
+    int isa = argc > 3 ? atoi(argv[3]) : 3;
+    const char *only = argc > 4 ? argv[4] : NULL;
+    const shape shapes[] = {
+        {"attn_q Q5_0", PW_Q5_0, 1024, 640, 18},   {"attn_k Q5_0", PW_Q5_0, 256, 640, 18},
+        {"attn_v Q5_0", PW_Q5_0, 256, 640, 9},     {"ffn_gate Q5_0", PW_Q5_0, 2048, 640, 18},
+        {"ffn_up Q5_0", PW_Q5_0, 2048, 640, 18},   {"attn_out Q4_K", PW_Q4_K, 640, 1024, 18},
+        {"ffn_down Q4_K", PW_Q4_K, 640, 2048, 9},  {"ffn_down Q6_K", PW_Q6_K, 640, 2048, 9},
+    };
+    const int ns = (int)(sizeof shapes / sizeof shapes[0]);
+    double med[16], mins[16], total = 0;
+    for (int s = 0; s < ns; s++) {
+        const shape *sh = &shapes[s];
+        med[s] = 0;
+        if (only && !strstr(sh->name, only)) continue;
+        uint8_t *w = blocks(sh->type, sh->n, sh->k);
+        float *x = malloc((size_t)(T * sh->k) * sizeof *x), *y = malloc((size_t)(T * sh->n) * sizeof *y);
+        for (int64_t i = 0; i < T * sh->k; i++) x[i] = (float)((int)(next() % 2001) - 1000) / 700.0f;
+        double t[256];
+        pw_k_matmul_kquant_with((pw_k_int8_isa)isa, y, x, w, sh->type, T, sh->n, sh->k);
+        for (int r = 0; r < reps && r < 256; r++) {
+            double t0 = now();
+            pw_k_matmul_kquant_with((pw_k_int8_isa)isa, y, x, w, sh->type, T, sh->n, sh->k);
+            t[r] = now() - t0;
+        }
+        qsort(t, (size_t)(reps < 256 ? reps : 256), sizeof t[0], cmp);
+        med[s] = t[reps / 2];
+        mins[s] = t[0];
+        total += med[s] * sh->layers;
+        free(w);
+        free(x);
+        free(y);
+    }
+    printf("T=%lld isa=%d reps=%d\n", (long long)T, isa, reps);
+    for (int s = 0; s < ns; s++) {
+        const shape *sh = &shapes[s];
+        if (med[s] == 0) continue;
+        double macs = (double)T * (double)sh->n * (double)sh->k;
+        printf("%-15s N=%5lld K=%5lld  median %8.1f us %6.1f GMAC/s  min %8.1f us %6.1f GMAC/s"
+               "  x%2d layers: %5.1f%%\n",
+               sh->name, (long long)sh->n, (long long)sh->k, med[s] * 1e6, macs / med[s] * 1e-9,
+               mins[s] * 1e6, macs / mins[s] * 1e-9, sh->layers, 100.0 * med[s] * sh->layers / total);
+    }
+    printf("all layers: %.2f ms per %lld tokens\n", total * 1e3, (long long)T);
+    return 0;
+}
