@@ -56,7 +56,7 @@ bool pw_k_quant_supported(pw_dtype type) {
     return type == PW_Q8_0 || type == PW_Q4_0 || type == PW_Q4_1 || pw_k_kquant_supported(type);
 }
 
-typedef void (*quantize_fn) PW_K_Q8_QUANTIZE_PARAMS;
+typedef void (*quantize_fn) PW_K_Q8B_QUANTIZE_PARAMS;
 typedef void (*qdot_fn) PW_K_QDOT_PARAMS;
 
 typedef struct int8_copy {
@@ -170,7 +170,7 @@ void pw_k_matmul_quant_with(pw_k_int8_isa level, float *y, const float *x, const
     const size_t row = (size_t)PW_K_Q8B_BYTES(1, k); /* a row's share: scales, sums, folds */
     uint8_t *xa = pw_k_act_scratch(row * (size_t)n_tokens);
     if (xa) {
-        c.quantize(xa, x, n_tokens, k);
+        c.quantize(xa, x, n_tokens, k, type);
         qdot(c, y, xa, w, type, n_tokens, n, k);
         return;
     }
@@ -189,7 +189,7 @@ void pw_k_matmul_quant_with(pw_k_int8_isa level, float *y, const float *x, const
     }
     for (int64_t t = 0; t < n_tokens; t += step) {
         int64_t rows = n_tokens - t < step ? n_tokens - t : step;
-        c.quantize(stack, x + t * k, rows, k);
+        c.quantize(stack, x + t * k, rows, k, type);
         qdot(c, y + t * n, stack, w, type, rows, n, k);
     }
 }

@@ -159,16 +159,38 @@ MQ_INLINE const float *xq_cscales(const uint8_t *xa, int64_t n_rows, int64_t k) 
 MQ_INLINE const float *xq_csums(const uint8_t *xa, int64_t n_rows, int64_t k) {
     return xq_cscales(xa, n_rows, k) + n_rows * (k / QK);
 }
-/* Block b of a row: its 32 values, then its fold (8 int32). */
+/* Block b of a row: its 32 values, then its fold (8 int32): MQ_MAGIC - 8
+ * times the lane sums for Q4 weights, -128 times them for Q8_0
+ * (matmul_quant_isa.h). */
 #define XQ_BLOCK_BYTES (2 * QK)
+
+/* The integer lane sums are formed on top of MQ_MAGIC, the bits of the
+ * float 1.5 * 2^23 (= MQ_MAGIC_F), whose unit in the last place is 1: for
+ * |p| < 2^22 the bits MQ_MAGIC + p are the float 1.5 * 2^23 + p exactly, so
+ * (as float) (MQ_MAGIC + p) - MQ_MAGIC_F is (float)p, exactly, +0 for 0:
+ * the same value vcvtdq2ps gives. The x86 copies convert Q4's lane sums
+ * that way, a float subtraction where vcvtdq2ps would be: on cores with a
+ * float adder on a third port (Golden Cove and later: ports 1 and 5) it
+ * leaves ports 0 and 1 to vpmaddubsw / vpmaddwd / vpdpbusd and the fma,
+ * which bound the batch tiles; measured, AVX2's Q4_1 tiles took 0.88-0.93x
+ * the time (BENCHMARKS.md, "AVX2 Q4_1 kernels (session 6)"). The offset
+ * costs nothing there, the Q4 folds carrying it (Q8_0: MQ_FOLD_BASE). */
+#define MQ_MAGIC 0x4B400000
+#define MQ_MAGIC_F 12582912.0f
+/* The fold's offset for weights of `type`: Q8_0 keeps vcvtdq2ps, its lane
+ * sums starting from the plain fold (VNNI) or from 0 (AVX2): on AVX2 the
+ * offset would cost a vpaddd per pair, and measured, AVX2's and AVX-VNNI's
+ * Q8_0 tiles ran 1.06-1.27x slower with it, AVX-512's no faster
+ * (BENCHMARKS.md, session 6). */
+#define MQ_FOLD_BASE(type) ((type) == PW_Q8_0 ? 0 : MQ_MAGIC)
 
 #if MQ_X86
 /* One block: amax, d, values, and the lane sums (sa_l, when sl is not
- * NULL) or the block sum (*sb, when sb is not NULL) and the folds
- * (fl[l] = -8 * the integer lane sum, when fl is not NULL), exactly as the
- * portable copy. */
+ * NULL) or the block sum (*sb, when sb is not NULL) and the fold (when fl
+ * is not NULL: fl[l] = base - 2^fs * the integer lane sum l), exactly as
+ * the portable copy. */
 MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sl, float *sb,
-                        int32_t *fl) {
+                        int32_t *fl, int fs, int32_t base) {
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
     __m256 v[4];
     for (int g = 0; g < 4; g++) v[g] = _mm256_loadu_ps(x + g * LANES);
@@ -194,7 +216,8 @@ MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sl, float *s
     if (sl) _mm256_storeu_ps(sl, _mm256_mul_ps(_mm256_set1_ps(dv), _mm256_cvtepi32_ps(s)));
     if (fl)
         _mm256_storeu_si256((__m256i *)fl,
-                            _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(s, 3)));
+                            _mm256_sub_epi32(_mm256_set1_epi32(base),
+                                             _mm256_sll_epi32(s, _mm_cvtsi32_si128(fs))));
     if (sb) {
         __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
         s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
@@ -205,7 +228,7 @@ MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sl, float *s
 }
 #else
 MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sl, float *sb,
-                        int32_t *fl) {
+                        int32_t *fl, int fs, int32_t base) {
     float m[LANES], a[QK];
     for (int j = 0; j < QK; j++) {
         uint32_t bits;
@@ -234,7 +257,7 @@ MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sl, float *s
             sl[l] = dv * (float)(q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3]);
     if (fl)
         for (int l = 0; l < LANES; l++)
-            fl[l] = -8 * (q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3]);
+            fl[l] = base - (q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3]) * (1 << fs);
     if (sb) {
         int s = 0;
         for (int j = 0; j < QK; j++) s += q[j];
@@ -244,14 +267,18 @@ MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sl, float *s
 }
 #endif
 
-void PW_ISA(pw_k_q8b_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows, int64_t k) {
+void PW_ISA(pw_k_q8b_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows, int64_t k,
+                                    pw_dtype type) {
     const int64_t nb = k / QK;
+    const int fs = type == PW_Q8_0 ? 7 : 3; /* fold: -128 or -8 times the lane sums */
+    const int32_t base = MQ_FOLD_BASE(type);
     float *d = xq_scales(xa, n_rows, k), *sums = xq_sums(xa, n_rows, k);
     for (int64_t t = 0; t < n_rows; t++) {
         uint8_t *row = xa + t * PW_K_Q8B_ROW_BYTES(k);
         for (int64_t b = 0; b < nb; b++)
             xq_block(x + t * k + b * QK, xq_values(row + b * XQ_BLOCK_BYTES), d + b * n_rows + t,
-                     NULL, sums + b * n_rows + t, (int32_t *)(row + b * XQ_BLOCK_BYTES + QK));
+                     NULL, sums + b * n_rows + t, (int32_t *)(row + b * XQ_BLOCK_BYTES + QK), fs,
+                     base);
     }
 }
 
@@ -264,7 +291,7 @@ void PW_ISA(pw_k_q8_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows, 
         int8_t *q = (int8_t *)row;
         float *d = (float *)(row + nb * QK), *sl = (float *)(row + nb * (QK + 4));
         for (int64_t b = 0; b < nb; b++)
-            xq_block(x + t * k + b * QK, q + b * QK, d + b, sl + b * LANES, NULL, NULL);
+            xq_block(x + t * k + b * QK, q + b * QK, d + b, sl + b * LANES, NULL, NULL, 0, 0);
     }
 }
 
@@ -273,12 +300,12 @@ void PW_ISA(pw_k_q8_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows, 
 /* A weight block's 32 values in element order, prepared for the dot
  * product with the activations a (signed) as the second operand: u is the
  * unsigned operand. Q4_0 and Q4_1: u = w = the nibbles n, and the lane
- * sums start from the row's fold (-8 * the lane sums of a), so they are
- * sum (n - 8) a, the centred integers, at the unsigned cost. Q8_0: w the
- * int8 values; the VNNI copies take u = w + 128 (w xor 0x80) and start
- * from 16 * fold = -128 * the lane sums of a, so they are sum w a; AVX2
- * takes u = |w| against a with w's sign (vpsignb), since vpmaddubsw would
- * saturate on (w + 128) a. */
+ * sums start from the row's fold (MQ_MAGIC - 8 * the lane sums of a), so
+ * they are MQ_MAGIC + sum (n - 8) a, the centred integers, at the unsigned
+ * cost. Q8_0: w the int8 values; the VNNI copies take u = w + 128 (w xor
+ * 0x80) and start from the fold (for Q8_0: -128 * the lane sums of a), so
+ * they are sum w a; AVX2 takes u = |w| against a with w's sign (vpsignb),
+ * since vpmaddubsw would saturate on (w + 128) a. */
 #if MQ_X86
 typedef struct mq_wprep {
     __m256i u, w;
@@ -288,10 +315,13 @@ typedef __m256i mq_fold;
 
 MQ_INLINE mq_act mq_act_load(const int8_t *q) { return _mm256_loadu_si256((const __m256i *)q); }
 
-/* A row's fold for one block as the lane sums' starting value (above). */
+/* A row's fold for one block as the lane sums' starting value (above);
+ * AVX2's Q8_0 reads none. */
 MQ_INLINE mq_fold mq_fold_load(const int32_t *f, pw_dtype type) {
-    __m256i v = _mm256_loadu_si256((const __m256i *)f);
-    return type == PW_Q8_0 ? _mm256_slli_epi32(v, 4) : v;
+#if !defined(PW_ISA_AVXVNNI_COPY) && !defined(PW_ISA_AVX512VNNI_COPY)
+    if (type == PW_Q8_0) return _mm256_setzero_si256();
+#endif
+    return _mm256_loadu_si256((const __m256i *)f);
 }
 
 MQ_INLINE mq_wprep mq_wprep_make(const uint8_t *blk, pw_dtype type) {
@@ -392,20 +422,23 @@ MQ_INLINE __m256i mq_dot_us(__m256i start, __m256i u, __m256i s) {
 }
 
 /* The 8 lane sums p_l = sum_{j=4l}^{4l+3} w_j * a_j as floats (exact), w
- * the sequence's integers (Q4: n - 8), from the preparations above. */
+ * the sequence's integers (Q4: n - 8), from the preparations above: for Q4
+ * the integer lanes hold MQ_MAGIC + p_l, taken to (float)p_l by one float
+ * subtraction (exact; MQ_MAGIC), for Q8_0 p_l, converted. */
 MQ_INLINE pw_v8f mq_dotf(const mq_wprep *p, mq_act a, mq_fold fold, pw_dtype type) {
     __m256i lanes;
     if (type != PW_Q8_0)
         lanes = mq_dot_us(fold, p->u, a);
 #if defined(PW_ISA_AVXVNNI_COPY) || defined(PW_ISA_AVX512VNNI_COPY)
     else
-        lanes = mq_dot_us(fold, p->u, a); /* fold: already times 16 */
+        lanes = mq_dot_us(fold, p->u, a); /* Q8_0's fold: -128 * a's lane sums */
 #else
     else /* |w| against a with w's sign (a != -128) */
         lanes = _mm256_madd_epi16(_mm256_maddubs_epi16(p->u, _mm256_sign_epi8(a, p->w)),
                                   _mm256_set1_epi16(1));
 #endif
-    return (pw_v8f)_mm256_cvtepi32_ps(lanes);
+    if (MQ_FOLD_BASE(type) == 0) return (pw_v8f)_mm256_cvtepi32_ps(lanes);
+    return (pw_v8f)_mm256_sub_ps(_mm256_castsi256_ps(lanes), _mm256_set1_ps(MQ_MAGIC_F));
 }
 #else
 typedef struct mq_wprep {
@@ -468,7 +501,7 @@ MQ_INLINE pw_v8f mq_min_s(const float *s, int rows) {
 MQ_INLINE pw_v8f mq_dotf(const mq_wprep *p, mq_act a, mq_fold fold, pw_dtype type) {
     pw_v8f r;
     for (int l = 0; l < LANES; l++) {
-        int s = type == PW_Q8_0 ? 0 : fold.f[l]; /* Q4: sum n a - 8 sum a */
+        int s = type == PW_Q8_0 ? 0 : fold.f[l] - MQ_MAGIC; /* Q4: sum n a - 8 sum a */
         for (int j = 4 * l; j < 4 * l + 4; j++) s += p->w[j] * a.q[j];
         r[l] = (float)s;
     }
@@ -647,14 +680,17 @@ MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
             const __m512 dw = _mm512_permutexvar_ps(dix[pc], fv);
 #pragma GCC unroll 8
             for (int r = 0; r < rows; r++) {
-                /* The lane sums start from the row's fold (times 16 for
-                 * Q8_0, whose unsigned operand is w + 128; mq_wprep),
-                 * loaded where used: a load, not a register copy. */
+                /* The lane sums start from the row's fold (-128 times the
+                 * lane sums for Q8_0, whose unsigned operand is w + 128;
+                 * mq_wprep), loaded where used: a load, not a register
+                 * copy; Q4's MQ_MAGIC + p to p by one subtraction. */
                 __m512i fo = _mm512_broadcast_i64x4(
                     _mm256_loadu_si256((const __m256i *)(xq[r] + b * XQ_BLOCK_BYTES + QK)));
-                if (type == PW_Q8_0) fo = _mm512_slli_epi32(fo, 4);
                 __m512i dot = _mm512_dpbusd_epi32(fo, ws, a[r]);
-                __m512 pf = _mm512_cvtepi32_ps(dot);
+                __m512 pf =
+                    MQ_FOLD_BASE(type) == 0
+                        ? _mm512_cvtepi32_ps(dot)
+                        : _mm512_sub_ps(_mm512_castsi512_ps(dot), _mm512_set1_ps(MQ_MAGIC_F));
                 __m512 ds = _mm512_mul_ps(dw, _mm512_set1_ps(xd[b * n_tokens + r]));
                 acc[r * pairs + pc] = _mm512_fmadd_ps(ds, pf, acc[r * pairs + pc]);
             }

@@ -19,11 +19,15 @@
  * Block-major (Q8B, the Q8_0/Q4_0/Q4_1 product here): for n_rows rows of k
  * activations (nb = k/32 blocks each) the buffer holds the rows,
  * PW_K_Q8B_ROW_BYTES(k) apart, each block's 32 int8 values followed by its
- * fold (8 int32, fold[l] = -8 * the sum of values 4l..4l+3: the integer
- * lane sums start from it, so that sum (n - 8) a is formed from the
- * unsigned nibbles n, and, times 16, sum w a from the unsigned w + 128;
- * side by side with the values so that a tile addresses both from one
- * register per row); then the scales d [nb][n_rows] (f32); then the block
+ * fold (8 int32; with S_l the sum of values 4l..4l+3, 0x4B400000 - 8 S_l
+ * for Q4_0 and Q4_1 weights, -128 S_l for Q8_0: the quantizer is told the
+ * weight type). The integer lane sums start from it, so that sum (n - 8) a
+ * is formed from the unsigned nibbles n (on top of 0x4B400000, the bits of
+ * 1.5 * 2^23, so that one float subtraction converts them:
+ * matmul_quant_body.h, MQ_MAGIC), and sum w a from the unsigned w + 128
+ * (the VNNI copies). Side by side with the values so that a
+ * tile addresses both from one register per row (one 64-byte line per
+ * block); then the scales d [nb][n_rows] (f32); then the block
  * sums s [nb][n_rows] (f32, s[b][t] = d[b][t] * the sum of row t's 32
  * values of block b). Scales and sums are block-major so that a tile of
  * consecutive rows finds its rows' values for one block side by side.
@@ -37,9 +41,11 @@
 #define PW_K_Q8_ROW_BYTES(k) ((k) / 32 * (32 + 4 + 32))
 
 /* Quantizes rows [0, n_rows) of x[n_rows][k] (k % 32 == 0) into xa, in one
- * of the layouts above (pw_k_q8b_*: PW_K_Q8B_BYTES(n_rows, k) bytes;
- * pw_k_q8_*: n_rows * PW_K_Q8_ROW_BYTES(k)). */
+ * of the layouts above (pw_k_q8b_*: PW_K_Q8B_BYTES(n_rows, k) bytes, folds
+ * for weights of `type`; pw_k_q8_*: n_rows * PW_K_Q8_ROW_BYTES(k)). */
 #define PW_K_Q8_QUANTIZE_PARAMS (uint8_t * xa, const float *x, int64_t n_rows, int64_t k)
+#define PW_K_Q8B_QUANTIZE_PARAMS \
+    (uint8_t * xa, const float *x, int64_t n_rows, int64_t k, pw_dtype type)
 /* Columns [j0, j1) of y[T][N] = xa[T] . W[N]^T, W in blocks of `type` (one of
  * Q8_0, Q4_0, Q4_1), xa from the quantizer above with n_rows = n_tokens;
  * y's row stride is n. */
@@ -48,17 +54,17 @@
      int64_t k, int64_t j0, int64_t j1)
 
 void pw_k_q8_quantize_rows_generic PW_K_Q8_QUANTIZE_PARAMS;
-void pw_k_q8b_quantize_rows_generic PW_K_Q8_QUANTIZE_PARAMS;
+void pw_k_q8b_quantize_rows_generic PW_K_Q8B_QUANTIZE_PARAMS;
 void pw_k_qdot_run_generic PW_K_QDOT_PARAMS;
 #if PW_HAVE_FMA_KERNELS
 void pw_k_q8_quantize_rows_fma PW_K_Q8_QUANTIZE_PARAMS;
-void pw_k_q8b_quantize_rows_fma PW_K_Q8_QUANTIZE_PARAMS;
+void pw_k_q8b_quantize_rows_fma PW_K_Q8B_QUANTIZE_PARAMS;
 void pw_k_qdot_run_fma PW_K_QDOT_PARAMS;
 void pw_k_q8_quantize_rows_avxvnni PW_K_Q8_QUANTIZE_PARAMS;
-void pw_k_q8b_quantize_rows_avxvnni PW_K_Q8_QUANTIZE_PARAMS;
+void pw_k_q8b_quantize_rows_avxvnni PW_K_Q8B_QUANTIZE_PARAMS;
 void pw_k_qdot_run_avxvnni PW_K_QDOT_PARAMS;
 void pw_k_q8_quantize_rows_avx512vnni PW_K_Q8_QUANTIZE_PARAMS;
-void pw_k_q8b_quantize_rows_avx512vnni PW_K_Q8_QUANTIZE_PARAMS;
+void pw_k_q8b_quantize_rows_avx512vnni PW_K_Q8B_QUANTIZE_PARAMS;
 void pw_k_qdot_run_avx512vnni PW_K_QDOT_PARAMS;
 #endif
 
