@@ -163,6 +163,39 @@ MQ_INLINE const float *xq_csums(const uint8_t *xa, int64_t n_rows, int64_t k) {
  * times the lane sums for Q4 weights, -128 times them for Q8_0
  * (matmul_quant_isa.h). */
 #define XQ_BLOCK_BYTES (2 * QK)
+/* Rows are stored in groups of XQ_GROUP (the last group: what is left),
+ * block-major within a group: the group's rows' blocks b side by side, so
+ * that a tile of a group's rows reaches row r's block from one pointer
+ * and the constant displacement r * XQ_BLOCK_BYTES, the pointer advancing
+ * by one stride per block (matmul_quant_isa.h, PW_K_Q8B_GROUP_*). */
+#if defined(PW_ISA_FMA_COPY)
+#define XQ_GROUP PW_K_Q8B_GROUP_FMA
+#elif defined(PW_ISA_AVXVNNI_COPY)
+#define XQ_GROUP PW_K_Q8B_GROUP_AVXVNNI
+#elif defined(PW_ISA_AVX512VNNI_COPY)
+#define XQ_GROUP PW_K_Q8B_GROUP_AVX512VNNI
+#else
+#define XQ_GROUP PW_K_Q8B_GROUP_GENERIC
+#endif
+_Static_assert(XQ_GROUP == 1 ||
+                   (XQ_GROUP % BATCH_TILE_ROWS == 0 && XQ_GROUP % MAX_TILE_ROWS == 0),
+               "a tile's rows lie in one group");
+/* Row t's block 0 (of n_rows rows of k), and the stride from its block b
+ * to block b + 1 (the rows of t's group times XQ_BLOCK_BYTES). */
+MQ_INLINE int64_t xq_row_offset(int64_t k, int64_t t) {
+    int64_t g0 = t / XQ_GROUP * XQ_GROUP;
+    return g0 * PW_K_Q8B_ROW_BYTES(k) + (t - g0) * XQ_BLOCK_BYTES;
+}
+/* From a row's blocks to the next row's, within a tile (whose rows lie in
+ * one group): a constant when rows are grouped. */
+#define XQ_ROW_STEP(k) (XQ_GROUP > 1 ? (int64_t)XQ_BLOCK_BYTES : PW_K_Q8B_ROW_BYTES(k))
+/* From a tile's block b to b + 1 (bs: the group's stride): a constant
+ * when rows are not grouped. */
+#define XQ_BLOCK_STEP(bs) (XQ_GROUP > 1 ? (bs) : (int64_t)XQ_BLOCK_BYTES)
+MQ_INLINE int64_t xq_block_stride(int64_t n_rows, int64_t t) {
+    int64_t g0 = t / XQ_GROUP * XQ_GROUP;
+    return (n_rows - g0 < XQ_GROUP ? n_rows - g0 : XQ_GROUP) * XQ_BLOCK_BYTES;
+}
 
 /* The integer lane sums are formed on top of MQ_MAGIC, the bits of the
  * float 1.5 * 2^23 (= MQ_MAGIC_F), whose unit in the last place is 1: for
@@ -274,11 +307,11 @@ void PW_ISA(pw_k_q8b_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows,
     const int32_t base = MQ_FOLD_BASE(type);
     float *d = xq_scales(xa, n_rows, k), *sums = xq_sums(xa, n_rows, k);
     for (int64_t t = 0; t < n_rows; t++) {
-        uint8_t *row = xa + t * PW_K_Q8B_ROW_BYTES(k);
+        uint8_t *row = xa + xq_row_offset(k, t);
+        const int64_t bs = xq_block_stride(n_rows, t);
         for (int64_t b = 0; b < nb; b++)
-            xq_block(x + t * k + b * QK, xq_values(row + b * XQ_BLOCK_BYTES), d + b * n_rows + t,
-                     NULL, sums + b * n_rows + t, (int32_t *)(row + b * XQ_BLOCK_BYTES + QK), fs,
-                     base);
+            xq_block(x + t * k + b * QK, xq_values(row + b * bs), d + b * n_rows + t, NULL,
+                     sums + b * n_rows + t, (int32_t *)(row + b * bs + QK), fs, base);
     }
 }
 
@@ -514,7 +547,8 @@ MQ_INLINE pw_v8f mq_dotf(const mq_wprep *p, mq_act a, mq_fold fold, pw_dtype typ
 /* A rows x cols block of outputs (rows * cols <= 8) of rows consecutive
  * tokens (xd, xs: their scales and block sums, block-major with n_tokens
  * per block, already at the tile's first token; each row's values and
- * folds side by side per block, xa's layout). Always
+ * folds side by side per block, xa's layout: row r's block b at xa + r *
+ * xrow + b * bs, xrow a constant when rows are grouped). Always
  * inlined with constant shapes and type, so each call site is a fully
  * unrolled register tile; unused accumulators stay zero and are never
  * stored. Per block b, row r, column c (matmul_quant.c):
@@ -524,7 +558,8 @@ MQ_INLINE pw_v8f mq_dotf(const mq_wprep *p, mq_act a, mq_fold fold, pw_dtype typ
  * The x86 copies form the tile's d_w * d_a in one vector multiply and read
  * each pair's product back with a broadcast load (a load port, not the
  * shuffle port a register broadcast would take). */
-MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, const float *xd,
+MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, int64_t bs,
+                       const float *xd,
                        const float *xs, int64_t n_tokens, const uint8_t *w,
                        int64_t wrow, int64_t nb, pw_dtype type, int64_t bb, int rows, int cols) {
     pw_v8f acc[8];
@@ -541,11 +576,11 @@ MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
         mq_act a[MAX_TILE_ROWS];
 #pragma GCC unroll 8
         for (int r = 0; r < rows; r++)
-            if (!act_at_use) a[r] = mq_act_load(xq[r] + b * XQ_BLOCK_BYTES);
+            if (!act_at_use) a[r] = mq_act_load(xq[r] + b * bs);
         mq_fold fo[MAX_TILE_ROWS];
 #pragma GCC unroll 8
         for (int r = 0; r < rows; r++)
-            fo[r] = mq_fold_load((const int32_t *)(xq[r] + b * XQ_BLOCK_BYTES + QK), type);
+            fo[r] = mq_fold_load((const int32_t *)(xq[r] + b * bs + QK), type);
         const float *xdb = xd + b * n_tokens;
         _Alignas(32) float f[16];
         mq_col_scales(w + b * bb, wrow, type, cols, f);
@@ -582,7 +617,7 @@ MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
 #pragma GCC unroll 8
             for (int r = 0; r < rows; r++) {
                 pw_v8f pf = mq_dotf(
-                    &p, act_at_use ? mq_act_load(xq[r] + b * XQ_BLOCK_BYTES) : a[r], fo[r], type);
+                    &p, act_at_use ? mq_act_load(xq[r] + b * bs) : a[r], fo[r], type);
 #if MQ_X86
                 pw_v8f s = (pw_v8f)_mm256_broadcast_ss(&ds[c * rows + r]);
 #else
@@ -616,7 +651,7 @@ MQ_INLINE __m512i mq_pair_i(__m256i lo, __m256i hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow,
+MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, int64_t bs,
                              const float *xd, const float *xs, int64_t n_tokens, const uint8_t *w, int64_t wrow, int64_t nb,
                              pw_dtype type, int64_t bb, int rows, int cols) {
     assert((rows == 4 && cols <= 4) || (rows == 8 && cols <= 2));
@@ -643,7 +678,7 @@ MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
 #pragma GCC unroll 8
         for (int r = 0; r < rows; r++)
             a[r] = _mm512_broadcast_i64x4(
-                _mm256_loadu_si256((const __m256i *)(xq[r] + b * XQ_BLOCK_BYTES)));
+                _mm256_loadu_si256((const __m256i *)(xq[r] + b * bs)));
         _Alignas(32) float f[16];
         mq_col_scales(w + b * bb, wrow, type, cols, f);
         const __m512 fv = _mm512_castps256_ps512(_mm256_load_ps(f));
@@ -685,7 +720,7 @@ MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
                  * mq_wprep), loaded where used: a load, not a register
                  * copy; Q4's MQ_MAGIC + p to p by one subtraction. */
                 __m512i fo = _mm512_broadcast_i64x4(
-                    _mm256_loadu_si256((const __m256i *)(xq[r] + b * XQ_BLOCK_BYTES + QK)));
+                    _mm256_loadu_si256((const __m256i *)(xq[r] + b * bs + QK)));
                 __m512i dot = _mm512_dpbusd_epi32(fo, ws, a[r]);
                 __m512 pf =
                     MQ_FOLD_BASE(type) == 0
@@ -717,23 +752,27 @@ MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
             y[r * ldy + c] = v;
         }
 }
+/* The tile's row step and block step (XQ_ROW_STEP, XQ_BLOCK_STEP). */
+#define MQ_TILE_X xa, XQ_ROW_STEP(k), XQ_BLOCK_STEP(bs)
 #define MQ_TILE(rows, cols)                                                                    \
     ((rows) > 1 && (cols) % 2 == 0                                                             \
-         ? mq_tile_pairs(y + j, n, xa, xrow, xd, xs, n_tokens, w + j * wrow, wrow, nb, type, \
+         ? mq_tile_pairs(y + j, n, MQ_TILE_X, xd, xs, n_tokens, w + j * wrow, wrow, nb, type, \
                          bb, rows, cols)                                                       \
-         : mq_tile(y + j, n, xa, xrow, xd, xs, n_tokens, w + j * wrow, wrow, nb, type, bb,   \
+         : mq_tile(y + j, n, MQ_TILE_X, xd, xs, n_tokens, w + j * wrow, wrow, nb, type, bb,   \
                    rows, cols))
 #else
+#define MQ_TILE_X xa, XQ_ROW_STEP(k), XQ_BLOCK_STEP(bs)
 #define MQ_TILE(rows, cols)                                                                    \
-    mq_tile(y + j, n, xa, xrow, xd, xs, n_tokens, w + j * wrow, wrow, nb, type, bb, rows, cols)
+    mq_tile(y + j, n, MQ_TILE_X, xd, xs, n_tokens, w + j * wrow, wrow, nb, type, bb, rows, cols)
 #endif
 
-/* Rows [t, t + rows) (xa, y, xd and xs already at row t), columns [j0, j1). */
-MQ_INLINE void mq_row_block(float *y, const uint8_t *xa, const float *xd, const float *xs,
-                            int64_t n_tokens,
+/* Rows [t, t + rows) (xa, y, xd and xs already at row t; bs: the block
+ * stride of t's group, whose rows these all are), columns [j0, j1). */
+MQ_INLINE void mq_row_block(float *y, const uint8_t *xa, int64_t bs, const float *xd,
+                            const float *xs, int64_t n_tokens,
                             const uint8_t *w, int64_t n, int64_t k, pw_dtype type, int64_t bb,
                             int64_t j0, int64_t j1, int rows) {
-    const int64_t nb = k / QK, wrow = nb * bb, xrow = PW_K_Q8B_ROW_BYTES(k);
+    const int64_t nb = k / QK, wrow = nb * bb;
     int64_t j = j0;
 #ifdef WIDE_TILE_ROWS
     if (rows == WIDE_TILE_ROWS) {
@@ -766,23 +805,24 @@ MQ_INLINE void mq_typed(float *y, const uint8_t *xa, const uint8_t *w, int64_t n
     int64_t col_block = COL_BLOCK_BYTES / (k / QK * bb);
     col_block = col_block < ROW_TILE_COLS ? ROW_TILE_COLS
                                           : col_block / ROW_TILE_COLS * ROW_TILE_COLS;
-    const int64_t xrow = PW_K_Q8B_ROW_BYTES(k);
     const float *xd = xq_cscales(xa, n_tokens, k), *xs = xq_csums(xa, n_tokens, k);
     for (int64_t n0 = j0; n0 < j1; n0 += col_block) {
         int64_t n1 = n0 + col_block < j1 ? n0 + col_block : j1;
         int64_t t = 0;
+        /* Tiles of 8 rows start at multiples of 8, then tiles of 4 at
+         * multiples of 4, so no tile straddles two groups (XQ_GROUP). */
+#define MQ_ROWS_AT(t, rows)                                                                    \
+    mq_row_block(y + (t) * n, xa + xq_row_offset(k, t), xq_block_stride(n_tokens, t), xd + (t), \
+                 xs + (t), n_tokens, w, n, k, type, bb, n0, n1, rows)
 #ifdef WIDE_TILE_ROWS
         if (WIDE_TILE_TYPES(type))
             for (; t + WIDE_TILE_ROWS <= n_tokens; t += WIDE_TILE_ROWS)
-                mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, n_tokens, w, n, k, type,
-                             bb, n0, n1, WIDE_TILE_ROWS);
+                MQ_ROWS_AT(t, WIDE_TILE_ROWS);
 #endif
         for (; t + BATCH_TILE_ROWS <= n_tokens; t += BATCH_TILE_ROWS)
-            mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, n_tokens, w, n, k, type, bb,
-                         n0, n1, BATCH_TILE_ROWS);
-        for (; t < n_tokens; t++)
-            mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, n_tokens, w, n, k, type, bb,
-                         n0, n1, 1);
+            MQ_ROWS_AT(t, BATCH_TILE_ROWS);
+        for (; t < n_tokens; t++) MQ_ROWS_AT(t, 1);
+#undef MQ_ROWS_AT
     }
 }
 
