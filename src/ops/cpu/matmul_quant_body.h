@@ -170,12 +170,16 @@ MQ_INLINE const float *xq_csums(const uint8_t *xa, int64_t n_rows, int64_t k) {
  * by one stride per block (matmul_quant_isa.h, PW_K_Q8B_GROUP_*). */
 #if defined(PW_ISA_FMA_COPY)
 #define XQ_GROUP PW_K_Q8B_GROUP_FMA
+#define XQ_MAGIC PW_K_Q8B_MAGIC_FMA
 #elif defined(PW_ISA_AVXVNNI_COPY)
 #define XQ_GROUP PW_K_Q8B_GROUP_AVXVNNI
+#define XQ_MAGIC PW_K_Q8B_MAGIC_AVXVNNI
 #elif defined(PW_ISA_AVX512VNNI_COPY)
 #define XQ_GROUP PW_K_Q8B_GROUP_AVX512VNNI
+#define XQ_MAGIC PW_K_Q8B_MAGIC_AVX512VNNI
 #else
 #define XQ_GROUP PW_K_Q8B_GROUP_GENERIC
+#define XQ_MAGIC PW_K_Q8B_MAGIC_GENERIC
 #endif
 _Static_assert(XQ_GROUP == 1 ||
                    (XQ_GROUP % BATCH_TILE_ROWS == 0 && XQ_GROUP % MAX_TILE_ROWS == 0),
@@ -201,8 +205,8 @@ MQ_INLINE int64_t xq_block_stride(int64_t n_rows, int64_t t) {
  * float 1.5 * 2^23 (= MQ_MAGIC_F), whose unit in the last place is 1: for
  * |p| < 2^22 the bits MQ_MAGIC + p are the float 1.5 * 2^23 + p exactly, so
  * (as float) (MQ_MAGIC + p) - MQ_MAGIC_F is (float)p, exactly, +0 for 0:
- * the same value vcvtdq2ps gives. The x86 copies convert Q4's lane sums
- * that way, a float subtraction where vcvtdq2ps would be: on cores with a
+ * the same value vcvtdq2ps gives. The AVX2 copy converts Q4's lane sums
+ * that way (XQ_MAGIC), a float subtraction where vcvtdq2ps would be: with a
  * float adder on a third port (Golden Cove and later: ports 1 and 5) it
  * leaves ports 0 and 1 to vpmaddubsw / vpmaddwd / vpdpbusd and the fma,
  * which bound the batch tiles; measured, AVX2's Q4_1 tiles took 0.88-0.93x
@@ -210,12 +214,13 @@ MQ_INLINE int64_t xq_block_stride(int64_t n_rows, int64_t t) {
  * costs nothing there, the Q4 folds carrying it (Q8_0: MQ_FOLD_BASE). */
 #define MQ_MAGIC 0x4B400000
 #define MQ_MAGIC_F 12582912.0f
-/* The fold's offset for weights of `type`: Q8_0 keeps vcvtdq2ps, its lane
+/* The fold's offset for weights of `type`, in this copy (XQ_MAGIC:
+ * matmul_quant_isa.h, PW_K_Q8B_MAGIC_*). Q8_0 keeps vcvtdq2ps, its lane
  * sums starting from the plain fold (VNNI) or from 0 (AVX2): on AVX2 the
  * offset would cost a vpaddd per pair, and measured, AVX2's and AVX-VNNI's
  * Q8_0 tiles ran 1.06-1.27x slower with it, AVX-512's no faster
  * (BENCHMARKS.md, session 6). */
-#define MQ_FOLD_BASE(type) ((type) == PW_Q8_0 ? 0 : MQ_MAGIC)
+#define MQ_FOLD_BASE(type) ((type) == PW_Q8_0 || !XQ_MAGIC ? 0 : MQ_MAGIC)
 
 #if MQ_X86
 /* One block: amax, d, values, and the lane sums (sa_l, when sl is not
@@ -534,7 +539,7 @@ MQ_INLINE pw_v8f mq_min_s(const float *s, int rows) {
 MQ_INLINE pw_v8f mq_dotf(const mq_wprep *p, mq_act a, mq_fold fold, pw_dtype type) {
     pw_v8f r;
     for (int l = 0; l < LANES; l++) {
-        int s = type == PW_Q8_0 ? 0 : fold.f[l] - MQ_MAGIC; /* Q4: sum n a - 8 sum a */
+        int s = type == PW_Q8_0 ? 0 : fold.f[l] - MQ_FOLD_BASE(type); /* Q4: sum (n - 8) a */
         for (int j = 4 * l; j < 4 * l + 4; j++) s += p->w[j] * a.q[j];
         r[l] = (float)s;
     }

@@ -19,13 +19,14 @@
  * Block-major (Q8B, the Q8_0/Q4_0/Q4_1 product here): for n_rows rows of k
  * activations (nb = k/32 blocks each) the buffer holds the rows,
  * PW_K_Q8B_ROW_BYTES(k) apart, each block's 32 int8 values followed by its
- * fold (8 int32; with S_l the sum of values 4l..4l+3, 0x4B400000 - 8 S_l
- * for Q4_0 and Q4_1 weights, -128 S_l for Q8_0: the quantizer is told the
- * weight type). The integer lane sums start from it, so that sum (n - 8) a
- * is formed from the unsigned nibbles n (on top of 0x4B400000, the bits of
- * 1.5 * 2^23, so that one float subtraction converts them:
- * matmul_quant_body.h, MQ_MAGIC), and sum w a from the unsigned w + 128
- * (the VNNI copies). Side by side with the values so that a
+ * fold (8 int32; with S_l the sum of values 4l..4l+3, -8 S_l for Q4_0 and
+ * Q4_1 weights, plus 0x4B400000 in the copies with PW_K_Q8B_MAGIC_* set,
+ * -128 S_l for Q8_0: the quantizer is told the weight type). The integer
+ * lane sums start from it, so that sum (n - 8) a is formed from the
+ * unsigned nibbles n (on top of 0x4B400000, the bits of 1.5 * 2^23, where
+ * one float subtraction then converts them: matmul_quant_body.h,
+ * MQ_MAGIC), and sum w a from the unsigned w + 128 (the VNNI copies). Side
+ * by side with the values so that a
  * tile addresses both from one register per row (one 64-byte line per
  * block); then the scales d [nb][n_rows] (f32); then the block
  * sums s [nb][n_rows] (f32, s[b][t] = d[b][t] * the sum of row t's 32
@@ -50,6 +51,14 @@
 #define PW_K_Q8B_GROUP_FMA 8
 #define PW_K_Q8B_GROUP_AVXVNNI 1
 #define PW_K_Q8B_GROUP_AVX512VNNI 1
+/* Whether a copy's Q4 folds carry 0x4B400000 (its lane sums converted by
+ * a float subtraction, not vcvtdq2ps): the AVX2 copy, whose batch tiles it
+ * made faster; not the VNNI copies, whose SmolLM2 prefill it made slower
+ * (BENCHMARKS.md, session 6). */
+#define PW_K_Q8B_MAGIC_GENERIC 0
+#define PW_K_Q8B_MAGIC_FMA 1
+#define PW_K_Q8B_MAGIC_AVXVNNI 0
+#define PW_K_Q8B_MAGIC_AVX512VNNI 0
 #define PW_K_Q8B_BYTES(n_rows, k) ((n_rows) * ((k) / 32 * (32 + 4 + 4 + 32)))
 #define PW_K_Q8_ROW_BYTES(k) ((k) / 32 * (32 + 4 + 32))
 
