@@ -32,7 +32,10 @@
  * vpmaddwd, vpdpbusd, or C loops; for Q4_0 and Q4_1 from the unsigned
  * nibbles n, starting from the quantizer's fold -8 * (a's lane sum), so
  * sum n a - 8 sum a = sum (n - 8) a; for Q8_0 in the VNNI copies from the
- * unsigned w + 128, starting from 16 times the fold), and the float steps
+ * unsigned w + 128, starting from the Q8_0 fold, -128 * a's lane sum), their
+ * conversion to float is exact (vcvtdq2ps, or in the AVX2 copy for Q4 a
+ * float subtraction from a fold offset by the bits of 1.5 * 2^23:
+ * matmul_quant_body.h, MQ_MAGIC), and the float steps
  * are the same IEEE operations in every copy (fma: the instruction, or C's
  * fmaf), so the
  * portable, AVX2, AVX-VNNI and AVX-512 VNNI copies (matmul_quant_body.h)

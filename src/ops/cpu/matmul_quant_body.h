@@ -209,9 +209,10 @@ MQ_INLINE int64_t xq_block_stride(int64_t n_rows, int64_t t) {
  * that way (XQ_MAGIC), a float subtraction where vcvtdq2ps would be: with a
  * float adder on a third port (Golden Cove and later: ports 1 and 5) it
  * leaves ports 0 and 1 to vpmaddubsw / vpmaddwd / vpdpbusd and the fma,
- * which bound the batch tiles; measured, AVX2's Q4_1 tiles took 0.88-0.93x
- * the time (BENCHMARKS.md, "AVX2 Q4_1 kernels (session 6)"). The offset
- * costs nothing there, the Q4 folds carrying it (Q8_0: MQ_FOLD_BASE). */
+ * which bound the batch tiles; measured, AVX2's Q4_1 batch tiles took
+ * 0.90-1.00x the time, median ~0.93 (BENCHMARKS.md, "AVX2 Q4_1 kernels
+ * (session 6)"). The offset costs nothing there, the Q4 folds carrying it
+ * (Q8_0: MQ_FOLD_BASE). */
 #define MQ_MAGIC 0x4B400000
 #define MQ_MAGIC_F 12582912.0f
 /* The fold's offset for weights of `type`, in this copy (XQ_MAGIC:

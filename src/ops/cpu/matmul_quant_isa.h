@@ -45,8 +45,8 @@
  * is plain rows. The AVX2 copy takes 8: its 8 x 1 tile then reaches its 8
  * rows from one pointer plus constant displacements (no indexed operands,
  * which split into two uops at rename, and 7 general registers freed; the
- * tile took 0.81-0.84x the time at T = 16). The VNNI copies, measured
- * 1.03-1.15x slower with it, keep plain rows. */
+ * Q4_1 tile took 0.81-0.96x the time at T = 16 in two A/B runs). The VNNI
+ * copies, measured 1.03-1.15x slower with it, keep plain rows. */
 #define PW_K_Q8B_GROUP_GENERIC 1
 #define PW_K_Q8B_GROUP_FMA 8
 #define PW_K_Q8B_GROUP_AVXVNNI 1
