@@ -49,7 +49,8 @@ static uint8_t *weights(pw_dtype type, int64_t n, int64_t k) {
         for (int64_t i = 0; i < bb; i++) blk[i] = (uint8_t)next();
         for (int h = 0; h < (type == PW_Q4_1 ? 2 : 1); h++) {
             uint32_t r = next();
-            uint16_t v = (uint16_t)(((r & 1) << 15) | ((6 + (r >> 1) % 5) << 10) | ((r >> 8) & 0x3FF));
+            uint16_t v =
+                (uint16_t)(((r & 1) << 15) | ((6 + (r >> 1) % 5) << 10) | ((r >> 8) & 0x3FF));
             memcpy(blk + 2 * h, &v, 2);
         }
     }
@@ -105,7 +106,8 @@ int main(int argc, char **argv) {
         double macs = (double)sh->t * (double)sh->n * (double)sh->k;
         int calls = (int)(1.5e7 / macs); /* ~1 ms per timed batch of calls */
         if (calls < 1) calls = 1;
-        double *to = malloc((size_t)rounds * sizeof *to), *tn_ = malloc((size_t)rounds * sizeof *tn_);
+        double *to = malloc((size_t)rounds * sizeof *to);
+        double *tn_ = malloc((size_t)rounds * sizeof *tn_);
         for (int r = -1; r < rounds; r++) { /* r = -1: warm-up */
             for (int side = 0; side < 2; side++) {
                 int is_new = (side + (r & 1)) & 1; /* order flipped every round */

@@ -7,11 +7,13 @@
  *      build/src/libpiecewise.a -lpthread -lm -o /tmp/kbench
  *   /tmp/kbench [avx2|avxvnni|avx512vnni|generic] [reps] [filter]
  *
- * For each (type, N x K, T) it runs pw_k_matmul_quant_with on one thread
+ * (bench/kernels/kbench_ab.sh is the A/B harness; this one times one
+ * library.) For each (type, N x K, T) it runs pw_k_matmul_quant_with on one thread
  * `reps` times (each run a fixed number of calls), and prints the best
  * and median thread CPU time per call in microseconds, plus a hash of the
  * output bits so that two binaries can be checked to agree. Weights and
  * activations are pseudo-random (fixed seed), scales normal halves. */
+#define _GNU_SOURCE /* clock_gettime, CLOCK_THREAD_CPUTIME_ID under -std=c11 */
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/matmul_quant_isa.h"
 
