@@ -240,12 +240,48 @@ static void check_extremes(pw_dtype type) {
     free(x), free(w);
 }
 
-/* The quantizer copies give the same bytes, including zero, tiny and huge
- * blocks and values that round to ties, in both layouts
- * (matmul_quant_isa.h): block-major with block sums and folds (this
- * product), per row with lane sums (matmul_kquant.c's Q5_0 / Q5_1). */
-static void check_quantizer(void) {
-    const int64_t k = 8 * QK, rows = 3, nb = k / QK;
+/* Whether buf (rows x k, block-major, groups of `group` rows) holds the
+ * scalar model's values, scales, block sums and folds: every byte of it. */
+static bool q8b_matches_model(const uint8_t *buf, const float *x, int64_t rows, int64_t k,
+                              pw_dtype type, int64_t group, bool magic) {
+    const int64_t nb = k / QK;
+    bool ok = true;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t b = 0; b < nb; b++) {
+            qblock q;
+            quantize_block(x + r * k + b * QK, &q);
+            /* rows in groups, block-major within a group: row r's block b
+             * at its group's start + (b * the group's rows + r - g0) * 64 */
+            const int64_t g0 = r / group * group;
+            const int64_t g_rows = rows - g0 < group ? rows - g0 : group;
+            const uint8_t *blk = buf + g0 * PW_K_Q8B_ROW_BYTES(k) + (b * g_rows + r - g0) * 2 * QK;
+            float d, sum;
+            int32_t fold[8], want_fold[8];
+            /* each block's values then fold (for Q4 where magic, offset by the bits of
+             * 1.5 * 2^23); scales, then block sums (block-major) after the
+             * rows */
+            const uint8_t *scales = buf + rows * PW_K_Q8B_ROW_BYTES(k);
+            memcpy(&d, scales + (b * rows + r) * 4, sizeof d);
+            memcpy(&sum, scales + (nb * rows + b * rows + r) * 4, sizeof sum);
+            memcpy(fold, blk + QK, sizeof fold);
+            for (int l = 0; l < 8; l++)
+                want_fold[l] = (type == PW_Q8_0 || !magic ? 0 : 0x4B400000) -
+                               (type == PW_Q8_0 ? 128 : 8) *
+                                   (q.a[4 * l] + q.a[4 * l + 1] + q.a[4 * l + 2] + q.a[4 * l + 3]);
+            ok &= memcmp(blk, q.a, QK) == 0 && memcmp(&d, &q.d, 4) == 0 &&
+                  memcmp(&sum, &q.s, 4) == 0 && memcmp(fold, want_fold, sizeof fold) == 0;
+        }
+    return ok;
+}
+
+/* The quantizer copies give the model's bytes (the same bytes where their
+ * row groups are the same size), including zero, tiny and huge blocks and
+ * values that round to ties, in both layouts (matmul_quant_isa.h):
+ * block-major with block sums and folds (this product; the folds differ
+ * for Q8_0 and Q4 weights, the row groups by copy), per row with lane sums
+ * (matmul_kquant.c's Q5_0 / Q5_1). */
+static void check_quantizer(pw_dtype type) {
+    const int64_t k = 8 * QK, rows = 11, nb = k / QK; /* groups of 8: 8 rows and 3 */
     float *x = kt_random((size_t)(rows * k));
     for (int j = 0; j < QK; j++) x[j] = 0.0f;                        /* all zero */
     for (int j = 0; j < QK; j++) x[QK + j] = (float)(j - 16) * 0.5f;  /* ties */
@@ -256,27 +292,16 @@ static void check_quantizer(void) {
     const size_t row_bytes = (size_t)(rows * PW_K_Q8_ROW_BYTES(k));
     uint8_t *ref = malloc(bytes), *got = malloc(bytes);
     uint8_t *rref = malloc(row_bytes), *rgot = malloc(row_bytes);
-    pw_k_q8b_quantize_rows_generic(ref, x, rows, k);
+    pw_k_q8b_quantize_rows_generic(ref, x, rows, k, type);
     pw_k_q8_quantize_rows_generic(rref, x, rows, k);
     /* the portable copy against the scalar model */
-    bool model_ok = true, rows_ok = true;
+    CHECK(q8b_matches_model(ref, x, rows, k, type, PW_K_Q8B_GROUP_GENERIC,
+                            PW_K_Q8B_MAGIC_GENERIC));
+    bool rows_ok = true;
     for (int64_t r = 0; r < rows; r++)
         for (int64_t b = 0; b < nb; b++) {
             qblock q;
             quantize_block(x + r * k + b * QK, &q);
-            const uint8_t *row = ref + r * PW_K_Q8B_ROW_BYTES(k);
-            float d, sum;
-            int32_t fold[8], want_fold[8];
-            /* per row, each block's values then fold; scales, then block sums
-             * (block-major) after the rows */
-            const uint8_t *scales = ref + rows * PW_K_Q8B_ROW_BYTES(k);
-            memcpy(&d, scales + (b * rows + r) * 4, sizeof d);
-            memcpy(&sum, scales + (nb * rows + b * rows + r) * 4, sizeof sum);
-            memcpy(fold, row + b * 2 * QK + QK, sizeof fold);
-            for (int l = 0; l < 8; l++)
-                want_fold[l] = -8 * (q.a[4 * l] + q.a[4 * l + 1] + q.a[4 * l + 2] + q.a[4 * l + 3]);
-            model_ok &= memcmp(row + b * 2 * QK, q.a, QK) == 0 && memcmp(&d, &q.d, 4) == 0 &&
-                        memcmp(&sum, &q.s, 4) == 0 && memcmp(fold, want_fold, sizeof fold) == 0;
             const uint8_t *rrow = rref + r * PW_K_Q8_ROW_BYTES(k);
             float rd, sl[8];
             memcpy(&rd, rrow + k + b * 4, sizeof rd);
@@ -284,20 +309,24 @@ static void check_quantizer(void) {
             rows_ok &= memcmp(rrow + b * QK, q.a, QK) == 0 && memcmp(&rd, &q.d, 4) == 0 &&
                        memcmp(sl, q.sl, sizeof sl) == 0;
         }
-    CHECK(model_ok);
     CHECK(rows_ok);
 #if PW_HAVE_FMA_KERNELS
-    void (*copies[])(uint8_t *, const float *, int64_t, int64_t) = {
+    void (*copies[])(uint8_t *, const float *, int64_t, int64_t, pw_dtype) = {
         pw_k_q8b_quantize_rows_fma, pw_k_q8b_quantize_rows_avxvnni,
         pw_k_q8b_quantize_rows_avx512vnni};
     void (*row_copies[])(uint8_t *, const float *, int64_t, int64_t) = {
         pw_k_q8_quantize_rows_fma, pw_k_q8_quantize_rows_avxvnni,
         pw_k_q8_quantize_rows_avx512vnni};
+    const int64_t groups[] = {PW_K_Q8B_GROUP_FMA, PW_K_Q8B_GROUP_AVXVNNI,
+                              PW_K_Q8B_GROUP_AVX512VNNI};
+    const bool magic[] = {PW_K_Q8B_MAGIC_FMA, PW_K_Q8B_MAGIC_AVXVNNI, PW_K_Q8B_MAGIC_AVX512VNNI};
     for (int c = 0; c < 3; c++) {
         if (!pw_k_isa_int8_runs((pw_k_int8_isa)(PW_K_INT8_AVX2 + c))) continue;
         memset(got, 0xA5, bytes);
-        copies[c](got, x, rows, k);
-        CHECK(memcmp(got, ref, bytes) == 0);
+        copies[c](got, x, rows, k, type);
+        CHECK(q8b_matches_model(got, x, rows, k, type, groups[c], magic[c]));
+        if (groups[c] == PW_K_Q8B_GROUP_GENERIC && magic[c] == PW_K_Q8B_MAGIC_GENERIC)
+            CHECK(memcmp(got, ref, bytes) == 0);
         memset(rgot, 0xA5, row_bytes);
         row_copies[c](rgot, x, rows, k);
         CHECK(memcmp(rgot, rref, row_bytes) == 0);
@@ -460,7 +489,7 @@ int main(void) {
     }
     CHECK(!pw_k_quant_supported(PW_F32));
     CHECK(!pw_k_quant_supported(PW_F16));
-    check_quantizer();
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_quantizer(types[i]);
     check_out_of_memory();
     check_capture();
     return pw_test_finish("kernels_matmul_quant");

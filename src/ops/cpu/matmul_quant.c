@@ -32,7 +32,10 @@
  * vpmaddwd, vpdpbusd, or C loops; for Q4_0 and Q4_1 from the unsigned
  * nibbles n, starting from the quantizer's fold -8 * (a's lane sum), so
  * sum n a - 8 sum a = sum (n - 8) a; for Q8_0 in the VNNI copies from the
- * unsigned w + 128, starting from 16 times the fold), and the float steps
+ * unsigned w + 128, starting from the Q8_0 fold, -128 * a's lane sum), their
+ * conversion to float is exact (vcvtdq2ps, or in the AVX2 copy for Q4 a
+ * float subtraction from a fold offset by the bits of 1.5 * 2^23:
+ * matmul_quant_body.h, MQ_MAGIC), and the float steps
  * are the same IEEE operations in every copy (fma: the instruction, or C's
  * fmaf), so the
  * portable, AVX2, AVX-VNNI and AVX-512 VNNI copies (matmul_quant_body.h)
@@ -56,7 +59,7 @@ bool pw_k_quant_supported(pw_dtype type) {
     return type == PW_Q8_0 || type == PW_Q4_0 || type == PW_Q4_1 || pw_k_kquant_supported(type);
 }
 
-typedef void (*quantize_fn) PW_K_Q8_QUANTIZE_PARAMS;
+typedef void (*quantize_fn) PW_K_Q8B_QUANTIZE_PARAMS;
 typedef void (*qdot_fn) PW_K_QDOT_PARAMS;
 
 typedef struct int8_copy {
@@ -170,7 +173,7 @@ void pw_k_matmul_quant_with(pw_k_int8_isa level, float *y, const float *x, const
     const size_t row = (size_t)PW_K_Q8B_BYTES(1, k); /* a row's share: scales, sums, folds */
     uint8_t *xa = pw_k_act_scratch(row * (size_t)n_tokens);
     if (xa) {
-        c.quantize(xa, x, n_tokens, k);
+        c.quantize(xa, x, n_tokens, k, type);
         qdot(c, y, xa, w, type, n_tokens, n, k);
         return;
     }
@@ -189,7 +192,7 @@ void pw_k_matmul_quant_with(pw_k_int8_isa level, float *y, const float *x, const
     }
     for (int64_t t = 0; t < n_tokens; t += step) {
         int64_t rows = n_tokens - t < step ? n_tokens - t : step;
-        c.quantize(stack, x + t * k, rows, k);
+        c.quantize(stack, x + t * k, rows, k, type);
         qdot(c, y + t * n, stack, w, type, rows, n, k);
     }
 }

@@ -159,16 +159,77 @@ MQ_INLINE const float *xq_cscales(const uint8_t *xa, int64_t n_rows, int64_t k) 
 MQ_INLINE const float *xq_csums(const uint8_t *xa, int64_t n_rows, int64_t k) {
     return xq_cscales(xa, n_rows, k) + n_rows * (k / QK);
 }
-/* Block b of a row: its 32 values, then its fold (8 int32). */
+/* Block b of a row: its 32 values, then its fold (8 int32): MQ_MAGIC - 8
+ * times the lane sums for Q4 weights, -128 times them for Q8_0
+ * (matmul_quant_isa.h). */
 #define XQ_BLOCK_BYTES (2 * QK)
+/* Rows are stored in groups of XQ_GROUP (the last group: what is left),
+ * block-major within a group: the group's rows' blocks b side by side, so
+ * that a tile of a group's rows reaches row r's block from one pointer
+ * and the constant displacement r * XQ_BLOCK_BYTES, the pointer advancing
+ * by one stride per block (matmul_quant_isa.h, PW_K_Q8B_GROUP_*). */
+#if defined(PW_ISA_FMA_COPY)
+#define XQ_GROUP PW_K_Q8B_GROUP_FMA
+#define XQ_MAGIC PW_K_Q8B_MAGIC_FMA
+#elif defined(PW_ISA_AVXVNNI_COPY)
+#define XQ_GROUP PW_K_Q8B_GROUP_AVXVNNI
+#define XQ_MAGIC PW_K_Q8B_MAGIC_AVXVNNI
+#elif defined(PW_ISA_AVX512VNNI_COPY)
+#define XQ_GROUP PW_K_Q8B_GROUP_AVX512VNNI
+#define XQ_MAGIC PW_K_Q8B_MAGIC_AVX512VNNI
+#else
+#define XQ_GROUP PW_K_Q8B_GROUP_GENERIC
+#define XQ_MAGIC PW_K_Q8B_MAGIC_GENERIC
+#endif
+_Static_assert(XQ_GROUP == 1 ||
+                   (XQ_GROUP % BATCH_TILE_ROWS == 0 && XQ_GROUP % MAX_TILE_ROWS == 0),
+               "a tile's rows lie in one group");
+/* Row t's block 0 (of n_rows rows of k), and the stride from its block b
+ * to block b + 1 (the rows of t's group times XQ_BLOCK_BYTES). */
+MQ_INLINE int64_t xq_row_offset(int64_t k, int64_t t) {
+    int64_t g0 = t / XQ_GROUP * XQ_GROUP;
+    return g0 * PW_K_Q8B_ROW_BYTES(k) + (t - g0) * XQ_BLOCK_BYTES;
+}
+/* From a row's blocks to the next row's, within a tile (whose rows lie in
+ * one group): a constant when rows are grouped. */
+#define XQ_ROW_STEP(k) (XQ_GROUP > 1 ? (int64_t)XQ_BLOCK_BYTES : PW_K_Q8B_ROW_BYTES(k))
+/* From a tile's block b to b + 1 (bs: the group's stride): a constant
+ * when rows are not grouped. */
+#define XQ_BLOCK_STEP(bs) (XQ_GROUP > 1 ? (bs) : (int64_t)XQ_BLOCK_BYTES)
+MQ_INLINE int64_t xq_block_stride(int64_t n_rows, int64_t t) {
+    int64_t g0 = t / XQ_GROUP * XQ_GROUP;
+    return (n_rows - g0 < XQ_GROUP ? n_rows - g0 : XQ_GROUP) * XQ_BLOCK_BYTES;
+}
+
+/* The integer lane sums are formed on top of MQ_MAGIC, the bits of the
+ * float 1.5 * 2^23 (= MQ_MAGIC_F), whose unit in the last place is 1: for
+ * |p| < 2^22 the bits MQ_MAGIC + p are the float 1.5 * 2^23 + p exactly, so
+ * (as float) (MQ_MAGIC + p) - MQ_MAGIC_F is (float)p, exactly, +0 for 0:
+ * the same value vcvtdq2ps gives. The AVX2 copy converts Q4's lane sums
+ * that way (XQ_MAGIC), a float subtraction where vcvtdq2ps would be: with a
+ * float adder on a third port (Golden Cove and later: ports 1 and 5) it
+ * leaves ports 0 and 1 to vpmaddubsw / vpmaddwd / vpdpbusd and the fma,
+ * which bound the batch tiles; measured, AVX2's Q4_1 batch tiles took
+ * 0.90-1.00x the time, median ~0.93 (BENCHMARKS.md, "AVX2 Q4_1 kernels
+ * (session 6)"). The offset costs nothing there, the Q4 folds carrying it
+ * (Q8_0: MQ_FOLD_BASE). */
+#define MQ_MAGIC 0x4B400000
+#define MQ_MAGIC_F 12582912.0f
+/* The fold's offset for weights of `type`, in this copy (XQ_MAGIC:
+ * matmul_quant_isa.h, PW_K_Q8B_MAGIC_*). Q8_0 keeps vcvtdq2ps, its lane
+ * sums starting from the plain fold (VNNI) or from 0 (AVX2): on AVX2 the
+ * offset would cost a vpaddd per pair, and measured, AVX2's and AVX-VNNI's
+ * Q8_0 tiles ran 1.06-1.27x slower with it, AVX-512's no faster
+ * (BENCHMARKS.md, session 6). */
+#define MQ_FOLD_BASE(type) ((type) == PW_Q8_0 || !XQ_MAGIC ? 0 : MQ_MAGIC)
 
 #if MQ_X86
 /* One block: amax, d, values, and the lane sums (sa_l, when sl is not
- * NULL) or the block sum (*sb, when sb is not NULL) and the folds
- * (fl[l] = -8 * the integer lane sum, when fl is not NULL), exactly as the
- * portable copy. */
+ * NULL) or the block sum (*sb, when sb is not NULL) and the fold (when fl
+ * is not NULL: fl[l] = base - 2^fs * the integer lane sum l), exactly as
+ * the portable copy. */
 MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sl, float *sb,
-                        int32_t *fl) {
+                        int32_t *fl, int fs, int32_t base) {
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
     __m256 v[4];
     for (int g = 0; g < 4; g++) v[g] = _mm256_loadu_ps(x + g * LANES);
@@ -194,7 +255,8 @@ MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sl, float *s
     if (sl) _mm256_storeu_ps(sl, _mm256_mul_ps(_mm256_set1_ps(dv), _mm256_cvtepi32_ps(s)));
     if (fl)
         _mm256_storeu_si256((__m256i *)fl,
-                            _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(s, 3)));
+                            _mm256_sub_epi32(_mm256_set1_epi32(base),
+                                             _mm256_sll_epi32(s, _mm_cvtsi32_si128(fs))));
     if (sb) {
         __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
         s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
@@ -205,7 +267,7 @@ MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sl, float *s
 }
 #else
 MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sl, float *sb,
-                        int32_t *fl) {
+                        int32_t *fl, int fs, int32_t base) {
     float m[LANES], a[QK];
     for (int j = 0; j < QK; j++) {
         uint32_t bits;
@@ -234,7 +296,7 @@ MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sl, float *s
             sl[l] = dv * (float)(q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3]);
     if (fl)
         for (int l = 0; l < LANES; l++)
-            fl[l] = -8 * (q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3]);
+            fl[l] = base - (q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3]) * (1 << fs);
     if (sb) {
         int s = 0;
         for (int j = 0; j < QK; j++) s += q[j];
@@ -244,14 +306,18 @@ MQ_INLINE void xq_block(const float *x, int8_t *q, float *d, float *sl, float *s
 }
 #endif
 
-void PW_ISA(pw_k_q8b_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows, int64_t k) {
+void PW_ISA(pw_k_q8b_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows, int64_t k,
+                                    pw_dtype type) {
     const int64_t nb = k / QK;
+    const int fs = type == PW_Q8_0 ? 7 : 3; /* fold: -128 or -8 times the lane sums */
+    const int32_t base = MQ_FOLD_BASE(type);
     float *d = xq_scales(xa, n_rows, k), *sums = xq_sums(xa, n_rows, k);
     for (int64_t t = 0; t < n_rows; t++) {
-        uint8_t *row = xa + t * PW_K_Q8B_ROW_BYTES(k);
+        uint8_t *row = xa + xq_row_offset(k, t);
+        const int64_t bs = xq_block_stride(n_rows, t);
         for (int64_t b = 0; b < nb; b++)
-            xq_block(x + t * k + b * QK, xq_values(row + b * XQ_BLOCK_BYTES), d + b * n_rows + t,
-                     NULL, sums + b * n_rows + t, (int32_t *)(row + b * XQ_BLOCK_BYTES + QK));
+            xq_block(x + t * k + b * QK, xq_values(row + b * bs), d + b * n_rows + t, NULL,
+                     sums + b * n_rows + t, (int32_t *)(row + b * bs + QK), fs, base);
     }
 }
 
@@ -264,7 +330,7 @@ void PW_ISA(pw_k_q8_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows, 
         int8_t *q = (int8_t *)row;
         float *d = (float *)(row + nb * QK), *sl = (float *)(row + nb * (QK + 4));
         for (int64_t b = 0; b < nb; b++)
-            xq_block(x + t * k + b * QK, q + b * QK, d + b, sl + b * LANES, NULL, NULL);
+            xq_block(x + t * k + b * QK, q + b * QK, d + b, sl + b * LANES, NULL, NULL, 0, 0);
     }
 }
 
@@ -273,12 +339,12 @@ void PW_ISA(pw_k_q8_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows, 
 /* A weight block's 32 values in element order, prepared for the dot
  * product with the activations a (signed) as the second operand: u is the
  * unsigned operand. Q4_0 and Q4_1: u = w = the nibbles n, and the lane
- * sums start from the row's fold (-8 * the lane sums of a), so they are
- * sum (n - 8) a, the centred integers, at the unsigned cost. Q8_0: w the
- * int8 values; the VNNI copies take u = w + 128 (w xor 0x80) and start
- * from 16 * fold = -128 * the lane sums of a, so they are sum w a; AVX2
- * takes u = |w| against a with w's sign (vpsignb), since vpmaddubsw would
- * saturate on (w + 128) a. */
+ * sums start from the row's fold (MQ_MAGIC - 8 * the lane sums of a), so
+ * they are MQ_MAGIC + sum (n - 8) a, the centred integers, at the unsigned
+ * cost. Q8_0: w the int8 values; the VNNI copies take u = w + 128 (w xor
+ * 0x80) and start from the fold (for Q8_0: -128 * the lane sums of a), so
+ * they are sum w a; AVX2 takes u = |w| against a with w's sign (vpsignb),
+ * since vpmaddubsw would saturate on (w + 128) a. */
 #if MQ_X86
 typedef struct mq_wprep {
     __m256i u, w;
@@ -288,10 +354,13 @@ typedef __m256i mq_fold;
 
 MQ_INLINE mq_act mq_act_load(const int8_t *q) { return _mm256_loadu_si256((const __m256i *)q); }
 
-/* A row's fold for one block as the lane sums' starting value (above). */
+/* A row's fold for one block as the lane sums' starting value (above);
+ * AVX2's Q8_0 reads none. */
 MQ_INLINE mq_fold mq_fold_load(const int32_t *f, pw_dtype type) {
-    __m256i v = _mm256_loadu_si256((const __m256i *)f);
-    return type == PW_Q8_0 ? _mm256_slli_epi32(v, 4) : v;
+#if !defined(PW_ISA_AVXVNNI_COPY) && !defined(PW_ISA_AVX512VNNI_COPY)
+    if (type == PW_Q8_0) return _mm256_setzero_si256();
+#endif
+    return _mm256_loadu_si256((const __m256i *)f);
 }
 
 MQ_INLINE mq_wprep mq_wprep_make(const uint8_t *blk, pw_dtype type) {
@@ -392,20 +461,23 @@ MQ_INLINE __m256i mq_dot_us(__m256i start, __m256i u, __m256i s) {
 }
 
 /* The 8 lane sums p_l = sum_{j=4l}^{4l+3} w_j * a_j as floats (exact), w
- * the sequence's integers (Q4: n - 8), from the preparations above. */
+ * the sequence's integers (Q4: n - 8), from the preparations above: for Q4
+ * the integer lanes hold MQ_MAGIC + p_l, taken to (float)p_l by one float
+ * subtraction (exact; MQ_MAGIC), for Q8_0 p_l, converted. */
 MQ_INLINE pw_v8f mq_dotf(const mq_wprep *p, mq_act a, mq_fold fold, pw_dtype type) {
     __m256i lanes;
     if (type != PW_Q8_0)
         lanes = mq_dot_us(fold, p->u, a);
 #if defined(PW_ISA_AVXVNNI_COPY) || defined(PW_ISA_AVX512VNNI_COPY)
     else
-        lanes = mq_dot_us(fold, p->u, a); /* fold: already times 16 */
+        lanes = mq_dot_us(fold, p->u, a); /* Q8_0's fold: -128 * a's lane sums */
 #else
     else /* |w| against a with w's sign (a != -128) */
         lanes = _mm256_madd_epi16(_mm256_maddubs_epi16(p->u, _mm256_sign_epi8(a, p->w)),
                                   _mm256_set1_epi16(1));
 #endif
-    return (pw_v8f)_mm256_cvtepi32_ps(lanes);
+    if (MQ_FOLD_BASE(type) == 0) return (pw_v8f)_mm256_cvtepi32_ps(lanes);
+    return (pw_v8f)_mm256_sub_ps(_mm256_castsi256_ps(lanes), _mm256_set1_ps(MQ_MAGIC_F));
 }
 #else
 typedef struct mq_wprep {
@@ -468,7 +540,7 @@ MQ_INLINE pw_v8f mq_min_s(const float *s, int rows) {
 MQ_INLINE pw_v8f mq_dotf(const mq_wprep *p, mq_act a, mq_fold fold, pw_dtype type) {
     pw_v8f r;
     for (int l = 0; l < LANES; l++) {
-        int s = type == PW_Q8_0 ? 0 : fold.f[l]; /* Q4: sum n a - 8 sum a */
+        int s = type == PW_Q8_0 ? 0 : fold.f[l] - MQ_FOLD_BASE(type); /* Q4: sum (n - 8) a */
         for (int j = 4 * l; j < 4 * l + 4; j++) s += p->w[j] * a.q[j];
         r[l] = (float)s;
     }
@@ -481,7 +553,8 @@ MQ_INLINE pw_v8f mq_dotf(const mq_wprep *p, mq_act a, mq_fold fold, pw_dtype typ
 /* A rows x cols block of outputs (rows * cols <= 8) of rows consecutive
  * tokens (xd, xs: their scales and block sums, block-major with n_tokens
  * per block, already at the tile's first token; each row's values and
- * folds side by side per block, xa's layout). Always
+ * folds side by side per block, xa's layout: row r's block b at xa + r *
+ * xrow + b * bs, xrow a constant when rows are grouped). Always
  * inlined with constant shapes and type, so each call site is a fully
  * unrolled register tile; unused accumulators stay zero and are never
  * stored. Per block b, row r, column c (matmul_quant.c):
@@ -491,7 +564,8 @@ MQ_INLINE pw_v8f mq_dotf(const mq_wprep *p, mq_act a, mq_fold fold, pw_dtype typ
  * The x86 copies form the tile's d_w * d_a in one vector multiply and read
  * each pair's product back with a broadcast load (a load port, not the
  * shuffle port a register broadcast would take). */
-MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, const float *xd,
+MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, int64_t bs,
+                       const float *xd,
                        const float *xs, int64_t n_tokens, const uint8_t *w,
                        int64_t wrow, int64_t nb, pw_dtype type, int64_t bb, int rows, int cols) {
     pw_v8f acc[8];
@@ -508,11 +582,11 @@ MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
         mq_act a[MAX_TILE_ROWS];
 #pragma GCC unroll 8
         for (int r = 0; r < rows; r++)
-            if (!act_at_use) a[r] = mq_act_load(xq[r] + b * XQ_BLOCK_BYTES);
+            if (!act_at_use) a[r] = mq_act_load(xq[r] + b * bs);
         mq_fold fo[MAX_TILE_ROWS];
 #pragma GCC unroll 8
         for (int r = 0; r < rows; r++)
-            fo[r] = mq_fold_load((const int32_t *)(xq[r] + b * XQ_BLOCK_BYTES + QK), type);
+            fo[r] = mq_fold_load((const int32_t *)(xq[r] + b * bs + QK), type);
         const float *xdb = xd + b * n_tokens;
         _Alignas(32) float f[16];
         mq_col_scales(w + b * bb, wrow, type, cols, f);
@@ -549,7 +623,7 @@ MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
 #pragma GCC unroll 8
             for (int r = 0; r < rows; r++) {
                 pw_v8f pf = mq_dotf(
-                    &p, act_at_use ? mq_act_load(xq[r] + b * XQ_BLOCK_BYTES) : a[r], fo[r], type);
+                    &p, act_at_use ? mq_act_load(xq[r] + b * bs) : a[r], fo[r], type);
 #if MQ_X86
                 pw_v8f s = (pw_v8f)_mm256_broadcast_ss(&ds[c * rows + r]);
 #else
@@ -583,7 +657,7 @@ MQ_INLINE __m512i mq_pair_i(__m256i lo, __m256i hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow,
+MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, int64_t bs,
                              const float *xd, const float *xs, int64_t n_tokens, const uint8_t *w, int64_t wrow, int64_t nb,
                              pw_dtype type, int64_t bb, int rows, int cols) {
     assert((rows == 4 && cols <= 4) || (rows == 8 && cols <= 2));
@@ -610,7 +684,7 @@ MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
 #pragma GCC unroll 8
         for (int r = 0; r < rows; r++)
             a[r] = _mm512_broadcast_i64x4(
-                _mm256_loadu_si256((const __m256i *)(xq[r] + b * XQ_BLOCK_BYTES)));
+                _mm256_loadu_si256((const __m256i *)(xq[r] + b * bs)));
         _Alignas(32) float f[16];
         mq_col_scales(w + b * bb, wrow, type, cols, f);
         const __m512 fv = _mm512_castps256_ps512(_mm256_load_ps(f));
@@ -647,14 +721,17 @@ MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
             const __m512 dw = _mm512_permutexvar_ps(dix[pc], fv);
 #pragma GCC unroll 8
             for (int r = 0; r < rows; r++) {
-                /* The lane sums start from the row's fold (times 16 for
-                 * Q8_0, whose unsigned operand is w + 128; mq_wprep),
-                 * loaded where used: a load, not a register copy. */
+                /* The lane sums start from the row's fold (-128 times the
+                 * lane sums for Q8_0, whose unsigned operand is w + 128;
+                 * mq_wprep), loaded where used: a load, not a register
+                 * copy; Q4's MQ_MAGIC + p to p by one subtraction. */
                 __m512i fo = _mm512_broadcast_i64x4(
-                    _mm256_loadu_si256((const __m256i *)(xq[r] + b * XQ_BLOCK_BYTES + QK)));
-                if (type == PW_Q8_0) fo = _mm512_slli_epi32(fo, 4);
+                    _mm256_loadu_si256((const __m256i *)(xq[r] + b * bs + QK)));
                 __m512i dot = _mm512_dpbusd_epi32(fo, ws, a[r]);
-                __m512 pf = _mm512_cvtepi32_ps(dot);
+                __m512 pf =
+                    MQ_FOLD_BASE(type) == 0
+                        ? _mm512_cvtepi32_ps(dot)
+                        : _mm512_sub_ps(_mm512_castsi512_ps(dot), _mm512_set1_ps(MQ_MAGIC_F));
                 __m512 ds = _mm512_mul_ps(dw, _mm512_set1_ps(xd[b * n_tokens + r]));
                 acc[r * pairs + pc] = _mm512_fmadd_ps(ds, pf, acc[r * pairs + pc]);
             }
@@ -681,23 +758,27 @@ MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
             y[r * ldy + c] = v;
         }
 }
+/* The tile's row step and block step (XQ_ROW_STEP, XQ_BLOCK_STEP). */
+#define MQ_TILE_X xa, XQ_ROW_STEP(k), XQ_BLOCK_STEP(bs)
 #define MQ_TILE(rows, cols)                                                                    \
     ((rows) > 1 && (cols) % 2 == 0                                                             \
-         ? mq_tile_pairs(y + j, n, xa, xrow, xd, xs, n_tokens, w + j * wrow, wrow, nb, type, \
+         ? mq_tile_pairs(y + j, n, MQ_TILE_X, xd, xs, n_tokens, w + j * wrow, wrow, nb, type, \
                          bb, rows, cols)                                                       \
-         : mq_tile(y + j, n, xa, xrow, xd, xs, n_tokens, w + j * wrow, wrow, nb, type, bb,   \
+         : mq_tile(y + j, n, MQ_TILE_X, xd, xs, n_tokens, w + j * wrow, wrow, nb, type, bb,   \
                    rows, cols))
 #else
+#define MQ_TILE_X xa, XQ_ROW_STEP(k), XQ_BLOCK_STEP(bs)
 #define MQ_TILE(rows, cols)                                                                    \
-    mq_tile(y + j, n, xa, xrow, xd, xs, n_tokens, w + j * wrow, wrow, nb, type, bb, rows, cols)
+    mq_tile(y + j, n, MQ_TILE_X, xd, xs, n_tokens, w + j * wrow, wrow, nb, type, bb, rows, cols)
 #endif
 
-/* Rows [t, t + rows) (xa, y, xd and xs already at row t), columns [j0, j1). */
-MQ_INLINE void mq_row_block(float *y, const uint8_t *xa, const float *xd, const float *xs,
-                            int64_t n_tokens,
+/* Rows [t, t + rows) (xa, y, xd and xs already at row t; bs: the block
+ * stride of t's group, whose rows these all are), columns [j0, j1). */
+MQ_INLINE void mq_row_block(float *y, const uint8_t *xa, int64_t bs, const float *xd,
+                            const float *xs, int64_t n_tokens,
                             const uint8_t *w, int64_t n, int64_t k, pw_dtype type, int64_t bb,
                             int64_t j0, int64_t j1, int rows) {
-    const int64_t nb = k / QK, wrow = nb * bb, xrow = PW_K_Q8B_ROW_BYTES(k);
+    const int64_t nb = k / QK, wrow = nb * bb;
     int64_t j = j0;
 #ifdef WIDE_TILE_ROWS
     if (rows == WIDE_TILE_ROWS) {
@@ -730,23 +811,24 @@ MQ_INLINE void mq_typed(float *y, const uint8_t *xa, const uint8_t *w, int64_t n
     int64_t col_block = COL_BLOCK_BYTES / (k / QK * bb);
     col_block = col_block < ROW_TILE_COLS ? ROW_TILE_COLS
                                           : col_block / ROW_TILE_COLS * ROW_TILE_COLS;
-    const int64_t xrow = PW_K_Q8B_ROW_BYTES(k);
     const float *xd = xq_cscales(xa, n_tokens, k), *xs = xq_csums(xa, n_tokens, k);
     for (int64_t n0 = j0; n0 < j1; n0 += col_block) {
         int64_t n1 = n0 + col_block < j1 ? n0 + col_block : j1;
         int64_t t = 0;
+        /* Tiles of 8 rows start at multiples of 8, then tiles of 4 at
+         * multiples of 4, so no tile straddles two groups (XQ_GROUP). */
+#define MQ_ROWS_AT(t, rows)                                                                    \
+    mq_row_block(y + (t) * n, xa + xq_row_offset(k, t), xq_block_stride(n_tokens, t), xd + (t), \
+                 xs + (t), n_tokens, w, n, k, type, bb, n0, n1, rows)
 #ifdef WIDE_TILE_ROWS
         if (WIDE_TILE_TYPES(type))
             for (; t + WIDE_TILE_ROWS <= n_tokens; t += WIDE_TILE_ROWS)
-                mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, n_tokens, w, n, k, type,
-                             bb, n0, n1, WIDE_TILE_ROWS);
+                MQ_ROWS_AT(t, WIDE_TILE_ROWS);
 #endif
         for (; t + BATCH_TILE_ROWS <= n_tokens; t += BATCH_TILE_ROWS)
-            mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, n_tokens, w, n, k, type, bb,
-                         n0, n1, BATCH_TILE_ROWS);
-        for (; t < n_tokens; t++)
-            mq_row_block(y + t * n, xa + t * xrow, xd + t, xs + t, n_tokens, w, n, k, type, bb,
-                         n0, n1, 1);
+            MQ_ROWS_AT(t, BATCH_TILE_ROWS);
+        for (; t < n_tokens; t++) MQ_ROWS_AT(t, 1);
+#undef MQ_ROWS_AT
     }
 }
 

@@ -19,11 +19,16 @@
  * Block-major (Q8B, the Q8_0/Q4_0/Q4_1 product here): for n_rows rows of k
  * activations (nb = k/32 blocks each) the buffer holds the rows,
  * PW_K_Q8B_ROW_BYTES(k) apart, each block's 32 int8 values followed by its
- * fold (8 int32, fold[l] = -8 * the sum of values 4l..4l+3: the integer
+ * fold (8 int32; with S_l the sum of values 4l..4l+3, -8 S_l for Q4_0 and
+ * Q4_1 weights, plus 0x4B400000 in the copies with PW_K_Q8B_MAGIC_* set,
+ * -128 S_l for Q8_0: the quantizer is told the weight type). The integer
  * lane sums start from it, so that sum (n - 8) a is formed from the
- * unsigned nibbles n, and, times 16, sum w a from the unsigned w + 128;
- * side by side with the values so that a tile addresses both from one
- * register per row); then the scales d [nb][n_rows] (f32); then the block
+ * unsigned nibbles n (on top of 0x4B400000, the bits of 1.5 * 2^23, where
+ * one float subtraction then converts them: matmul_quant_body.h,
+ * MQ_MAGIC), and sum w a from the unsigned w + 128 (the VNNI copies). Side
+ * by side with the values so that a
+ * tile addresses both from one register per row (one 64-byte line per
+ * block); then the scales d [nb][n_rows] (f32); then the block
  * sums s [nb][n_rows] (f32, s[b][t] = d[b][t] * the sum of row t's 32
  * values of block b). Scales and sums are block-major so that a tile of
  * consecutive rows finds its rows' values for one block side by side.
@@ -33,13 +38,36 @@
  * (f32), then its lane sums sa [nb][8] (f32, sa[l] = d * sum of values
  * 4l..4l+3), rows PW_K_Q8_ROW_BYTES(k) apart. */
 #define PW_K_Q8B_ROW_BYTES(k) ((k) / 32 * (32 + 32))
+/* The block-major rows are stored in groups of G rows (the last group:
+ * the rows left), G fixed per copy; within a group block-major, row r's
+ * block b (values, then fold) at the group's start + (b * the group's rows
+ * + r) * 64 bytes, group g starting at g * G * PW_K_Q8B_ROW_BYTES(k); G = 1
+ * is plain rows. The AVX2 copy takes 8: its 8 x 1 tile then reaches its 8
+ * rows from one pointer plus constant displacements (no indexed operands,
+ * which split into two uops at rename, and 7 general registers freed; the
+ * Q4_1 tile took 0.81-0.96x the time at T = 16 in two A/B runs). The VNNI
+ * copies, measured 1.03-1.15x slower with it, keep plain rows. */
+#define PW_K_Q8B_GROUP_GENERIC 1
+#define PW_K_Q8B_GROUP_FMA 8
+#define PW_K_Q8B_GROUP_AVXVNNI 1
+#define PW_K_Q8B_GROUP_AVX512VNNI 1
+/* Whether a copy's Q4 folds carry 0x4B400000 (its lane sums converted by
+ * a float subtraction, not vcvtdq2ps): the AVX2 copy, whose batch tiles it
+ * made faster; not the VNNI copies, whose SmolLM2 prefill it made slower
+ * (BENCHMARKS.md, session 6). */
+#define PW_K_Q8B_MAGIC_GENERIC 0
+#define PW_K_Q8B_MAGIC_FMA 1
+#define PW_K_Q8B_MAGIC_AVXVNNI 0
+#define PW_K_Q8B_MAGIC_AVX512VNNI 0
 #define PW_K_Q8B_BYTES(n_rows, k) ((n_rows) * ((k) / 32 * (32 + 4 + 4 + 32)))
 #define PW_K_Q8_ROW_BYTES(k) ((k) / 32 * (32 + 4 + 32))
 
 /* Quantizes rows [0, n_rows) of x[n_rows][k] (k % 32 == 0) into xa, in one
- * of the layouts above (pw_k_q8b_*: PW_K_Q8B_BYTES(n_rows, k) bytes;
- * pw_k_q8_*: n_rows * PW_K_Q8_ROW_BYTES(k)). */
+ * of the layouts above (pw_k_q8b_*: PW_K_Q8B_BYTES(n_rows, k) bytes, folds
+ * for weights of `type`; pw_k_q8_*: n_rows * PW_K_Q8_ROW_BYTES(k)). */
 #define PW_K_Q8_QUANTIZE_PARAMS (uint8_t * xa, const float *x, int64_t n_rows, int64_t k)
+#define PW_K_Q8B_QUANTIZE_PARAMS \
+    (uint8_t * xa, const float *x, int64_t n_rows, int64_t k, pw_dtype type)
 /* Columns [j0, j1) of y[T][N] = xa[T] . W[N]^T, W in blocks of `type` (one of
  * Q8_0, Q4_0, Q4_1), xa from the quantizer above with n_rows = n_tokens;
  * y's row stride is n. */
@@ -48,17 +76,17 @@
      int64_t k, int64_t j0, int64_t j1)
 
 void pw_k_q8_quantize_rows_generic PW_K_Q8_QUANTIZE_PARAMS;
-void pw_k_q8b_quantize_rows_generic PW_K_Q8_QUANTIZE_PARAMS;
+void pw_k_q8b_quantize_rows_generic PW_K_Q8B_QUANTIZE_PARAMS;
 void pw_k_qdot_run_generic PW_K_QDOT_PARAMS;
 #if PW_HAVE_FMA_KERNELS
 void pw_k_q8_quantize_rows_fma PW_K_Q8_QUANTIZE_PARAMS;
-void pw_k_q8b_quantize_rows_fma PW_K_Q8_QUANTIZE_PARAMS;
+void pw_k_q8b_quantize_rows_fma PW_K_Q8B_QUANTIZE_PARAMS;
 void pw_k_qdot_run_fma PW_K_QDOT_PARAMS;
 void pw_k_q8_quantize_rows_avxvnni PW_K_Q8_QUANTIZE_PARAMS;
-void pw_k_q8b_quantize_rows_avxvnni PW_K_Q8_QUANTIZE_PARAMS;
+void pw_k_q8b_quantize_rows_avxvnni PW_K_Q8B_QUANTIZE_PARAMS;
 void pw_k_qdot_run_avxvnni PW_K_QDOT_PARAMS;
 void pw_k_q8_quantize_rows_avx512vnni PW_K_Q8_QUANTIZE_PARAMS;
-void pw_k_q8b_quantize_rows_avx512vnni PW_K_Q8_QUANTIZE_PARAMS;
+void pw_k_q8b_quantize_rows_avx512vnni PW_K_Q8B_QUANTIZE_PARAMS;
 void pw_k_qdot_run_avx512vnni PW_K_QDOT_PARAMS;
 #endif
 

@@ -1,0 +1,144 @@
+/* The driver of kbench_ab.sh: the base commit's quantizer + tile code
+ * (kb_old_*) against the working tree's copy, per SmolLM2-135M shape, one
+ * thread, calls alternated; prints the medians of thread CPU time per call
+ * (quantize + product) and new / old, and whether the output bits agree. */
+#include "ops/cpu/isa.h"
+#include "ops/cpu/matmul_quant_isa.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* The base's quantizer: told the weight type since the folds differ by it
+ * (KB_OLD_TYPED, set by the script), or not. */
+#ifdef KB_OLD_TYPED
+void kb_old_quant(uint8_t *xa, const float *x, int64_t n_rows, int64_t k, pw_dtype type);
+#define OLD_QUANT(xa, x, n, k, type) kb_old_quant(xa, x, n, k, type)
+#else
+void kb_old_quant(uint8_t *xa, const float *x, int64_t n_rows, int64_t k);
+#define OLD_QUANT(xa, x, n, k, type) kb_old_quant(xa, x, n, k)
+#endif
+void kb_old_qdot(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type, int64_t n_tokens,
+                 int64_t n, int64_t k, int64_t j0, int64_t j1);
+
+#if defined(KB_COPY_avxvnni)
+#define NEW_QUANT pw_k_q8b_quantize_rows_avxvnni
+#define NEW_QDOT pw_k_qdot_run_avxvnni
+#elif defined(KB_COPY_avx512vnni)
+#define NEW_QUANT pw_k_q8b_quantize_rows_avx512vnni
+#define NEW_QDOT pw_k_qdot_run_avx512vnni
+#else
+#define NEW_QUANT pw_k_q8b_quantize_rows_fma
+#define NEW_QDOT pw_k_qdot_run_fma
+#endif
+
+static uint32_t rng = 12345u;
+static uint32_t next(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 17;
+    rng ^= rng << 5;
+    return rng;
+}
+
+static uint8_t *weights(pw_dtype type, int64_t n, int64_t k) {
+    int64_t bb = pw_dtype_block_bytes(type), nb = n * (k / 32);
+    uint8_t *w = malloc((size_t)(nb * bb));
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *blk = w + b * bb;
+        for (int64_t i = 0; i < bb; i++) blk[i] = (uint8_t)next();
+        for (int h = 0; h < (type == PW_Q4_1 ? 2 : 1); h++) {
+            uint32_t r = next();
+            uint16_t v =
+                (uint16_t)(((r & 1) << 15) | ((6 + (r >> 1) % 5) << 10) | ((r >> 8) & 0x3FF));
+            memcpy(blk + 2 * h, &v, 2);
+        }
+    }
+    return w;
+}
+
+static double thread_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct shape {
+    const char *name;
+    pw_dtype type;
+    int64_t n, k, t;
+} shape;
+
+int main(int argc, char **argv) {
+    int rounds = argc > 1 ? atoi(argv[1]) : 15;
+    const char *filter = argc > 2 && argv[2][0] ? argv[2] : NULL;
+    static const shape shapes[] = {
+        {"q/o", PW_Q4_1, 576, 576, 128},      {"k/v", PW_Q4_1, 192, 576, 128},
+        {"gate/up", PW_Q4_1, 1536, 576, 128}, {"down", PW_Q4_1, 576, 1536, 128},
+        {"q/o", PW_Q4_1, 576, 576, 16},       {"k/v", PW_Q4_1, 192, 576, 16},
+        {"gate/up", PW_Q4_1, 1536, 576, 16},  {"down", PW_Q4_1, 576, 1536, 16},
+        {"lmhead", PW_Q8_0, 49152, 576, 16},  {"lmhead", PW_Q8_0, 49152, 576, 1},
+        {"gate/up", PW_Q4_1, 1536, 576, 1},   {"down", PW_Q4_1, 576, 1536, 1},
+        {"gate/up", PW_Q4_1, 1536, 576, 4},   {"gate/up", PW_Q4_1, 1536, 576, 7},
+        {"gate/up", PW_Q4_0, 1536, 576, 16},  {"gate/up", PW_Q8_0, 1536, 576, 16},
+        {"gate/up", PW_Q8_0, 1536, 576, 4},
+    };
+    printf("%-8s %-5s %11s %4s %11s %11s %7s %s\n", "shape", "type", "N x K", "T", "old us",
+           "new us", "new/old", "bits");
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const shape *sh = &shapes[s];
+        const char *tn = sh->type == PW_Q8_0 ? "q8_0" : sh->type == PW_Q4_0 ? "q4_0" : "q4_1";
+        char label[64];
+        snprintf(label, sizeof label, "%s/%s/%lld", sh->name, tn, (long long)sh->t);
+        if (filter && !strstr(label, filter)) continue;
+        uint8_t *w = weights(sh->type, sh->n, sh->k);
+        float *x = malloc((size_t)(sh->t * sh->k) * sizeof *x);
+        for (int64_t i = 0; i < sh->t * sh->k; i++) x[i] = (float)((int32_t)next() % 20000) * 1e-4f;
+        size_t xab = (size_t)(sh->t * (sh->k / 32) * 256); /* ample for either layout */
+        uint8_t *xa_old = malloc(xab), *xa_new = malloc(xab);
+        float *y_old = malloc((size_t)(sh->t * sh->n) * sizeof(float));
+        float *y_new = malloc((size_t)(sh->t * sh->n) * sizeof(float));
+        double macs = (double)sh->t * (double)sh->n * (double)sh->k;
+        int calls = (int)(1.5e7 / macs); /* ~1 ms per timed batch of calls */
+        if (calls < 1) calls = 1;
+        double *to = malloc((size_t)rounds * sizeof *to);
+        double *tn_ = malloc((size_t)rounds * sizeof *tn_);
+        for (int r = -1; r < rounds; r++) { /* r = -1: warm-up */
+            for (int side = 0; side < 2; side++) {
+                int is_new = (side + (r & 1)) & 1; /* order flipped every round */
+                double t0 = thread_ns();
+                for (int c = 0; c < calls; c++) {
+                    if (is_new) {
+                        NEW_QUANT(xa_new, x, sh->t, sh->k, sh->type);
+                        NEW_QDOT(y_new, xa_new, w, sh->type, sh->t, sh->n, sh->k, 0, sh->n);
+                    } else {
+                        OLD_QUANT(xa_old, x, sh->t, sh->k, sh->type);
+                        kb_old_qdot(y_old, xa_old, w, sh->type, sh->t, sh->n, sh->k, 0, sh->n);
+                    }
+                }
+                double dt = (thread_ns() - t0) / calls / 1e3;
+                if (r >= 0) (is_new ? tn_ : to)[r] = dt;
+            }
+        }
+        bool same = memcmp(y_old, y_new, (size_t)(sh->t * sh->n) * sizeof(float)) == 0;
+        /* per-round ratios, then medians */
+        double *ratio = malloc((size_t)rounds * sizeof *ratio);
+        for (int r = 0; r < rounds; r++) ratio[r] = tn_[r] / to[r];
+        qsort(to, (size_t)rounds, sizeof *to, cmp_double);
+        qsort(tn_, (size_t)rounds, sizeof *tn_, cmp_double);
+        qsort(ratio, (size_t)rounds, sizeof *ratio, cmp_double);
+        printf("%-8s %-5s %5lldx%-5lld %4lld %11.1f %11.1f %7.3f %s (pairs %.3f-%.3f)\n",
+               sh->name, tn, (long long)sh->n, (long long)sh->k, (long long)sh->t,
+               to[rounds / 2], tn_[rounds / 2], ratio[rounds / 2], same ? "same" : "DIFFER",
+               ratio[rounds / 4], ratio[rounds - 1 - rounds / 4]);
+        fflush(stdout);
+        free(ratio), free(to), free(tn_), free(w), free(x), free(xa_old), free(xa_new), free(y_old),
+            free(y_new);
+    }
+    return 0;
+}
