@@ -1,11 +1,8 @@
 /* A microbenchmark of the quantized matmul's copies on SmolLM2-135M's
  * shapes, for A/B comparisons of kernel changes (BENCHMARKS.md, "AVX2 Q4_1
- * kernels (session 6)"). Not part of the build: compiled by hand against
- * the static library, e.g.
+ * kernels (session 6)"). Built as build/pw_kbench_matmul_quant:
  *
- *   cc -O2 -Isrc -Iinclude -Ibuild bench/kernels/kbench_matmul_quant.c \
- *      build/src/libpiecewise.a -lpthread -lm -o /tmp/kbench
- *   /tmp/kbench [avx2|avxvnni|avx512vnni|generic] [reps] [filter]
+ *   build/pw_kbench_matmul_quant [avx2|avxvnni|avx512vnni|generic] [reps] [filter]
  *
  * (bench/kernels/kbench_ab.sh is the A/B harness; this one times one
  * library.) For each (type, N x K, T) it runs pw_k_matmul_quant_with on one thread
@@ -13,7 +10,9 @@
  * and median thread CPU time per call in microseconds, plus a hash of the
  * output bits so that two binaries can be checked to agree. Weights and
  * activations are pseudo-random (fixed seed), scales normal halves. */
-#define _GNU_SOURCE /* clock_gettime, CLOCK_THREAD_CPUTIME_ID under -std=c11 */
+#ifndef _GNU_SOURCE /* the CMake build defines it; a hand build may not */
+#define _GNU_SOURCE      /* clock_gettime, CLOCK_THREAD_CPUTIME_ID under -std=c11 */
+#endif
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/matmul_quant_isa.h"
 

@@ -3,12 +3,10 @@
  * (default 128, a prefill chunk): per shape the median and the fastest CPU
  * time of one product (quantizing the activations included), GMAC/s, and
  * from the layer counts each shape's share of the model's matmul time.
- * Not built by CMake (a tool for kernel work; the files directly in bench/
- * are the CLI's): build it against a Release build's static libraries,
- *   cc -O2 -march=native -Isrc -Isrc/core -Ibuild -Iinclude \
- *      bench/micro/kquant_shapes.c build/libpw_ops.a build/libpw_core.a \
- *      build/libpw_mem.a -lm -lpthread -o /tmp/kqs
- *   /tmp/kqs [T] [repeats] [copy: 3 avx512vnni, 2 avxvnni, 1 avx2, 0 generic] [name filter]
+ * Built as build/pw_kquant_shapes (the files directly in bench/ are the
+ * CLI's):
+ *   build/pw_kquant_shapes [T] [repeats] [copy: 3 avx512vnni, 2 avxvnni,
+ *                          1 avx2, 0 generic] [name filter]
  * The weights are random blocks with sane scales: the bits do not matter
  * here, only the time. The machine is shared and noisy: compare builds by
  * running them alternately, and read the fastest times beside the medians. */
