@@ -4,6 +4,7 @@
  * (quantize + product) and new / old, and whether the output bits agree. */
 #include "ops/cpu/isa.h"
 #include "ops/cpu/matmul_quant_isa.h"
+#include "kbench_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,72 +34,19 @@ void kb_old_qdot(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type, i
 #define NEW_QDOT pw_k_qdot_run_fma
 #endif
 
-static uint32_t rng = 12345u;
-static uint32_t next(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 17;
-    rng ^= rng << 5;
-    return rng;
-}
-
-static uint8_t *weights(pw_dtype type, int64_t n, int64_t k) {
-    int64_t bb = pw_dtype_block_bytes(type), nb = n * (k / 32);
-    uint8_t *w = malloc((size_t)(nb * bb));
-    for (int64_t b = 0; b < nb; b++) {
-        uint8_t *blk = w + b * bb;
-        for (int64_t i = 0; i < bb; i++) blk[i] = (uint8_t)next();
-        for (int h = 0; h < (type == PW_Q4_1 ? 2 : 1); h++) {
-            uint32_t r = next();
-            uint16_t v =
-                (uint16_t)(((r & 1) << 15) | ((6 + (r >> 1) % 5) << 10) | ((r >> 8) & 0x3FF));
-            memcpy(blk + 2 * h, &v, 2);
-        }
-    }
-    return w;
-}
-
-static double thread_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-typedef struct shape {
-    const char *name;
-    pw_dtype type;
-    int64_t n, k, t;
-} shape;
-
 int main(int argc, char **argv) {
     int rounds = argc > 1 ? atoi(argv[1]) : 15;
     const char *filter = argc > 2 && argv[2][0] ? argv[2] : NULL;
-    static const shape shapes[] = {
-        {"q/o", PW_Q4_1, 576, 576, 128},      {"k/v", PW_Q4_1, 192, 576, 128},
-        {"gate/up", PW_Q4_1, 1536, 576, 128}, {"down", PW_Q4_1, 576, 1536, 128},
-        {"q/o", PW_Q4_1, 576, 576, 16},       {"k/v", PW_Q4_1, 192, 576, 16},
-        {"gate/up", PW_Q4_1, 1536, 576, 16},  {"down", PW_Q4_1, 576, 1536, 16},
-        {"lmhead", PW_Q8_0, 49152, 576, 16},  {"lmhead", PW_Q8_0, 49152, 576, 1},
-        {"gate/up", PW_Q4_1, 1536, 576, 1},   {"down", PW_Q4_1, 576, 1536, 1},
-        {"gate/up", PW_Q4_1, 1536, 576, 4},   {"gate/up", PW_Q4_1, 1536, 576, 7},
-        {"gate/up", PW_Q4_0, 1536, 576, 16},  {"gate/up", PW_Q8_0, 1536, 576, 16},
-        {"gate/up", PW_Q8_0, 1536, 576, 4},
-    };
     printf("%-8s %-5s %11s %4s %11s %11s %7s %s\n", "shape", "type", "N x K", "T", "old us",
            "new us", "new/old", "bits");
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        const shape *sh = &shapes[s];
-        const char *tn = sh->type == PW_Q8_0 ? "q8_0" : sh->type == PW_Q4_0 ? "q4_0" : "q4_1";
+    for (size_t s = 0; s < KB_N_SMOLLM2_SHAPES; s++) {
+        const kb_shape *sh = &kb_smollm2_shapes[s];
+        const char *tn = kb_type_name(sh->type);
         char label[64];
         snprintf(label, sizeof label, "%s/%s/%lld", sh->name, tn, (long long)sh->t);
         if (filter && !strstr(label, filter)) continue;
-        uint8_t *w = weights(sh->type, sh->n, sh->k);
-        float *x = malloc((size_t)(sh->t * sh->k) * sizeof *x);
-        for (int64_t i = 0; i < sh->t * sh->k; i++) x[i] = (float)((int32_t)next() % 20000) * 1e-4f;
+        uint8_t *w = kb_weights(sh->type, sh->n, sh->k);
+        float *x = kb_activations(sh->t * sh->k);
         size_t xab = (size_t)(sh->t * (sh->k / 32) * 256); /* ample for either layout */
         uint8_t *xa_old = malloc(xab), *xa_new = malloc(xab);
         float *y_old = malloc((size_t)(sh->t * sh->n) * sizeof(float));
@@ -111,7 +59,7 @@ int main(int argc, char **argv) {
         for (int r = -1; r < rounds; r++) { /* r = -1: warm-up */
             for (int side = 0; side < 2; side++) {
                 int is_new = (side + (r & 1)) & 1; /* order flipped every round */
-                double t0 = thread_ns();
+                double t0 = kb_thread_us();
                 for (int c = 0; c < calls; c++) {
                     if (is_new) {
                         NEW_QUANT(xa_new, x, sh->t, sh->k, sh->type);
@@ -121,7 +69,7 @@ int main(int argc, char **argv) {
                         kb_old_qdot(y_old, xa_old, w, sh->type, sh->t, sh->n, sh->k, 0, sh->n);
                     }
                 }
-                double dt = (thread_ns() - t0) / calls / 1e3;
+                double dt = (kb_thread_us() - t0) / calls;
                 if (r >= 0) (is_new ? tn_ : to)[r] = dt;
             }
         }
@@ -129,9 +77,9 @@ int main(int argc, char **argv) {
         /* per-round ratios, then medians */
         double *ratio = malloc((size_t)rounds * sizeof *ratio);
         for (int r = 0; r < rounds; r++) ratio[r] = tn_[r] / to[r];
-        qsort(to, (size_t)rounds, sizeof *to, cmp_double);
-        qsort(tn_, (size_t)rounds, sizeof *tn_, cmp_double);
-        qsort(ratio, (size_t)rounds, sizeof *ratio, cmp_double);
+        qsort(to, (size_t)rounds, sizeof *to, kb_cmp_double);
+        qsort(tn_, (size_t)rounds, sizeof *tn_, kb_cmp_double);
+        qsort(ratio, (size_t)rounds, sizeof *ratio, kb_cmp_double);
         printf("%-8s %-5s %5lldx%-5lld %4lld %11.1f %11.1f %7.3f %s (pairs %.3f-%.3f)\n",
                sh->name, tn, (long long)sh->n, (long long)sh->k, (long long)sh->t,
                to[rounds / 2], tn_[rounds / 2], ratio[rounds / 2], same ? "same" : "DIFFER",

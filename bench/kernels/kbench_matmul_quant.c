@@ -15,57 +15,12 @@
 #endif
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/matmul_quant_isa.h"
+#include "kbench_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static uint32_t rng = 12345u;
-static uint32_t next(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 17;
-    rng ^= rng << 5;
-    return rng;
-}
-
-static uint16_t rhalf(void) { /* normal, magnitude about 2^-9 .. 2^-5, either sign */
-    uint32_t r = next();
-    return (uint16_t)(((r & 1) << 15) | ((6 + (r >> 1) % 5) << 10) | ((r >> 8) & 0x3FF));
-}
-
-static uint8_t *weights(pw_dtype type, int64_t n, int64_t k) {
-    int64_t bb = pw_dtype_block_bytes(type), nb = n * (k / 32);
-    uint8_t *w = malloc((size_t)(nb * bb));
-    for (int64_t b = 0; b < nb; b++) {
-        uint8_t *blk = w + b * bb;
-        for (int64_t i = 0; i < bb; i++) blk[i] = (uint8_t)next();
-        uint16_t h = rhalf();
-        memcpy(blk, &h, 2);
-        if (type == PW_Q4_1) {
-            h = rhalf();
-            memcpy(blk + 2, &h, 2);
-        }
-    }
-    return w;
-}
-
-static double thread_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-typedef struct shape {
-    const char *name;
-    pw_dtype type;
-    int64_t n, k, t;
-} shape;
 
 int main(int argc, char **argv) {
     pw_k_int8_isa level = PW_K_INT8_AVX2;
@@ -81,28 +36,16 @@ int main(int argc, char **argv) {
         return 1;
     }
     pw_set_num_threads(1);
-    static const shape shapes[] = {
-        {"q/o", PW_Q4_1, 576, 576, 128},    {"k/v", PW_Q4_1, 192, 576, 128},
-        {"gate/up", PW_Q4_1, 1536, 576, 128}, {"down", PW_Q4_1, 576, 1536, 128},
-        {"q/o", PW_Q4_1, 576, 576, 16},     {"k/v", PW_Q4_1, 192, 576, 16},
-        {"gate/up", PW_Q4_1, 1536, 576, 16}, {"down", PW_Q4_1, 576, 1536, 16},
-        {"lmhead", PW_Q8_0, 49152, 576, 16}, {"lmhead", PW_Q8_0, 49152, 576, 1},
-        {"gate/up", PW_Q4_1, 1536, 576, 1},  {"down", PW_Q4_1, 576, 1536, 1},
-        {"gate/up", PW_Q4_0, 1536, 576, 16}, {"gate/up", PW_Q8_0, 1536, 576, 16},
-        {"gate/up", PW_Q4_1, 1536, 576, 4},
-    };
     printf("%-8s %-5s %11s %4s %10s %10s %18s\n", "shape", "type", "N x K", "T", "best us",
            "median us", "hash");
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        const shape *sh = &shapes[s];
-        const char *tn = sh->type == PW_Q8_0 ? "q8_0" : sh->type == PW_Q4_0 ? "q4_0" : "q4_1";
+    for (size_t s = 0; s < KB_N_SMOLLM2_SHAPES; s++) {
+        const kb_shape *sh = &kb_smollm2_shapes[s];
+        const char *tn = kb_type_name(sh->type);
         char label[64];
         snprintf(label, sizeof label, "%s/%s/%lld", sh->name, tn, (long long)sh->t);
         if (filter && !strstr(label, filter)) continue;
-        uint8_t *w = weights(sh->type, sh->n, sh->k);
-        float *x = malloc((size_t)(sh->t * sh->k) * sizeof *x);
-        for (int64_t i = 0; i < sh->t * sh->k; i++)
-            x[i] = (float)((int32_t)next() % 20000) * 1e-4f;
+        uint8_t *w = kb_weights(sh->type, sh->n, sh->k);
+        float *x = kb_activations(sh->t * sh->k);
         float *y = malloc((size_t)(sh->t * sh->n) * sizeof *y);
         double macs = (double)sh->t * (double)sh->n * (double)sh->k;
         int calls = (int)(2e8 / macs);
@@ -111,14 +54,14 @@ int main(int argc, char **argv) {
         pw_k_matmul_quant_with(level, y, x, w, sh->type, sh->t, sh->n, sh->k); /* warm */
         double *per = malloc((size_t)reps * sizeof *per);
         for (int r = 0; r < reps; r++) {
-            double t0 = thread_us();
+            double t0 = kb_thread_us();
             for (int c = 0; c < calls; c++)
                 pw_k_matmul_quant_with(level, y, x, w, sh->type, sh->t, sh->n, sh->k);
-            per[r] = (thread_us() - t0) / calls;
+            per[r] = (kb_thread_us() - t0) / calls;
         }
         double best = per[0];
         for (int r = 1; r < reps; r++) best = per[r] < best ? per[r] : best;
-        qsort(per, (size_t)reps, sizeof *per, cmp_double);
+        qsort(per, (size_t)reps, sizeof *per, kb_cmp_double);
         uint64_t hash = 1469598103934665603ull;
         const uint8_t *yb = (const uint8_t *)y;
         for (size_t i = 0; i < (size_t)(sh->t * sh->n) * sizeof *y; i++)

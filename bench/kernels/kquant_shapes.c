@@ -12,52 +12,12 @@
  * running them alternately, and read the fastest times beside the medians. */
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/matmul_quant_isa.h"
+#include "kbench_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static uint32_t rng = 12345;
-static uint32_t next(void) {
-    rng = rng * 1664525u + 1013904223u;
-    return rng >> 8;
-}
-
-static void put_half(uint8_t *p, float lo) {
-    /* a normal half around lo: exponent 2^-7..2^-6 */
-    uint16_t h = (uint16_t)((8u << 10) | (next() & 0x3FF));
-    (void)lo;
-    p[0] = (uint8_t)h;
-    p[1] = (uint8_t)(h >> 8);
-}
-
-static uint8_t *blocks(pw_dtype type, int64_t n, int64_t k) {
-    int64_t be = pw_dtype_block_elems(type), bb = pw_dtype_block_bytes(type);
-    int64_t nb = n * (k / be);
-    uint8_t *w = malloc((size_t)(nb * bb));
-    for (int64_t b = 0; b < nb; b++) {
-        uint8_t *blk = w + b * bb;
-        for (int64_t i = 0; i < bb; i++) blk[i] = (uint8_t)next();
-        if (type == PW_Q6_K) put_half(blk + 208, 0);
-        else {
-            put_half(blk, 0);
-            if (type != PW_Q5_0 && type != PW_Q8_0) put_half(blk + 2, 0);
-        }
-    }
-    return w;
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 typedef struct shape {
     const char *name;
@@ -71,6 +31,7 @@ int main(int argc, char **argv) {
     int reps = argc > 2 ? atoi(argv[2]) : 15;
     int isa = argc > 3 ? atoi(argv[3]) : 3;
     const char *only = argc > 4 ? argv[4] : NULL;
+    pw_set_num_threads(1); /* the thread's CPU time is the product's */
     const shape shapes[] = {
         {"attn_q Q5_0", PW_Q5_0, 1024, 640, 18},   {"attn_k Q5_0", PW_Q5_0, 256, 640, 18},
         {"attn_v Q5_0", PW_Q5_0, 256, 640, 9},     {"ffn_gate Q5_0", PW_Q5_0, 2048, 640, 18},
@@ -83,17 +44,16 @@ int main(int argc, char **argv) {
         const shape *sh = &shapes[s];
         med[s] = 0;
         if (only && !strstr(sh->name, only)) continue;
-        uint8_t *w = blocks(sh->type, sh->n, sh->k);
-        float *x = malloc((size_t)(T * sh->k) * sizeof *x), *y = malloc((size_t)(T * sh->n) * sizeof *y);
-        for (int64_t i = 0; i < T * sh->k; i++) x[i] = (float)((int)(next() % 2001) - 1000) / 700.0f;
+        uint8_t *w = kb_weights(sh->type, sh->n, sh->k);
+        float *x = kb_activations(T * sh->k), *y = malloc((size_t)(T * sh->n) * sizeof *y);
         double t[256];
         pw_k_matmul_kquant_with((pw_k_int8_isa)isa, y, x, w, sh->type, T, sh->n, sh->k);
         for (int r = 0; r < reps && r < 256; r++) {
-            double t0 = now();
+            double t0 = kb_thread_us() * 1e-6;
             pw_k_matmul_kquant_with((pw_k_int8_isa)isa, y, x, w, sh->type, T, sh->n, sh->k);
-            t[r] = now() - t0;
+            t[r] = kb_thread_us() * 1e-6 - t0;
         }
-        qsort(t, (size_t)(reps < 256 ? reps : 256), sizeof t[0], cmp);
+        qsort(t, (size_t)(reps < 256 ? reps : 256), sizeof t[0], kb_cmp_double);
         med[s] = t[reps / 2];
         mins[s] = t[0];
         total += med[s] * sh->layers;

@@ -1,0 +1,98 @@
+/* What the kernel microbenchmarks in bench/kernels/ share: a fixed-seed
+ * generator, weight blocks of random bytes with sane scales (the bits of
+ * the products do not matter here, only their time), activations, the
+ * thread's CPU clock, a double comparison for qsort and the SmolLM2-135M
+ * shapes. Header-only: kbench_ab.sh compiles kbench_ab.c by itself. */
+#ifndef PW_BENCH_KBENCH_UTIL_H
+#define PW_BENCH_KBENCH_UTIL_H
+
+#include "ops/cpu/kernels.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static uint32_t kb_rng = 12345u;
+
+static inline uint32_t kb_next(void) { /* xorshift32 */
+    kb_rng ^= kb_rng << 13;
+    kb_rng ^= kb_rng >> 17;
+    kb_rng ^= kb_rng << 5;
+    return kb_rng;
+}
+
+/* A normal half of magnitude about 2^-9 .. 2^-5, either sign, at p. */
+static inline void kb_put_half(uint8_t *p) {
+    uint32_t r = kb_next();
+    uint16_t h = (uint16_t)(((r & 1) << 15) | ((6 + (r >> 1) % 5) << 10) | ((r >> 8) & 0x3FF));
+    memcpy(p, &h, sizeof h);
+}
+
+/* n x k weights of `type` (n * k / block elements blocks): random bytes,
+ * then the block's f16 scales made normal (d at 0, and m or dmin at 2 for
+ * Q4_1 and Q4_K/Q5_K; Q6_K's d sits at the end of its block). */
+static inline uint8_t *kb_weights(pw_dtype type, int64_t n, int64_t k) {
+    int64_t be = pw_dtype_block_elems(type), bb = pw_dtype_block_bytes(type);
+    int64_t nb = n * (k / be);
+    uint8_t *w = malloc((size_t)(nb * bb));
+    if (!w) abort();
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *blk = w + b * bb;
+        for (int64_t i = 0; i < bb; i++) blk[i] = (uint8_t)kb_next();
+        if (type == PW_Q6_K) {
+            kb_put_half(blk + bb - 2);
+        } else {
+            kb_put_half(blk);
+            if (type == PW_Q4_1 || type == PW_Q4_K || type == PW_Q5_K) kb_put_half(blk + 2);
+        }
+    }
+    return w;
+}
+
+/* n activations in [-1, 1). */
+static inline float *kb_activations(int64_t n) {
+    float *x = malloc((size_t)n * sizeof *x);
+    if (!x) abort();
+    for (int64_t i = 0; i < n; i++) x[i] = (float)((int32_t)(kb_next() % 20001) - 10000) * 1e-4f;
+    return x;
+}
+
+static inline double kb_thread_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+static inline int kb_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct kb_shape {
+    const char *name;
+    pw_dtype type;
+    int64_t n, k, t;
+} kb_shape;
+
+/* SmolLM2-135M's products: projections at prefill (T = 128), batched
+ * decode (16) and decode (1), the tied Q8_0 LM head, and a few other
+ * batch sizes and types. */
+static const kb_shape kb_smollm2_shapes[] = {
+    {"q/o", PW_Q4_1, 576, 576, 128},      {"k/v", PW_Q4_1, 192, 576, 128},
+    {"gate/up", PW_Q4_1, 1536, 576, 128}, {"down", PW_Q4_1, 576, 1536, 128},
+    {"q/o", PW_Q4_1, 576, 576, 16},       {"k/v", PW_Q4_1, 192, 576, 16},
+    {"gate/up", PW_Q4_1, 1536, 576, 16},  {"down", PW_Q4_1, 576, 1536, 16},
+    {"lmhead", PW_Q8_0, 49152, 576, 16},  {"lmhead", PW_Q8_0, 49152, 576, 1},
+    {"gate/up", PW_Q4_1, 1536, 576, 1},   {"down", PW_Q4_1, 576, 1536, 1},
+    {"gate/up", PW_Q4_1, 1536, 576, 4},   {"gate/up", PW_Q4_1, 1536, 576, 7},
+    {"gate/up", PW_Q4_0, 1536, 576, 16},  {"gate/up", PW_Q8_0, 1536, 576, 16},
+    {"gate/up", PW_Q8_0, 1536, 576, 4},
+};
+#define KB_N_SMOLLM2_SHAPES (sizeof kb_smollm2_shapes / sizeof kb_smollm2_shapes[0])
+
+static inline const char *kb_type_name(pw_dtype type) {
+    return type == PW_Q8_0 ? "q8_0" : type == PW_Q4_0 ? "q4_0" : "q4_1";
+}
+
+#endif
