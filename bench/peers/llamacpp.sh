@@ -329,7 +329,9 @@ cpu_model() {
     echo "${m:-unknown CPU}"
 }
 
-cpu_has() { grep -m1 '^flags' "$CPUINFO" 2>/dev/null | grep -qw -- "$1"; }
+# (a here-string, not a pipe: under pipefail, grep -q exiting early could
+# fail the pipeline by SIGPIPE)
+cpu_has() { grep -qw -- "$1" <<<"$(grep -m1 '^flags' "$CPUINFO" 2>/dev/null)"; }
 
 # What the CPU has beyond AVX2, for the header.
 cpu_extras() {
