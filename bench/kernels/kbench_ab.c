@@ -35,16 +35,15 @@ void kb_old_qdot(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type, i
 #endif
 
 int main(int argc, char **argv) {
-    int rounds = argc > 1 ? atoi(argv[1]) : 15;
-    const char *filter = argc > 2 && argv[2][0] ? argv[2] : NULL;
+    long rounds = 15;
+    if (argc > 1 && !kb_parse_int("kbench_ab", "rounds", argv[1], 1, 1000, &rounds)) return 2;
+    const char *filter = argc > 2 ? argv[2] : NULL;
     printf("%-8s %-5s %11s %4s %11s %11s %7s %s\n", "shape", "type", "N x K", "T", "old us",
            "new us", "new/old", "bits");
     for (size_t s = 0; s < KB_N_SMOLLM2_SHAPES; s++) {
         const kb_shape *sh = &kb_smollm2_shapes[s];
+        if (!kb_shape_selected(sh, filter)) continue;
         const char *tn = kb_type_name(sh->type);
-        char label[64];
-        snprintf(label, sizeof label, "%s/%s/%lld", sh->name, tn, (long long)sh->t);
-        if (filter && !strstr(label, filter)) continue;
         uint8_t *w = kb_weights(sh->type, sh->n, sh->k);
         float *x = kb_activations(sh->t * sh->k);
         size_t xab = (size_t)(sh->t * (sh->k / 32) * 256); /* ample for either layout */

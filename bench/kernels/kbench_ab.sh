@@ -36,7 +36,8 @@ cc -I"$TMP" $CF $FLAGS $REN -c "$TMP/ops/cpu/matmul_quant_$COPY.c" -o "$TMP/old.
 TYPED=
 if grep -q PW_K_Q8B_QUANTIZE_PARAMS "$TMP/ops/cpu/matmul_quant_isa.h"; then TYPED=-DKB_OLD_TYPED; fi
 cc $CF -DKB_COPY_$COPY $TYPED -c "$HERE/bench/kernels/kbench_ab.c" -o "$TMP/ab.o"
-cc "$TMP/ab.o" "$TMP/old.o" "$HERE/build/libpw_ops.a" "$HERE/build/libpw_backend.a" \
-    "$HERE/build/libpw_core.a" "$HERE/build/libpw_mem.a" "$HERE/build/libpw_ops_cuda.a" \
-    -lpthread -lm -o "$TMP/ab" 2>&1 | grep -v 'warning' || true
+# libpw_ops_cuda.a exists only where nvcc built it
+libs=("$HERE/build/libpw_ops.a" "$HERE/build/libpw_backend.a" "$HERE/build/libpw_core.a" "$HERE/build/libpw_mem.a")
+[[ -e $HERE/build/libpw_ops_cuda.a ]] && libs+=("$HERE/build/libpw_ops_cuda.a")
+cc "$TMP/ab.o" "$TMP/old.o" "${libs[@]}" -lpthread -lm -o "$TMP/ab"
 "$TMP/ab" "$ROUNDS" "$FILTER"

@@ -2,7 +2,7 @@
  * shapes, for A/B comparisons of kernel changes (BENCHMARKS.md, "AVX2 Q4_1
  * kernels (session 6)"). Built as build/pw_kbench_matmul_quant:
  *
- *   build/pw_kbench_matmul_quant [avx2|avxvnni|avx512vnni|generic] [reps] [filter]
+ *   build/pw_kbench_matmul_quant [avx2|avx-vnni|avx512-vnni|generic] [reps] [filter]
  *
  * (bench/kernels/kbench_ab.sh is the A/B harness; this one times one
  * library.) For each (type, N x K, T) it runs pw_k_matmul_quant_with on one thread
@@ -23,27 +23,19 @@
 #include <time.h>
 
 int main(int argc, char **argv) {
+    static const char prog[] = "pw_kbench_matmul_quant";
     pw_k_int8_isa level = PW_K_INT8_AVX2;
-    if (argc > 1) {
-        if (!strcmp(argv[1], "generic")) level = PW_K_INT8_GENERIC;
-        else if (!strcmp(argv[1], "avxvnni")) level = PW_K_INT8_AVXVNNI;
-        else if (!strcmp(argv[1], "avx512vnni")) level = PW_K_INT8_AVX512VNNI;
-    }
-    int reps = argc > 2 ? atoi(argv[2]) : 5;
+    long reps = 5;
+    if (argc > 1 && !kb_parse_isa(prog, argv[1], &level)) return 2;
+    if (argc > 2 && !kb_parse_int(prog, "reps", argv[2], 1, 1000, &reps)) return 2;
     const char *filter = argc > 3 ? argv[3] : NULL;
-    if (!pw_k_isa_int8_runs(level)) {
-        fprintf(stderr, "this CPU does not run %s\n", pw_k_isa_int8_name(level));
-        return 1;
-    }
     pw_set_num_threads(1);
     printf("%-8s %-5s %11s %4s %10s %10s %18s\n", "shape", "type", "N x K", "T", "best us",
            "median us", "hash");
     for (size_t s = 0; s < KB_N_SMOLLM2_SHAPES; s++) {
         const kb_shape *sh = &kb_smollm2_shapes[s];
+        if (!kb_shape_selected(sh, filter)) continue;
         const char *tn = kb_type_name(sh->type);
-        char label[64];
-        snprintf(label, sizeof label, "%s/%s/%lld", sh->name, tn, (long long)sh->t);
-        if (filter && !strstr(label, filter)) continue;
         uint8_t *w = kb_weights(sh->type, sh->n, sh->k);
         float *x = kb_activations(sh->t * sh->k);
         float *y = malloc((size_t)(sh->t * sh->n) * sizeof *y);

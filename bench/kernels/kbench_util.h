@@ -6,9 +6,13 @@
 #ifndef PW_BENCH_KBENCH_UTIL_H
 #define PW_BENCH_KBENCH_UTIL_H
 
+#include "ops/cpu/isa.h"
 #include "ops/cpu/kernels.h"
 
+#include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -93,6 +97,48 @@ static const kb_shape kb_smollm2_shapes[] = {
 
 static inline const char *kb_type_name(pw_dtype type) {
     return type == PW_Q8_0 ? "q8_0" : type == PW_Q4_0 ? "q4_0" : "q4_1";
+}
+
+/* The copy named by `name` (pw_k_isa_int8_name's names: generic, avx2,
+ * avx-vnni, avx512-vnni) into *out; false, with a message on stderr, when
+ * the name is unknown or this CPU cannot run that copy. */
+static inline bool kb_parse_isa(const char *prog, const char *name, pw_k_int8_isa *out) {
+    for (int l = PW_K_INT8_GENERIC; l <= PW_K_INT8_AVX512VNNI; l++) {
+        if (strcmp(name, pw_k_isa_int8_name((pw_k_int8_isa)l)) != 0) continue;
+        if (!pw_k_isa_int8_runs((pw_k_int8_isa)l)) {
+            fprintf(stderr, "%s: this CPU does not run the %s copy\n", prog, name);
+            return false;
+        }
+        *out = (pw_k_int8_isa)l;
+        return true;
+    }
+    fprintf(stderr, "%s: unknown copy '%s' (generic, avx2, avx-vnni or avx512-vnni)\n", prog,
+            name);
+    return false;
+}
+
+/* A whole number from lo to hi in *out; false, with a message, otherwise. */
+static inline bool kb_parse_int(const char *prog, const char *what, const char *s, long lo,
+                                long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "%s: %s '%s': expected a whole number from %ld to %ld\n", prog, what, s,
+                lo, hi);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* Whether shape `sh`, labelled name/type/T, contains `filter` (NULL or
+ * empty: every shape). */
+static inline bool kb_shape_selected(const kb_shape *sh, const char *filter) {
+    if (!filter || !filter[0]) return true;
+    char label[64];
+    snprintf(label, sizeof label, "%s/%s/%lld", sh->name, kb_type_name(sh->type), (long long)sh->t);
+    return strstr(label, filter) != NULL;
 }
 
 #endif

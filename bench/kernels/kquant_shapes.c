@@ -5,8 +5,8 @@
  * from the layer counts each shape's share of the model's matmul time.
  * Built as build/pw_kquant_shapes (the files directly in bench/ are the
  * CLI's):
- *   build/pw_kquant_shapes [T] [repeats] [copy: 3 avx512vnni, 2 avxvnni,
- *                          1 avx2, 0 generic] [name filter]
+ *   build/pw_kquant_shapes [T] [repeats] [copy: generic, avx2, avx-vnni,
+ *                          avx512-vnni; default the best this CPU runs] [name filter]
  * The weights are random blocks with sane scales: the bits do not matter
  * here, only the time. The machine is shared and noisy: compare builds by
  * running them alternately, and read the fastest times beside the medians. */
@@ -19,6 +19,8 @@
 #include <string.h>
 #include <time.h>
 
+#define MAX_REPS 256 /* timings kept per shape */
+
 typedef struct shape {
     const char *name;
     pw_dtype type;
@@ -27,9 +29,12 @@ typedef struct shape {
 } shape;
 
 int main(int argc, char **argv) {
-    int64_t T = argc > 1 ? atoll(argv[1]) : 128;
-    int reps = argc > 2 ? atoi(argv[2]) : 15;
-    int isa = argc > 3 ? atoi(argv[3]) : 3;
+    static const char prog[] = "pw_kquant_shapes";
+    long T = 128, reps = 15;
+    pw_k_int8_isa isa = pw_k_isa_int8();
+    if (argc > 1 && !kb_parse_int(prog, "T", argv[1], 1, 4096, &T)) return 2;
+    if (argc > 2 && !kb_parse_int(prog, "repeats", argv[2], 1, MAX_REPS, &reps)) return 2;
+    if (argc > 3 && !kb_parse_isa(prog, argv[3], &isa)) return 2;
     const char *only = argc > 4 ? argv[4] : NULL;
     pw_set_num_threads(1); /* the thread's CPU time is the product's */
     const shape shapes[] = {
@@ -46,14 +51,14 @@ int main(int argc, char **argv) {
         if (only && !strstr(sh->name, only)) continue;
         uint8_t *w = kb_weights(sh->type, sh->n, sh->k);
         float *x = kb_activations(T * sh->k), *y = malloc((size_t)(T * sh->n) * sizeof *y);
-        double t[256];
-        pw_k_matmul_kquant_with((pw_k_int8_isa)isa, y, x, w, sh->type, T, sh->n, sh->k);
-        for (int r = 0; r < reps && r < 256; r++) {
+        double t[MAX_REPS];
+        pw_k_matmul_kquant_with(isa, y, x, w, sh->type, T, sh->n, sh->k);
+        for (int r = 0; r < reps; r++) {
             double t0 = kb_thread_us() * 1e-6;
-            pw_k_matmul_kquant_with((pw_k_int8_isa)isa, y, x, w, sh->type, T, sh->n, sh->k);
+            pw_k_matmul_kquant_with(isa, y, x, w, sh->type, T, sh->n, sh->k);
             t[r] = kb_thread_us() * 1e-6 - t0;
         }
-        qsort(t, (size_t)(reps < 256 ? reps : 256), sizeof t[0], kb_cmp_double);
+        qsort(t, (size_t)reps, sizeof t[0], kb_cmp_double);
         med[s] = t[reps / 2];
         mins[s] = t[0];
         total += med[s] * sh->layers;
@@ -61,7 +66,7 @@ int main(int argc, char **argv) {
         free(x);
         free(y);
     }
-    printf("T=%lld isa=%d reps=%d\n", (long long)T, isa, reps);
+    printf("T=%ld copy=%s repeats=%ld\n", T, pw_k_isa_int8_name(isa), reps);
     for (int s = 0; s < ns; s++) {
         const shape *sh = &shapes[s];
         if (med[s] == 0) continue;
