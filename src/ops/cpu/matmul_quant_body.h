@@ -89,12 +89,6 @@
 /* How far ahead (in columns) the batch tiles prefetch the weights. */
 #define PF_COLS 16
 
-MQ_INLINE pw_v8f mq_loadf(const float *p) {
-    pw_v8f v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
 /* IEEE half at p (little-endian) to float, exact. */
 MQ_INLINE float mq_half_portable(const uint8_t *p) {
     uint16_t h = (uint16_t)(p[0] | p[1] << 8);
