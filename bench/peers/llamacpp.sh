@@ -2,7 +2,7 @@
 # llama.cpp as a peer for piecewise's CPU path.
 #
 #   bench/peers/llamacpp.sh build [--isa native|avx2]
-#   bench/peers/llamacpp.sh compare [--repeats R] [--isa native|avx2] [--tokens N] MODEL.gguf
+#   bench/peers/llamacpp.sh compare [--repeats R] [--runs N] [--isa native|avx2] [--tokens N] MODEL.gguf
 #   bench/peers/llamacpp.sh --help
 #
 # Source: the llama-cpp-python sdist from PyPI (it vendors a pinned
@@ -37,6 +37,14 @@
 # follow the table. The CPU model and load average are printed at the start
 # and at the end.
 #
+# --runs N (default 1): each engine's figure in a round is the median of N
+# back-to-back runs (llama-bench -r N, the median of its samples_ts;
+# llama-batched-bench N times; piecewise bench model --repeats N). For a
+# model as small as stories260K a 64-token piecewise decode lasts about
+# 1.5 ms, so one timer interrupt or preemption moves a single run by tens
+# of percent; N runs per engine per round take that out of both sides alike.
+# Peak RSS is one run either way.
+#
 # --isa native (default): llama.cpp's native build (portable where native
 # dies) against piecewise's best kernel copies (PW_KERNEL_ISA=auto).
 # --isa avx2: llama.cpp's avx2 build against piecewise with
@@ -52,8 +60,9 @@
 # status 1 (2 for usage errors).
 #
 # Environment: PW_LLAMACPP_CACHE, LLAMACPP_PY_VERSION, JOBS (build jobs, 2),
-# PW_BUILD (piecewise build folder, build), REPEATS (rounds, 5), TOKENS
-# (decode tokens, 64); the options override REPEATS and TOKENS.
+# PW_BUILD (piecewise build folder, build), REPEATS (rounds, 5), RUNS (runs
+# per measurement, 1), TOKENS (decode tokens, 64); the options override
+# REPEATS, RUNS and TOKENS.
 # PW_PEERS_CPUINFO (default /proc/cpuinfo) lets the tests pose as another CPU.
 set -euo pipefail
 
@@ -62,6 +71,7 @@ ROOT=${PW_LLAMACPP_CACHE:-$HOME/.cache/piecewise/llamacpp}
 CACHE=$ROOT/$VERSION
 JOBS=${JOBS:-2}
 REPEATS=${REPEATS:-5}
+RUNS=${RUNS:-1}
 TOKENS=${TOKENS:-64}
 ISA=native
 TOOLS=(llama-bench llama-batched-bench llama-server)
@@ -73,7 +83,7 @@ log() { printf '[llamacpp] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 usage_error() {
     log "error: $*"
-    echo "usage: $0 build [--isa native|avx2] | compare [--repeats R] [--isa native|avx2] [--tokens N] MODEL.gguf | --help" >&2
+    echo "usage: $0 build [--isa native|avx2] | compare [--repeats R] [--runs N] [--isa native|avx2] [--tokens N] MODEL.gguf | --help" >&2
     exit 2
 }
 
@@ -206,23 +216,38 @@ pick_build() {
     BIN=$CACHE/portable
 }
 
-# llama-bench JSON -> tokens/s of the single test it ran (-r 1), or nothing
-# (logged) when the run fails.
+# llama-bench JSON -> tokens/s of the single test it ran (-r RUNS: the
+# median of its samples_ts, or its avg_ts where it gives no samples), or
+# nothing (logged) when the run fails.
 lb_once() {
     local out=$WORK/lb.json err=$WORK/lb.err v
-    if "$BIN/llama-bench" -m "$MODEL" -r 1 -o json "$@" >"$out" 2>"$err" &&
-        v=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["avg_ts"])' "$out" 2>/dev/null); then
+    if "$BIN/llama-bench" -m "$MODEL" -r "$RUNS" -o json "$@" >"$out" 2>"$err" &&
+        v=$(python3 -c 'import json,statistics,sys
+t = json.load(open(sys.argv[1]))[0]
+print(statistics.median(t["samples_ts"]) if t.get("samples_ts") else t["avg_ts"])' "$out" 2>/dev/null); then
         echo "$v"
     else
         log "llama-bench $* failed: $(tail -3 "$err" | tr '\n' ' ')"
     fi
 }
 
-# llama-batched-bench, 16 sequences, 1 thread: decode tokens/s (S_TG). It
-# prints its figures through llama.cpp's asynchronous logger, and on a model
-# as small as stories260K the process sometimes exits (status 0) before the
-# logger has written the line; such a run is repeated, up to 3 times.
+# llama-batched-bench, 16 sequences, 1 thread: decode tokens/s (S_TG), the
+# median of RUNS runs (it has no repetitions of its own).
 bb_once() {
+    local vals=() v i
+    for ((i = 0; i < RUNS; i++)); do
+        v=$(bb_run)
+        [[ -z $v ]] || vals+=("$v")
+    done
+    ((${#vals[@]})) || return 0
+    python3 -c 'import statistics,sys; print(statistics.median(float(v) for v in sys.argv[1:]))' "${vals[@]}"
+}
+
+# One llama-batched-bench run. It prints its figures through llama.cpp's
+# asynchronous logger, and on a model as small as stories260K the process
+# sometimes exits (status 0) before the logger has written the line; such a
+# run is repeated, up to 3 times.
+bb_run() {
     local v
     for _ in 1 2 3; do
         v=$("$BIN/llama-batched-bench" -m "$MODEL" -c 4096 -b 2048 -ub 512 -npp 1 -ntg "$TOKENS" \
@@ -256,7 +281,7 @@ rss_once() {
 pw_bench() {
     [[ -z $P_ERR ]] || return 1
     if PW_KERNEL_ISA=$PW_ISA "$PW_BUILD/piecewise" bench model "$MODEL" --batch "$1" --threads "$2" --lean \
-        --tokens "$TOKENS" --repeats 1 --json >"$WORK/pw.json" 2>"$WORK/pw.err"; then
+        --tokens "$TOKENS" --repeats "$RUNS" --json >"$WORK/pw.json" 2>"$WORK/pw.err"; then
         return 0
     fi
     P_ERR=$(grep -v '^\s*$' "$WORK/pw.err" | tail -1 || true)
@@ -371,7 +396,7 @@ compare() {
     local start_load start_time
     start_load=$(loadavg)
     start_time=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
-    log "llama.cpp from $BIN; $REPEATS rounds, $TOKENS decode tokens, piecewise PW_KERNEL_ISA=$PW_ISA"
+    log "llama.cpp from $BIN; $REPEATS rounds of $RUNS run(s) per measurement, $TOKENS decode tokens, piecewise PW_KERNEL_ISA=$PW_ISA"
     # tg1's piecewise run also gives the prefill figure: its llama.cpp
     # partners (tg1 and pp) sit on either side of it, in turn.
     local r key
@@ -395,7 +420,7 @@ compare() {
     echo "piecewise: $PW_BUILD/piecewise, PW_KERNEL_ISA=$PW_ISA"
     echo "start: $start_time, load average $start_load"
     echo "end:   $end_time, load average $end_load"
-    echo "$REPEATS rounds; each measurement alternates llama.cpp and piecewise, order flipped every round; $TOKENS decode tokens"
+    echo "$REPEATS rounds; each measurement alternates llama.cpp and piecewise, order flipped every round; each figure the median of $RUNS run(s); $TOKENS decode tokens"
     [[ -z $P_ERR ]] || echo "piecewise: $P_ERR"
     python3 - "$WORK" <<'PY'
 import os, statistics, sys
@@ -453,18 +478,19 @@ parse_options() {
     while (($#)); do
         case $1 in
         -h | --help) usage; exit 0 ;;
-        --isa | --repeats | --tokens)
+        --isa | --repeats | --runs | --tokens)
             (($# >= 2)) || usage_error "$1 needs a value"
             case $1 in
             --isa) ISA=$2 ;;
             --repeats) REPEATS=$2 ;;
+            --runs) RUNS=$2 ;;
             --tokens) TOKENS=$2 ;;
             esac
             shift 2
             ;;
-        --isa=* | --repeats=* | --tokens=*)
+        --isa=* | --repeats=* | --runs=* | --tokens=*)
             local k=${1%%=*} v=${1#*=}
-            case $k in --isa) ISA=$v ;; --repeats) REPEATS=$v ;; --tokens) TOKENS=$v ;; esac
+            case $k in --isa) ISA=$v ;; --repeats) REPEATS=$v ;; --runs) RUNS=$v ;; --tokens) TOKENS=$v ;; esac
             shift
             ;;
         -*) usage_error "unknown option '$1'" ;;
@@ -478,6 +504,7 @@ parse_options() {
     done
     [[ $ISA == native || $ISA == avx2 ]] || usage_error "--isa '$ISA': expected native or avx2"
     if ! [[ $REPEATS =~ ^[1-9][0-9]{0,2}$ ]] || ((REPEATS > 100)); then usage_error "--repeats (or REPEATS) '$REPEATS': expected a whole number from 1 to 100"; fi
+    if ! [[ $RUNS =~ ^[1-9][0-9]{0,2}$ ]] || ((RUNS > 100)); then usage_error "--runs (or RUNS) '$RUNS': expected a whole number from 1 to 100"; fi
     if ! [[ $TOKENS =~ ^[1-9][0-9]{0,3}$ ]] || ((TOKENS > 4000)); then usage_error "--tokens (or TOKENS) '$TOKENS': expected a whole number from 1 to 4000"; fi
     [[ $cmd == build || -n $MODEL ]] || usage_error "compare needs a MODEL.gguf"
 }
@@ -485,7 +512,7 @@ parse_options() {
 usage() {
     cat <<USAGE
 usage: $0 build [--isa native|avx2]
-       $0 compare [--repeats R] [--isa native|avx2] [--tokens N] MODEL.gguf
+       $0 compare [--repeats R] [--runs N] [--isa native|avx2] [--tokens N] MODEL.gguf
        $0 --help
 
 build     fetch llama.cpp (llama-cpp-python $VERSION sdist, PyPI) and build llama-bench,
@@ -499,6 +526,9 @@ compare   llama.cpp against piecewise on MODEL.gguf: decode batch 1 (1 and 2 thr
 
 options:
   --repeats R   rounds (default \$REPEATS or 5)
+  --runs N      runs per engine and measurement in a round, their median kept
+                (default \$RUNS or 1; 5 for a model as small as stories260K, whose
+                decode runs last milliseconds)
   --isa ISA     native: llama.cpp native build vs piecewise's best kernels (default)
                 avx2: llama.cpp built AVX2-only (AVX-512, AVX-VNNI, AMX off) vs piecewise
                 PW_KERNEL_ISA=avx2

@@ -61,12 +61,15 @@ expect 2 "--repeats (or REPEATS) '0'" compare --repeats 0 "$model"
 expect 2 "--repeats (or REPEATS) 'many'" compare --repeats many "$model"
 REPEATS=-1 expect 2 "--repeats (or REPEATS) '-1'" compare "$model"
 expect 2 "--tokens (or TOKENS) '99999'" compare --tokens 99999 "$model"
+expect 2 "--runs (or RUNS) '0'" compare --runs 0 "$model"
+expect 2 "--runs needs a value" compare "$model" --runs
+RUNS=x expect 2 "--runs (or RUNS) 'x'" compare "$model"
 expect 2 "compare needs a MODEL.gguf" compare
 expect 2 "one model only" compare "$model" "$model"
 expect 2 "build takes no model" build "$model"
 expect 2 "usage:" compare --frob
 bash "$script" --help >"$tmp/out" 2>&1 || { echo "FAIL: --help exits non-zero"; fail=1; }
-expect_out "compare [--repeats R] [--isa native|avx2]"
+expect_out "compare [--repeats R] [--runs N] [--isa native|avx2]"
 bash "$script" compare --help >"$tmp/out" 2>&1 || { echo "FAIL: compare --help exits non-zero"; fail=1; }
 expect_out "--isa ISA"
 
@@ -113,9 +116,16 @@ args="$*"
 case $args in *"-p 16 -n 4 "*) exit 0 ;; esac # the probe run
 case $args in *"-n 16 "*) kind=rss ;; *"-p 128"*) kind=pp ;; *"-t 2"*) kind=tg2 ;; *) kind=tg1 ;; esac
 echo "L $kind" >>"$PEER_LOG"
+[ -z "${PEER_ARGS:-}" ] || echo "llama-bench $args" >>"$PEER_ARGS"
 n=$(grep -c "^L $kind\$" "$PEER_LOG")
 v=$(grep "^l $kind " "$PEER_FIGURES" | sed -n "${n}p" | cut -d' ' -f4)
-echo "[{\"avg_ts\": ${v:-1}}]"
+# With PEER_SAMPLES, per-run samples whose median is the figure and whose
+# mean is not.
+if [ -n "${PEER_SAMPLES:-}" ]; then
+  echo "[{\"avg_ts\": 12345, \"samples_ts\": [ 1, ${v:-1}, 99999 ]}]"
+else
+  echo "[{\"avg_ts\": ${v:-1}}]"
+fi
 EOF
 cat >"$fake/llama-batched-bench" <<'EOF'
 #!/usr/bin/env bash
@@ -155,6 +165,7 @@ if [ "$1" = run ]; then echo "P rss" >>"$PEER_LOG"; exit 0; fi
 args="$*"
 case $args in *"--batch 16"*) kind=b16 ;; *"--threads 2"*) kind=tg2 ;; *) kind=tg1 ;; esac
 echo "P $kind ISA=$PW_KERNEL_ISA" >>"$PEER_LOG"
+[ -z "${PEER_ARGS:-}" ] || echo "piecewise $args" >>"$PEER_ARGS"
 n=$(grep -c "^P $kind " "$PEER_LOG")
 v=$(grep "^p $kind " "$PEER_FIGURES" | sed -n "${n}p" | cut -d' ' -f4)
 pp=$(grep "^p pp " "$PEER_FIGURES" | sed -n "${n}p" | cut -d' ' -f4)
@@ -229,6 +240,33 @@ PW_PEERS_CPUINFO=$tmp/cpu2 PEER_LOG=$tmp/log PEER_FIGURES=$tmp/figures PW_BUILD=
 expect_out "AVX2 code on a CPU without AVX-512 (extras: none)"
 PW_PEERS_CPUINFO=$tmp/cpu1 PW_BUILD=$pwfake \
   expect 1 "this CPU has no avx2: --isa avx2 needs AVX2, FMA and F16C" compare --isa avx2 "$model"
+
+# --runs 3: llama-bench repeats 3 times and its median sample is the figure
+# (not its mean), llama-batched-bench runs 3 times (median of 10, 50, 70),
+# piecewise bench model takes --repeats 3; peak RSS stays one run.
+cat >"$tmp/figures" <<'EOF2'
+l tg1 1 100
+l tg2 1 100
+l pp 1 10
+l b16 1 10
+l b16 2 50
+l b16 3 70
+p tg1 1 200
+p tg2 1 200
+p pp 1 20
+p b16 1 150
+EOF2
+: >"$tmp/log"
+: >"$tmp/args"
+PEER_SAMPLES=1 PEER_ARGS=$tmp/args PEER_LOG=$tmp/log PEER_FIGURES=$tmp/figures PW_BUILD=$pwfake \
+  expect 0 "1 rounds of 3 run(s) per measurement" compare --repeats 1 --runs 3 "$model"
+expect_out "| decode batch 1, 1 thread (tok/s)      |     100.0 |     200.0 |  2.00x |"
+expect_out "| decode 16 sequences, 1 thread (tok/s) |      50.0 |     150.0 |  3.00x |"
+expect_out "each figure the median of 3 run(s)"
+[ "$(grep -c '^L b16$' "$tmp/log")" = 3 ] || { echo "FAIL: llama-batched-bench ran $(grep -c '^L b16$' "$tmp/log") times, want 3"; fail=1; }
+grep -q -- "-p 0 -n 64 -t 1" <<<"$(grep -- '-r 3 ' "$tmp/args")" || { echo "FAIL: llama-bench not run with -r 3: $(cat "$tmp/args")"; fail=1; }
+grep -q -- "--repeats 3" <<<"$(grep '^piecewise' "$tmp/args")" || { echo "FAIL: piecewise not run with --repeats 3: $(cat "$tmp/args")"; fail=1; }
+grep -q -- "-n 16 -r 1 " "$tmp/args" || { echo "FAIL: peak RSS llama-bench not one run: $(cat "$tmp/args")"; fail=1; }
 
 [ $fail -eq 0 ] && echo "cli_peers_llamacpp: all checks passed"
 exit $fail
