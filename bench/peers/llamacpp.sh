@@ -13,8 +13,13 @@
 # $PW_LLAMACPP_CACHE/READY listing the built binaries (others wait on it).
 #
 #   native    -DGGML_NATIVE=ON: whatever this CPU has (AVX-512, VNNI, AMX)
+#   noamx     native without AMX (-march=native -mno-amx-*): AVX-512 and VNNI
+#             where the CPU has them. Built by compare, only when the native
+#             binary dies on a CPU that lists AMX: a VM may list AMX and still
+#             refuse its instructions (SIGILL in ggml's AMX matmul, seen here
+#             on Q4_1 weights), and this is then the fastest llama.cpp that runs
 #   portable  -DGGML_NATIVE=OFF: AVX2+FMA+F16C, no AVX-512 or AMX; used when
-#             the native binary dies (SIGILL in AMX prefill seen on VMs)
+#             neither of the above runs
 #   avx2      (--isa avx2) every x86 switch spelled out: SSE4.2, AVX, AVX2,
 #             FMA, F16C, BMI2 on; AVX-512 (all of it), AVX-VNNI, AMX off
 #
@@ -109,7 +114,8 @@ fetch_source() {
     mv "$src.tmp" "$src"
 }
 
-# The ISA switches of each flavour (GGML_* options of ggml/CMakeLists.txt).
+# The ISA switches of each flavour (GGML_* options of ggml/CMakeLists.txt),
+# one per line (a value may hold spaces).
 # avx2 spells every x86 switch out, so that neither a newer ggml default
 # nor -march=native can bring AVX-512, AVX-VNNI or AMX code in: it is the
 # AVX2 path alone, for comparing against piecewise's AVX2 kernels
@@ -117,27 +123,33 @@ fetch_source() {
 flavour_flags() {
     case $1 in
     native) echo -DGGML_NATIVE=ON ;;
+    # ggml compiles its AMX code where the compiler defines __AMX_INT8__,
+    # which -march=native does on such a CPU whatever GGML_AMX_* say; an
+    # explicit -mno-amx-* wins over -march=native in either order (GCC).
+    noamx) printf '%s\n' -DGGML_NATIVE=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF \
+        -DGGML_AMX_BF16=OFF "-DCMAKE_C_FLAGS=$NO_AMX" "-DCMAKE_CXX_FLAGS=$NO_AMX" ;;
     portable) echo -DGGML_NATIVE=OFF ;;
-    avx2) echo -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
-        -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF \
+    avx2) printf '%s\n' -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON \
+        -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF \
         -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF \
         -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF ;;
     *) die "unknown llama.cpp flavour '$1'" ;;
     esac
 }
 
-# build_flavour native|portable|avx2
+NO_AMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+
+# build_flavour native|noamx|portable|avx2
 build_flavour() {
-    local flavour=$1 out=$CACHE/$1 bdir=$CACHE/build-$1 flags
-    flags=$(flavour_flags "$flavour")
+    local flavour=$1 out=$CACHE/$1 bdir=$CACHE/build-$1 flags=()
+    mapfile -t flags < <(flavour_flags "$flavour")
     local have=1
     for t in "${TOOLS[@]}"; do [[ -x $out/$t ]] || have=0; done
     if ((have)); then return; fi
     command -v cmake >/dev/null || die "cmake not found (needed to build llama.cpp)"
-    log "building $flavour ($flags, -j$JOBS) in $bdir"
-    # shellcheck disable=SC2086 # flags is a list of -D switches
+    log "building $flavour (${flags[*]}, -j$JOBS) in $bdir"
     cmake -S "$CACHE/src/vendor/llama.cpp" -B "$bdir" -DCMAKE_BUILD_TYPE=Release \
-        $flags -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF \
+        "${flags[@]}" -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF \
         -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
         -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_OPENSSL=OFF \
         -DGGML_OPENMP=OFF >"$CACHE/cmake-$flavour.log" 2>&1 ||
@@ -154,6 +166,9 @@ build_flavour() {
     nice -n 10 cmake --build "$bdir" -j"$JOBS" --target "${TOOLS[@]}" \
         >"$CACHE/build-$flavour.log" 2>&1 ||
         die "build of llama.cpp ($flavour) failed (see $CACHE/build-$flavour.log)"
+    if [[ $flavour == noamx ]] && objdump -d "$bdir/bin/llama-bench" 2>/dev/null | grep -qm1 ldtilecfg; then
+        die "llama.cpp noamx build still holds AMX code (ldtilecfg in llama-bench; see $CACHE/cmake-$flavour.log)"
+    fi
     mkdir -p "$out"
     for t in "${TOOLS[@]}"; do cp "$bdir/bin/$t" "$out/$t"; done
 }
@@ -161,7 +176,7 @@ build_flavour() {
 write_ready() {
     local tmp=$ROOT/READY.tmp
     : >"$tmp"
-    for f in native portable avx2; do
+    for f in native noamx portable avx2; do
         for t in "${TOOLS[@]}"; do [[ -x $CACHE/$f/$t ]] && echo "$CACHE/$f/$t" >>"$tmp"; done
     done
     mv "$tmp" "$ROOT/READY"
@@ -193,8 +208,9 @@ flavour_runs() {
 probe_error() { grep -v '^\s*$' "$WORK/probe.err" | tail -2 | tr '\n' ' '; }
 
 # The llama.cpp build to compare with (sets BIN). native: the native build
-# unless it dies on MODEL (SIGILL and the like), else portable. avx2: the
-# avx2 build, which must run.
+# unless it dies on MODEL (SIGILL and the like); then, on a CPU that lists
+# AMX, the native build without AMX (built now if need be); else portable.
+# avx2: the avx2 build, which must run.
 pick_build() {
     fetch_source
     if [[ $ISA == avx2 ]]; then
@@ -209,10 +225,21 @@ pick_build() {
         BIN=$CACHE/native
         return
     fi
-    log "native llama-bench failed on $MODEL ($(probe_error)); using the portable build"
+    if cpu_has amx_int8 || cpu_has amx_tile; then
+        log "native llama-bench failed on $MODEL ($(probe_error)); this CPU lists AMX: trying the native build without AMX"
+        build_flavour noamx
+        write_ready
+        if flavour_runs noamx; then
+            BIN=$CACHE/noamx
+            return
+        fi
+        log "native llama-bench without AMX failed on $MODEL ($(probe_error)); using the portable build"
+    else
+        log "native llama-bench failed on $MODEL ($(probe_error)); using the portable build"
+    fi
     build_flavour portable
     write_ready
-    flavour_runs portable || die "llama.cpp (native and portable builds) cannot run $MODEL: $(probe_error)"
+    flavour_runs portable || die "llama.cpp (native$(cpu_has amx_int8 || cpu_has amx_tile && echo ", noamx") and portable builds) cannot run $MODEL: $(probe_error)"
     BIN=$CACHE/portable
 }
 

@@ -112,6 +112,11 @@ mkdir -p "$fake"
 cat >"$fake/llama-bench" <<'EOF'
 #!/usr/bin/env bash
 [ -z "${FAIL_LLAMA:-}" ] || { echo "llama_model_load: error loading model: bad magic" >&2; exit 1; }
+# FAIL_FLAVOURS: the builds (cache folder names) that die as on a VM that
+# lists AMX and refuses its instructions.
+for f in ${FAIL_FLAVOURS:-}; do
+  case $0 in */$f/*) echo "Illegal instruction (core dumped)" >&2; exit 132 ;; esac
+done
 args="$*"
 case $args in *"-p 16 -n 4 "*) exit 0 ;; esac # the probe run
 case $args in *"-n 16 "*) kind=rss ;; *"-p 128"*) kind=pp ;; *"-t 2"*) kind=tg2 ;; *) kind=tg1 ;; esac
@@ -137,7 +142,7 @@ echo "{\"n_kv_max\": 4096, \"speed_tg\": $v}"
 EOF
 cp "$fake/llama-bench" "$fake/llama-server"
 chmod +x "$fake"/*
-for f in native portable avx2; do mkdir -p "$cache/$f" && cp "$fake"/* "$cache/$f/"; done
+for f in native noamx portable avx2; do mkdir -p "$cache/$f" && cp "$fake"/* "$cache/$f/"; done
 
 # A llama.cpp that cannot load the model: both builds tried, then the error.
 : >"$tmp/log"
@@ -267,6 +272,26 @@ expect_out "each figure the median of 3 run(s)"
 grep -q -- "-p 0 -n 64 -t 1" <<<"$(grep -- '-r 3 ' "$tmp/args")" || { echo "FAIL: llama-bench not run with -r 3: $(cat "$tmp/args")"; fail=1; }
 grep -q -- "--repeats 3" <<<"$(grep '^piecewise' "$tmp/args")" || { echo "FAIL: piecewise not run with --repeats 3: $(cat "$tmp/args")"; fail=1; }
 grep -q -- "-n 16 -r 1 " "$tmp/args" || { echo "FAIL: peak RSS llama-bench not one run: $(cat "$tmp/args")"; fail=1; }
+
+# A native build that dies: on a CPU that lists AMX, the native build
+# without AMX is next; where that dies too, or where the CPU lists no AMX,
+# the portable build.
+printf 'model name\t: Test AMX CPU\nflags\t\t: fpu avx avx2 fma f16c avx512f avx512_vnni amx_tile amx_int8\n' >"$tmp/cpuamx"
+printf 'l tg1 1 100\nl tg2 1 100\nl pp 1 10\nl b16 1 50\np tg1 1 200\np tg2 1 200\np pp 1 20\np b16 1 100\n' >"$tmp/figures"
+: >"$tmp/log"
+PW_PEERS_CPUINFO=$tmp/cpuamx FAIL_FLAVOURS=native PEER_LOG=$tmp/log PEER_FIGURES=$tmp/figures PW_BUILD=$pwfake \
+  expect 0 "this CPU lists AMX: trying the native build without AMX" compare --repeats 1 "$model"
+expect_out "llama.cpp: $cache/noamx"
+: >"$tmp/log"
+PW_PEERS_CPUINFO=$tmp/cpuamx FAIL_FLAVOURS="native noamx" PEER_LOG=$tmp/log PEER_FIGURES=$tmp/figures PW_BUILD=$pwfake \
+  expect 0 "native llama-bench without AMX failed on $model (Illegal instruction (core dumped) ); using the portable build" compare --repeats 1 "$model"
+expect_out "llama.cpp: $cache/portable"
+: >"$tmp/log"
+FAIL_FLAVOURS=native PEER_LOG=$tmp/log PEER_FIGURES=$tmp/figures PW_BUILD=$pwfake \
+  expect 0 "native llama-bench failed on $model (Illegal instruction (core dumped) ); using the portable build" compare --repeats 1 "$model"
+expect_out "llama.cpp: $cache/portable"
+PW_PEERS_CPUINFO=$tmp/cpuamx FAIL_FLAVOURS="native noamx portable" PW_BUILD=$pwfake \
+  expect 1 "llama.cpp (native, noamx and portable builds) cannot run $model: Illegal instruction" compare --repeats 1 "$model"
 
 [ $fail -eq 0 ] && echo "cli_peers_llamacpp: all checks passed"
 exit $fail
