@@ -163,18 +163,22 @@ pw_status pw_engine_perturb_metadata(void *user, int round) {
  * under (mode, desc). *logits is a new reference. */
 static pw_status forward(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc *desc,
                          int64_t n_padded, pw_value *logits) {
-    pw_tensor *ids = NULL;
     *logits = pw_value_none();
     PW_TRY(pw_engine_stage_inputs(e, n_padded));
-    PW_TRY(pw_tensor_slice0(e->ids_tensor, 0, n_padded, &ids));
-    e->params[0] = pw_value_tensor(ids); /* the weights were filled in once */
+    if (!e->ids_slice || e->ids_slice_rows != n_padded) {
+        pw_tensor *ids = NULL;
+        PW_TRY(pw_tensor_slice0(e->ids_tensor, 0, n_padded, &ids));
+        pw_tensor_release(e->ids_slice);
+        e->ids_slice = ids;
+        e->ids_slice_rows = n_padded;
+    }
+    e->params[0] = pw_value_tensor(e->ids_slice); /* the weights were filled in once */
     pw_forward_context ctx = {mode, *desc, e->dev.meta};
     pw_status s = pw_forward_context_push(&ctx);
     if (s == PW_OK) {
         s = pw_graph_wrapper_call(e->full, e->params, e->n_params, logits);
         pw_forward_context_pop();
     }
-    pw_tensor_release(ids);
     return s;
 }
 
@@ -606,6 +610,7 @@ void pw_engine_free(pw_engine *e) {
     pw_ir_free(e->ir);
     pw_host_free(e->pieces);
     pw_host_free(e->submods);
+    pw_tensor_release(e->ids_slice);
     pw_tensor_release(e->ids_tensor);
     pw_dispatcher_free(e->dispatcher);
     for (int i = 0; e->weights && i < e->n_params; i++) pw_tensor_release(e->weights[i]);
