@@ -201,8 +201,15 @@ build_avx2() {
 
 # One short prefill and decode of MODEL with a flavour's llama-bench; on
 # failure its last stderr lines go to $WORK/probe.err.
+# A process killed by a signal (SIGILL on an instruction the CPU refuses)
+# writes nothing itself, so the signal is named.
 flavour_runs() {
-    "$CACHE/$1/llama-bench" -m "$MODEL" -p 16 -n 4 -r 1 -t 1 >/dev/null 2>"$WORK/probe.err"
+    local rc=0
+    "$CACHE/$1/llama-bench" -m "$MODEL" -p 16 -n 4 -r 1 -t 1 >/dev/null 2>"$WORK/probe.err" || rc=$?
+    if ((rc > 128)); then
+        echo "killed by signal $((rc - 128)) ($(kill -l $((rc - 128)) 2>/dev/null || echo '?'))" >>"$WORK/probe.err"
+    fi
+    return $rc
 }
 
 probe_error() { grep -v '^\s*$' "$WORK/probe.err" | tail -2 | tr '\n' ' '; }

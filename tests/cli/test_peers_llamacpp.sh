@@ -115,7 +115,7 @@ cat >"$fake/llama-bench" <<'EOF'
 # FAIL_FLAVOURS: the builds (cache folder names) that die as on a VM that
 # lists AMX and refuses its instructions.
 for f in ${FAIL_FLAVOURS:-}; do
-  case $0 in */$f/*) echo "Illegal instruction (core dumped)" >&2; exit 132 ;; esac
+  case $0 in */$f/*) kill -ILL $$ ;; esac
 done
 args="$*"
 case $args in *"-p 16 -n 4 "*) exit 0 ;; esac # the probe run
@@ -284,14 +284,14 @@ PW_PEERS_CPUINFO=$tmp/cpuamx FAIL_FLAVOURS=native PEER_LOG=$tmp/log PEER_FIGURES
 expect_out "llama.cpp: $cache/noamx"
 : >"$tmp/log"
 PW_PEERS_CPUINFO=$tmp/cpuamx FAIL_FLAVOURS="native noamx" PEER_LOG=$tmp/log PEER_FIGURES=$tmp/figures PW_BUILD=$pwfake \
-  expect 0 "native llama-bench without AMX failed on $model (Illegal instruction (core dumped) ); using the portable build" compare --repeats 1 "$model"
+  expect 0 "native llama-bench without AMX failed on $model (killed by signal 4 (ILL) ); using the portable build" compare --repeats 1 "$model"
 expect_out "llama.cpp: $cache/portable"
 : >"$tmp/log"
 FAIL_FLAVOURS=native PEER_LOG=$tmp/log PEER_FIGURES=$tmp/figures PW_BUILD=$pwfake \
-  expect 0 "native llama-bench failed on $model (Illegal instruction (core dumped) ); using the portable build" compare --repeats 1 "$model"
+  expect 0 "native llama-bench failed on $model (killed by signal 4 (ILL) ); using the portable build" compare --repeats 1 "$model"
 expect_out "llama.cpp: $cache/portable"
 PW_PEERS_CPUINFO=$tmp/cpuamx FAIL_FLAVOURS="native noamx portable" PW_BUILD=$pwfake \
-  expect 1 "llama.cpp (native, noamx and portable builds) cannot run $model: Illegal instruction" compare --repeats 1 "$model"
+  expect 1 "llama.cpp (native, noamx and portable builds) cannot run $model: killed by signal 4 (ILL)" compare --repeats 1 "$model"
 
 [ $fail -eq 0 ] && echo "cli_peers_llamacpp: all checks passed"
 exit $fail
