@@ -7,7 +7,13 @@ tests/model/test_llamacpp_reference.c.
 Starts the llama-server that `bench/peers/llamacpp.sh build` builds (from the
 llama-cpp-python sdist, version $LLAMACPP_PY_VERSION, default 0.3.36, into
 $PW_LLAMACPP_CACHE or ~/.cache/piecewise/llamacpp) on MODEL with one thread,
-one slot and a free port on 127.0.0.1, waits for /health, and asks it for:
+one slot and a free port on 127.0.0.1, waits for /health, and asks it for
+what follows. Without --server it tries the native, noamx and portable
+builds in that order, taking the first that comes up healthy, and records
+which one ran and the CPU's model and vector flags (llama_cpp.build,
+llama_cpp.cpu): llama.cpp's AVX2 and AVX-512 builds of one version give
+different continuations (BENCHMARKS.md, "Session 7: llama.cpp against
+itself"; scripts/llamacpp-reference-diff.py compares two files).
 
   tokenize  /tokenize of a fixed list of strings (ASCII, Unicode, runs of
             whitespace, emoji, code, digits, and a chat turn rendered by the
@@ -110,14 +116,40 @@ def sha256(path):
     return h.hexdigest()
 
 
-def find_server(explicit):
+# The peer builds in the order tried: a build that dies before it is healthy
+# (the native one is killed by SIGILL on a VM that lists AMX and refuses it)
+# gives way to the next. Two builds do not give the same bits (their vector
+# widths order the f16 dot products of attention differently), so the file
+# records which one ran, and on what CPU.
+FLAVOURS = ("native", "noamx", "portable")
+CPU_FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16",
+             "avx_vnni", "amx_tile", "amx_int8")
+
+
+def find_servers(explicit):
     if explicit:
-        return explicit
-    for flavour in ("native", "portable"):
-        p = os.path.join(CACHE, flavour, "llama-server")
-        if os.access(p, os.X_OK):
-            return p
-    sys.exit(f"no llama-server under {CACHE}: run bench/peers/llamacpp.sh build")
+        return [explicit]
+    found = [p for p in (os.path.join(CACHE, f, "llama-server") for f in FLAVOURS)
+             if os.access(p, os.X_OK)]
+    if not found:
+        sys.exit(f"no llama-server under {CACHE}: run bench/peers/llamacpp.sh build")
+    return found
+
+
+def cpu_description():
+    model, flags = "unknown CPU", []
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and model == "unknown CPU":
+                    model = value.strip()
+                elif key.strip() == "flags" and not flags:
+                    have = set(value.split())
+                    flags = [x for x in CPU_FLAGS if x in have]
+    except OSError:
+        pass
+    return {"model": model, "flags": flags}
 
 
 def free_port():
@@ -140,14 +172,17 @@ class Server:
         return f"http://127.0.0.1:{self.port}{path}"
 
     def wait_healthy(self, timeout=300):
+        """True once /health answers; False when the server died first."""
         end = time.time() + timeout
         while time.time() < end:
             if self.proc.poll() is not None:
-                sys.exit(f"llama-server exited with {self.proc.returncode}; see {self.log.name}")
+                log(f"llama-server exited with {self.proc.returncode} before it was healthy "
+                    f"(log: {self.log.name})")
+                return False
             try:
                 with urllib.request.urlopen(self.url("/health"), timeout=5) as r:
                     if r.status == 200:
-                        return
+                        return True
             except (urllib.error.URLError, ConnectionError, OSError):
                 pass
             time.sleep(0.5)
@@ -166,7 +201,7 @@ class Server:
         with urllib.request.urlopen(self.url(path), timeout=60) as r:
             return json.load(r)
 
-    def stop(self):
+    def stop(self, keep_log=False):
         self.proc.terminate()
         try:
             self.proc.wait(timeout=30)
@@ -174,7 +209,8 @@ class Server:
             self.proc.kill()
             self.proc.wait()
         self.log.close()
-        os.unlink(self.log.name)
+        if not keep_log:
+            os.unlink(self.log.name)
 
 
 def tokenize(server, text, add_special, parse_special):
@@ -298,13 +334,17 @@ def main():
     a = ap.parse_args()
     if not os.path.isfile(a.model):
         sys.exit(f"no model file {a.model}")
-    binary = find_server(a.server)
     stem = os.path.basename(a.model)
     stem = stem[:-5] if stem.endswith(".gguf") else stem
     ctx = 1024
-    server = Server(binary, a.model, ctx)
+    for binary in find_servers(a.server):
+        server = Server(binary, a.model, ctx)
+        if server.wait_healthy():
+            break
+        server.stop(keep_log=True)
+    else:
+        sys.exit("no llama-server build ran the model (see the logs above)")
     try:
-        server.wait_healthy()
         props = server.get("/props")
         meta = gguf_metadata(a.model, {"general.architecture", "tokenizer.chat_template"})
         chat = chat_turn(server, meta)
@@ -332,7 +372,9 @@ def main():
     doc = {
         "model": os.path.basename(a.model),
         "model_sha256": sha256(a.model),
-        "llama_cpp": {"llama_cpp_python_sdist": VERSION, "server_version": server_version(binary)},
+        "llama_cpp": {"llama_cpp_python_sdist": VERSION, "server_version": server_version(binary),
+                      "build": os.path.basename(os.path.dirname(os.path.abspath(binary))),
+                      "cpu": cpu_description()},
         "how_made": (
             "scripts/llamacpp-reference.py: llama-server from the llama-cpp-python "
             f"{VERSION} sdist (bench/peers/llamacpp.sh build), run as '"
