@@ -45,13 +45,13 @@
 # --runs N (default 1): each engine's figure in a round is the median of N
 # back-to-back runs (llama-bench -r N, the median of its samples_ts;
 # llama-batched-bench N times; piecewise bench model --repeats N). For a
-# model as small as stories260K a 64-token piecewise decode lasts about
-# 1.5 ms, so one timer interrupt or preemption moves a single run by tens
+# model as small as stories260K a 64-token piecewise decode lasts 1-1.5 ms,
+# so one timer interrupt or preemption moves a single run by tens
 # of percent; N runs per engine per round take that out of both sides alike.
 # Peak RSS is one run either way.
 #
-# --isa native (default): llama.cpp's native build (portable where native
-# dies) against piecewise's best kernel copies (PW_KERNEL_ISA=auto).
+# --isa native (default): llama.cpp's native build (noamx, then portable,
+# where it dies) against piecewise's best kernel copies (PW_KERNEL_ISA=auto).
 # --isa avx2: llama.cpp's avx2 build against piecewise with
 # PW_KERNEL_ISA=avx2, the AVX2 paths of both. On a CPU with AVX-512 that is
 # AVX2 code on an AVX-512 machine (its caches, clocks and memory), not an
@@ -421,7 +421,7 @@ compare() {
         what="llama.cpp avx2 build (AVX-512, AVX-VNNI, AMX off) against piecewise PW_KERNEL_ISA=avx2; $what"
     else
         PW_ISA=auto
-        what="llama.cpp native build against piecewise PW_KERNEL_ISA=auto (both use what the CPU has: $(cpu_extras))"
+        what="llama.cpp native build, or the fallback the llama.cpp line names, against piecewise PW_KERNEL_ISA=auto (CPU extras: $(cpu_extras))"
     fi
     WORK=$(mktemp -d)
     trap 'rm -rf "$WORK"' EXIT
