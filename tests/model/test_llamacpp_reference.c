@@ -33,7 +33,8 @@
  * 0.08). At 0.02 the greedy comparison failed on 2 of 8 prompts, at steps
  * where llama.cpp disagrees with itself the same way. The json keeps the
  * issue's 0.02 (near_tie_margin) as a fact about the reference; this test
- * compares at the noise floor, with headroom. llama.cpp's own builds differ
+ * compares at the noise floor, with headroom, and prints for each prompt
+ * whether the issue's 0.02 rule holds (NONE mode; reported, not asserted). llama.cpp's own builds differ
  * as much: the references come from its AVX-512 build, and the same
  * version's AVX2 build first differs from them at 5 of 8 prompts per model
  * at margins of 0.046-0.184 (BENCHMARKS.md, "Session 7: llama.cpp against
@@ -58,6 +59,8 @@
 /* See the comment at the top for how these were measured. */
 #define NEAR_TIE_LOGITS 0.75
 #define MEAN_ERROR_LOGITS 0.2
+/* The issue's near-tie, whose verdict per prompt is printed. */
+#define ISSUE_NEAR_TIE 0.02
 
 #ifndef PW_HAVE_CJSON
 int main(void) {
@@ -330,6 +333,30 @@ static pw_status continue_all(pw_model *m, pw_graph_mode mode, const reference_r
     return s;
 }
 
+/* Issue 17's own rule, reported and not asserted (see the top): does
+ * `got` (n tokens) equal the reference up to its first step of margin
+ * below near_tie_margin? Prints the verdict and returns it. */
+static bool report_issue_rule(const reference_run *r, int index, const char *stem,
+                              const int32_t *got, int64_t n, double rule) {
+    int64_t diff = -1, tie = -1;
+    for (int64_t s = 0; s < r->n_tokens && diff < 0; s++)
+        if (s >= n || got[s] != r->tokens[s]) diff = s;
+    if (diff < 0 && n != r->n_tokens) diff = n < r->n_tokens ? n : r->n_tokens;
+    for (int64_t s = 0; s < r->n_tokens && tie < 0; s++)
+        if (r->margins[s] < rule) tie = s;
+    bool ok = diff < 0 || (tie >= 0 && tie <= diff);
+    if (diff < 0)
+        printf("%s: prompt %d: the %.2f rule: equal for all %lld tokens\n", stem, index, rule,
+               (long long)r->n_tokens);
+    else
+        printf("%s: prompt %d: the %.2f rule: %s (first difference at step %lld, llama.cpp "
+               "margin %.4f%s)\n",
+               stem, index, rule, ok ? "met" : "not met", (long long)diff,
+               diff < r->n_tokens ? r->margins[diff] : 0.0,
+               ok ? ", after a near-tie" : "");
+    return ok;
+}
+
 /* Steps compared for run r: those before the first near-tie, or all. */
 static int64_t compared_steps(const reference_run *r) {
     for (int64_t k = 0; k < r->n_tokens; k++)
@@ -415,7 +442,7 @@ static void check_greedy(pw_model *m, const cJSON *greedy, const char *stem) {
         n_out[k] = calloc((size_t)n_runs, sizeof *n_out[k]);
         CHECK_OK(continue_all(m, modes[k], runs, n_runs, out[k], n_out[k]));
     }
-    int64_t total = 0, matched = 0;
+    int64_t total = 0, matched = 0, rule_met = 0;
     for (int i = 0; i < n_runs; i++) {
         const reference_run *r = &runs[i];
         int64_t steps = compared_steps(r);
@@ -459,6 +486,7 @@ static void check_greedy(pw_model *m, const cJSON *greedy, const char *stem) {
                 print_ids("piecewise", got, n);
             }
         }
+        if (out[0][i]) rule_met += report_issue_rule(r, i, stem, out[0][i], n_out[0][i], ISSUE_NEAR_TIE);
         matched += all_match;
         total += steps;
         printf("%s: prompt %d: %lld of %lld steps compared%s\n", stem, i, (long long)steps,
@@ -467,6 +495,9 @@ static void check_greedy(pw_model *m, const cJSON *greedy, const char *stem) {
     printf("%s: greedy: %lld of %d prompts equal llama.cpp up to the first near-tie "
            "(margin < %.2f; %lld steps) in NONE, PIECEWISE and FULL\n",
            stem, (long long)matched, n_runs, NEAR_TIE_LOGITS, (long long)total);
+    printf("%s: issue 17's rule (near-tie below %.2f, reported, not asserted): met on %lld of %d "
+           "prompts\n",
+           stem, ISSUE_NEAR_TIE, (long long)rule_met, n_runs);
     int64_t forced = 0;
     double sum_error = 0;
     for (int i = 0; i < n_runs; i++) check_forced(m, &runs[i], i, stem, &forced, &sum_error);
