@@ -232,7 +232,7 @@ pick_build() {
         BIN=$CACHE/native
         return
     fi
-    if cpu_has amx_int8 || cpu_has amx_tile; then
+    if cpu_lists_amx; then
         log "native llama-bench failed on $MODEL ($(probe_error)); this CPU lists AMX: trying the native build without AMX"
         build_flavour noamx
         write_ready
@@ -246,7 +246,7 @@ pick_build() {
     fi
     build_flavour portable
     write_ready
-    flavour_runs portable || die "llama.cpp (native$(cpu_has amx_int8 || cpu_has amx_tile && echo ", noamx") and portable builds) cannot run $MODEL: $(probe_error)"
+    flavour_runs portable || die "llama.cpp (native$(cpu_lists_amx && echo ", noamx") and portable builds) cannot run $MODEL: $(probe_error)"
     BIN=$CACHE/portable
 }
 
@@ -391,6 +391,9 @@ cpu_model() {
 # (a here-string, not a pipe: under pipefail, grep -q exiting early could
 # fail the pipeline by SIGPIPE)
 cpu_has() { grep -qw -- "$1" <<<"$(grep -m1 '^flags' "$CPUINFO" 2>/dev/null)"; }
+
+# Whether the CPU lists AMX (noamx is then the next build to try).
+cpu_lists_amx() { cpu_has amx_int8 || cpu_has amx_tile; }
 
 # What the CPU has beyond AVX2, for the header.
 cpu_extras() {

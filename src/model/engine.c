@@ -165,12 +165,11 @@ static pw_status forward(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc
                          int64_t n_padded, pw_value *logits) {
     *logits = pw_value_none();
     PW_TRY(pw_engine_stage_inputs(e, n_padded));
-    if (!e->ids_slice || e->ids_slice_rows != n_padded) {
+    if (!e->ids_slice || pw_tensor_dim(e->ids_slice, 0) != n_padded) {
         pw_tensor *ids = NULL;
         PW_TRY(pw_tensor_slice0(e->ids_tensor, 0, n_padded, &ids));
         pw_tensor_release(e->ids_slice);
         e->ids_slice = ids;
-        e->ids_slice_rows = n_padded;
     }
     e->params[0] = pw_value_tensor(e->ids_slice); /* the weights were filled in once */
     pw_forward_context ctx = {mode, *desc, e->dev.meta};

@@ -81,11 +81,10 @@ struct pw_engine {
     } dev;
     pw_attn_meta meta;           /* host copy of *dev.meta (its pointers are device ones) */
     pw_tensor *ids_tensor;       /* over dev.input_ids */
-    /* The first ids_slice_rows rows of ids_tensor, the forward's input: kept
-     * from step to step (a decode loop runs one padded size over and over)
-     * instead of a new view per step; NULL until the first forward. */
+    /* The first rows of ids_tensor, as many as the last forward's padded
+     * size: kept from step to step (a decode loop runs one padded size over
+     * and over) instead of a new view per step; NULL until the first forward. */
     pw_tensor *ids_slice;
-    int64_t ids_slice_rows;
     float **k_cache, **v_cache;  /* per layer [num_blocks][block_size][n_kv_heads][head_dim] */
     float *rope_table;           /* device */
     /* Models with per-layer kinds (Gemma 3): the local layers' rope table
