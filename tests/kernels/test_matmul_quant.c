@@ -412,6 +412,119 @@ static void check_invariance(pw_dtype type, int64_t n, int64_t k, uint64_t seed)
     free(x), free(w), free(y);
 }
 
+/* Products of one x sharing its quantized rows (pw_k_matmul_quant_parts,
+ * the qkv side of a layer, and pw_k_matmul_quant_silu, the gate/up side)
+ * give the bits of the separate products (and of silu_mul), at 1, 2 and 3
+ * threads, above and below the split threshold, with partial column groups,
+ * for types that share rows and (the fallback) types that do not, and when
+ * the rows' buffer cannot be had. */
+static void check_shared_rows(void) {
+    static const struct {
+        pw_dtype t[3];
+        int64_t n[3];
+        int parts;
+        bool share;
+    } cases[] = {
+        {{PW_Q4_1, PW_Q4_1, PW_Q4_1}, {576, 192, 192}, 3, true},
+        {{PW_Q4_0, PW_Q4_1, PW_Q4_0}, {40, 13, 27}, 3, true},
+        {{PW_Q8_0, PW_Q8_0, PW_Q8_0}, {203, 8, 1}, 3, true},
+        {{PW_Q4_1, PW_Q8_0, PW_Q4_1}, {64, 32, 32}, 3, false},
+        {{PW_Q4_1, PW_Q4_1, PW_Q4_1}, {100, 0, 0}, 1, true},
+    };
+    static const int64_t tokens[] = {1, 3, 16};
+    const int64_t k = 192;
+    for (size_t c = 0; c < KT_LEN(cases); c++) {
+        CHECK(pw_k_quant_share_activations(cases[c].t, cases[c].parts) == cases[c].share);
+        for (size_t ti = 0; ti < KT_LEN(tokens); ti++) {
+            const int64_t t = tokens[ti];
+            float *x = kt_random((size_t)(t * k));
+            uint8_t *w[3];
+            float *want[3];
+            for (int i = 0; i < cases[c].parts; i++) {
+                w[i] = random_blocks(cases[c].t[i], cases[c].n[i], k);
+                pw_set_num_threads(1);
+                want[i] = run(cases[c].t[i], x, w[i], t, cases[c].n[i], k);
+            }
+            for (int th = 1; th <= 3; th++) {
+                pw_set_num_threads(th);
+                pw_k_quant_part parts[3];
+                for (int i = 0; i < cases[c].parts; i++)
+                    parts[i] = (pw_k_quant_part){kt_zeros((size_t)(t * cases[c].n[i])), w[i],
+                                                 cases[c].t[i], cases[c].n[i]};
+                pw_k_matmul_quant_parts(parts, cases[c].parts, x, t, k);
+                for (int i = 0; i < cases[c].parts; i++) {
+                    CHECK(kt_bitwise_equal(parts[i].y, want[i],
+                                           (size_t)(t * cases[c].n[i]) * sizeof(float)));
+                    free(parts[i].y);
+                }
+            }
+            if (cases[c].parts >= 2) {
+                /* gate: part 0's weights; up: f rows of part 1's type */
+                const int64_t f = cases[c].n[0];
+                uint8_t *wu = random_blocks(cases[c].t[1], f, k);
+                pw_set_num_threads(1);
+                float *want_up = run(cases[c].t[1], x, wu, t, f, k);
+                float *silu = kt_zeros((size_t)(t * f));
+                pw_k_silu_mul(silu, want[0], want_up, t * f);
+                for (int th = 1; th <= 3; th++) {
+                    pw_set_num_threads(th);
+                    float *out = kt_random((size_t)(t * f)), *up = kt_random((size_t)(t * f));
+                    pw_k_matmul_quant_silu(out, up, x, w[0], cases[c].t[0], wu, cases[c].t[1], t,
+                                           f, k);
+                    CHECK(kt_bitwise_equal(out, silu, (size_t)(t * f) * sizeof(float)));
+                    CHECK(kt_bitwise_equal(up, want_up, (size_t)(t * f) * sizeof(float)));
+                    free(out), free(up);
+                }
+                free(wu), free(want_up), free(silu);
+            }
+            pw_set_num_threads(1);
+            for (int i = 0; i < cases[c].parts; i++) free(w[i]), free(want[i]);
+            free(x);
+        }
+    }
+    /* No memory for the shared rows (each call's rows larger than any
+     * before, so the thread's buffer must grow, and cannot): the products,
+     * and the gate/up pair, take the one-by-one path (whose own buffer
+     * then grows), with the same bits. The expected values are computed
+     * after, so that they do not grow the buffer first. */
+    {
+        const int64_t t = 16, t2 = 24, big_k = 65536, n0 = 3, n1 = 5;
+        float *x = kt_random((size_t)(t2 * big_k));
+        uint8_t *w0 = random_blocks(PW_Q4_1, n0, big_k), *w1 = random_blocks(PW_Q4_0, n1, big_k);
+        uint8_t *wg = random_blocks(PW_Q4_1, n0, big_k);
+        pw_k_quant_part parts[2] = {{kt_zeros((size_t)(t * n0)), w0, PW_Q4_1, n0},
+                                    {kt_zeros((size_t)(t * n1)), w1, PW_Q4_0, n1}};
+        pw_clear_error();
+        pw_host_fail_nth(1);
+        pw_k_matmul_quant_parts(parts, 2, x, t, big_k);
+        pw_host_fail_nth(0);
+        CHECK(strstr(pw_last_error(), "out of host memory") != NULL); /* the path was taken */
+        float *out = kt_zeros((size_t)(t2 * n0)), *up = kt_zeros((size_t)(t2 * n0));
+        pw_clear_error();
+        pw_host_fail_nth(1);
+        pw_k_matmul_quant_silu(out, up, x, wg, PW_Q4_1, w0, PW_Q4_1, t2, n0, big_k);
+        pw_host_fail_nth(0);
+        CHECK(strstr(pw_last_error(), "out of host memory") != NULL);
+        float *want0 = run(PW_Q4_1, x, w0, t2, n0, big_k), *want1 = run(PW_Q4_0, x, w1, t, n1, big_k);
+        float *g = run(PW_Q4_1, x, wg, t2, n0, big_k), *silu = kt_zeros((size_t)(t2 * n0));
+        pw_k_silu_mul(silu, g, want0, t2 * n0);
+        CHECK(kt_bitwise_equal(parts[0].y, want0, (size_t)(t * n0) * sizeof(float)));
+        CHECK(kt_bitwise_equal(parts[1].y, want1, (size_t)(t * n1) * sizeof(float)));
+        CHECK(kt_bitwise_equal(out, silu, (size_t)(t2 * n0) * sizeof(float)));
+        CHECK(kt_bitwise_equal(up, want0, (size_t)(t2 * n0) * sizeof(float)));
+        free(x), free(w0), free(w1), free(wg), free(want0), free(want1), free(g), free(silu);
+        free(out), free(up), free(parts[0].y), free(parts[1].y);
+    }
+    /* More parts than a group holds: multiplied one by one. */
+    pw_dtype many[PW_K_QUANT_MAX_PARTS + 1];
+    for (int i = 0; i <= PW_K_QUANT_MAX_PARTS; i++) many[i] = PW_Q4_1;
+    CHECK(pw_k_quant_share_activations(many, PW_K_QUANT_MAX_PARTS));
+    CHECK(!pw_k_quant_share_activations(many, PW_K_QUANT_MAX_PARTS + 1));
+    CHECK(!pw_k_quant_share_activations(many, 0));
+    const pw_dtype kq[2] = {PW_Q4_K, PW_Q4_K};
+    CHECK(!pw_k_quant_share_activations(kq, 2));
+}
+
 static void check_embedding(pw_dtype type) {
     const int64_t vocab = 11, dim = 96, t = 6;
     uint8_t *table = random_blocks(type, vocab, dim);
@@ -491,6 +604,7 @@ int main(void) {
     CHECK(!pw_k_quant_supported(PW_F16));
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_quantizer(types[i]);
     check_out_of_memory();
+    check_shared_rows();
     check_capture();
     return pw_test_finish("kernels_matmul_quant");
 }

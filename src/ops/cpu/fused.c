@@ -39,9 +39,16 @@ size_t pw_k_matmul_any_scratch_floats(pw_dtype type, int64_t n_tokens, int64_t n
 void pw_k_qkv_rope(const pw_k_qkv_rope_args *a) {
     const int64_t t = a->n_tokens, qw = a->n_heads * a->head_dim,
                   kw = a->n_kv_heads * a->head_dim;
-    pw_k_matmul_any(a->q, a->x, a->wq, a->tq, t, qw, a->dim, a->scratch);
-    pw_k_matmul_any(a->k, a->x, a->wk, a->tk, t, kw, a->dim, a->scratch);
-    pw_k_matmul_any(a->v, a->x, a->wv, a->tv, t, kw, a->dim, a->scratch);
+    if (pw_k_quant_share_activations((const pw_dtype[]){a->tq, a->tk, a->tv}, 3)) {
+        /* x quantized once, one split over q, k and v's columns */
+        const pw_k_quant_part parts[3] = {
+            {a->q, a->wq, a->tq, qw}, {a->k, a->wk, a->tk, kw}, {a->v, a->wv, a->tv, kw}};
+        pw_k_matmul_quant_parts(parts, 3, a->x, t, a->dim);
+    } else {
+        pw_k_matmul_any(a->q, a->x, a->wq, a->tq, t, qw, a->dim, a->scratch);
+        pw_k_matmul_any(a->k, a->x, a->wk, a->tk, t, kw, a->dim, a->scratch);
+        pw_k_matmul_any(a->v, a->x, a->wv, a->tv, t, kw, a->dim, a->scratch);
+    }
     pw_k_rope(a->q, a->q, a->positions, a->rope_table, t, a->n_heads, a->head_dim, a->max_pos);
     pw_k_rope(a->k, a->k, a->positions, a->rope_table, t, a->n_kv_heads, a->head_dim,
               a->max_pos);
@@ -51,6 +58,13 @@ static void qkv_rope_launch(const void *args) { pw_k_qkv_rope(args); }
 const pw_kernel pw_kernel_qkv_rope = {"qkv_rope", qkv_rope_launch, NULL};
 
 void pw_k_gate_up_silu(const pw_k_gate_up_silu_args *a) {
+    if (pw_k_quant_share_activations((const pw_dtype[]){a->t_gate, a->t_up}, 2)) {
+        /* x quantized once; each thread multiplies a range of gate and up
+         * columns and takes their silu_mul */
+        pw_k_matmul_quant_silu(a->out, a->up, a->x, a->w_gate, a->t_gate, a->w_up, a->t_up,
+                               a->n_tokens, a->f, a->dim);
+        return;
+    }
     pw_k_matmul_any(a->out, a->x, a->w_gate, a->t_gate, a->n_tokens, a->f, a->dim, a->scratch);
     pw_k_matmul_any(a->up, a->x, a->w_up, a->t_up, a->n_tokens, a->f, a->dim, a->scratch);
     pw_k_silu_mul(a->out, a->out, a->up, a->n_tokens * a->f);

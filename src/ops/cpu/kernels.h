@@ -165,6 +165,36 @@ void pw_k_matmul_quant(float *y, const float *x, const void *w, pw_dtype type,
 
 extern const pw_kernel pw_kernel_matmul_quant;
 
+/* Several products of one x: the activation rows are quantized once and
+ * one split over threads covers all their columns (one hand-off instead of
+ * one per product). Every output element is the one pw_k_matmul_quant
+ * gives, bit for bit: the rows are the same (the quantizer depends on the
+ * weight type only through the fold that Q4_0 and Q4_1 share), and each
+ * column follows the documented sequence whatever range computes it. */
+#define PW_K_QUANT_MAX_PARTS 4
+/* True when the n types (n <= PW_K_QUANT_MAX_PARTS) take the same
+ * activation rows: all Q8_0, or all Q4_0 / Q4_1. */
+bool pw_k_quant_share_activations(const pw_dtype *types, int n);
+/* One product of such a group: y[T][n] = x W^T. */
+typedef struct pw_k_quant_part {
+    float *y;
+    const void *w;
+    pw_dtype type;
+    int64_t n;
+} pw_k_quant_part;
+/* parts[i].y = x W_i^T for every part (parts whose types do not share
+ * activations, or more than PW_K_QUANT_MAX_PARTS, are multiplied one by
+ * one with pw_k_matmul_quant: the same bits, without the saving). */
+void pw_k_matmul_quant_parts(const pw_k_quant_part *parts, int n_parts, const float *x,
+                             int64_t n_tokens, int64_t k);
+/* out = silu(x Wg^T) * (x Wu^T), up = x Wu^T (scratch, [T][f]): the
+ * result of pw_k_matmul_quant twice and pw_k_silu_mul, each thread taking
+ * the silu of the columns it computed (types that do not share activations
+ * run those three kernels). out must not alias up or x. */
+void pw_k_matmul_quant_silu(float *out, float *up, const float *x, const void *w_gate,
+                            pw_dtype t_gate, const void *w_up, pw_dtype t_up, int64_t n_tokens,
+                            int64_t f, int64_t k);
+
 /* out[t] = table[ids[t]] dequantized with pw_dequantize's arithmetic (the
  * same bits); an id outside [0, vocab) yields a zero row. */
 void pw_k_embedding_quant(float *out, const int32_t *ids, const void *table, pw_dtype type,

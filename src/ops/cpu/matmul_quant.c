@@ -149,12 +149,18 @@ static void quant_cols_range(void *ctx, int64_t j0, int64_t j1) {
     j->run(j->y, j->xa, j->w, j->type, j->n_tokens, j->n, j->k, j0, j1);
 }
 
+/* True when a product of n_tokens x n x k is split across threads. */
+static bool worth_splitting(int64_t n_tokens, int64_t n, int64_t k) {
+    return n > COL_GROUP && n_tokens * n * k >= PW_K_PARALLEL_MIN_MACS &&
+           pw_k_parallel_threads() > 1;
+}
+
 /* Rows already quantized into xa: with several threads, large products are
  * split by output columns in groups of 8; every element still follows the
  * documented sequence, so the split changes no bit. */
 static void qdot(int8_copy c, float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type,
                  int64_t n_tokens, int64_t n, int64_t k) {
-    if (n > COL_GROUP && n_tokens * n * k >= PW_K_PARALLEL_MIN_MACS && pw_k_parallel_threads() > 1) {
+    if (worth_splitting(n_tokens, n, k)) {
         quant_cols_job job = {c.run, y, xa, w, type, n_tokens, n, k};
         pw_k_parallel_cols(n, COL_GROUP, quant_cols_range, &job);
         return;
@@ -200,6 +206,117 @@ void pw_k_matmul_quant_with(pw_k_int8_isa level, float *y, const float *x, const
 void pw_k_matmul_quant(float *y, const float *x, const void *w, pw_dtype type,
                        int64_t n_tokens, int64_t n, int64_t k) {
     pw_k_matmul_quant_with(pw_k_isa_int8(), y, x, w, type, n_tokens, n, k);
+}
+
+/* ---- several products of one x ------------------------------------------ */
+
+/* Which activation rows a block type's products take (pw_k_q8b_quantize_rows
+ * depends on the type only through its fold): Q4_0 and Q4_1 share theirs,
+ * Q8_0 has its own, the other types are quantized elsewhere (-1). */
+static int act_rows_kind(pw_dtype type) {
+    return type == PW_Q8_0 ? 0 : type == PW_Q4_0 || type == PW_Q4_1 ? 1 : -1;
+}
+
+bool pw_k_quant_share_activations(const pw_dtype *types, int n) {
+    if (n < 1 || n > PW_K_QUANT_MAX_PARTS || act_rows_kind(types[0]) < 0) return false;
+    for (int i = 1; i < n; i++)
+        if (act_rows_kind(types[i]) != act_rows_kind(types[0])) return false;
+    return true;
+}
+
+/* The products' columns in groups of COL_GROUP, end to end: part i's groups
+ * are [ends[i - 1], ends[i]). */
+typedef struct parts_job {
+    qdot_fn run;
+    const uint8_t *xa;
+    const pw_k_quant_part *parts;
+    int n_parts;
+    int64_t ends[PW_K_QUANT_MAX_PARTS];
+    int64_t n_tokens, k;
+} parts_job;
+
+static void parts_range(void *ctx, int64_t g0, int64_t g1) {
+    const parts_job *j = ctx;
+    int64_t start = 0;
+    for (int i = 0; i < j->n_parts; start = j->ends[i++]) {
+        int64_t a = g0 > start ? g0 : start, b = g1 < j->ends[i] ? g1 : j->ends[i];
+        if (a >= b) continue;
+        const pw_k_quant_part *p = &j->parts[i];
+        int64_t c1 = (b - start) * COL_GROUP;
+        j->run(p->y, j->xa, p->w, p->type, j->n_tokens, p->n, j->k, (a - start) * COL_GROUP,
+               c1 < p->n ? c1 : p->n);
+    }
+}
+
+void pw_k_matmul_quant_parts(const pw_k_quant_part *parts, int n_parts, const float *x,
+                             int64_t n_tokens, int64_t k) {
+    bool share = n_parts >= 1 && n_parts <= PW_K_QUANT_MAX_PARTS;
+    pw_dtype types[PW_K_QUANT_MAX_PARTS];
+    for (int i = 0; share && i < n_parts; i++) types[i] = parts[i].type;
+    share = share && pw_k_quant_share_activations(types, n_parts);
+    uint8_t *xa =
+        share ? pw_k_act_scratch((size_t)PW_K_Q8B_BYTES(1, k) * (size_t)n_tokens) : NULL;
+    if (!xa) { /* rows not shared, or no memory for them: each product its own way */
+        for (int i = 0; i < n_parts; i++)
+            pw_k_matmul_quant(parts[i].y, x, parts[i].w, parts[i].type, n_tokens, parts[i].n, k);
+        return;
+    }
+    assert(k % QK == 0);
+    int8_copy c = copy_for(pw_k_isa_int8());
+    c.quantize(xa, x, n_tokens, k, parts[0].type);
+    parts_job job = {c.run, xa, parts, n_parts, {0}, n_tokens, k};
+    int64_t groups = 0, n_total = 0;
+    for (int i = 0; i < n_parts; i++) {
+        groups += (parts[i].n + COL_GROUP - 1) / COL_GROUP;
+        job.ends[i] = groups;
+        n_total += parts[i].n;
+    }
+    if (worth_splitting(n_tokens, n_total, k))
+        pw_k_parallel_for(groups, parts_range, &job);
+    else
+        parts_range(&job, 0, groups);
+}
+
+/* Gate and up columns [j0, j1) of every token, then their silu_mul. */
+typedef struct silu_job {
+    qdot_fn run;
+    const uint8_t *xa;
+    float *out, *up;
+    const void *w_gate, *w_up;
+    pw_dtype t_gate, t_up;
+    int64_t n_tokens, f, k;
+} silu_job;
+
+static void silu_range(void *ctx, int64_t j0, int64_t j1) {
+    const silu_job *j = ctx;
+    j->run(j->out, j->xa, j->w_gate, j->t_gate, j->n_tokens, j->f, j->k, j0, j1);
+    j->run(j->up, j->xa, j->w_up, j->t_up, j->n_tokens, j->f, j->k, j0, j1);
+    for (int64_t t = 0; t < j->n_tokens; t++) {
+        float *o = j->out + t * j->f + j0;
+        pw_k_silu_mul(o, o, j->up + t * j->f + j0, j1 - j0);
+    }
+}
+
+void pw_k_matmul_quant_silu(float *out, float *up, const float *x, const void *w_gate,
+                            pw_dtype t_gate, const void *w_up, pw_dtype t_up, int64_t n_tokens,
+                            int64_t f, int64_t k) {
+    uint8_t *xa = pw_k_quant_share_activations((const pw_dtype[]){t_gate, t_up}, 2)
+                      ? pw_k_act_scratch((size_t)PW_K_Q8B_BYTES(1, k) * (size_t)n_tokens)
+                      : NULL;
+    if (!xa) { /* rows not shared, or no memory for them: the three kernels */
+        pw_k_matmul_quant(out, x, w_gate, t_gate, n_tokens, f, k);
+        pw_k_matmul_quant(up, x, w_up, t_up, n_tokens, f, k);
+        pw_k_silu_mul(out, out, up, n_tokens * f);
+        return;
+    }
+    assert(k % QK == 0);
+    int8_copy c = copy_for(pw_k_isa_int8());
+    c.quantize(xa, x, n_tokens, k, t_gate);
+    silu_job job = {c.run, xa, out, up, w_gate, w_up, t_gate, t_up, n_tokens, f, k};
+    if (worth_splitting(n_tokens, 2 * f, k))
+        pw_k_parallel_cols(f, COL_GROUP, silu_range, &job);
+    else
+        silu_range(&job, 0, f);
 }
 
 static void matmul_quant_launch(const void *args) {
