@@ -19,8 +19,9 @@ static void count_items(void *ctx, int64_t begin, int64_t end) {
 
 static void test_cover(void) {
     static const int threads[] = {1, 2, 3, 4, 7};
-    /* around the guided cut's 3 shares per thread, and far above it */
-    static const int64_t sizes[] = {0, 1, 2, 3, 5, 6, 8, 9, 12, 13, 20, 21, 22, 64, 1001};
+    /* around the guided cut's 4 shares per thread, and far above it */
+    static const int64_t sizes[] = {0, 1, 2, 3, 5, 7, 8, 9, 11, 12, 13, 15, 16, 17, 27, 28,
+                                    29, 64, 1001};
     for (size_t ti = 0; ti < KT_LEN(threads); ti++) {
         pw_set_num_threads(threads[ti]);
         CHECK_EQ_INT(pw_k_parallel_threads(), threads[ti]);
@@ -117,7 +118,8 @@ static void test_pool_grows(void) {
  * The first share a worker (not the caller) runs waits, up to 5 s, until
  * all the other items are done (the caller's first share waits for that
  * worker to arrive); with a share per thread it would hold half the job,
- * with the guided cut at most a quarter (2 threads). */
+ * with the guided cut at most a quarter (2 threads: its first shares hold
+ * a quarter each, its last an eighth). */
 typedef struct stall {
     pthread_t caller;
     atomic_int done;        /* items finished */

@@ -43,7 +43,7 @@ static bool worth_splitting(const pw_k_attention_args *a) {
     if (a->n_tokens >= PW_K_PARALLEL_MIN_TOKENS) return true;
     int64_t positions = 0;
     for (int64_t t = 0; t < a->n_tokens; t++) positions += a->meta->positions[t] + 1;
-    return 2 * positions * a->n_heads * a->head_dim >= PW_K_PARALLEL_MIN_MACS;
+    return 2 * positions * a->n_heads * a->head_dim >= PW_K_ATTN_PARALLEL_MIN_MACS;
 }
 
 /* Every token's K/V is written before any token attends (a token reads

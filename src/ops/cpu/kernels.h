@@ -31,7 +31,7 @@ typedef void (*pw_k_range_fn)(void *ctx, int64_t begin, int64_t end);
 /* Threads the kernels split work across: pw_get_num_threads(), at least 1.
  * The worker pool grows to the largest count a job has asked for. */
 int pw_k_parallel_threads(void);
-/* Runs fn over [0, n) split into contiguous ranges (three per thread,
+/* Runs fn over [0, n) split into contiguous ranges (four per thread,
  * the first ones largest, or one per item when n is smaller: parallel.c)
  * that the calling thread and the
  * workers claim as they become free, so a preempted thread holds up only
@@ -48,6 +48,12 @@ void pw_k_parallel_cols(int64_t n, int64_t group, pw_k_range_fn fn, void *ctx);
  * saves. */
 #define PW_K_PARALLEL_MIN_MACS (128 * 1024)
 #define PW_K_PARALLEL_MIN_TOKENS 2
+/* Decode attention (one token) splits its head groups across threads from
+ * this many multiply-adds: lower than the matmuls' bound because the
+ * workers are awake (spinning) between a layer's products, so the hand-off
+ * costs about a microsecond; SmolLM2 splits from position 14, where its
+ * attention had run on the calling thread alone up to position 113. */
+#define PW_K_ATTN_PARALLEL_MIN_MACS (16 * 1024)
 
 /* ---- embedding ----------------------------------------------------------- */
 

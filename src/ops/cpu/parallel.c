@@ -5,12 +5,13 @@
  * awake worker take the next unclaimed share from an atomic counter until
  * none is left, and the caller then waits only for shares still running.
  * The cut is guided: with P threads, the first P shares hold half of the
- * items, the next P a quarter, the last P the last quarter. A worker the OS
- * has not scheduled (a loaded machine, more threads than cores) or
+ * items, the next P a quarter, the last 2P an eighth each round. A worker
+ * the OS has not scheduled (a loaded machine, more threads than cores) or
  * preempts therefore holds up at most the share it took, half of a
- * thread's part at most, and late shares only a quarter: the others
+ * thread's part at most, and late shares only an eighth: the others
  * take what it has not claimed, instead of the whole job waiting a
- * scheduler time slice for it. Workers are started when first needed (up
+ * scheduler time slice for it; and the threads finish within a small
+ * share of each other, so the caller seldom waits at the end of a job. Workers are started when first needed (up
  * to pw_get_num_threads() - 1 of them) and kept; between jobs they spin
  * for a short while, then sleep on a condition variable, so back-to-back
  * kernel launches in a replayed graph do not pay a wake-up each but an
@@ -33,8 +34,11 @@
 /* Guided cut: GUIDED_ROUNDS shares per thread (see share_begin). Equal
  * shares, four per thread, were measured 6-10% slower at batch 16-64 with
  * 2 threads on a quiet machine (smaller column blocks, more hand-offs); the
- * guided cut keeps half of the work in one large share per thread. */
-#define GUIDED_ROUNDS 3
+ * guided cut keeps half of the work in one large share per thread. Its
+ * tail of eighths (rather than quarters, session 8) cut the time a
+ * 2-thread SmolLM2 decode spends waiting at the end of a job by 40%
+ * (BENCHMARKS.md, "Session 8"). */
+#define GUIDED_ROUNDS 4
 /* Spin iterations the caller waits for running shares before it yields
  * its core (to the thread it is waiting for, when both share one). */
 #define PW_K_WAIT_SPINS 2000
@@ -83,13 +87,14 @@ static inline void cpu_relax(void) {
 }
 
 /* First item of share s (of `shares`, with `threads` threads): the guided
- * cut when shares == GUIDED_ROUNDS * threads, in quarters of n / threads:
- * shares 0 .. P-1 two quarters each, P .. 3P-1 one each; otherwise equal
- * shares. A function of (n, shares, threads, s) only. */
+ * cut when shares == GUIDED_ROUNDS * threads, in eighths of n / threads:
+ * shares 0 .. P-1 four eighths each, P .. 2P-1 two, 2P .. 4P-1 one each;
+ * otherwise equal shares. A function of (n, shares, threads, s) only. */
 static int64_t share_begin(int64_t n, int shares, int threads, int s) {
     if (shares != GUIDED_ROUNDS * threads) return n * s / shares;
-    int64_t quarters = s <= threads ? 2 * (int64_t)s : (int64_t)threads + s;
-    return n * quarters / (4 * (int64_t)threads);
+    const int64_t p = threads;
+    int64_t eighths = s <= p ? 4 * (int64_t)s : s <= 2 * p ? 2 * (int64_t)s + 2 * p : s + 4 * p;
+    return n * eighths / (8 * p);
 }
 
 /* Claims and runs shares of job `gen` until none is left. */
