@@ -48,11 +48,21 @@ void pw_k_parallel_cols(int64_t n, int64_t group, pw_k_range_fn fn, void *ctx);
  * saves. */
 #define PW_K_PARALLEL_MIN_MACS (128 * 1024)
 #define PW_K_PARALLEL_MIN_TOKENS 2
+/* The matmuls hand columns to threads in groups of this many (the 1 x 8
+ * tile's width). */
+#define PW_K_COL_GROUP 8
+/* True when an n_tokens x n x k product is split across threads by column
+ * groups (the quantized matmuls' rule; pw_k_matmul_own checks the thread
+ * count inside its split). */
+static inline bool pw_k_split_cols(int64_t n_tokens, int64_t n, int64_t k) {
+    return n > PW_K_COL_GROUP && n_tokens * n * k >= PW_K_PARALLEL_MIN_MACS &&
+           pw_k_parallel_threads() > 1;
+}
 /* Decode attention (one token) splits its head groups across threads from
  * this many multiply-adds: lower than the matmuls' bound because the
  * workers are awake (spinning) between a layer's products, so the hand-off
  * costs about a microsecond; SmolLM2 splits from position 14, where its
- * attention had run on the calling thread alone up to position 113. */
+ * attention had run on the calling thread alone up to position 112. */
 #define PW_K_ATTN_PARALLEL_MIN_MACS (16 * 1024)
 
 /* ---- embedding ----------------------------------------------------------- */

@@ -37,9 +37,7 @@
 /* The baseline copy of the tile code; matmul_fma.c builds the other. */
 #include "ops/cpu/matmul_body.h"
 
-/* Columns are handed to threads in groups of this many (the 1 x 8 tile's
- * width). */
-#define COL_GROUP 8
+#define COL_GROUP PW_K_COL_GROUP
 
 typedef void cols_fn(float *y, const float *x, const float *w, int64_t n_tokens, int64_t n,
                      int64_t k, int64_t j0, int64_t j1);

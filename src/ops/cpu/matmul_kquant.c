@@ -185,8 +185,7 @@ static kq_copy copy_for(pw_k_int8_isa level, pw_dtype type, int64_t k) {
 
 /* ---- the product ---------------------------------------------------------- */
 
-/* Columns go to threads in groups of this many, as in matmul_quant.c. */
-#define COL_GROUP 8
+#define COL_GROUP PW_K_COL_GROUP
 #define STACK_ACT_BYTES (32 * 1024)
 
 typedef struct kq_cols_job {
@@ -207,7 +206,7 @@ static void kq_cols_range(void *ctx, int64_t j0, int64_t j1) {
  * documented sequence, so the split changes no bit. */
 static void kqdot(kq_copy c, float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type,
                   int64_t n_tokens, int64_t n, int64_t k) {
-    if (n > COL_GROUP && n_tokens * n * k >= PW_K_PARALLEL_MIN_MACS && pw_k_parallel_threads() > 1) {
+    if (pw_k_split_cols(n_tokens, n, k)) {
         kq_cols_job job = {c.run, y, xa, w, type, n_tokens, n, k};
         pw_k_parallel_cols(n, COL_GROUP, kq_cols_range, &job);
         return;

@@ -131,8 +131,7 @@ uint8_t *pw_k_act_scratch(size_t bytes) {
 
 /* ---- the product ---------------------------------------------------------- */
 
-/* Columns go to threads in groups of this many (the 1 x 8 tile's width). */
-#define COL_GROUP 8
+#define COL_GROUP PW_K_COL_GROUP
 /* Rows of one pass when no buffer for all of them can be had: the stack. */
 #define STACK_ACT_BYTES (32 * 1024)
 
@@ -149,18 +148,12 @@ static void quant_cols_range(void *ctx, int64_t j0, int64_t j1) {
     j->run(j->y, j->xa, j->w, j->type, j->n_tokens, j->n, j->k, j0, j1);
 }
 
-/* True when a product of n_tokens x n x k is split across threads. */
-static bool worth_splitting(int64_t n_tokens, int64_t n, int64_t k) {
-    return n > COL_GROUP && n_tokens * n * k >= PW_K_PARALLEL_MIN_MACS &&
-           pw_k_parallel_threads() > 1;
-}
-
 /* Rows already quantized into xa: with several threads, large products are
  * split by output columns in groups of 8; every element still follows the
  * documented sequence, so the split changes no bit. */
 static void qdot(int8_copy c, float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type,
                  int64_t n_tokens, int64_t n, int64_t k) {
-    if (worth_splitting(n_tokens, n, k)) {
+    if (pw_k_split_cols(n_tokens, n, k)) {
         quant_cols_job job = {c.run, y, xa, w, type, n_tokens, n, k};
         pw_k_parallel_cols(n, COL_GROUP, quant_cols_range, &job);
         return;
@@ -271,7 +264,7 @@ void pw_k_matmul_quant_parts(const pw_k_quant_part *parts, int n_parts, const fl
         job.ends[i] = groups;
         n_total += parts[i].n;
     }
-    if (worth_splitting(n_tokens, n_total, k))
+    if (pw_k_split_cols(n_tokens, n_total, k))
         pw_k_parallel_for(groups, parts_range, &job);
     else
         parts_range(&job, 0, groups);
@@ -313,7 +306,7 @@ void pw_k_matmul_quant_silu(float *out, float *up, const float *x, const void *w
     int8_copy c = copy_for(pw_k_isa_int8());
     c.quantize(xa, x, n_tokens, k, t_gate);
     silu_job job = {c.run, xa, out, up, w_gate, w_up, t_gate, t_up, n_tokens, f, k};
-    if (worth_splitting(n_tokens, 2 * f, k))
+    if (pw_k_split_cols(n_tokens, 2 * f, k))
         pw_k_parallel_cols(f, COL_GROUP, silu_range, &job);
     else
         silu_range(&job, 0, f);
