@@ -80,6 +80,7 @@ struct conn {
     /* the connection's thread only */
     char buf[CONN_BUF];
     size_t have;
+    char head[SERVE_HEAD_MAX]; /* the request head being answered, parsed in place */
 };
 
 /* One request on a connection. */
@@ -754,7 +755,13 @@ static bool serve_one(conn *c, size_t head_len, bool head_bad) {
     req r = {.h = h, .c = c};
     atomic_fetch_add(&h->in_flight, 1);
     serve_metrics_received();
-    if (head_bad || head_len == 0) {
+    bool parsed = false;
+    if (!head_bad && head_len > 0 && head_len <= SERVE_HEAD_MAX) {
+        /* parsed in a copy: reading the body moves the bytes after the head */
+        memcpy(c->head, c->buf, head_len);
+        parsed = serve_head_parse(c->head, head_len, &r.head);
+    }
+    if (head_bad || head_len == 0 || head_len > SERVE_HEAD_MAX) {
         r.close = true;
         if (head_bad)
             send_simple_error(&r, 400, "invalid_request_error", "malformed_request",
@@ -762,7 +769,7 @@ static bool serve_one(conn *c, size_t head_len, bool head_bad) {
         else
             send_simple_error(&r, 431, "invalid_request_error", "headers_too_large",
                               "the request head is larger than 16 KiB");
-    } else if (!serve_head_parse(c->buf, head_len, &r.head)) {
+    } else if (!parsed) {
         r.close = true;
         int st = r.head.status;
         send_simple_error(&r, st, st >= 500 ? "server_error" : "invalid_request_error",
