@@ -24,6 +24,7 @@ import re
 import resource
 import select
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -117,6 +118,16 @@ def refused_once(name, data, status=400, wait=6):
                 f"{[r[0] for r in rs]} closed={closed}: {got[:300]!r}")
     return rs
 
+
+# the limits are options, documented in --help, and checked
+h = subprocess.run([binary, "serve", "--help"], capture_output=True, text=True, timeout=60)
+for opt in ["--header-timeout", "--body-timeout", "--max-conns", "--max-conns-per-client"]:
+    t.check(h.returncode == 0 and opt in h.stdout, f"serve --help documents {opt}")
+for opt in ["--header-timeout", "--body-timeout", "--max-conns", "--max-conns-per-client"]:
+    p = subprocess.run([binary, "serve", model, opt, "0"], capture_output=True, text=True,
+                       timeout=60)
+    t.check(p.returncode == 2 and opt in p.stderr and "outside" in p.stderr,
+            f"serve {opt} 0 -> exit {p.returncode}: {p.stderr.strip()}")
 
 srv = Server(binary, model, "--api-key", KEY, "--timeout", "5", "--header-timeout", "2",
              "--body-timeout", "2", "--max-seqs", "8")
