@@ -48,6 +48,9 @@
 #define LINGER_BYTES ((size_t)64 << 20)
 #define LINGER_S 5.0
 #define LINGER_IDLE_S 2.0
+/* A connection is evicted for room only after this long without a whole
+ * request: a client that has just connected has time to send one. */
+#define EVICT_GRACE_S 1.0
 
 typedef struct conn conn;
 
@@ -779,7 +782,9 @@ static bool serve_one(conn *c, size_t head_len, bool head_bad) {
         r.head_only = strcmp(r.head.method, "HEAD") == 0;
         /* a request that arrived before the shutdown is answered in full */
         bool draining = atomic_load(&h->draining);
-        if (read_body(&r, head_len)) {
+        if (!read_body(&r, head_len)) {
+            r.close = true; /* answered, or the client left: where the next request starts is unknown */
+        } else {
             set_busy(c, true);
             if (draining) {
                 r.close = true;
@@ -877,8 +882,12 @@ static void drop_locked(conn *c) {
     shutdown(c->fd, SHUT_RDWR);
 }
 
-/* Admits a new connection, evicting the oldest unfinished one of the same
- * address at the per-address cap, or of any address at the limit. */
+/* Admits a new connection. At the per-address cap it evicts that
+ * address's oldest unproven connection, at the limit the oldest of any
+ * address; only connections unproven for EVICT_GRACE_S at least, so that a
+ * client that has just connected has time to send its request. With no such
+ * connection a new one is still admitted below the limit, and refused at
+ * it. */
 static void admit(serve_http *h, int fd, const struct sockaddr_storage *ss) {
     conn *c = malloc(sizeof *c);
     if (!c) {
@@ -890,33 +899,36 @@ static void admit(serve_http *h, int fd, const struct sockaddr_storage *ss) {
     c->fd = fd;
     c->have = 0;
     addr_key(ss, &c->family, c->addr);
-    c->since = serve_now();
+    double now = serve_now();
+    c->since = now;
     pthread_mutex_lock(&h->mu);
-    int same_idle = 0, total = 0;
+    int same = 0, total = 0;
     conn *oldest_same = NULL, *oldest = NULL;
     for (conn *k = h->conns; k; k = k->next) {
         if (k->dropped) continue;
         total++;
         if (k->busy) continue;
+        bool mine = k->family == c->family && memcmp(k->addr, c->addr, 16) == 0;
+        same += mine;
+        if (now - k->since < EVICT_GRACE_S) continue;
         if (!oldest || k->since < oldest->since) oldest = k;
-        if (k->family == c->family && memcmp(k->addr, c->addr, 16) == 0) {
-            same_idle++;
-            if (!oldest_same || k->since < oldest_same->since) oldest_same = k;
-        }
+        if (mine && (!oldest_same || k->since < oldest_same->since)) oldest_same = k;
     }
-    if (same_idle >= (int)h->opt.max_conns_per_client && oldest_same) {
+    if (same >= (int)h->opt.max_conns_per_client && oldest_same) {
         drop_locked(oldest_same);
         serve_metrics_connection_dropped(SERVE_DROP_EVICTED);
         total--;
-        if (oldest == oldest_same) oldest = NULL;
+        if (oldest == oldest_same) {
+            oldest = NULL;
+            for (conn *k = h->conns; k; k = k->next)
+                if (!k->dropped && !k->busy && now - k->since >= EVICT_GRACE_S &&
+                    (!oldest || k->since < oldest->since))
+                    oldest = k;
+        }
     }
     if (total >= (int)h->opt.max_conns) {
         if (!oldest) {
-            for (conn *k = h->conns; k; k = k->next)
-                if (!k->dropped && !k->busy && (!oldest || k->since < oldest->since)) oldest = k;
-        }
-        if (!oldest) {
-            /* every connection is answering a request: refuse this one */
+            /* every connection is answering a request or just arrived */
             pthread_mutex_unlock(&h->mu);
             serve_metrics_connection_dropped(SERVE_DROP_REFUSED);
             close(fd);

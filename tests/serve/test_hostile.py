@@ -262,6 +262,31 @@ for mode in ["length", "chunked"]:
     t.check(st == 413 and json_error(data) is not None,
             f"1.2 MB body ({mode}) against --max-body 1 MiB: the client reads 413: {st} {data[:200]!r}")
 
+# ---- many prompt clients from one address: none is evicted for room ----------------------------
+# 100 connections (over --max-conns-per-client 64) each ask once and stay
+# open; a connection gets a second to send its request before it can be
+# evicted, so every one is answered; later ones evict the idle ones
+held = []
+answered = 0
+for i in range(100):
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    held.append(s)
+for s in held:
+    try:
+        answered += s.recv(4096).startswith(b"HTTP/1.1 200 ")
+    except OSError:
+        pass
+t.check(answered == 100, f"100 prompt connections from one address: {answered} answered")
+time.sleep(1.2)
+evicted0 = srv.metric('piecewise_connections_dropped_total{reason="evicted"}')
+for i in range(5):
+    t.check(srv.json("GET", "/health")[0] == 200, "a new connection beside 100 idle ones")
+t.check(srv.metric('piecewise_connections_dropped_total{reason="evicted"}') >= evicted0 + 5,
+        "idle connections over the per-address cap were evicted for new ones")
+for s in held:
+    s.close()
+
 # ---- deadlines from the first byte, not the last --------------------------------------------
 # --header-timeout 2, --timeout 5: a head dribbled a byte every 0.5 s is cut after about 2 s
 drops0 = srv.metric('piecewise_connections_dropped_total{reason="header_timeout"}')
