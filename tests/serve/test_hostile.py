@@ -107,6 +107,20 @@ def json_error(body):
     return e if isinstance(e, dict) and isinstance(e.get("message"), str) else None
 
 
+def accounting():
+    """(received, answered, cancelled) from one /metrics answer."""
+    received = answered = cancelled = None
+    for line in srv.metrics_text().splitlines():
+        name, _, value = line.rpartition(" ")
+        if name.startswith("piecewise_requests_total{"):
+            answered = (answered or 0) + float(value)
+        elif name == "piecewise_requests_received_total":
+            received = float(value)
+        elif name == "piecewise_requests_cancelled_total":
+            cancelled = float(value)
+    return received, answered, cancelled
+
+
 def refused_once(name, data, status=400, wait=6):
     """data gets exactly one answer, with status, Connection: close, a JSON
     error, and the connection closes (nothing smuggled after it runs)."""
@@ -262,6 +276,17 @@ for mode in ["length", "chunked"]:
     t.check(st == 413 and json_error(data) is not None,
             f"1.2 MB body ({mode}) against --max-body 1 MiB: the client reads 413: {st} {data[:200]!r}")
 
+# ---- a client that leaves mid-body is one cancelled request, and its connection closes ----------
+rec0, _, can0 = accounting()
+s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+s.sendall(head + b"Content-Length: 100\r\n\r\n" + BODY[:10])
+s.close()
+time.sleep(0.3)
+rec1, _, can1 = accounting()
+t.check(rec1 == rec0 + 2 and can1 == can0 + 1,
+        f"a body cut short: one request received (beside /metrics) and cancelled: "
+        f"received {rec0} -> {rec1}, cancelled {can0} -> {can1}")
+
 # ---- many prompt clients from one address: none is evicted for room ----------------------------
 # 100 connections (over --max-conns-per-client 64) each ask once and stay
 # open; a connection gets a second to send its request before it can be
@@ -408,20 +433,6 @@ t.check(evicted and evicted > 0, f"slow connections were evicted: {evicted}")
 t.check(srv.alive(), "server alive after the flood")
 
 # ---- metrics: received = answered + cancelled, under load --------------------------------------
-
-
-def accounting():
-    """(received, answered, cancelled) from one /metrics answer."""
-    received = answered = cancelled = None
-    for line in srv.metrics_text().splitlines():
-        name, _, value = line.rpartition(" ")
-        if name.startswith("piecewise_requests_total{"):
-            answered = (answered or 0) + float(value)
-        elif name == "piecewise_requests_received_total":
-            received = float(value)
-        elif name == "piecewise_requests_cancelled_total":
-            cancelled = float(value)
-    return received, answered, cancelled
 
 
 def load_client(i):
