@@ -359,10 +359,15 @@ static bool stream_send(stream_ctx *s, const char *p, size_t n) {
     s->last_send = serve_now();
     if (!n) return true;
     if (r->head.minor == 0) return send_all(r->h, r->c->fd, p, n);
-    char size[24];
-    int k = snprintf(size, sizeof size, "%zx\r\n", n);
-    return send_all(r->h, r->c->fd, size, (size_t)k) && send_all(r->h, r->c->fd, p, n) &&
-           send_all(r->h, r->c->fd, "\r\n", 2);
+    /* one write per chunk: with TCP_NODELAY each write is a packet */
+    char *b = malloc(n + 24);
+    if (!b) return false;
+    int k = snprintf(b, 24, "%zx\r\n", n);
+    memcpy(b + k, p, n);
+    memcpy(b + k + n, "\r\n", 2);
+    bool ok = send_all(r->h, r->c->fd, b, (size_t)k + n + 2);
+    free(b);
+    return ok;
 }
 
 static bool stream_flush(stream_ctx *s) {
