@@ -146,7 +146,7 @@ static void scan_codings(const char *v, size_t n, int *count, bool *unknown) {
 
 static bool host_char(unsigned char c) {
     return is_tchar(c) || c == ':' || c == '[' || c == ']' || c == '(' || c == ')' || c == ',' ||
-           c == ';' || c == '=' || c == '@';
+           c == ';' || c == '=';
 }
 
 bool serve_head_parse(char *buf, size_t len, serve_head *h) {

@@ -121,6 +121,7 @@ static void heads(void) {
     refused("GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", 400, "missing_host");
     refused("GET / HTTP/1.1\r\nHost: a b\r\n\r\n", 400, "missing_host");
     refused("GET / HTTP/1.1\r\nHost: a/b\r\n\r\n", 400, "missing_host");
+    refused("GET / HTTP/1.1\r\nHost: u@a\r\n\r\n", 400, "missing_host");
     refused("GET / HTTP/2.0\r\nHost: a\r\n\r\n", 505, "http_version_not_supported");
     refused("GET / HTTP/1.2\r\nHost: a\r\n\r\n", 505, "http_version_not_supported");
     refused("GET / HTTP/1.10\r\nHost: a\r\n\r\n", 400, "malformed_request");
