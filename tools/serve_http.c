@@ -96,6 +96,7 @@ typedef struct req {
     bool counted;   /* its outcome is in the metrics */
     char *body;
     size_t len;
+    double body_deadline;
 } req;
 
 /* ---- socket I/O ------------------------------------------------------------------------------ */
@@ -638,11 +639,18 @@ static void body_too_large(req *r) {
     send_simple_error(r, 413, "invalid_request_error", "body_too_large", msg);
 }
 
+/* 408: the body missed its deadline, or no byte of it came for --timeout. */
 static void body_timeout(req *r) {
+    serve_http *h = r->h;
     char msg[96];
-    snprintf(msg, sizeof msg, "the request body did not arrive within %u seconds",
-             r->h->opt.body_timeout_s);
-    serve_metrics_connection_dropped(SERVE_DROP_BODY_TIMEOUT);
+    if (serve_now() >= r->body_deadline) {
+        snprintf(msg, sizeof msg, "the request body did not arrive within %u seconds",
+                 h->opt.body_timeout_s);
+        serve_metrics_connection_dropped(SERVE_DROP_BODY_TIMEOUT);
+    } else {
+        snprintf(msg, sizeof msg, "no byte of the request body came for %u seconds",
+                 h->opt.timeout_s);
+    }
     r->close = true;
     send_simple_error(r, 408, "invalid_request_error", "request_timeout", msg);
 }
@@ -671,7 +679,7 @@ static bool read_body(req *r, size_t head_len) {
     serve_http *h = r->h;
     const serve_head *hd = &r->head;
     size_t pos = head_len, cap = 0;
-    double deadline = serve_now() + h->opt.body_timeout_s;
+    double deadline = r->body_deadline = serve_now() + h->opt.body_timeout_s;
     if (hd->has_length && hd->content_length > h->opt.max_body) {
         body_too_large(r);
         return false;
@@ -697,12 +705,12 @@ static bool read_body(req *r, size_t head_len) {
             double idle = serve_now() + h->opt.timeout_s;
             ssize_t n = recv_by(c->fd, r->body + r->len, want - r->len,
                                 idle < deadline ? idle : deadline);
-            if (n < 0 && serve_now() >= deadline) {
+            if (n < 0) {
                 body_timeout(r);
                 return false;
             }
-            if (n <= 0) {
-                count(r, 0); /* the client left (or idled) mid-body */
+            if (n == 0) {
+                count(r, 0); /* the client left mid-body */
                 return false;
             }
             r->len += (size_t)n;
@@ -715,11 +723,11 @@ static bool read_body(req *r, size_t head_len) {
                 pos = c->have = 0;
                 double idle = serve_now() + h->opt.timeout_s;
                 ssize_t n = recv_by(c->fd, c->buf, sizeof c->buf, idle < deadline ? idle : deadline);
-                if (n < 0 && serve_now() >= deadline) {
+                if (n < 0) {
                     body_timeout(r);
                     return false;
                 }
-                if (n <= 0) {
+                if (n == 0) {
                     count(r, 0);
                     return false;
                 }
