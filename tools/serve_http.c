@@ -787,9 +787,7 @@ static bool serve_one(conn *c, size_t head_len, bool head_bad) {
                               "the request head is larger than 16 KiB");
     } else if (!parsed) {
         r.close = true;
-        int st = r.head.status;
-        send_simple_error(&r, st, st >= 500 ? "server_error" : "invalid_request_error",
-                          r.head.code, r.head.error);
+        send_simple_error(&r, r.head.status, "invalid_request_error", r.head.code, r.head.error);
     } else {
         r.close = !r.head.keep_alive;
         r.head_only = strcmp(r.head.method, "HEAD") == 0;
