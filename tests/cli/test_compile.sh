@@ -38,7 +38,7 @@ expect_fail 2 "--emit needs a value" compile "$data/seed_L2.txt" --emit
 expect_fail 2 "unknown option '--bogus'" compile "$data/seed_L2.txt" --bogus
 expect_fail 2 "more than one graph file" compile a.txt b.txt
 expect_fail 2 "--split-ops needs at least one op name" compile "$data/seed_L2.txt" --split-ops ,
-expect_fail 1 "cannot open graph file /no/such.txt" compile /no/such.txt
+expect_fail 1 "graph file: cannot open '/no/such.txt'" compile /no/such.txt
 printf 'graph g:\n    %%x = call_function f(%%y)\n    return %%x\n' > "$tmp/bad.txt"
 expect_fail 1 "line 2:26: undefined reference '%y'" compile "$tmp/bad.txt"
 printf 'graph g:\n    %%x = placeholder\n    %%y = getitem(%%x, "k")\n    return %%y\n' > "$tmp/bad2.txt"
