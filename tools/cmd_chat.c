@@ -96,7 +96,7 @@ static pw_status stream_answer(pw_model *m, pw_engine *e, int64_t id, int32_t pr
                 *closed = true;
             } else {
                 fputs(pw_model_token_text(m, prev, toks[k].token), stdout);
-                fflush(stdout);
+                pw_cli_flush_stdout();
             }
             prev = toks[k].token;
         }
@@ -169,7 +169,7 @@ static void chat_loop(pw_model *model, pw_engine *engine, const chat_options *o,
     for (;;) {
         if (tty) {
             printf("> ");
-            fflush(stdout);
+            pw_cli_flush_stdout();
         }
         bool skip;
         if (!read_turn(line, (int)sizeof line, &skip)) break;

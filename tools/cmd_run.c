@@ -165,7 +165,7 @@ static int redraw(const run_request *reqs, int n, int previous_lines) {
         printf("\n");
         lines++;
     }
-    fflush(stdout);
+    pw_cli_flush_stdout();
     return lines;
 }
 
@@ -224,7 +224,7 @@ static int take_tokens(pw_model *model, pw_engine *engine, run_request *reqs, in
             append_text(r, piece);
             if (out->stream_one) {
                 fputs(piece, stdout);
-                fflush(stdout);
+                pw_cli_flush_stdout();
             }
         }
         r->prev = toks[k].token;
@@ -247,7 +247,7 @@ static int generate(pw_model *model, pw_engine *engine, const run_options *o, bo
     out.live = !out.stream_one && isatty(STDOUT_FILENO);
     if (out.stream_one && !chat) {
         fputs(o->prompts[0], stdout);
-        fflush(stdout);
+        pw_cli_flush_stdout();
     }
     int remaining = o->n_prompts;
     while (remaining > 0) {
@@ -259,7 +259,7 @@ static int generate(pw_model *model, pw_engine *engine, const run_options *o, bo
         if (out.live) out.live_lines = redraw(reqs, o->n_prompts, out.live_lines);
     }
     if (out.stream_one) printf("\n");
-    fflush(stdout);
+    pw_cli_flush_stdout();
     return 0;
 }
 
