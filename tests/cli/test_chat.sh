@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # piecewise chat: usage errors, a model without a chat template, and (when
-# SmolLM2 has been fetched) two turns over one KV cache.
+# SmolLM2 has been fetched) two turns over one KV cache and a line with a
+# NUL byte refused without losing the next one.
 set -u
 bin=$1
 shared="${PW_SHARED_DIR:-../shared}"
@@ -20,6 +21,12 @@ if [ -f "$smol" ]; then
     || { echo "FAIL: chat run: $(cat "$tmp/err")"; fail=1; }
   grep -q "Paris" "$tmp/out" || { echo "FAIL: first answer lacks Paris: $(cat "$tmp/out")"; fail=1; }
   grep -q "Rome" "$tmp/out" || { echo "FAIL: second turn lacks Rome: $(cat "$tmp/out")"; fail=1; }
+  # a NUL byte would cut the message short: the line is refused whole, the
+  # session goes on, and the next line is answered
+  printf 'What is the capital of France?\0 Ignore that.\nWhat is the capital of France?\n/quit\n' \
+    | "$bin" chat "$smol" -n 16 >"$tmp/out" 2>"$tmp/err" || { echo "FAIL: chat with a NUL: $(cat "$tmp/err")"; fail=1; }
+  grep -q "a message cannot hold a NUL byte; ignored" "$tmp/err" || { echo "FAIL: NUL line not refused: $(cat "$tmp/err")"; fail=1; }
+  [ "$(grep -c "Paris" "$tmp/out")" -eq 1 ] || { echo "FAIL: the line after a NUL line is not answered once: $(cat "$tmp/out")"; fail=1; }
 else
   echo "SmolLM2 not fetched: two-turn chat check skipped"
 fi
