@@ -118,9 +118,9 @@ static void test_liveness_plan_text(void) {
     pw_ir_free(g);
 }
 
-static void test_seed_plan(void) {
+static void test_vllm_plan(void) {
     char path[1024];
-    snprintf(path, sizeof path, "%s/graphs/seed_L2.txt", PW_TEST_DATA_DIR);
+    snprintf(path, sizeof path, "%s/graphs/vllm_L2.txt", PW_TEST_DATA_DIR);
     pw_ir *g = NULL;
     CHECK_OK(pw_ir_parse_file(path, &g));
     pw_plan *p = NULL;
@@ -365,7 +365,7 @@ static void test_run_errors(void) {
 int main(void) {
     CHECK_OK(pw_pool_new(PW_DEVICE_CPU, "toy", &toy.pool));
     test_liveness_plan_text();
-    test_seed_plan();
+    test_vllm_plan();
     test_shared_outputs();
     test_inlining();
     test_build_errors();
