@@ -557,22 +557,26 @@ static bool check_reference(const char *json_path, const char *models_dir) {
         snprintf(path, sizeof path, "%s", own);
     else
         snprintf(path, sizeof path, "%s/%s", models_dir, stem);
+    char why[4096 + 512];
     if (access(path, R_OK) != 0) {
-        printf("%s: skipped: %s cannot be read (scripts/fetch-model.sh fetches it)\n", stem,
-               path);
+        snprintf(why, sizeof why, "%s: %s cannot be read (scripts/fetch-model.sh fetches it)",
+                 stem, path);
+        pw_test_skip_part(why);
         goto done;
     }
     char hex[65];
     CHECK(file_sha256(path, hex));
     if (strcmp(hex, sha->valuestring) != 0) {
-        printf("%s: skipped: %s has sha256 %s, the reference was made from %s\n", stem, path, hex,
-               sha->valuestring);
+        snprintf(why, sizeof why, "%s: %s has sha256 %s, the reference was made from %s", stem,
+                 path, hex, sha->valuestring);
+        pw_test_skip_part(why);
         goto done;
     }
     pw_model *m = NULL;
     pw_status s = pw_model_load(path, &m);
     if (s == PW_ERR_UNSUPPORTED) {
-        printf("%s: skipped: piecewise cannot load it yet: %s\n", stem, pw_last_error());
+        snprintf(why, sizeof why, "%s: piecewise cannot load it: %s", stem, pw_last_error());
+        pw_test_skip_part(why);
         fflush(stdout);
         goto done;
     }
