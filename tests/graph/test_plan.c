@@ -135,7 +135,7 @@ static void test_vllm_plan(void) {
     CHECK(!pw_plan_submodule_inlined(p, 0) && !pw_plan_submodule_inlined(p, 4));
     char outline[8192];
     plan_outline(p, outline, sizeof outline);
-    /* the seed frees getitem_2..4 after the inlined attention, and submod_0
+    /* vLLM's code frees getitem_2..4 after the inlined attention, and submod_0
      * after its last getitem; attention's unused result goes at once */
     CHECK(strstr(outline, "GETITEM %getitem_4\nFREE %submod_0\nCALL %submod_1.attn_result\n"
                           "FREE %getitem_2\nFREE %getitem_3\nFREE %getitem_4\n"
