@@ -30,6 +30,12 @@ void pw_test_skip_part(const char *what) {
 }
 
 void pw_test_skip(const char *reason) {
+    /* a check that failed before the skip still fails the test */
+    if (pw_test_failures) {
+        fprintf(stderr, "%d of %d checks FAILED before the skip (%s)\n", pw_test_failures,
+                pw_test_checks, reason);
+        exit(1);
+    }
     printf("SKIP: %s\n", reason);
     exit(77);
 }

@@ -73,7 +73,8 @@ extern int pw_test_skipped_parts;
  * or when no check was made (a test that cannot run calls pw_test_skip), 77
  * (CTest's skip code) when a part was skipped, 0 otherwise. */
 int pw_test_finish(const char *name);
-/* Prints "SKIP: reason" and exits 77 (CTest's skip code). */
+/* Prints "SKIP: reason" and exits 77 (CTest's skip code), or exits 1 when a
+ * check has already failed. */
 void pw_test_skip(const char *reason);
 /* Records that one part of the test could not run (a model or tool is
  * missing) and says which: the other parts still run, and pw_test_finish
