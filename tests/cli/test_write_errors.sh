@@ -5,7 +5,7 @@
 set -u
 bin=$1
 model="${PW_SHARED_DIR:-../shared}/models/stories260K.gguf"
-graph="${PW_SOURCE_DIR:-$(dirname "$0")/../..}/tests/data/graphs/seed_L2.txt"
+graph="${PW_SOURCE_DIR:-$(dirname "$0")/../..}/tests/data/graphs/vllm_L2.txt"
 . "$(dirname "$0")/lib.sh"
 
 [ -c /dev/full ] || { echo "no /dev/full: skipped"; exit 77; }

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char *const corpus[] = {"seed_L2.txt", "features.txt", "llama_tiny.txt",
+static const char *const corpus[] = {"vllm_L2.txt", "features.txt", "llama_tiny.txt",
                                      "consecutive_attention.txt"};
 
 static char *print_ir(const pw_ir *g) {
@@ -46,9 +46,9 @@ static void test_corpus_round_trip(void) {
     }
 }
 
-static void test_seed_structure(void) {
+static void test_vllm_structure(void) {
     char path[1024];
-    snprintf(path, sizeof path, "%s/graphs/seed_L2.txt", PW_TEST_DATA_DIR);
+    snprintf(path, sizeof path, "%s/graphs/vllm_L2.txt", PW_TEST_DATA_DIR);
     pw_ir *g = NULL;
     CHECK_OK(pw_ir_parse_file(path, &g));
     if (!g) return;
@@ -250,7 +250,7 @@ static void test_dot(void) {
 
 int main(void) {
     test_corpus_round_trip();
-    test_seed_structure();
+    test_vllm_structure();
     test_generated_round_trip();
     test_floats();
     test_parse_errors();

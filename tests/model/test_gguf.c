@@ -339,7 +339,7 @@ static void test_open_errors(void) {
 static void test_stories260k(void) {
     char path[1024];
     if (!pw_test_shared_path("models/stories260K.gguf", path, sizeof path)) {
-        printf("note: ../shared/models/stories260K.gguf absent; skipping its checks\n");
+        pw_test_skip_part("../shared/models/stories260K.gguf absent: its checks");
         return;
     }
     pw_gguf *g = NULL;
