@@ -277,7 +277,10 @@ static void *engine_main(void *arg) {
         admit_and_cancel_locked();
         publish_stats_locked();
         if (E.n_active == 0) {
-            if (E.stopping && !E.queue_head) break;
+            /* cancelling the running jobs freed slots after admission ran:
+             * admit the queued ones now rather than wait for a new request */
+            if (E.queue_head) continue;
+            if (E.stopping) break;
             pthread_cond_wait(&E.wake, &E.mu);
             continue;
         }

@@ -366,6 +366,38 @@ t.check(rs and rs[0][0] == 408 and 1.5 < took < 4,
 t.check(srv.alive(), "server alive after the framing cases")
 t.check(srv.terminate() == 0, "exit 0")
 
+# ---- the only running request's client leaves while another waits: the waiting one runs ---------
+srv = Server(binary, model, "--max-seqs", "1", "--max-queue", "8")
+a = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+long_req = json.dumps(dict(REQ, max_tokens=srv.ctx - 16, stream=True)).encode()
+a.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+          % (len(long_req), long_req))
+first = a.recv(4096)
+b_result = []
+
+
+def queued_stream():
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+        c.request("POST", "/v1/completions", body=json.dumps(dict(REQ, stream=True)),
+                  headers={"Content-Type": "application/json"})
+        b_result.append(c.getresponse().read())
+    except OSError as e:
+        b_result.append(repr(e).encode())
+
+
+bt = threading.Thread(target=queued_stream)
+bt.start()
+alive = deadline(10)
+while alive() and srv.metric("piecewise_requests_waiting") != 1 and not b_result:
+    time.sleep(0.01)
+a.close()
+bt.join(40)
+t.check(first.startswith(b"HTTP/1.1 200 ") and b_result
+        and b_result[0].rstrip().endswith(b"data: [DONE]"),
+        f"a queued stream runs once the running request is cancelled: {b_result[:1]!r}")
+t.check(srv.terminate() == 0, "exit 0")
+
 # ---- a flood of slow clients from one address does not keep normal requests out ---------------
 # 1,100 connections (more than the server's 1,024) each send a byte of a head
 # every second; normal requests from the same address still get through.
