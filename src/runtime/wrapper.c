@@ -72,6 +72,14 @@ static size_t registry_count;
 static pw_wrapper_counters retired_counters; /* of wrappers already freed */
 static pw_wrapper_counters counters_baseline; /* totals at the last reset */
 
+/* What wrappers captured on this thread: a capture runs on the thread that
+ * calls the wrapper, so the capture driver reads the difference across its
+ * run and counts exactly its own captures, whatever other threads capture
+ * meanwhile. */
+static _Thread_local pw_capture_tally thread_tally;
+
+void pw_capture_tally_get(pw_capture_tally *out) { *out = thread_tally; }
+
 static inline void counter_bump(atomic_uint_least64_t *c) {
     atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
                           memory_order_relaxed);
@@ -685,6 +693,7 @@ static pw_status capture_verified(pw_graph_wrapper *w, const pw_value *args, int
 static pw_status capture(pw_graph_wrapper *w, wrapper_entry *e, const pw_value *args, int nargs,
                          pw_value *out) {
     counter_bump(&w->counters.captures_attempted);
+    thread_tally.captures_attempted++;
     char d[PW_BATCH_DESC_FORMAT_CAP];
     if (!pw_capture_phase_active())
         return pw_error(PW_ERR_CAPTURE,
@@ -714,6 +723,7 @@ static pw_status capture(pw_graph_wrapper *w, wrapper_entry *e, const pw_value *
     e->output = weak;
     w->n_graphs++;
     counter_bump(&w->counters.graphs_captured);
+    thread_tally.graphs_captured++;
     *out = output;
     return PW_OK;
 }
