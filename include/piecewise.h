@@ -15,7 +15,8 @@
  *   backend  streams: eager launch, capture into a device graph, replay
  *   graph    IR, text format, splitter, stitching plan and C emission
  *   runtime  modes, batch descriptors, forward context, graph wrapper, dispatcher
- *   libpiecewise-llm (links libpiecewise; model.h)
+ *   libpiecewise-llm (links libpiecewise; piecewise_llm.h, which includes
+ *   this header and piecewise/model.h)
  *   ops      op table, CPU and CUDA kernels
  *   model    GGUF, tokenizer, Llama graph, KV cache, engine
  */
@@ -407,9 +408,10 @@ PW_API pw_pool *pw_graph_pool(const pw_graph *g);
 }
 #endif
 
-/* Each layer above the core declares its public API in its own header. */
+/* Each layer above the core declares its public API in its own header.
+ * The LLM API (libpiecewise-llm) is not part of this umbrella: its users
+ * include piecewise_llm.h. */
 #include "piecewise/graph.h"
 #include "piecewise/runtime.h"
-#include "piecewise/model.h"
 
 #endif /* PIECEWISE_H */

@@ -18,6 +18,7 @@
 #define PW_MODEL_PIECE_PROGRAM_H
 
 #include "internal.h"
+#include "piecewise_llm.h"
 
 typedef enum pw_reloc_kind { PW_RELOC_ARG, PW_RELOC_BLOCK, PW_RELOC_REGION, PW_RELOC_KIND_COUNT_ } pw_reloc_kind;
 

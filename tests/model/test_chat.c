@@ -1,5 +1,6 @@
 /* Chat templates: chatml with the template's default system prompt,
  * llama2, a template piecewise does not know, and none at all. */
+#include "piecewise_llm.h"
 #include "test_util.h"
 #include "internal.h"
 

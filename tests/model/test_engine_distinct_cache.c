@@ -11,6 +11,7 @@
  *    captures; a program whose kernel id the set lacks is dropped alone and
  *    captured, the others still come from the file;
  *  - another configuration (capture sizes) writes another file. */
+#include "piecewise_llm.h"
 #include "engine_runs.h"
 #include "test_util.h"
 #include "internal.h"

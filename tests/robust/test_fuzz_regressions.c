@@ -2,6 +2,7 @@
  * call that failed, plus a replay of every committed seed and reproducer
  * (fuzz/corpus/<target>, fuzz/regressions/<target>) through the parsers, so
  * ordinary and sanitized builds re-check them without libFuzzer. */
+#include "piecewise_llm.h"
 #include "split_ops.h"
 #include "test_util.h"
 #include "internal.h"
