@@ -11,7 +11,7 @@
 #include "fuzz_common.h"
 #include "core/internal.h"
 #include "model/graph_cache.h"
-#include "ops/kernel_args.h"
+#include "ops/kernel_set.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pw_graph_cache_env env = {0, true, NULL, 0, true, true, pw_kernel_set_for(PW_DEVICE_CPU)};
@@ -27,16 +27,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         next = p->next;
         FUZZ_CHECK(p->from_cache && p->relocatable, "an accepted program is not runnable");
         size_t rl = 0;
-        for (size_t i = 0; i < p->n_launches; i++) {
-            const pw_kernel_arg_layout *lay = pw_kernel_arg_layout_of(p->kernel_ids[i]);
-            FUZZ_CHECK(lay && p->kernels[i], "launch %zu has no kernel", i);
-            FUZZ_CHECK(p->arg_offsets[i + 1] - p->arg_offsets[i] == lay->size,
+        const pw_reloc_program *c = p->code;
+        for (size_t i = 0; i < c->n_launches; i++) {
+            const pw_kernel_args *lay = pw_kernel_args_of(p->kernel_ids[i]);
+            FUZZ_CHECK(lay && c->kernels[i] && c->kernels[i]->args == lay,
+                       "launch %zu has no kernel", i);
+            FUZZ_CHECK(c->arg_offsets[i + 1] - c->arg_offsets[i] == lay->size,
                        "launch %zu has the wrong argument size", i);
-            for (; rl < p->n_relocs && p->relocs[rl].launch == i; rl++)
-                FUZZ_CHECK(p->relocs[rl].byte + sizeof(uintptr_t) <= lay->size,
+            for (; rl < c->n_relocs && c->relocs[rl].launch == i; rl++)
+                FUZZ_CHECK(c->relocs[rl].byte + sizeof(uintptr_t) <= lay->size,
                            "relocation %zu writes past the arguments", rl);
         }
-        FUZZ_CHECK(rl == p->n_relocs, "relocations out of order");
+        FUZZ_CHECK(rl == c->n_relocs, "relocations out of order");
         pw_program_free(p);
     }
     return 0;

@@ -63,7 +63,7 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
 }
 #define FNV_BASIS 0xcbf29ce484222325ull
 
-static void put_sig(writer *w, const pw_arg_sig *s) {
+static void put_sig(writer *w, const pw_reloc_sig *s) {
     put_u8(w, (uint8_t)s->kind);
     put_u8(w, (uint8_t)s->ndim);
     put_u16(w, 0);
@@ -80,26 +80,26 @@ static void put_program(writer *w, const pw_program *p) {
     put_i64(w, p->desc.num_reqs);
     put_u8(w, p->desc.uniform);
     put_u8(w, p->desc.has_lora);
-    put_u8(w, p->out_tuple);
+    put_u8(w, p->code->out_tuple);
     put_u8(w, 0);
-    put_u32(w, (uint32_t)p->nargs);
-    for (int i = 0; i < p->nargs; i++) put_sig(w, &p->sigs[i]);
-    put_u32(w, (uint32_t)p->n_launches);
+    put_u32(w, (uint32_t)p->code->nargs);
+    for (int i = 0; i < p->code->nargs; i++) put_sig(w, &p->code->sigs[i]);
+    put_u32(w, (uint32_t)p->code->n_launches);
     size_t rl = 0;
-    for (size_t i = 0; i < p->n_launches; i++) {
-        size_t nb = p->arg_offsets[i + 1] - p->arg_offsets[i];
+    for (size_t i = 0; i < p->code->n_launches; i++) {
+        size_t nb = p->code->arg_offsets[i + 1] - p->code->arg_offsets[i];
         put_u16(w, p->kernel_ids[i]);
         put_u16(w, (uint16_t)nb);
         /* relocated words are written as zeros: the file holds no address */
         unsigned char a[PW_MAX_KERNEL_ARG_BYTES];
-        memcpy(a, p->bytes + p->arg_offsets[i], nb);
-        for (; rl < p->n_relocs && p->relocs[rl].launch == i; rl++)
-            memset(a + p->relocs[rl].byte, 0, sizeof(uintptr_t));
+        memcpy(a, p->code->bytes + p->code->arg_offsets[i], nb);
+        for (; rl < p->code->n_relocs && p->code->relocs[rl].launch == i; rl++)
+            memset(a + p->code->relocs[rl].byte, 0, sizeof(uintptr_t));
         put(w, a, nb);
     }
-    put_u32(w, (uint32_t)p->n_relocs);
-    for (size_t i = 0; i < p->n_relocs; i++) {
-        const pw_reloc *r = &p->relocs[i];
+    put_u32(w, (uint32_t)p->code->n_relocs);
+    for (size_t i = 0; i < p->code->n_relocs; i++) {
+        const pw_reloc *r = &p->code->relocs[i];
         put_u32(w, r->launch);
         put_u16(w, r->byte);
         put_u8(w, r->kind);
@@ -107,9 +107,9 @@ static void put_program(writer *w, const pw_program *p) {
         put_u32(w, r->index);
         put_u64(w, r->offset);
     }
-    put_u32(w, (uint32_t)p->n_events);
-    for (size_t i = 0; i < p->n_events; i++) {
-        const pw_pool_event *x = &p->events[i];
+    put_u32(w, (uint32_t)p->code->n_events);
+    for (size_t i = 0; i < p->code->n_events; i++) {
+        const pw_reloc_event *x = &p->code->events[i];
         put_u8(w, x->alloc);
         put_u8(w, 0);
         put_u16(w, 0);
@@ -117,27 +117,27 @@ static void put_program(writer *w, const pw_program *p) {
         put_u32(w, x->at_launch);
         put_u64(w, x->bytes);
     }
-    put_u32(w, (uint32_t)p->n_blocks);
-    for (size_t j = 0; j < p->n_blocks; j++) {
-        const pw_out_block *b = &p->out_blocks[j];
+    put_u32(w, (uint32_t)p->code->n_blocks);
+    for (size_t j = 0; j < p->code->n_blocks; j++) {
+        const pw_reloc_out_block *b = &p->code->out_blocks[j];
         put_u8(w, b->is_output);
         put_u8(w, (uint8_t)b->ndim);
         put_u16(w, 0);
         put_u32(w, (uint32_t)b->dtype);
         for (int i = 0; i < PW_MAX_DIMS; i++) put_i64(w, b->shape[i]);
     }
-    put_u32(w, (uint32_t)p->n_outs);
-    for (int i = 0; i < p->n_outs; i++) {
-        put_u8(w, p->outs[i].kind);
+    put_u32(w, (uint32_t)p->code->n_outs);
+    for (int i = 0; i < p->code->n_outs; i++) {
+        put_u8(w, p->code->outs[i].kind);
         put_u8(w, 0);
         put_u16(w, 0);
-        put_u32(w, p->outs[i].index);
-        put_sig(w, &p->outs[i].scalar);
+        put_u32(w, p->code->outs[i].index);
+        put_sig(w, &p->code->outs[i].scalar);
     }
 }
 
 pw_status pw_graph_cache_serialize(const pw_program *list, uint64_t fingerprint,
-                                   const pw_region *regions, size_t n_regions,
+                                   const pw_reloc_region *regions, size_t n_regions,
                                    unsigned char **out, size_t *size) {
     *out = NULL;
     *size = 0;
@@ -202,7 +202,7 @@ static int64_t get_count(reader *r, size_t min_bytes, uint64_t limit) {
 
 #define SIG_BYTES (8 + 8 * 2 * PW_MAX_DIMS + 16)
 
-static void get_sig(reader *r, pw_arg_sig *s) {
+static void get_sig(reader *r, pw_reloc_sig *s) {
     memset(s, 0, sizeof *s);
     s->kind = (pw_value_kind)get_u8(r);
     s->ndim = get_u8(r);
@@ -214,7 +214,7 @@ static void get_sig(reader *r, pw_arg_sig *s) {
     s->f = get_f64(r);
 }
 
-static bool sig_valid(const pw_arg_sig *s) {
+static bool sig_valid(const pw_reloc_sig *s) {
     switch (s->kind) {
     case PW_VAL_TENSOR:
         if ((unsigned)s->dtype >= PW_DTYPE_COUNT_ || s->ndim < 0 || s->ndim > PW_MAX_DIMS)
@@ -232,61 +232,63 @@ static bool sig_valid(const pw_arg_sig *s) {
 
 /* Reads one program; false on truncation or a malformed field (why set). */
 static bool get_program(reader *r, pw_program *p, char *why, size_t cap) {
+    p->code = pw_host_calloc(1, sizeof *p->code);
+    if (!p->code) return snprintf(why, cap, "out of host memory"), false;
     p->group = (int32_t)get_u32(r);
     p->desc.num_tokens = get_i64(r);
     p->desc.num_reqs = get_i64(r);
     p->desc.uniform = get_u8(r) != 0;
     p->desc.has_lora = get_u8(r) != 0;
-    p->out_tuple = get_u8(r) != 0;
+    p->code->out_tuple = get_u8(r) != 0;
     (void)get_u8(r);
     int64_t n = get_count(r, SIG_BYTES, 1 << 16);
     if (n < 0) return snprintf(why, cap, "truncated arguments"), false;
-    p->nargs = (int)n;
-    p->sigs = pw_host_calloc((size_t)n + 1, sizeof *p->sigs);
-    if (!p->sigs) return snprintf(why, cap, "out of host memory"), false;
-    for (int i = 0; i < p->nargs; i++) get_sig(r, &p->sigs[i]);
+    p->code->nargs = (int)n;
+    p->code->sigs = pw_host_calloc((size_t)n + 1, sizeof *p->code->sigs);
+    if (!p->code->sigs) return snprintf(why, cap, "out of host memory"), false;
+    for (int i = 0; i < p->code->nargs; i++) get_sig(r, &p->code->sigs[i]);
     n = get_count(r, 4, 1 << 24);
     if (n < 0) return snprintf(why, cap, "truncated launches"), false;
-    p->n_launches = (size_t)n;
+    p->code->n_launches = (size_t)n;
     p->kernel_ids = pw_host_calloc((size_t)n + 1, sizeof *p->kernel_ids);
-    p->kernels = pw_host_calloc((size_t)n + 1, sizeof *p->kernels);
-    p->arg_offsets = pw_host_calloc((size_t)n + 1, sizeof *p->arg_offsets);
-    if (!p->kernel_ids || !p->kernels || !p->arg_offsets)
+    p->code->kernels = pw_host_calloc((size_t)n + 1, sizeof *p->code->kernels);
+    p->code->arg_offsets = pw_host_calloc((size_t)n + 1, sizeof *p->code->arg_offsets);
+    if (!p->kernel_ids || !p->code->kernels || !p->code->arg_offsets)
         return snprintf(why, cap, "out of host memory"), false;
     /* the argument bytes: a first pass sizes them, bounded by the file */
     size_t total = 0;
     const unsigned char *start = r->p;
     size_t left = r->left;
-    for (size_t i = 0; i < p->n_launches && !r->bad; i++) {
+    for (size_t i = 0; i < p->code->n_launches && !r->bad; i++) {
         p->kernel_ids[i] = get_u16(r);
         uint16_t nb = get_u16(r);
         if (nb > PW_MAX_KERNEL_ARG_BYTES || nb > r->left) {
             r->bad = true;
             break;
         }
-        p->arg_offsets[i] = total;
+        p->code->arg_offsets[i] = total;
         total += nb;
         r->p += nb;
         r->left -= nb;
     }
     if (r->bad) return snprintf(why, cap, "truncated launch arguments"), false;
-    p->arg_offsets[p->n_launches] = total;
-    p->bytes = pw_host_alloc(total + 1);
-    if (!p->bytes) return snprintf(why, cap, "out of host memory"), false;
+    p->code->arg_offsets[p->code->n_launches] = total;
+    p->code->bytes = pw_host_alloc(total + 1);
+    if (!p->code->bytes) return snprintf(why, cap, "out of host memory"), false;
     r->p = start;
     r->left = left;
-    for (size_t i = 0; i < p->n_launches; i++) {
+    for (size_t i = 0; i < p->code->n_launches; i++) {
         (void)get_u16(r);
         (void)get_u16(r);
-        get(r, p->bytes + p->arg_offsets[i], p->arg_offsets[i + 1] - p->arg_offsets[i]);
+        get(r, p->code->bytes + p->code->arg_offsets[i], p->code->arg_offsets[i + 1] - p->code->arg_offsets[i]);
     }
     n = get_count(r, 20, 1 << 26);
     if (n < 0) return snprintf(why, cap, "truncated relocations"), false;
-    p->n_relocs = (size_t)n;
-    p->relocs = pw_host_calloc((size_t)n + 1, sizeof *p->relocs);
-    if (!p->relocs) return snprintf(why, cap, "out of host memory"), false;
-    for (size_t i = 0; i < p->n_relocs; i++) {
-        pw_reloc *x = &p->relocs[i];
+    p->code->n_relocs = (size_t)n;
+    p->code->relocs = pw_host_calloc((size_t)n + 1, sizeof *p->code->relocs);
+    if (!p->code->relocs) return snprintf(why, cap, "out of host memory"), false;
+    for (size_t i = 0; i < p->code->n_relocs; i++) {
+        pw_reloc *x = &p->code->relocs[i];
         x->launch = get_u32(r);
         x->byte = get_u16(r);
         x->kind = get_u8(r);
@@ -296,11 +298,11 @@ static bool get_program(reader *r, pw_program *p, char *why, size_t cap) {
     }
     n = get_count(r, 20, 1 << 26);
     if (n < 0) return snprintf(why, cap, "truncated pool events"), false;
-    p->n_events = (size_t)n;
-    p->events = pw_host_calloc((size_t)n + 1, sizeof *p->events);
-    if (!p->events) return snprintf(why, cap, "out of host memory"), false;
-    for (size_t i = 0; i < p->n_events; i++) {
-        pw_pool_event *x = &p->events[i];
+    p->code->n_events = (size_t)n;
+    p->code->events = pw_host_calloc((size_t)n + 1, sizeof *p->code->events);
+    if (!p->code->events) return snprintf(why, cap, "out of host memory"), false;
+    for (size_t i = 0; i < p->code->n_events; i++) {
+        pw_reloc_event *x = &p->code->events[i];
         x->alloc = get_u8(r) != 0;
         (void)get_u8(r);
         (void)get_u16(r);
@@ -310,11 +312,11 @@ static bool get_program(reader *r, pw_program *p, char *why, size_t cap) {
     }
     n = get_count(r, 8 + 8 * PW_MAX_DIMS, 1 << 26);
     if (n < 0) return snprintf(why, cap, "truncated blocks"), false;
-    p->n_blocks = (size_t)n;
-    p->out_blocks = pw_host_calloc((size_t)n + 1, sizeof *p->out_blocks);
-    if (!p->out_blocks) return snprintf(why, cap, "out of host memory"), false;
-    for (size_t j = 0; j < p->n_blocks; j++) {
-        pw_out_block *b = &p->out_blocks[j];
+    p->code->n_blocks = (size_t)n;
+    p->code->out_blocks = pw_host_calloc((size_t)n + 1, sizeof *p->code->out_blocks);
+    if (!p->code->out_blocks) return snprintf(why, cap, "out of host memory"), false;
+    for (size_t j = 0; j < p->code->n_blocks; j++) {
+        pw_reloc_out_block *b = &p->code->out_blocks[j];
         b->is_output = get_u8(r) != 0;
         b->ndim = get_u8(r);
         (void)get_u16(r);
@@ -323,15 +325,15 @@ static bool get_program(reader *r, pw_program *p, char *why, size_t cap) {
     }
     n = get_count(r, 8 + SIG_BYTES, 1 << 16);
     if (n < 0) return snprintf(why, cap, "truncated outputs"), false;
-    p->n_outs = (int)n;
-    p->outs = pw_host_calloc((size_t)n + 1, sizeof *p->outs);
-    if (!p->outs) return snprintf(why, cap, "out of host memory"), false;
-    for (int i = 0; i < p->n_outs; i++) {
-        p->outs[i].kind = get_u8(r);
+    p->code->n_outs = (int)n;
+    p->code->outs = pw_host_calloc((size_t)n + 1, sizeof *p->code->outs);
+    if (!p->code->outs) return snprintf(why, cap, "out of host memory"), false;
+    for (int i = 0; i < p->code->n_outs; i++) {
+        p->code->outs[i].kind = get_u8(r);
         (void)get_u8(r);
         (void)get_u16(r);
-        p->outs[i].index = get_u32(r);
-        get_sig(r, &p->outs[i].scalar);
+        p->code->outs[i].index = get_u32(r);
+        get_sig(r, &p->code->outs[i].scalar);
     }
     if (r->bad) return snprintf(why, cap, "truncated program"), false;
     return true;
@@ -348,27 +350,27 @@ static bool invalid(char *why, size_t cap, const char *fmt, ...) {
     return false;
 }
 
-static bool validate_program(pw_program *p, const pw_graph_cache_env *env, const pw_region *regions,
+static bool validate_program(pw_program *p, const pw_graph_cache_env *env, const pw_reloc_region *regions,
                              size_t n_regions, char *why, size_t cap) {
     if (p->group < PW_PROGRAM_FORWARD) return invalid(why, cap, "group %d", p->group);
     if (p->desc.num_tokens < 1) return invalid(why, cap, "%" PRId64 " tokens", p->desc.num_tokens);
-    for (int i = 0; i < p->nargs; i++)
-        if (!sig_valid(&p->sigs[i])) return invalid(why, cap, "argument %d is malformed", i);
-    for (size_t i = 0; i < p->n_launches; i++) {
+    for (int i = 0; i < p->code->nargs; i++)
+        if (!sig_valid(&p->code->sigs[i])) return invalid(why, cap, "argument %d is malformed", i);
+    for (size_t i = 0; i < p->code->n_launches; i++) {
         int id = p->kernel_ids[i];
-        const pw_kernel_arg_layout *lay = pw_kernel_arg_layout_of(id);
+        const pw_kernel_args *lay = pw_kernel_args_of(id);
         const pw_kernel *k = lay && env->set ? env->set->entries[id].kernel : NULL;
         if (!k)
             return invalid(why, cap, "launch #%zu names kernel id %d, which the %s kernel set "
                                      "lacks", i, id, env->set ? env->set->name : "(no)");
-        size_t nb = p->arg_offsets[i + 1] - p->arg_offsets[i];
+        size_t nb = p->code->arg_offsets[i + 1] - p->code->arg_offsets[i];
         if (nb != lay->size)
             return invalid(why, cap, "launch #%zu (kernel %s) has %zu argument bytes, the kernel "
                                      "takes %zu", i, k->name, nb, lay->size);
-        p->kernels[i] = k;
+        p->code->kernels[i] = k;
     }
     /* blocks: allocated in order, released at most once, live ranges */
-    size_t nb = p->n_blocks;
+    size_t nb = p->code->n_blocks;
     uint32_t *alloc_at = pw_host_calloc(nb + 1, sizeof *alloc_at);
     uint32_t *release_at = pw_host_calloc(nb + 1, sizeof *release_at);
     uint64_t *bytes = pw_host_calloc(nb + 1, sizeof *bytes);
@@ -376,15 +378,15 @@ static bool validate_program(pw_program *p, const pw_graph_cache_env *env, const
     if (!ok) snprintf(why, cap, "out of host memory");
     size_t next_block = 0;
     uint32_t last_at = 0;
-    for (size_t i = 0; ok && i < p->n_events; i++) {
-        const pw_pool_event *x = &p->events[i];
-        if (x->at_launch < last_at || x->at_launch > p->n_launches)
+    for (size_t i = 0; ok && i < p->code->n_events; i++) {
+        const pw_reloc_event *x = &p->code->events[i];
+        if (x->at_launch < last_at || x->at_launch > p->code->n_launches)
             ok = invalid(why, cap, "pool event #%zu is out of order", i);
         else if (x->alloc && (x->block != next_block || next_block >= nb ||
                               x->bytes > CACHE_MAX_BLOCK_BYTES))
             ok = invalid(why, cap, "pool event #%zu allocates block %u", i, x->block);
         else if (!x->alloc && (x->block >= next_block || release_at[x->block] != 0 ||
-                               p->out_blocks[x->block].is_output))
+                               p->code->out_blocks[x->block].is_output))
             ok = invalid(why, cap, "pool event #%zu releases block %u", i, x->block);
         if (!ok) break;
         last_at = x->at_launch;
@@ -398,36 +400,36 @@ static bool validate_program(pw_program *p, const pw_graph_cache_env *env, const
     }
     if (ok && next_block != nb) ok = invalid(why, cap, "%zu blocks, %zu allocated", nb, next_block);
     for (size_t j = 0; ok && j < nb; j++) {
-        const pw_out_block *b = &p->out_blocks[j];
+        const pw_reloc_out_block *b = &p->code->out_blocks[j];
         if (release_at[j] == 0 && !b->is_output)
             ok = invalid(why, cap, "block %zu is never released nor an output", j);
-        else if (b->is_output && (pw_out_block_bytes(b) == 0 || pw_out_block_bytes(b) != bytes[j]))
+        else if (b->is_output && (pw_reloc_out_block_bytes(b) == 0 || pw_reloc_out_block_bytes(b) != bytes[j]))
             ok = invalid(why, cap, "output block %zu does not match its allocation", j);
     }
     /* relocations: by launch, on the kernel's address words, in range */
     size_t rl = 0;
-    for (size_t i = 0; ok && i < p->n_launches; i++) {
-        const pw_kernel_arg_layout *lay = pw_kernel_arg_layout_of(p->kernel_ids[i]);
-        unsigned char *a = p->bytes + p->arg_offsets[i];
-        for (int w = 0; ok && w < lay->n_pointers; w++) {
+    for (size_t i = 0; ok && i < p->code->n_launches; i++) {
+        const pw_kernel_args *lay = pw_kernel_args_of(p->kernel_ids[i]);
+        unsigned char *a = p->code->bytes + p->code->arg_offsets[i];
+        for (int w = 0; ok && w < lay->n_addresses; w++) {
             size_t first = rl;
             bool covered = false;
-            for (size_t q = first; q < p->n_relocs && p->relocs[q].launch == i; q++)
-                covered |= p->relocs[q].byte == lay->pointers[w];
+            for (size_t q = first; q < p->code->n_relocs && p->code->relocs[q].launch == i; q++)
+                covered |= p->code->relocs[q].byte == lay->addresses[w];
             uintptr_t v;
-            memcpy(&v, a + lay->pointers[w], sizeof v);
+            memcpy(&v, a + lay->addresses[w], sizeof v);
             if (!covered && v)
                 ok = invalid(why, cap, "launch #%zu: an address word at byte %u is not relocated",
-                             i, (unsigned)lay->pointers[w]);
+                             i, (unsigned)lay->addresses[w]);
         }
-        for (; ok && rl < p->n_relocs && p->relocs[rl].launch == i; rl++) {
-            const pw_reloc *x = &p->relocs[rl];
+        for (; ok && rl < p->code->n_relocs && p->code->relocs[rl].launch == i; rl++) {
+            const pw_reloc *x = &p->code->relocs[rl];
             bool on_word = false;
-            for (int w = 0; w < lay->n_pointers; w++) on_word |= x->byte == lay->pointers[w];
+            for (int w = 0; w < lay->n_addresses; w++) on_word |= x->byte == lay->addresses[w];
             uint64_t limit = 0;
-            if (x->kind == PW_RELOC_ARG && x->index < (uint32_t)p->nargs &&
-                p->sigs[x->index].kind == PW_VAL_TENSOR)
-                limit = pw_arg_sig_extent(&p->sigs[x->index]);
+            if (x->kind == PW_RELOC_ARG && x->index < (uint32_t)p->code->nargs &&
+                p->code->sigs[x->index].kind == PW_VAL_TENSOR)
+                limit = pw_reloc_sig_extent(&p->code->sigs[x->index]);
             else if (x->kind == PW_RELOC_BLOCK && x->index < nb && i >= alloc_at[x->index] &&
                      (release_at[x->index] == 0 || i < release_at[x->index] - 1u))
                 limit = bytes[x->index];
@@ -437,24 +439,24 @@ static bool validate_program(pw_program *p, const pw_graph_cache_env *env, const
                 ok = invalid(why, cap, "launch #%zu: relocation #%zu is out of range", i, rl);
         }
     }
-    if (ok && rl != p->n_relocs) ok = invalid(why, cap, "relocations are out of order");
-    for (int i = 0; ok && i < p->n_outs; i++) {
-        const pw_out_item *o = &p->outs[i];
-        if (o->kind == PW_OUT_ARG)
-            ok = o->index < (uint32_t)p->nargs && p->sigs[o->index].kind == PW_VAL_TENSOR;
-        else if (o->kind == PW_OUT_BLOCK)
-            ok = o->index < nb && p->out_blocks[o->index].is_output;
+    if (ok && rl != p->code->n_relocs) ok = invalid(why, cap, "relocations are out of order");
+    for (int i = 0; ok && i < p->code->n_outs; i++) {
+        const pw_reloc_out *o = &p->code->outs[i];
+        if (o->kind == PW_RELOC_OUT_ARG)
+            ok = o->index < (uint32_t)p->code->nargs && p->code->sigs[o->index].kind == PW_VAL_TENSOR;
+        else if (o->kind == PW_RELOC_OUT_BLOCK)
+            ok = o->index < nb && p->code->out_blocks[o->index].is_output;
         else
-            ok = o->kind == PW_OUT_SCALAR && sig_valid(&o->scalar) &&
+            ok = o->kind == PW_RELOC_OUT_SCALAR && sig_valid(&o->scalar) &&
                  o->scalar.kind != PW_VAL_TENSOR;
         if (!ok) invalid(why, cap, "output %d is malformed", i);
     }
-    if (ok && !p->out_tuple && p->n_outs != 1) ok = invalid(why, cap, "%d outputs", p->n_outs);
+    if (ok && !p->code->out_tuple && p->code->n_outs != 1) ok = invalid(why, cap, "%d outputs", p->code->n_outs);
     /* each output block is returned once */
-    for (int i = 0; ok && i < p->n_outs; i++)
+    for (int i = 0; ok && i < p->code->n_outs; i++)
         for (int j = 0; ok && j < i; j++)
-            if (p->outs[i].kind == PW_OUT_BLOCK && p->outs[j].kind == PW_OUT_BLOCK &&
-                p->outs[i].index == p->outs[j].index)
+            if (p->code->outs[i].kind == PW_RELOC_OUT_BLOCK && p->code->outs[j].kind == PW_RELOC_OUT_BLOCK &&
+                p->code->outs[i].index == p->code->outs[j].index)
                 ok = invalid(why, cap, "outputs %d and %d share a block", j, i);
     pw_host_free(alloc_at);
     pw_host_free(release_at);
@@ -486,7 +488,7 @@ pw_status pw_graph_cache_parse(const void *data, size_t size, const pw_graph_cac
     uint64_t n_regions = get_u64(&r);
     if (r.bad || n_regions > r.left / 8)
         return snprintf(why, why_cap, "truncated region table"), PW_ERR_PARSE;
-    pw_region *regions = pw_host_calloc((size_t)n_regions + 1, sizeof *regions);
+    pw_reloc_region *regions = pw_host_calloc((size_t)n_regions + 1, sizeof *regions);
     if (!regions) return PW_ERR_OOM;
     for (uint64_t i = 0; i < n_regions; i++) regions[i].bytes = get_u64(&r);
     if (!env->any_regions) {
@@ -585,8 +587,10 @@ static uint64_t fingerprint(const pw_engine *e) {
     if (sizes && n_sizes) h = fnv1a(h, sizes, (size_t)n_sizes * sizeof *sizes);
     for (int i = 0; i < e->n_submods; i++) h = hash_i64(h, e->pieces[i].group);
     const struct pw_engine_distinct *d = e->distinct;
-    h = hash_i64(h, (int64_t)d->n_regions);
-    for (size_t i = 0; i < d->n_regions; i++) h = hash_i64(h, (int64_t)d->regions[i].bytes);
+    size_t n_regions = 0;
+    const pw_reloc_region *regions = pw_reloc_regions_list(d->regions, &n_regions);
+    h = hash_i64(h, (int64_t)n_regions);
+    for (size_t i = 0; i < n_regions; i++) h = hash_i64(h, (int64_t)regions[i].bytes);
     return h;
 }
 
@@ -630,7 +634,9 @@ void pw_graph_cache_load(pw_engine *e) {
                     pw_status_name(st));
         return;
     }
-    pw_graph_cache_env env = {fp, false, d->regions, d->n_regions, false, false,
+    size_t n_regions = 0;
+    const pw_reloc_region *regions = pw_reloc_regions_list(d->regions, &n_regions);
+    pw_graph_cache_env env = {fp, false, regions, n_regions, false, false,
                               pw_kernel_set_for(e->device)};
     pw_program *list = NULL;
     size_t dropped = 0;
@@ -672,7 +678,9 @@ void pw_graph_cache_store(pw_engine *e) {
     if (!fresh) return;
     unsigned char *img = NULL;
     size_t size = 0;
-    if (pw_graph_cache_serialize(d->programs, fingerprint(e), d->regions, d->n_regions, &img,
+    size_t n_regions = 0;
+    const pw_reloc_region *regions = pw_reloc_regions_list(d->regions, &n_regions);
+    if (pw_graph_cache_serialize(d->programs, fingerprint(e), regions, n_regions, &img,
                                  &size) != PW_OK) {
         pw_log_warn("graph cache: out of host memory writing %s", d->cache_path);
         return;

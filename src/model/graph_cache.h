@@ -11,7 +11,7 @@
 typedef struct pw_graph_cache_env {
     uint64_t fingerprint;
     bool any_fingerprint;     /* the fuzzer: accept the file's */
-    const pw_region *regions; /* the engine's persistent regions */
+    const pw_reloc_region *regions; /* the engine's persistent regions */
     size_t n_regions;
     bool any_regions; /* the fuzzer: accept the file's region table */
     bool any_checksum; /* the fuzzer: reach the programs of a mutated file */
@@ -29,7 +29,7 @@ pw_status pw_graph_cache_parse(const void *data, size_t size, const pw_graph_cac
 
 /* The relocatable programs of list as one file image (pw_host_free it). */
 pw_status pw_graph_cache_serialize(const pw_program *list, uint64_t fingerprint,
-                                   const pw_region *regions, size_t n_regions,
+                                   const pw_reloc_region *regions, size_t n_regions,
                                    unsigned char **out, size_t *size);
 
 /* Engine side (engine_distinct.c's state): load before the capture, store
