@@ -9,13 +9,14 @@
  * <prefix>/share/doc/piecewise/docs/.
  *
  * Layers (see docs/ARCHITECTURE.md), in two libraries:
- *   libpiecewise (the capture layer; this header, graph.h, runtime.h)
+ *   libpiecewise (the capture layer; this header, graph.h, runtime.h, module.h)
  *   core     status, logging, dtypes, tensors, values
  *   mem      caching pool with graph pools (stable addresses)
  *   backend  streams: eager launch, capture into a device graph, replay
  *   graph    IR, text format, splitter, stitching plan and C emission
  *   runtime  modes, batch descriptors, forward context, graph wrapper, dispatcher,
- *            relocation of recorded launches (relocate.h)
+ *            relocation of recorded launches (relocate.h), piecewise modules
+ *            (graph -> split -> stitching -> wrappers; module.h)
  *   libpiecewise-llm (links libpiecewise; piecewise_llm.h, which includes
  *   this header and piecewise/model.h)
  *   ops      op table, CPU and CUDA kernels
@@ -433,5 +434,6 @@ PW_API pw_pool *pw_graph_pool(const pw_graph *g);
 #include "piecewise/graph.h"
 #include "piecewise/runtime.h"
 #include "piecewise/relocate.h"
+#include "piecewise/module.h"
 
 #endif /* PIECEWISE_H */
