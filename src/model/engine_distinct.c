@@ -28,7 +28,7 @@
  * its KV cache pool's, in allocation order: the same list in every engine
  * built from the same model and configuration.
  *
- * With a graph cache (graph_cache.c) every piece has a program (alone, it
+ * With a graph cache (engine_cache.c) every piece has a program (alone, it
  * is its own group) and so has each FULL graph (the whole forward's), all
  * written to disk after the capture; the next engine loads them and runs
  * them instead of the plans. */
@@ -140,7 +140,6 @@ pw_status pw_engine_distinct_init(pw_engine *e) {
 void pw_program_free(pw_program *p) {
     if (!p) return;
     pw_reloc_program_free(p->code);
-    pw_host_free(p->kernel_ids);
     pw_host_free(p);
 }
 
@@ -163,22 +162,16 @@ static const char *program_label(const pw_engine *e, int group, char *buf, size_
     return buf;
 }
 
-/* The op table's id of every launch, for the graph cache's file; false when
- * a launch is not a kernel of the engine's set. */
-static bool kernel_ids_of(const pw_engine *e, pw_program *p, char *why) {
+/* False when a launch is not a kernel of the engine's set: the graph cache
+ * names kernels by their id in it. */
+static bool in_kernel_set(const pw_engine *e, const pw_reloc_program *code, char *why) {
     const pw_kernel_set *set = pw_kernel_set_for(e->device);
-    size_t n = p->code->n_launches;
-    p->kernel_ids = pw_host_calloc(n ? n : 1, sizeof *p->kernel_ids);
-    if (!p->kernel_ids) return snprintf(why, PW_RELOC_WHY_CAP, "out of host memory"), false;
-    for (size_t i = 0; i < n; i++) {
-        int id = pw_kernel_set_find(set, p->code->kernels[i]);
-        if (id < 0)
+    for (size_t i = 0; i < code->n_launches; i++)
+        if (pw_kernel_set_find(set, code->kernels[i]) < 0)
             return snprintf(why, PW_RELOC_WHY_CAP, "launch #%zu (kernel %s) is not a kernel of "
                                                    "the %s kernel set", i,
-                            p->code->kernels[i]->name, set ? set->name : "(none)"),
+                            code->kernels[i]->name, set ? set->name : "(none)"),
                    false;
-        p->kernel_ids[i] = (uint16_t)id;
-    }
     return true;
 }
 
@@ -200,7 +193,7 @@ static pw_status record_program(pw_engine *e, int group, const pw_batch_desc *de
     p->group = group;
     p->desc = *desc;
     p->code = code;
-    if (p->code && !kernel_ids_of(e, p, why)) {
+    if (p->code && !in_kernel_set(e, p->code, why)) {
         pw_reloc_program_free(p->code);
         p->code = NULL;
     }

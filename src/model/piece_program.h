@@ -2,7 +2,7 @@
  * relocate.h) per piece group and size, and per FULL descriptor with the
  * graph cache, with what the engine keeps about each. Distinct-piece
  * capture (engine_distinct.c) records them and runs them for the other
- * pieces of a group; the graph cache (graph_cache.c) stores them on disk
+ * pieces of a group; the graph cache (engine_cache.c) stores them on disk
  * and runs them at the next start. */
 #ifndef PW_MODEL_PIECE_PROGRAM_H
 #define PW_MODEL_PIECE_PROGRAM_H
@@ -19,7 +19,6 @@ typedef struct pw_program {
     bool from_cache;
     bool counted; /* a FULL graph's program: counted once, however often verify_capture runs it */
     pw_reloc_program *code;
-    uint16_t *kernel_ids; /* [code->n_launches]: the op table's kernel ids, for the cache file */
     struct pw_program *next;
 } pw_program;
 

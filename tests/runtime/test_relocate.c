@@ -6,8 +6,16 @@
  * callable on that input computes, its recording is the real one byte for
  * byte (pw_reloc_program_run_checked), persistent regions are relocated,
  * and what cannot be described (a kernel without pw_kernel.args, an
- * address in no region) is refused with the reason. */
+ * address in no region) is refused with the reason. The program written to
+ * a graph cache file (include/piecewise/graph_cache.h) comes back equal and
+ * runs the same; a file for another fingerprint or a missing one is
+ * refused. */
 #include "toy.h"
+
+#include "piecewise/graph_cache.h"
+
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <stddef.h>
 
@@ -131,6 +139,54 @@ int main(void) {
         CHECK(ok);
     }
     pw_value_release(out2);
+
+    /* the graph cache: written, read back, run */
+    if (prog) {
+        char dir[] = "/tmp/pw_relocate_XXXXXX";
+        CHECK(mkdtemp(dir) != NULL);
+        char path[64];
+        snprintf(path, sizeof path, "%s/graphs.pwgc", dir);
+        const pw_kernel *table[] = {&k_opaque, &k_scaled};
+        pw_graph_cache_spec spec = {42, regions, table, 2, 0};
+        pw_graph_cache_entry entry = {7, pw_batch_desc_make(3, PW_NUM_REQS_UNSET, false, false),
+                                      prog};
+        CHECK_OK(pw_graph_cache_write(path, &spec, &entry, 1));
+        pw_graph_cache_entry *back = NULL;
+        size_t n_back = 0, dropped = 0;
+        CHECK_OK(pw_graph_cache_read(path, &spec, &back, &n_back, &dropped, why, sizeof why));
+        CHECK_EQ_INT(n_back, 1);
+        CHECK_EQ_INT(dropped, 0);
+        if (n_back == 1) {
+            CHECK_EQ_INT(back[0].key, 7);
+            CHECK_EQ_INT(back[0].desc.num_tokens, 3);
+            const pw_reloc_program *q = back[0].program;
+            CHECK(q->n_launches == 2 && q->kernels[0] == &k_scaled && q->n_relocs == 6);
+            CHECK(pw_reloc_program_matches(q, &a2, 1));
+            pw_graph *gc = NULL;
+            pw_value outc = pw_value_none();
+            CHECK_OK(pw_stream_begin_capture(env.stream, env.graph_pool));
+            CHECK_OK(pw_reloc_program_run_checked(q, env.stream, regions, run, &a2, 1, "cached",
+                                                  &outc));
+            CHECK_OK(pw_stream_end_capture(env.stream, &gc));
+            pw_value_release(outc);
+            pw_graph_free(gc);
+        }
+        pw_graph_cache_entries_free(back, n_back);
+        /* another fingerprint, no file, a kernel the table lacks */
+        spec.fingerprint = 43;
+        CHECK_EQ_INT(pw_graph_cache_read(path, &spec, &back, &n_back, &dropped, why, sizeof why),
+                     PW_ERR_PARSE);
+        CHECK(strstr(why, "another model, configuration or build") != NULL);
+        char missing[80];
+        snprintf(missing, sizeof missing, "%s/none.pwgc", dir);
+        CHECK_EQ_INT(pw_graph_cache_read(missing, &spec, &back, &n_back, &dropped, why, sizeof why),
+                     PW_ERR_NOT_FOUND);
+        spec.n_kernels = 1;
+        CHECK_ERR(pw_graph_cache_write(path, &spec, &entry, 1), PW_ERR_INVALID_ARG,
+                  "which the kernel table lacks");
+        CHECK(unlink(path) == 0);
+        CHECK(rmdir(dir) == 0);
+    }
 
     /* the plain run, too */
     pw_graph *g3 = NULL;
