@@ -9,7 +9,7 @@
 
 #include <pthread.h>
 
-#define N_ROUNDS 8
+#define N_ROUNDS 32
 #define N_PIECES 3
 #define MAX_TOKENS 64
 

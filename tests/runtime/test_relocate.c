@@ -193,8 +193,10 @@ int main(void) {
     pw_value out3 = pw_value_none();
     CHECK_OK(pw_stream_begin_capture(env.stream, env.graph_pool));
     if (prog) CHECK_OK(pw_reloc_program_run(prog, env.stream, regions, &a2, 1, &out3));
-    CHECK_ERR(pw_reloc_program_run(prog, env.stream, regions, &a2, 2, &out3), PW_ERR_INVALID_ARG,
-              "arguments are required");
+    pw_value refused = pw_value_none();
+    CHECK_ERR(pw_reloc_program_run(prog, env.stream, regions, &a2, 2, &refused),
+              PW_ERR_INVALID_ARG, "arguments are required");
+    CHECK(refused.kind == PW_VAL_NONE);
     CHECK_OK(pw_stream_end_capture(env.stream, &g3));
     CHECK(g3 && pw_graph_num_launches(g3) == 2);
     pw_value_release(out3);
