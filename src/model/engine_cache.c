@@ -96,7 +96,8 @@ void pw_graph_cache_load(pw_engine *e) {
     pw_graph_cache_entry *entries = NULL;
     size_t n = 0, dropped = 0;
     char why[320];
-    pw_status st = pw_graph_cache_read(d->cache_path, &spec, &entries, &n, &dropped, why, sizeof why);
+    pw_status st =
+        pw_graph_cache_read(d->cache_path, &spec, &entries, &n, &dropped, why, sizeof why);
     if (st == PW_ERR_NOT_FOUND) {
         pw_log_info("graph cache: no %s yet; capturing, and writing it", d->cache_path);
         return;

@@ -329,7 +329,8 @@ static bool get_program(reader *r, cache_item *p, char *why, size_t cap) {
     for (size_t i = 0; i < p->code->n_launches; i++) {
         (void)get_u16(r);
         (void)get_u16(r);
-        get(r, p->code->bytes + p->code->arg_offsets[i], p->code->arg_offsets[i + 1] - p->code->arg_offsets[i]);
+        get(r, p->code->bytes + p->code->arg_offsets[i],
+            p->code->arg_offsets[i + 1] - p->code->arg_offsets[i]);
     }
     n = get_count(r, 20, 1 << 26);
     if (n < 0) return snprintf(why, cap, "truncated relocations"), false;
@@ -452,7 +453,8 @@ static bool validate_program(cache_item *p, const pw_graph_cache_spec *spec,
         const pw_reloc_out_block *b = &p->code->out_blocks[j];
         if (release_at[j] == 0 && !b->is_output)
             ok = invalid(why, cap, "block %zu is never released nor an output", j);
-        else if (b->is_output && (pw_reloc_out_block_bytes(b) == 0 || pw_reloc_out_block_bytes(b) != bytes[j]))
+        else if (b->is_output &&
+                 (pw_reloc_out_block_bytes(b) == 0 || pw_reloc_out_block_bytes(b) != bytes[j]))
             ok = invalid(why, cap, "output block %zu does not match its allocation", j);
     }
     /* relocations: by launch, on the kernel's address words, in range */
@@ -492,7 +494,8 @@ static bool validate_program(cache_item *p, const pw_graph_cache_spec *spec,
     for (int i = 0; ok && i < p->code->n_outs; i++) {
         const pw_reloc_out *o = &p->code->outs[i];
         if (o->kind == PW_RELOC_OUT_ARG)
-            ok = o->index < (uint32_t)p->code->nargs && p->code->sigs[o->index].kind == PW_VAL_TENSOR;
+            ok = o->index < (uint32_t)p->code->nargs &&
+                 p->code->sigs[o->index].kind == PW_VAL_TENSOR;
         else if (o->kind == PW_RELOC_OUT_BLOCK)
             ok = o->index < nb && p->code->out_blocks[o->index].is_output;
         else
@@ -500,11 +503,13 @@ static bool validate_program(cache_item *p, const pw_graph_cache_spec *spec,
                  o->scalar.kind != PW_VAL_TENSOR;
         if (!ok) invalid(why, cap, "output %d is malformed", i);
     }
-    if (ok && !p->code->out_tuple && p->code->n_outs != 1) ok = invalid(why, cap, "%d outputs", p->code->n_outs);
+    if (ok && !p->code->out_tuple && p->code->n_outs != 1)
+        ok = invalid(why, cap, "%d outputs", p->code->n_outs);
     /* each output block is returned once */
     for (int i = 0; ok && i < p->code->n_outs; i++)
         for (int j = 0; ok && j < i; j++)
-            if (p->code->outs[i].kind == PW_RELOC_OUT_BLOCK && p->code->outs[j].kind == PW_RELOC_OUT_BLOCK &&
+            if (p->code->outs[i].kind == PW_RELOC_OUT_BLOCK &&
+                p->code->outs[j].kind == PW_RELOC_OUT_BLOCK &&
                 p->code->outs[i].index == p->code->outs[j].index)
                 ok = invalid(why, cap, "outputs %d and %d share a block", j, i);
     pw_host_free(alloc_at);

@@ -364,7 +364,8 @@ static bool describe_output(const recorder *r, const pw_value *args, int nargs, 
         } else if (sig_of(&v, &item->scalar)) {
             item->kind = PW_RELOC_OUT_SCALAR;
         } else {
-            return refuse(why, "an output is a %s", v.kind == PW_VAL_TUPLE ? "nested tuple" : "string");
+            return refuse(why, "an output is a %s",
+                          v.kind == PW_VAL_TUPLE ? "nested tuple" : "string");
         }
     }
     /* every block still live is an output: anything else would be held by
@@ -487,10 +488,11 @@ pw_status pw_reloc_program_run(const pw_reloc_program *p, pw_stream *s,
         memcpy(buf, p->bytes + p->arg_offsets[i], nbytes);
         for (; rl < p->n_relocs && p->relocs[rl].launch == i; rl++) {
             const pw_reloc *x = &p->relocs[rl];
-            uintptr_t base = x->kind == PW_RELOC_ARG ? (uintptr_t)pw_tensor_data(args[x->index].as.tensor)
-                             : x->kind == PW_RELOC_BLOCK ? (uintptr_t)ptrs[x->index]
-                             : x->index < n_regions      ? reg[x->index].base
-                                                         : 0;
+            uintptr_t base =
+                x->kind == PW_RELOC_ARG     ? (uintptr_t)pw_tensor_data(args[x->index].as.tensor)
+                : x->kind == PW_RELOC_BLOCK ? (uintptr_t)ptrs[x->index]
+                : x->index < n_regions      ? reg[x->index].base
+                                            : 0;
             if (!base) {
                 st = pw_error(PW_ERR_INVALID_ARG, "pw_reloc_program_run: launch #%zu addresses "
                                                   "region %u of %zu",
@@ -507,8 +509,9 @@ pw_status pw_reloc_program_run(const pw_reloc_program *p, pw_stream *s,
     for (int i = 0; st == PW_OK && i < p->n_outs; i++) {
         const pw_reloc_out *o = &p->outs[i];
         pw_value v = o->kind == PW_RELOC_OUT_SCALAR ? sig_scalar(&o->scalar)
-                     : o->kind == PW_RELOC_OUT_ARG  ? pw_value_retain(args[o->index])
-                                                    : pw_value_tensor(pw_tensor_retain(tensors[o->index]));
+                     : o->kind == PW_RELOC_OUT_ARG
+                         ? pw_value_retain(args[o->index])
+                         : pw_value_tensor(pw_tensor_retain(tensors[o->index]));
         if (tuple) pw_tuple_set(tuple, i, v);
         else *out = v;
     }

@@ -123,7 +123,8 @@ int main(void) {
     pw_value out2 = pw_value_none();
     CHECK_OK(pw_stream_begin_capture(env.stream, env.graph_pool));
     if (prog)
-        CHECK_OK(pw_reloc_program_run_checked(prog, env.stream, regions, run, &a2, 1, "test", &out2));
+        CHECK_OK(
+            pw_reloc_program_run_checked(prog, env.stream, regions, run, &a2, 1, "test", &out2));
     CHECK_OK(pw_stream_end_capture(env.stream, &g2));
     if (g2 && out2.kind == PW_VAL_TENSOR) {
         CHECK_OK(pw_graph_replay(g2, env.stream));
