@@ -281,11 +281,15 @@ rec0, _, can0 = accounting()
 s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
 s.sendall(head + b"Content-Length: 100\r\n\r\n" + BODY[:10])
 s.close()
-time.sleep(0.3)
-rec1, _, can1 = accounting()
-t.check(rec1 == rec0 + 2 and can1 == can0 + 1,
-        f"a body cut short: one request received (beside /metrics) and cancelled: "
-        f"received {rec0} -> {rec1}, cancelled {can0} -> {can1}")
+alive = deadline(10)
+while alive():
+    rec1, ans1, can1 = accounting()
+    if can1 == can0 + 1 and rec1 - 1 == ans1 + can1:
+        break
+    time.sleep(0.05)
+t.check(can1 == can0 + 1 and rec1 - 1 == ans1 + can1,
+        f"a body cut short: one request cancelled, and received = answered + cancelled: "
+        f"cancelled {can0} -> {can1}, received {rec1} answered {ans1}")
 
 # ---- many prompt clients from one address: none is evicted for room ----------------------------
 # 100 connections (over --max-conns-per-client 64) each ask once and stay
@@ -335,7 +339,7 @@ for i in range(len(msg)):
             closed_at = time.monotonic() - t0
             break
 s.close()
-t.check(closed_at is not None and 1.5 < closed_at < 4,
+t.check(closed_at is not None and 1.5 < closed_at < 6,
         f"a dribbled head is cut at --header-timeout: closed after {closed_at}")
 t.check(srv.metric('piecewise_connections_dropped_total{reason="header_timeout"}') > drops0,
         "header timeouts counted")
@@ -361,7 +365,7 @@ for i in range(len(BODY)):
 took = time.monotonic() - t0
 s.close()
 rs = parse_responses(got)
-t.check(rs and rs[0][0] == 408 and 1.5 < took < 4,
+t.check(rs and rs[0][0] == 408 and 1.5 < took < 6,
         f"a dribbled body gets 408 at --body-timeout: after {took:.1f} s: {got[:200]!r}")
 t.check(srv.alive(), "server alive after the framing cases")
 t.check(srv.terminate() == 0, "exit 0")
@@ -498,10 +502,13 @@ for th in ths:
     th.start()
 for th in ths:
     th.join(120)
+# settled: nothing in the engine, and every request's thread has counted it
 alive = deadline(30)
-while alive() and srv.metric("piecewise_requests_running") != 0:
+while alive():
+    received, answered, cancelled = accounting()
+    if srv.metric("piecewise_requests_running") == 0 and received - 1 == answered + cancelled:
+        break
     time.sleep(0.1)
-time.sleep(0.3)
 received, answered, cancelled = accounting()
 # the /metrics request reading these is received and not yet answered
 t.check(None not in (received, answered, cancelled) and received - 1 == answered + cancelled,
