@@ -265,8 +265,8 @@ typedef struct pw_plan_options {
 PW_API pw_status pw_plan_build(const pw_ir *stitch, const pw_plan_options *opts, pw_plan **out);
 PW_API void pw_plan_free(pw_plan *p);
 PW_API int pw_plan_num_params(const pw_plan *p);
-/* Every call_module target in first-seen order (inlined ones included, like
- * the seed); the submodule table passed to run is indexed the same way and
+/* Every call_module target in first-seen order (inlined ones included, as
+ * vLLM numbers them); the submodule table passed to run is indexed the same way and
  * entries of inlined targets are ignored (may be {NULL}). */
 PW_API int pw_plan_num_submodules(const pw_plan *p);
 PW_API const char *pw_plan_submodule_name(const pw_plan *p, int i);

@@ -202,7 +202,7 @@ PW_API pw_status pw_graph_wrapper_call_as(pw_graph_wrapper *w, pw_runtime_mode m
 /* The wrapper as a callable (user = w), so wrappers nest and plug into
  * anything that takes a pw_callable. */
 PW_API pw_callable pw_graph_wrapper_as_callable(pw_graph_wrapper *w);
-/* The wrapped runnable (the seed's unwrap). */
+/* The wrapped runnable (vLLM's unwrap). */
 PW_API pw_callable pw_graph_wrapper_runnable(const pw_graph_wrapper *w);
 PW_API pw_runtime_mode pw_graph_wrapper_mode(const pw_graph_wrapper *w);
 PW_API const char *pw_graph_wrapper_name(const pw_graph_wrapper *w);

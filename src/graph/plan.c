@@ -1,4 +1,4 @@
-/* Stitching code generation (DESIGN §2.8, docs/codegen.md), one file per
+/* Stitching code generation (docs/codegen.md), one file per
  * stage:
  *
  *   plan_lower.c   walk the stitching graph; inline the chosen subgraphs;

@@ -1,4 +1,4 @@
-/* The splitter (DESIGN §2.7): one linear walk assigns every node to a
+/* The splitter (docs/graph-format.md): one linear walk assigns every node to a
  * subgraph; splitting ops get their own subgraphs (consecutive ones share
  * one), a getitem follows its producer. Then each subgraph is built with the
  * values it needs as placeholders and the values later code needs as its

@@ -1,5 +1,5 @@
 /* A splitting op runs eagerly between replayed pieces, so it must write
- * into a buffer the piece before it allocated (DESIGN §2.4). If its
+ * into a buffer the piece before it allocated. If its
  * subgraph instead returns a value that a later node reads, that value was
  * allocated outside any graph: at replay the next piece would read the
  * address it saw at capture, which no longer holds this step's result.

@@ -1,5 +1,5 @@
 /* A synthetic Llama-like graph for tests and the stitching benchmark
- * (declared in pw_testing.h). It follows the seed's example: weights are
+ * (declared in pw_testing.h). It follows vLLM's split graphs: weights are
  * placeholders, attention writes into a buffer made by the piece before it
  * and returns nothing; built with the public builder. */
 #include "graph_internal.h"
@@ -48,7 +48,7 @@ pw_status pw_ir_synthetic_llama(int layers, pw_ir **out) {
     pw_ir_type sym = {.kind = PW_IR_TYPE_SYMINT};
     pw_ir_type ids = {.kind = PW_IR_TYPE_TENSOR, .dtype = PW_I32, .ndim = 1, .dims = {PW_IR_DIM_TOKENS}};
     pw_ir_type pos = {.kind = PW_IR_TYPE_TENSOR, .dtype = PW_I64, .ndim = 1, .dims = {PW_IR_DIM_TOKENS}};
-    b.s = pw_ir_add_comment(b.g, " a Llama-like model in the seed's style; attention writes into a buffer");
+    b.s = pw_ir_add_comment(b.g, " a Llama-like model in vLLM's style; attention writes into a buffer");
     int s0 = ph(&b, "s0", &sym);
     int input_ids = ph(&b, "input_ids", &ids);
     int positions = ph(&b, "positions", &pos);

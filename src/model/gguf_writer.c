@@ -335,7 +335,7 @@ static const char *const tiny_merges[] = {
 };
 #undef SP
 
-/* xorshift64*: deterministic weights that depend only on the seed. */
+/* xorshift64*: deterministic weights that depend only on the RNG seed. */
 static uint64_t rng_next(uint64_t *s) {
     *s ^= *s >> 12;
     *s ^= *s << 25;

@@ -17,7 +17,7 @@
  *              launch_<name> (packs the kernel args, launches)
  *   arguments  a parenthesised list of argument names, in call order; its
  *              length is the op's arity
- *   splitting  true for ops the splitter cuts the graph at (DESIGN §2.7):
+ *   splitting  true for ops the splitter cuts the graph at:
  *              they get their own piecewise subgraphs and are never captured
  *
  * This header is plain preprocessor and enum definitions; any layer above

@@ -519,7 +519,7 @@ static pw_status capture_once(pw_graph_wrapper *w, const pw_value *args, int nar
         if (s != PW_OK) *output = pw_value_none(); /* a failing runnable returns nothing */
         if (s == PW_OK) s = make_weak(*output, weak);
         if (s == PW_OK && w->opts.weak_ref_output) {
-            /* Freed while the capture is open, exactly where the seed frees it,
+            /* Freed while the capture is open, exactly where vLLM frees it,
              * so the memory is back in the pool for whatever comes next. */
             pw_value_release(*output);
             *output = pw_value_retain(*weak);

@@ -15,10 +15,8 @@ gemma="${PW_GEMMA3_GGUF:-$src/models/gemma-3-270m-q4_k_m.gguf}"
 # The prompt length the run reports ("prompt N tok ...").
 prompt_tokens() { sed -n 's/^prompt \([0-9]*\) tok.*/\1/p' "$1"; }
 
-ran=0
 for model in "$smol" "$gemma"; do
-  [ -f "$model" ] || { echo "$(basename "$model") not found: skipped"; continue; }
-  ran=1
+  [ -f "$model" ] || { skip_part "$(basename "$model") not found"; continue; }
   # "the" is one token after the first; find what one word costs with BOS
   "$bin" run "$model" --raw -p "the" -n 1 --temp 0 --mode none >/dev/null 2>"$tmp/err"
   base=$(prompt_tokens "$tmp/err")
@@ -35,5 +33,4 @@ for model in "$smol" "$gemma"; do
     fi
   done
 done
-[ $fail -eq 0 ] && [ $ran -eq 0 ] && exit 77
-exit $fail
+finish cli_dequantize

@@ -44,8 +44,8 @@ ln -s "$graph" "$tmp/link.txt"
   { echo "FAIL: compile through a link: $(cat "$tmp/err")"; fail=1; }
 
 if [ ! -f "$model" ]; then
-  echo "stories260K.gguf not found: graph cache cases skipped"
-  exit $fail
+  skip_part "stories260K.gguf not found: the graph cache cases"
+  finish cli_files
 fi
 
 # The graph cache folder. The first run names the cache file.
@@ -117,4 +117,4 @@ for planted in link file; do
   fi
   rm -f "$cache"/*.tmp
 done
-exit $fail
+finish cli_files

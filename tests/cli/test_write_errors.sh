@@ -39,8 +39,8 @@ if [ -f "$model" ]; then
   [ $rc -eq 1 ] && grep -qF "error writing standard output" "$tmp/err" ||
     { echo "FAIL: run with stdout closed -> exit $rc: $(cat "$tmp/err")"; fail=1; }
 else
-  echo "stories260K.gguf not found: model commands skipped"
+  skip_part "stories260K.gguf not found: the model commands"
 fi
 # and output that was written ends in 0
 "$bin" compile "$graph" >"$tmp/out" 2>"$tmp/err" || { echo "FAIL: compile to a file: $(cat "$tmp/err")"; fail=1; }
-exit $fail
+finish cli_write_errors

@@ -204,8 +204,7 @@ MQ_INLINE int64_t xq_block_stride(int64_t n_rows, int64_t t) {
  * float adder on a third port (Golden Cove and later: ports 1 and 5) it
  * leaves ports 0 and 1 to vpmaddubsw / vpmaddwd / vpdpbusd and the fma,
  * which bound the batch tiles; measured, AVX2's Q4_1 batch tiles took
- * 0.90-1.00x the time, median ~0.93 (BENCHMARKS.md, "AVX2 Q4_1 kernels
- * (session 6)"). The offset costs nothing there, the Q4 folds carrying it
+ * 0.90-1.00x the time, median ~0.93. The offset costs nothing there, the Q4 folds carrying it
  * (Q8_0: MQ_FOLD_BASE). */
 #define MQ_MAGIC 0x4B400000
 #define MQ_MAGIC_F 12582912.0f
@@ -213,8 +212,7 @@ MQ_INLINE int64_t xq_block_stride(int64_t n_rows, int64_t t) {
  * matmul_quant_isa.h, PW_K_Q8B_MAGIC_*). Q8_0 keeps vcvtdq2ps, its lane
  * sums starting from the plain fold (VNNI) or from 0 (AVX2): on AVX2 the
  * offset would cost a vpaddd per pair, and measured, AVX2's and AVX-VNNI's
- * Q8_0 tiles ran 1.06-1.27x slower with it, AVX-512's no faster
- * (BENCHMARKS.md, session 6). */
+ * Q8_0 tiles ran 1.06-1.27x slower with it, AVX-512's no faster. */
 #define MQ_FOLD_BASE(type) ((type) == PW_Q8_0 || !XQ_MAGIC ? 0 : MQ_MAGIC)
 
 #if MQ_X86

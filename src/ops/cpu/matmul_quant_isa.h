@@ -54,7 +54,7 @@
 /* Whether a copy's Q4 folds carry 0x4B400000 (its lane sums converted by
  * a float subtraction, not vcvtdq2ps): the AVX2 copy, whose batch tiles it
  * made faster; not the VNNI copies, whose SmolLM2 prefill it made slower
- * (BENCHMARKS.md, session 6). */
+ * (1.17-1.42x the CPU time). */
 #define PW_K_Q8B_MAGIC_GENERIC 0
 #define PW_K_Q8B_MAGIC_FMA 1
 #define PW_K_Q8B_MAGIC_AVXVNNI 0

@@ -35,9 +35,8 @@
  * shares, four per thread, were measured 6-10% slower at batch 16-64 with
  * 2 threads on a quiet machine (smaller column blocks, more hand-offs); the
  * guided cut keeps half of the work in one large share per thread. Its
- * tail of eighths (rather than quarters, session 8) cut the time a
- * 2-thread SmolLM2 decode spends waiting at the end of a job by 40%
- * (BENCHMARKS.md, "Session 8"). */
+ * tail of eighths (rather than quarters) cuts the time a 2-thread SmolLM2
+ * decode spends waiting at the end of a job by 40%. */
 #define GUIDED_ROUNDS 4
 /* Spin iterations the caller waits for running shares before it yields
  * its core (to the thread it is waiting for, when both share one). */
