@@ -147,7 +147,7 @@ typedef struct stream_ctx {
     size_t sent;      /* text bytes already sent */
     bool role_sent, ended;
     char *pending;    /* SSE bytes not yet handed to MHD */
-    size_t pend_len, pend_off;
+    size_t pend_len, pend_off, pend_cap;
     double last_send; /* when bytes last went to MHD */
 } stream_ctx;
 
@@ -156,7 +156,7 @@ static void push_event(stream_ctx *s, cJSON *root) {
     cJSON_Delete(root);
     if (!json) return;
     size_t n = strlen(json);
-    char *t = realloc(s->pending, s->pend_len + n + 9);
+    char *t = pw_host_grow(s->pending, 1, &s->pend_cap, s->pend_len + n + 8, SIZE_MAX);
     if (t) {
         s->pending = t;
         memcpy(t + s->pend_len, "data: ", 6);
@@ -169,7 +169,7 @@ static void push_event(stream_ctx *s, cJSON *root) {
 
 static void push_raw(stream_ctx *s, const char *text) {
     size_t n = strlen(text);
-    char *t = realloc(s->pending, s->pend_len + n);
+    char *t = pw_host_grow(s->pending, 1, &s->pend_cap, s->pend_len + n, SIZE_MAX);
     if (!t) return;
     s->pending = t;
     memcpy(t + s->pend_len, text, n);
@@ -440,7 +440,11 @@ static MHD_Result dispatch(serve_http *h, struct MHD_Connection *c, const char *
     case 1: return handle_generate(h, c, SERVE_COMPLETION, cc);
     case 2: return handle_models(h, c);
     case 3: return send_text(c, 200, "application/json", strdup("{\"status\":\"ok\"}"));
-    default: return send_text(c, 200, "text/plain; version=0.0.4", serve_metrics_render());
+    default: {
+        char *metrics = serve_metrics_render();
+        if (!metrics) return send_simple_error(c, 500, "server_error", NULL, "out of memory");
+        return send_text(c, 200, "text/plain; version=0.0.4", metrics);
+    }
     }
 }
 
@@ -480,12 +484,9 @@ static MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *ur
                 cc->len = cc->cap = 0;
             } else {
                 if (cc->len + *upload_size + 1 > cc->cap) {
-                    size_t cap = cc->cap ? cc->cap * 2 : 4096;
-                    while (cap < cc->len + *upload_size + 1) cap *= 2;
-                    char *t = realloc(cc->body, cap);
+                    char *t = pw_host_grow(cc->body, 1, &cc->cap, cc->len + *upload_size + 1, SIZE_MAX);
                     if (!t) return MHD_NO;
                     cc->body = t;
-                    cc->cap = cap;
                 }
                 memcpy(cc->body + cc->len, upload, *upload_size);
                 cc->len += *upload_size;

@@ -19,30 +19,6 @@
 
 typedef enum chat_family { CHAT_NONE = 0, CHAT_CHATML, CHAT_LLAMA2, CHAT_GEMMA } chat_family;
 
-typedef struct text_buf {
-    char *s;
-    size_t len, cap;
-    pw_status status;
-} text_buf;
-
-static void put(text_buf *b, const char *s) {
-    if (b->status != PW_OK) return;
-    size_t n = strlen(s);
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *p = pw_host_realloc(b->s, cap);
-        if (!p) {
-            b->status = PW_ERR_OOM;
-            return;
-        }
-        b->s = p;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, s, n + 1);
-    b->len += n;
-}
-
 /* The literal default system prompt of a chatml template, e.g.
  * {{ '<|im_start|>system\nYou are a helpful AI assistant...<|im_end|>\n' }},
  * with the Jinja string escapes \n undone. Empty if there is none. */
@@ -126,84 +102,76 @@ static pw_status check_messages(const pw_chat_message *msgs, int n) {
     return PW_OK;
 }
 
-static void format_chatml(text_buf *b, const char *default_system, const pw_chat_message *msgs,
+static void format_chatml(pw_sb *b, const char *default_system, const pw_chat_message *msgs,
                           int n, bool add_generation_prompt) {
     if (strcmp(msgs[0].role, "system") != 0 && default_system[0]) {
-        put(b, "<|im_start|>system\n");
-        put(b, default_system);
-        put(b, "<|im_end|>\n");
+        pw_sb_puts(b, "<|im_start|>system\n");
+        pw_sb_puts(b, default_system);
+        pw_sb_puts(b, "<|im_end|>\n");
     }
     for (int i = 0; i < n; i++) {
-        put(b, "<|im_start|>");
-        put(b, msgs[i].role);
-        put(b, "\n");
-        put(b, msgs[i].content);
-        put(b, "<|im_end|>\n");
+        pw_sb_puts(b, "<|im_start|>");
+        pw_sb_puts(b, msgs[i].role);
+        pw_sb_puts(b, "\n");
+        pw_sb_puts(b, msgs[i].content);
+        pw_sb_puts(b, "<|im_end|>\n");
     }
-    if (add_generation_prompt) put(b, "<|im_start|>assistant\n");
+    if (add_generation_prompt) pw_sb_puts(b, "<|im_start|>assistant\n");
 }
 
 /* Without BOS: the tokenizer adds it. */
-static void format_llama2(text_buf *b, const pw_chat_message *msgs, int n) {
+static void format_llama2(pw_sb *b, const pw_chat_message *msgs, int n) {
     const char *system = NULL;
     int i = 0;
     if (strcmp(msgs[0].role, "system") == 0) system = msgs[i++].content;
     bool first = true;
     for (; i < n; i++) {
         if (strcmp(msgs[i].role, "user") == 0) {
-            if (!first) put(b, "<s>");
-            put(b, "[INST] ");
+            if (!first) pw_sb_puts(b, "<s>");
+            pw_sb_puts(b, "[INST] ");
             if (system && first) {
-                put(b, "<<SYS>>\n");
-                put(b, system);
-                put(b, "\n<</SYS>>\n\n");
+                pw_sb_puts(b, "<<SYS>>\n");
+                pw_sb_puts(b, system);
+                pw_sb_puts(b, "\n<</SYS>>\n\n");
             }
-            put(b, msgs[i].content);
-            put(b, " [/INST]");
+            pw_sb_puts(b, msgs[i].content);
+            pw_sb_puts(b, " [/INST]");
             first = false;
         } else if (strcmp(msgs[i].role, "assistant") == 0) {
-            put(b, " ");
-            put(b, msgs[i].content);
-            put(b, " </s>");
+            pw_sb_puts(b, " ");
+            pw_sb_puts(b, msgs[i].content);
+            pw_sb_puts(b, " </s>");
         }
     }
 }
 
 /* Appends s without leading and trailing whitespace (Jinja's trim). */
-static void put_trimmed(text_buf *b, const char *s) {
+static void put_trimmed(pw_sb *b, const char *s) {
     static const char *const ws = " \t\n\r\f\v";
     while (*s && strchr(ws, *s)) s++;
     size_t n = strlen(s);
     while (n > 0 && strchr(ws, s[n - 1])) n--;
-    char *copy = pw_host_alloc(n + 1);
-    if (!copy) {
-        b->status = PW_ERR_OOM;
-        return;
-    }
-    memcpy(copy, s, n);
-    copy[n] = '\0';
-    put(b, copy);
-    pw_host_free(copy);
+    pw_sb_append(b, s, n);
 }
 
 /* Gemma 3's template without the BOS (the tokenizer adds it): the system
  * message becomes the start of the first user turn, assistant is "model". */
-static void format_gemma(text_buf *b, const pw_chat_message *msgs, int n,
+static void format_gemma(pw_sb *b, const pw_chat_message *msgs, int n,
                          bool add_generation_prompt) {
     int i = 0;
     const char *system = NULL;
     if (strcmp(msgs[0].role, "system") == 0) system = msgs[i++].content;
     for (bool first = true; i < n; i++, first = false) {
         bool model = strcmp(msgs[i].role, "assistant") == 0;
-        put(b, model ? "<start_of_turn>model\n" : "<start_of_turn>user\n");
+        pw_sb_puts(b, model ? "<start_of_turn>model\n" : "<start_of_turn>user\n");
         if (first && system) {
             put_trimmed(b, system);
-            put(b, "\n\n");
+            pw_sb_puts(b, "\n\n");
         }
         put_trimmed(b, msgs[i].content);
-        put(b, "<end_of_turn>\n");
+        pw_sb_puts(b, "<end_of_turn>\n");
     }
-    if (add_generation_prompt) put(b, "<start_of_turn>model\n");
+    if (add_generation_prompt) pw_sb_puts(b, "<start_of_turn>model\n");
 }
 
 pw_status pw_model_apply_chat_template(const pw_model *m, const pw_chat_message *msgs, int n,
@@ -213,22 +181,12 @@ pw_status pw_model_apply_chat_template(const pw_model *m, const pw_chat_message 
     chat_family family;
     char system[CHAT_MAX_SYSTEM];
     PW_TRY(detect(m, &family, system, sizeof system));
-    text_buf b = {0};
+    pw_sb b = {0};
     if (family == CHAT_CHATML) format_chatml(&b, system, msgs, n, add_generation_prompt);
     else if (family == CHAT_GEMMA) format_gemma(&b, msgs, n, add_generation_prompt);
     else format_llama2(&b, msgs, n);
-    if (b.status != PW_OK) {
-        pw_host_free(b.s);
-        return pw_error(b.status, "chat: out of memory formatting the conversation");
-    }
-    *out = malloc(b.len + 1);
-    if (!*out) {
-        pw_host_free(b.s);
-        return pw_error(PW_ERR_OOM, "chat: out of memory");
-    }
-    memcpy(*out, b.s ? b.s : "", b.len + 1);
-    pw_host_free(b.s);
-    return PW_OK;
+    pw_status s = pw_sb_finish(&b, out);
+    return s == PW_OK ? PW_OK : pw_error(s, "chat: out of memory formatting the conversation");
 }
 
 pw_status pw_model_chat_next_turn(const pw_model *m, const char *user, bool answer_closed,
@@ -238,30 +196,24 @@ pw_status pw_model_chat_next_turn(const pw_model *m, const char *user, bool answ
     chat_family family;
     char system[CHAT_MAX_SYSTEM];
     PW_TRY(detect(m, &family, system, sizeof system));
-    text_buf b = {0};
+    pw_sb b = {0};
     if (family == CHAT_CHATML) {
-        put(&b, answer_closed ? "\n" : "<|im_end|>\n");
-        put(&b, "<|im_start|>user\n");
-        put(&b, user);
-        put(&b, "<|im_end|>\n<|im_start|>assistant\n");
+        pw_sb_puts(&b, answer_closed ? "\n" : "<|im_end|>\n");
+        pw_sb_puts(&b, "<|im_start|>user\n");
+        pw_sb_puts(&b, user);
+        pw_sb_puts(&b, "<|im_end|>\n<|im_start|>assistant\n");
     } else if (family == CHAT_GEMMA) {
-        put(&b, answer_closed ? "\n" : "<end_of_turn>\n");
-        put(&b, "<start_of_turn>user\n");
+        pw_sb_puts(&b, answer_closed ? "\n" : "<end_of_turn>\n");
+        pw_sb_puts(&b, "<start_of_turn>user\n");
         put_trimmed(&b, user);
-        put(&b, "<end_of_turn>\n<start_of_turn>model\n");
+        pw_sb_puts(&b, "<end_of_turn>\n<start_of_turn>model\n");
     } else {
-        put(&b, answer_closed ? "<s>[INST] " : " </s><s>[INST] ");
-        put(&b, user);
-        put(&b, " [/INST]");
+        pw_sb_puts(&b, answer_closed ? "<s>[INST] " : " </s><s>[INST] ");
+        pw_sb_puts(&b, user);
+        pw_sb_puts(&b, " [/INST]");
     }
-    if (b.status != PW_OK) {
-        pw_host_free(b.s);
-        return pw_error(b.status, "chat: out of memory");
-    }
-    *out = malloc(b.len + 1);
-    if (*out) memcpy(*out, b.s, b.len + 1);
-    pw_host_free(b.s);
-    return *out ? PW_OK : pw_error(PW_ERR_OOM, "chat: out of memory");
+    pw_status s = pw_sb_finish(&b, out);
+    return s == PW_OK ? PW_OK : pw_error(s, "chat: out of memory");
 }
 
 bool pw_model_is_end_of_generation(const pw_model *m, int32_t token) {
