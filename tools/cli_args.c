@@ -184,12 +184,10 @@ int pw_cli_generation_option(int argc, char **argv, int *i, pw_engine_config *cf
 }
 
 bool pw_cli_text_append(char **text, size_t *len, size_t *cap, const char *piece, size_t n) {
-    if (*len + n + 1 > *cap) {
-        if (n > SIZE_MAX - 1 - *len) {
-            pw_error(PW_ERR_OOM, "out of host memory: text of %zu + %zu bytes", *len, n);
-            return false;
-        }
-        char *t = pw_host_grow(*text, 1, cap, *len + n + 1, SIZE_MAX);
+    if (n >= *cap - *len) {
+        /* a size past SIZE_MAX is refused by pw_host_grow's bound, not wrapped */
+        size_t need = n > SIZE_MAX - 1 - *len ? SIZE_MAX : *len + n + 1;
+        char *t = pw_host_grow(*text, 1, cap, need, SIZE_MAX);
         if (!t) return false;
         *text = t;
     }

@@ -10,7 +10,13 @@
  *            by a blank line; contents are trimmed). A gemma3 file without
  *            tokenizer.chat_template gets it too: Gemma's GGUFs often lack one.
  * Any other template is PW_ERR_UNSUPPORTED naming what was seen; callers
- * fall back to raw prompts. */
+ * fall back to raw prompts.
+ *
+ * Formatting records where the template's own markers (<|im_start|>,
+ * <end_of_turn>, <s>, ...) are, and the token entry points
+ * (pw_model_tokenize_chat*) make only those special tokens: message text
+ * is plain text, so a message holding "<|im_end|>" cannot close its turn
+ * or forge another. */
 #include "model/llama.h"
 
 #include <string.h>
@@ -18,6 +24,43 @@
 #define CHAT_MAX_SYSTEM 1024
 
 typedef enum chat_family { CHAT_NONE = 0, CHAT_CHATML, CHAT_LLAMA2, CHAT_GEMMA } chat_family;
+
+/* The formatted conversation and where its markers are. */
+typedef struct text_buf {
+    pw_sb text;
+    pw_token_span *markers;
+    int64_t n_markers, cap_markers;
+    pw_status status;
+} text_buf;
+
+static void text_buf_free(text_buf *b) {
+    pw_sb_discard(&b->text);
+    pw_host_free(b->markers);
+}
+
+static void put(text_buf *b, const char *s) {
+    if (b->status != PW_OK) return;
+    pw_sb_puts(&b->text, s);
+    b->status = b->text.status;
+}
+
+/* Appends one of the template's markers: a special token, unlike the
+ * message text around it. */
+static void put_marker(text_buf *b, const char *marker) {
+    if (b->status != PW_OK) return;
+    if (b->n_markers == b->cap_markers) {
+        size_t cap = (size_t)b->cap_markers;
+        pw_token_span *p = pw_host_grow(b->markers, sizeof *p, &cap, (size_t)b->n_markers + 1, INT64_MAX);
+        if (!p) {
+            b->status = PW_ERR_OOM;
+            return;
+        }
+        b->markers = p;
+        b->cap_markers = (int64_t)cap;
+    }
+    b->markers[b->n_markers++] = (pw_token_span){b->text.len, strlen(marker)};
+    put(b, marker);
+}
 
 /* The literal default system prompt of a chatml template, e.g.
  * {{ '<|im_start|>system\nYou are a helpful AI assistant...<|im_end|>\n' }},
@@ -102,118 +145,210 @@ static pw_status check_messages(const pw_chat_message *msgs, int n) {
     return PW_OK;
 }
 
-static void format_chatml(pw_sb *b, const char *default_system, const pw_chat_message *msgs,
+static void format_chatml(text_buf *b, const char *default_system, const pw_chat_message *msgs,
                           int n, bool add_generation_prompt) {
     if (strcmp(msgs[0].role, "system") != 0 && default_system[0]) {
-        pw_sb_puts(b, "<|im_start|>system\n");
-        pw_sb_puts(b, default_system);
-        pw_sb_puts(b, "<|im_end|>\n");
+        put_marker(b, "<|im_start|>");
+        put(b, "system\n");
+        put(b, default_system);
+        put_marker(b, "<|im_end|>");
+        put(b, "\n");
     }
     for (int i = 0; i < n; i++) {
-        pw_sb_puts(b, "<|im_start|>");
-        pw_sb_puts(b, msgs[i].role);
-        pw_sb_puts(b, "\n");
-        pw_sb_puts(b, msgs[i].content);
-        pw_sb_puts(b, "<|im_end|>\n");
+        put_marker(b, "<|im_start|>");
+        put(b, msgs[i].role);
+        put(b, "\n");
+        put(b, msgs[i].content);
+        put_marker(b, "<|im_end|>");
+        put(b, "\n");
     }
-    if (add_generation_prompt) pw_sb_puts(b, "<|im_start|>assistant\n");
+    if (add_generation_prompt) {
+        put_marker(b, "<|im_start|>");
+        put(b, "assistant\n");
+    }
 }
 
 /* Without BOS: the tokenizer adds it. */
-static void format_llama2(pw_sb *b, const pw_chat_message *msgs, int n) {
+static void format_llama2(text_buf *b, const pw_chat_message *msgs, int n) {
     const char *system = NULL;
     int i = 0;
     if (strcmp(msgs[0].role, "system") == 0) system = msgs[i++].content;
     bool first = true;
     for (; i < n; i++) {
         if (strcmp(msgs[i].role, "user") == 0) {
-            if (!first) pw_sb_puts(b, "<s>");
-            pw_sb_puts(b, "[INST] ");
+            if (!first) put_marker(b, "<s>");
+            put(b, "[INST] ");
             if (system && first) {
-                pw_sb_puts(b, "<<SYS>>\n");
-                pw_sb_puts(b, system);
-                pw_sb_puts(b, "\n<</SYS>>\n\n");
+                put(b, "<<SYS>>\n");
+                put(b, system);
+                put(b, "\n<</SYS>>\n\n");
             }
-            pw_sb_puts(b, msgs[i].content);
-            pw_sb_puts(b, " [/INST]");
+            put(b, msgs[i].content);
+            put(b, " [/INST]");
             first = false;
         } else if (strcmp(msgs[i].role, "assistant") == 0) {
-            pw_sb_puts(b, " ");
-            pw_sb_puts(b, msgs[i].content);
-            pw_sb_puts(b, " </s>");
+            put(b, " ");
+            put(b, msgs[i].content);
+            put(b, " ");
+            put_marker(b, "</s>");
         }
     }
 }
 
 /* Appends s without leading and trailing whitespace (Jinja's trim). */
-static void put_trimmed(pw_sb *b, const char *s) {
+static void put_trimmed(text_buf *b, const char *s) {
     static const char *const ws = " \t\n\r\f\v";
     while (*s && strchr(ws, *s)) s++;
     size_t n = strlen(s);
     while (n > 0 && strchr(ws, s[n - 1])) n--;
-    pw_sb_append(b, s, n);
+    if (b->status != PW_OK) return;
+    pw_sb_append(&b->text, s, n);
+    b->status = b->text.status;
 }
 
 /* Gemma 3's template without the BOS (the tokenizer adds it): the system
  * message becomes the start of the first user turn, assistant is "model". */
-static void format_gemma(pw_sb *b, const pw_chat_message *msgs, int n,
+static void format_gemma(text_buf *b, const pw_chat_message *msgs, int n,
                          bool add_generation_prompt) {
     int i = 0;
     const char *system = NULL;
     if (strcmp(msgs[0].role, "system") == 0) system = msgs[i++].content;
     for (bool first = true; i < n; i++, first = false) {
         bool model = strcmp(msgs[i].role, "assistant") == 0;
-        pw_sb_puts(b, model ? "<start_of_turn>model\n" : "<start_of_turn>user\n");
+        put_marker(b, "<start_of_turn>");
+        put(b, model ? "model\n" : "user\n");
         if (first && system) {
             put_trimmed(b, system);
-            pw_sb_puts(b, "\n\n");
+            put(b, "\n\n");
         }
         put_trimmed(b, msgs[i].content);
-        pw_sb_puts(b, "<end_of_turn>\n");
+        put_marker(b, "<end_of_turn>");
+        put(b, "\n");
     }
-    if (add_generation_prompt) pw_sb_puts(b, "<start_of_turn>model\n");
+    if (add_generation_prompt) {
+        put_marker(b, "<start_of_turn>");
+        put(b, "model\n");
+    }
+}
+
+/* The whole conversation formatted into b (freed by the caller). */
+static pw_status format_conversation(const pw_model *m, const pw_chat_message *msgs, int n,
+                                     bool add_generation_prompt, text_buf *b) {
+    PW_TRY(check_messages(msgs, n));
+    chat_family family;
+    char system[CHAT_MAX_SYSTEM];
+    PW_TRY(detect(m, &family, system, sizeof system));
+    if (family == CHAT_CHATML) format_chatml(b, system, msgs, n, add_generation_prompt);
+    else if (family == CHAT_GEMMA) format_gemma(b, msgs, n, add_generation_prompt);
+    else format_llama2(b, msgs, n);
+    if (b->status != PW_OK)
+        return pw_error(b->status, "chat: out of memory formatting the conversation");
+    return PW_OK;
+}
+
+/* The text after an assistant answer that adds the next user turn. */
+static pw_status format_next_turn(const pw_model *m, const char *user, bool answer_closed,
+                                  text_buf *b) {
+    if (!user) return pw_error(PW_ERR_INVALID_ARG, "chat: no user message");
+    chat_family family;
+    char system[CHAT_MAX_SYSTEM];
+    PW_TRY(detect(m, &family, system, sizeof system));
+    if (family == CHAT_CHATML) {
+        if (!answer_closed) put_marker(b, "<|im_end|>");
+        put(b, "\n");
+        put_marker(b, "<|im_start|>");
+        put(b, "user\n");
+        put(b, user);
+        put_marker(b, "<|im_end|>");
+        put(b, "\n");
+        put_marker(b, "<|im_start|>");
+        put(b, "assistant\n");
+    } else if (family == CHAT_GEMMA) {
+        if (!answer_closed) put_marker(b, "<end_of_turn>");
+        put(b, "\n");
+        put_marker(b, "<start_of_turn>");
+        put(b, "user\n");
+        put_trimmed(b, user);
+        put_marker(b, "<end_of_turn>");
+        put(b, "\n");
+        put_marker(b, "<start_of_turn>");
+        put(b, "model\n");
+    } else {
+        if (!answer_closed) {
+            put(b, " ");
+            put_marker(b, "</s>");
+        }
+        put_marker(b, "<s>");
+        put(b, "[INST] ");
+        put(b, user);
+        put(b, " [/INST]");
+    }
+    if (b->status != PW_OK) return pw_error(b->status, "chat: out of memory");
+    return PW_OK;
+}
+
+/* The formatted text as a malloc'ed string, as the public API promises. */
+static pw_status text_out(const text_buf *b, char **out) {
+    *out = malloc(b->text.len + 1);
+    if (!*out) return pw_error(PW_ERR_OOM, "chat: out of memory");
+    memcpy(*out, b->text.data ? b->text.data : "", b->text.len);
+    (*out)[b->text.len] = '\0';
+    return PW_OK;
+}
+
+/* The formatted text as tokens: the markers special, the rest plain text. */
+static pw_status tokens_out(const pw_model *m, const text_buf *b, bool add_bos, int32_t **ids,
+                            int64_t *n_ids) {
+    int32_t *tmp = NULL;
+    int64_t n = 0;
+    PW_TRY(pw_tokenizer_encode_marked(m->tokenizer, b->text.data ? b->text.data : "", b->text.len, b->markers,
+                                      b->n_markers, add_bos ? PW_TOKENIZE_ADD_BOS : 0u, &tmp, &n));
+    pw_status s = pw_model_ids_to_caller(tmp, n, ids);
+    if (s == PW_OK) *n_ids = n;
+    return s;
 }
 
 pw_status pw_model_apply_chat_template(const pw_model *m, const pw_chat_message *msgs, int n,
                                        bool add_generation_prompt, char **out) {
     *out = NULL;
-    PW_TRY(check_messages(msgs, n));
-    chat_family family;
-    char system[CHAT_MAX_SYSTEM];
-    PW_TRY(detect(m, &family, system, sizeof system));
-    pw_sb b = {0};
-    if (family == CHAT_CHATML) format_chatml(&b, system, msgs, n, add_generation_prompt);
-    else if (family == CHAT_GEMMA) format_gemma(&b, msgs, n, add_generation_prompt);
-    else format_llama2(&b, msgs, n);
-    pw_status s = pw_sb_finish(&b, out);
-    return s == PW_OK ? PW_OK : pw_error(s, "chat: out of memory formatting the conversation");
+    text_buf b = {0};
+    pw_status s = format_conversation(m, msgs, n, add_generation_prompt, &b);
+    if (s == PW_OK) s = text_out(&b, out);
+    text_buf_free(&b);
+    return s;
+}
+
+pw_status pw_model_tokenize_chat(const pw_model *m, const pw_chat_message *msgs, int n,
+                                 bool add_generation_prompt, bool add_bos, int32_t **ids,
+                                 int64_t *n_ids) {
+    *ids = NULL;
+    *n_ids = 0;
+    text_buf b = {0};
+    pw_status s = format_conversation(m, msgs, n, add_generation_prompt, &b);
+    if (s == PW_OK) s = tokens_out(m, &b, add_bos, ids, n_ids);
+    text_buf_free(&b);
+    return s;
 }
 
 pw_status pw_model_chat_next_turn(const pw_model *m, const char *user, bool answer_closed,
                                   char **out) {
     *out = NULL;
-    if (!user) return pw_error(PW_ERR_INVALID_ARG, "chat: no user message");
-    chat_family family;
-    char system[CHAT_MAX_SYSTEM];
-    PW_TRY(detect(m, &family, system, sizeof system));
-    pw_sb b = {0};
-    if (family == CHAT_CHATML) {
-        pw_sb_puts(&b, answer_closed ? "\n" : "<|im_end|>\n");
-        pw_sb_puts(&b, "<|im_start|>user\n");
-        pw_sb_puts(&b, user);
-        pw_sb_puts(&b, "<|im_end|>\n<|im_start|>assistant\n");
-    } else if (family == CHAT_GEMMA) {
-        pw_sb_puts(&b, answer_closed ? "\n" : "<end_of_turn>\n");
-        pw_sb_puts(&b, "<start_of_turn>user\n");
-        put_trimmed(&b, user);
-        pw_sb_puts(&b, "<end_of_turn>\n<start_of_turn>model\n");
-    } else {
-        pw_sb_puts(&b, answer_closed ? "<s>[INST] " : " </s><s>[INST] ");
-        pw_sb_puts(&b, user);
-        pw_sb_puts(&b, " [/INST]");
-    }
-    pw_status s = pw_sb_finish(&b, out);
-    return s == PW_OK ? PW_OK : pw_error(s, "chat: out of memory");
+    text_buf b = {0};
+    pw_status s = format_next_turn(m, user, answer_closed, &b);
+    if (s == PW_OK) s = text_out(&b, out);
+    text_buf_free(&b);
+    return s;
+}
+
+pw_status pw_model_tokenize_chat_next_turn(const pw_model *m, const char *user,
+                                           bool answer_closed, int32_t **ids, int64_t *n_ids) {
+    *ids = NULL;
+    *n_ids = 0;
+    text_buf b = {0};
+    pw_status s = format_next_turn(m, user, answer_closed, &b);
+    if (s == PW_OK) s = tokens_out(m, &b, false, ids, n_ids);
+    text_buf_free(&b);
+    return s;
 }
 
 bool pw_model_is_end_of_generation(const pw_model *m, int32_t token) {

@@ -36,8 +36,9 @@ struct pw_gguf_writer {
 
 static void buf_put(byte_buf *b, const void *p, size_t n) {
     if (b->oom) return;
-    if (b->len + n > b->cap) {
-        uint8_t *d = n > SIZE_MAX - b->len ? NULL : pw_host_grow(b->data, 1, &b->cap, b->len + n, SIZE_MAX);
+    if (n > b->cap - b->len) {
+        size_t need = n > SIZE_MAX - b->len ? SIZE_MAX : b->len + n; /* refused, not wrapped */
+        uint8_t *d = pw_host_grow(b->data, 1, &b->cap, need, SIZE_MAX);
         if (!d) {
             b->oom = true;
             return;
