@@ -111,7 +111,8 @@ static void graph_destroy(pw_graph *g) {
 static pw_status record(pw_stream *s, const pw_kernel *k, const void *args, size_t argbytes) {
     pw_graph *g = s->recording;
     if (g->n == g->cap) {
-        /* the launch table sets the capacity; its parallel arrays follow */
+        /* the launch table sets the capacity; its parallel arrays, of smaller
+         * elements, follow (so cap * their size cannot wrap either) */
         size_t cap = g->cap, need = g->cap ? g->n + 1 : PW_GRAPH_INITIAL_LAUNCHES;
         pw_recorded_launch *l = pw_host_grow(g->launches, sizeof *l, &cap, need, SIZE_MAX);
         if (!l) return note_violation(s, PW_ERR_OOM);
