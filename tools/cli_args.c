@@ -1,5 +1,7 @@
 #include "cli_args.h"
 
+#include "piecewise/extend.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,13 +184,12 @@ int pw_cli_generation_option(int argc, char **argv, int *i, pw_engine_config *cf
 }
 
 bool pw_cli_text_append(char **text, size_t *len, size_t *cap, const char *piece, size_t n) {
-    if (*len + n + 1 > *cap) {
-        size_t c = *cap ? *cap * 2 : 256;
-        while (c < *len + n + 1) c *= 2;
-        char *t = realloc(*text, c);
+    if (n >= *cap - *len) {
+        /* a size past SIZE_MAX is refused by pw_host_grow's bound, not wrapped */
+        size_t need = n > SIZE_MAX - 1 - *len ? SIZE_MAX : *len + n + 1;
+        char *t = pw_host_grow(*text, 1, cap, need, SIZE_MAX);
         if (!t) return false;
         *text = t;
-        *cap = c;
     }
     memcpy(*text + *len, piece, n);
     *len += n;

@@ -43,8 +43,9 @@ int pw_cli_generation_option(int argc, char **argv, int *i, pw_engine_config *cf
                              pw_sampling_params *sp, int64_t *threads);
 
 /* Appends piece[0..n) to the NUL-terminated buffer *text (*len bytes used
- * of *cap), growing it by doubling; false, buffer unchanged, when out of
- * memory. */
+ * of *cap), growing it with pw_host_grow; false, buffer unchanged and
+ * PW_ERR_OOM's message set, when out of memory: the caller must not go on
+ * with a text that lost a piece. */
 bool pw_cli_text_append(char **text, size_t *len, size_t *cap, const char *piece, size_t n);
 
 /* ---- capture options (distinct-piece capture, the graph cache) ---------- */

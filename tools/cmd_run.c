@@ -142,8 +142,8 @@ typedef struct run_request {
     bool done;
 } run_request;
 
-static void append_text(run_request *r, const char *piece) {
-    (void)pw_cli_text_append(&r->text, &r->len, &r->cap, piece, strlen(piece));
+static bool append_text(run_request *r, const char *piece) {
+    return pw_cli_text_append(&r->text, &r->len, &r->cap, piece, strlen(piece));
 }
 
 /* On a terminal, a batch streams as one block of lines, one per prompt,
@@ -196,7 +196,7 @@ static int add_prompts(pw_model *model, pw_engine *engine, const run_options *o,
             snprintf(what, sizeof what, "run: prompt %d", i + 1);
             return pw_cli_fail(what, s);
         }
-        if (!chat) append_text(&reqs[i], o->prompts[i]);
+        if (!chat && !append_text(&reqs[i], o->prompts[i])) return pw_cli_fail("run", PW_ERR_OOM);
     }
     return 0;
 }
@@ -210,7 +210,8 @@ typedef struct run_output {
     int live_lines;
 } run_output;
 
-/* Hands one step's tokens to their requests. Returns how many finished. */
+/* Hands one step's tokens to their requests. Returns how many finished, or
+ * -1 when an answer's text ran out of memory. */
 static int take_tokens(pw_model *model, pw_engine *engine, run_request *reqs, int n_reqs,
                        const pw_step_token *toks, int64_t n, const run_output *out) {
     int finished = 0;
@@ -221,7 +222,7 @@ static int take_tokens(pw_model *model, pw_engine *engine, run_request *reqs, in
         if (!r) continue;
         if (!pw_model_is_end_of_generation(model, toks[k].token)) {
             const char *piece = pw_model_token_text(model, r->prev, toks[k].token);
-            append_text(r, piece);
+            if (!append_text(r, piece)) return -1;
             if (out->stream_one) {
                 fputs(piece, stdout);
                 pw_cli_flush_stdout();
@@ -255,7 +256,9 @@ static int generate(pw_model *model, pw_engine *engine, const run_options *o, bo
         int64_t n;
         pw_status s = pw_engine_step(engine, &toks, &n);
         if (s != PW_OK) return pw_cli_fail("run: step", s);
-        remaining -= take_tokens(model, engine, reqs, o->n_prompts, toks, n, &out);
+        int finished = take_tokens(model, engine, reqs, o->n_prompts, toks, n, &out);
+        if (finished < 0) return pw_cli_fail("run", PW_ERR_OOM);
+        remaining -= finished;
         if (out.live) out.live_lines = redraw(reqs, o->n_prompts, out.live_lines);
     }
     if (out.stream_one) printf("\n");

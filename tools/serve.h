@@ -51,7 +51,8 @@ void serve_metrics_itl(double seconds);
 void serve_metrics_step(pw_runtime_mode mode, int64_t real_tokens, int64_t padded_tokens);
 void serve_metrics_engine(const pw_engine_stats *st, int64_t running, int64_t waiting);
 void serve_metrics_verify(int64_t checks, int64_t mismatches);
-/* Prometheus text exposition (malloc'ed). */
+/* Prometheus text exposition (malloc'ed), or NULL when memory ran out
+ * (never a truncated text). */
 char *serve_metrics_render(void);
 
 /* ---- requests -------------------------------------------------------------------------------- */

@@ -127,8 +127,8 @@ static void remove_active(serve_job *j) {
         }
 }
 
-static void append_text(serve_job *j, const char *piece, size_t n) {
-    (void)pw_cli_text_append(&j->text, &j->len, &j->cap, piece, n);
+static bool append_text(serve_job *j, const char *piece, size_t n) {
+    return pw_cli_text_append(&j->text, &j->len, &j->cap, piece, n);
 }
 
 /* The length of text that can be sent while generation goes on: not a
@@ -155,8 +155,9 @@ static size_t safe_length(const serve_job *j) {
 }
 
 /* Applies one generated token to its job. Returns true if the job is
- * done, with *reason; the caller takes it out of the engine and then
- * finishes it (finishing may free it). */
+ * done, with *reason (left NULL, with j->error set, when it failed); the
+ * caller takes it out of the engine and then finishes it (finishing may
+ * free it). */
 static bool take_token(serve_job *j, const pw_step_token *t, double now, const char **reason) {
     if (j->n_engine_tokens == 0) serve_metrics_ttft(now - j->t_submit);
     else serve_metrics_itl(now - j->t_last);
@@ -170,7 +171,11 @@ static bool take_token(serve_job *j, const pw_step_token *t, double now, const c
     const char *piece = pw_model_token_text(E.model, j->prev, t->token);
     j->prev = t->token;
     size_t old = j->len;
-    append_text(j, piece, strlen(piece));
+    if (!append_text(j, piece, strlen(piece))) { /* fail it rather than answer with a hole */
+        serve_error_set(&j->error, 500, "server_error", NULL, NULL, "%s", pw_last_error());
+        pw_clear_error();
+        return true;
+    }
     /* a stop string ends the answer before it; it may span tokens */
     size_t cut = SIZE_MAX;
     for (int s = 0; s < j->p.n_stop; s++) {

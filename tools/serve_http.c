@@ -306,12 +306,12 @@ typedef struct stream_ctx {
     char id[48];
     bool role_sent;
     char *pending; /* SSE bytes of the next chunk */
-    size_t pend_len;
+    size_t pend_len, pend_cap;
     double last_send;
 } stream_ctx;
 
 static void push_raw(stream_ctx *s, const char *text, size_t n) {
-    char *t = realloc(s->pending, s->pend_len + n);
+    char *t = pw_host_grow(s->pending, 1, &s->pend_cap, s->pend_len + n, SIZE_MAX);
     if (!t) return;
     s->pending = t;
     memcpy(t + s->pend_len, text, n);
@@ -618,7 +618,12 @@ static void dispatch(req *r) {
     case 1: handle_generate(r, SERVE_COMPLETION); break;
     case 2: handle_models(r); break;
     case 3: respond(r, 200, "application/json", strdup("{\"status\":\"ok\"}"), NULL); break;
-    default: respond(r, 200, "text/plain; version=0.0.4", serve_metrics_render(), NULL); break;
+    default: {
+        char *metrics = serve_metrics_render();
+        if (metrics) respond(r, 200, "text/plain; version=0.0.4", metrics, NULL);
+        else send_simple_error(r, 500, "server_error", NULL, "out of memory");
+        break;
+    }
     }
 }
 
@@ -657,12 +662,9 @@ static void body_timeout(req *r) {
 
 static bool body_append(req *r, const char *p, size_t n, size_t *cap) {
     if (r->len + n + 1 > *cap) {
-        size_t nc = *cap ? *cap * 2 : 4096;
-        while (nc < r->len + n + 1) nc *= 2;
-        char *t = realloc(r->body, nc);
+        char *t = pw_host_grow(r->body, 1, cap, r->len + n + 1, SIZE_MAX);
         if (!t) return false;
         r->body = t;
-        *cap = nc;
     }
     memcpy(r->body + r->len, p, n);
     r->len += n;

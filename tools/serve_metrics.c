@@ -4,6 +4,8 @@
 #ifdef PW_HAVE_SERVE
 #include "serve.h"
 
+#include "piecewise/extend.h"
+
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -139,62 +141,36 @@ void serve_metrics_verify(int64_t checks, int64_t mismatches) {
     pthread_mutex_unlock(&M.mu);
 }
 
-typedef struct sbuf {
-    char *s;
-    size_t len, cap;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        size_t room = b->cap - b->len;
-        int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? room : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) return;
-        if (b->s && (size_t)n < room) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap ? b->cap * 2 : 4096;
-        while (cap < b->len + (size_t)n + 1) cap *= 2;
-        char *t = realloc(b->s, cap);
-        if (!t) return;
-        b->s = t;
-        b->cap = cap;
-    }
-}
-
-static void render_histogram(sbuf *b, const char *name, const char *help, const histogram *h) {
-    sb_printf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+static void render_histogram(pw_sb *b, const char *name, const char *help, const histogram *h) {
+    pw_sb_printf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
     int64_t cum = 0;
     for (int i = 0; i < h->n; i++) {
         cum += h->counts[i];
-        sb_printf(b, "%s_bucket{le=\"%g\"} %" PRId64 "\n", name, h->bounds[i], cum);
+        pw_sb_printf(b, "%s_bucket{le=\"%g\"} %" PRId64 "\n", name, h->bounds[i], cum);
     }
     cum += h->counts[h->n];
-    sb_printf(b, "%s_bucket{le=\"+Inf\"} %" PRId64 "\n%s_sum %.6f\n%s_count %" PRId64 "\n", name,
+    pw_sb_printf(b, "%s_bucket{le=\"+Inf\"} %" PRId64 "\n%s_sum %.6f\n%s_count %" PRId64 "\n", name,
               cum, name, h->sum, name, h->total);
 }
 
 static const char *const mode_names[3] = {"none", "piecewise", "full"};
 
 char *serve_metrics_render(void) {
-    sbuf b = {0};
+    pw_sb b = {0};
     pthread_mutex_lock(&M.mu);
-    sb_printf(&b,
+    pw_sb_printf(&b,
               "# HELP piecewise_requests_received_total HTTP requests whose head was read; each "
               "is then answered (piecewise_requests_total) or cancelled.\n"
               "# TYPE piecewise_requests_received_total counter\n"
               "piecewise_requests_received_total %" PRId64 "\n",
               M.received);
-    sb_printf(&b, "# HELP piecewise_requests_total HTTP requests answered in full, by status code.\n"
+    pw_sb_printf(&b, "# HELP piecewise_requests_total HTTP requests answered in full, by status code.\n"
                   "# TYPE piecewise_requests_total counter\n");
     for (int i = 0; i < N_STATUS; i++)
-        sb_printf(&b, "piecewise_requests_total{code=\"%d\"} %" PRId64 "\n", tracked_status[i],
+        pw_sb_printf(&b, "piecewise_requests_total{code=\"%d\"} %" PRId64 "\n", tracked_status[i],
                   M.requests[i]);
-    sb_printf(&b, "piecewise_requests_total{code=\"other\"} %" PRId64 "\n", M.requests[N_STATUS]);
-    sb_printf(&b,
+    pw_sb_printf(&b, "piecewise_requests_total{code=\"other\"} %" PRId64 "\n", M.requests[N_STATUS]);
+    pw_sb_printf(&b,
               "# HELP piecewise_requests_cancelled_total Requests whose client went away before "
               "its whole answer was sent.\n# TYPE piecewise_requests_cancelled_total counter\n"
               "piecewise_requests_cancelled_total %" PRId64 "\n"
@@ -202,26 +178,26 @@ char *serve_metrics_render(void) {
               "client went away.\n# TYPE piecewise_engine_cancelled_total counter\n"
               "piecewise_engine_cancelled_total %" PRId64 "\n",
               M.cancelled, M.engine_cancelled);
-    sb_printf(&b, "# HELP piecewise_connections_dropped_total Connections the server closed to "
+    pw_sb_printf(&b, "# HELP piecewise_connections_dropped_total Connections the server closed to "
                   "protect itself, by reason.\n"
                   "# TYPE piecewise_connections_dropped_total counter\n");
     for (int i = 0; i < SERVE_DROP_N; i++)
-        sb_printf(&b, "piecewise_connections_dropped_total{reason=\"%s\"} %" PRId64 "\n",
+        pw_sb_printf(&b, "piecewise_connections_dropped_total{reason=\"%s\"} %" PRId64 "\n",
                   drop_names[i], M.dropped[i]);
-    sb_printf(&b,
+    pw_sb_printf(&b,
               "# HELP piecewise_requests_running Requests in the engine.\n"
               "# TYPE piecewise_requests_running gauge\npiecewise_requests_running %" PRId64 "\n"
               "# HELP piecewise_requests_waiting Requests queued for an engine slot.\n"
               "# TYPE piecewise_requests_waiting gauge\npiecewise_requests_waiting %" PRId64 "\n",
               M.running, M.waiting);
-    sb_printf(&b,
+    pw_sb_printf(&b,
               "# HELP piecewise_prompt_tokens_total Prompt tokens prefilled.\n"
               "# TYPE piecewise_prompt_tokens_total counter\npiecewise_prompt_tokens_total %" PRId64
               "\n# HELP piecewise_generation_tokens_total Tokens generated.\n"
               "# TYPE piecewise_generation_tokens_total counter\n"
               "piecewise_generation_tokens_total %" PRId64 "\n",
               M.engine.prompt_tokens, M.engine.generated_tokens);
-    sb_printf(&b,
+    pw_sb_printf(&b,
               "# HELP piecewise_engine_seconds_total Time inside engine steps: steps that "
               "prefilled, and pure decode steps.\n# TYPE piecewise_engine_seconds_total counter\n"
               "piecewise_engine_seconds_total{phase=\"prefill\"} %.6f\n"
@@ -230,20 +206,20 @@ char *serve_metrics_render(void) {
               "# TYPE piecewise_engine_decode_tokens_total counter\n"
               "piecewise_engine_decode_tokens_total %" PRId64 "\n",
               M.engine.prefill_seconds, M.engine.decode_seconds, M.engine.decode_step_tokens);
-    sb_printf(&b, "# HELP piecewise_engine_steps_total Engine steps, by runtime mode.\n"
+    pw_sb_printf(&b, "# HELP piecewise_engine_steps_total Engine steps, by runtime mode.\n"
                   "# TYPE piecewise_engine_steps_total counter\n");
     for (int i = 0; i < 3; i++)
-        sb_printf(&b, "piecewise_engine_steps_total{mode=\"%s\"} %" PRId64 "\n", mode_names[i],
+        pw_sb_printf(&b, "piecewise_engine_steps_total{mode=\"%s\"} %" PRId64 "\n", mode_names[i],
                   M.engine.steps_by_mode[i]);
-    sb_printf(&b, "# HELP piecewise_engine_tokens_total Tokens run by the forward, by runtime "
+    pw_sb_printf(&b, "# HELP piecewise_engine_tokens_total Tokens run by the forward, by runtime "
                   "mode: real ones and the batch padded to a capture size.\n"
                   "# TYPE piecewise_engine_tokens_total counter\n");
     for (int i = 0; i < 3; i++)
-        sb_printf(&b,
+        pw_sb_printf(&b,
                   "piecewise_engine_tokens_total{mode=\"%s\",kind=\"real\"} %" PRId64 "\n"
                   "piecewise_engine_tokens_total{mode=\"%s\",kind=\"padded\"} %" PRId64 "\n",
                   mode_names[i], M.real_tokens[i], mode_names[i], M.padded_tokens[i]);
-    sb_printf(&b,
+    pw_sb_printf(&b,
               "# HELP piecewise_graphs_captured Graphs captured (at start-up; with lazy capture, on first use).\n"
               "# TYPE piecewise_graphs_captured gauge\npiecewise_graphs_captured %" PRIu64 "\n"
               "# HELP piecewise_capture_seconds Time spent capturing graphs at start-up.\n"
@@ -254,7 +230,7 @@ char *serve_metrics_render(void) {
               "piecewise_graph_pool_bytes{kind=\"peak\"} %zu\n",
               M.engine.graphs_captured, M.engine.capture_seconds, M.engine.graph_pool_reserved,
               M.engine.graph_pool_peak);
-    sb_printf(&b,
+    pw_sb_printf(&b,
               "# HELP piecewise_lazy_capture_total Lazy capture: steps without a graph, by how "
               "they were served (padded to a larger captured size, or eager), descriptors "
               "captured on first use, and descriptors evicted by the graph budget.\n"
@@ -267,7 +243,7 @@ char *serve_metrics_render(void) {
               "capture).\n# TYPE piecewise_graph_bytes gauge\npiecewise_graph_bytes %zu\n",
               M.engine.lazy_padded, M.engine.lazy_eager, M.engine.lazy_captured,
               M.engine.graphs_evicted, M.engine.graph_bytes);
-    sb_printf(&b,
+    pw_sb_printf(&b,
               "# HELP piecewise_verify_checks_total Steps re-run eagerly by --verify-every.\n"
               "# TYPE piecewise_verify_checks_total counter\npiecewise_verify_checks_total %" PRId64
               "\n# HELP piecewise_verify_mismatches_total Re-run steps whose logits differed "
@@ -279,6 +255,7 @@ char *serve_metrics_render(void) {
     render_histogram(&b, "piecewise_inter_token_latency_seconds",
                      "Time between consecutive tokens of a request.", &M.itl);
     pthread_mutex_unlock(&M.mu);
-    return b.s;
+    char *text;
+    return pw_sb_finish(&b, &text) == PW_OK ? text : NULL;
 }
 #endif

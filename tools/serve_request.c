@@ -3,6 +3,8 @@
 #ifdef PW_HAVE_SERVE
 #include "serve.h"
 
+#include "piecewise/extend.h"
+
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdarg.h>
@@ -142,28 +144,19 @@ static bool message_content(const cJSON *content, int index, char **out, serve_e
     }
     if (!cJSON_IsArray(content))
         return bad(err, param, "'%s' must be a string or an array of text parts%s", "");
-    size_t len = 0;
-    char *text = calloc(1, 1);
+    pw_sb text = {0};
     const cJSON *part;
     cJSON_ArrayForEach(part, content) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(part, "text");
         if (!cJSON_IsObject(part) || !cJSON_IsString(type) || strcmp(type->valuestring, "text") ||
             !cJSON_IsString(t)) {
-            free(text);
+            pw_sb_discard(&text);
             return bad(err, param, "'%s' parts must be {\"type\": \"text\", \"text\": ...}%s", "");
         }
-        size_t n = strlen(t->valuestring);
-        char *grown = realloc(text, len + n + 1);
-        if (!grown) {
-            free(text);
-            return bad(err, param, "'%s' is too large%s", "");
-        }
-        text = grown;
-        memcpy(text + len, t->valuestring, n + 1);
-        len += n;
+        pw_sb_puts(&text, t->valuestring);
     }
-    *out = text;
+    if (pw_sb_finish(&text, out) != PW_OK) return bad(err, param, "'%s' is too large%s", "");
     return true;
 }
 

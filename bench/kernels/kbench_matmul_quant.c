@@ -16,6 +16,7 @@
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/matmul_quant_isa.h"
 #include "kbench_util.h"
+#include "piecewise/extend.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,10 +55,7 @@ int main(int argc, char **argv) {
         double best = per[0];
         for (int r = 1; r < reps; r++) best = per[r] < best ? per[r] : best;
         qsort(per, (size_t)reps, sizeof *per, kb_cmp_double);
-        uint64_t hash = 1469598103934665603ull;
-        const uint8_t *yb = (const uint8_t *)y;
-        for (size_t i = 0; i < (size_t)(sh->t * sh->n) * sizeof *y; i++)
-            hash = (hash ^ yb[i]) * 1099511628211ull;
+        uint64_t hash = pw_fnv1a(PW_FNV1A_BASIS, y, (size_t)(sh->t * sh->n) * sizeof *y);
         printf("%-8s %-5s %5lldx%-5lld %4lld %10.1f %10.1f %018llx\n", sh->name, tn,
                (long long)sh->n, (long long)sh->k, (long long)sh->t, best, per[reps / 2],
                (unsigned long long)hash);

@@ -54,11 +54,60 @@ PW_API int pw_env_choice(const char *name, const char *const *choices, int defau
 PW_API const char *pw_env_string(const char *name, bool (*valid)(const char *value),
                                  const char *accepted, const char *fallback);
 
+/* The one hash: 64-bit FNV-1a of n bytes, continuing from h. Start from
+ * PW_FNV1A_BASIS; chain calls to hash several pieces as one. The graph
+ * cache stores these values in its files, so they never change. */
+#define PW_FNV1A_BASIS UINT64_C(0xcbf29ce484222325)
+PW_API uint64_t pw_fnv1a(uint64_t h, const void *data, size_t n);
+
+/* The string builder. Zero-initialise one (pw_sb sb = {0}), append to it,
+ * then take the text with pw_sb_finish or drop it with pw_sb_discard. A
+ * failed allocation (or a failed format) makes it stop appending and
+ * remember the failure: appends need no checks, and pw_sb_finish reports
+ * it, so text is never silently truncated. data is NUL-terminated after
+ * each append that succeeded; len counts its bytes. */
+typedef struct pw_sb {
+    char *data;
+    size_t len, cap;
+    pw_status status; /* PW_OK, or the failure that stopped the appends */
+} pw_sb;
+
+PW_API void pw_sb_append(pw_sb *sb, const char *s, size_t n);
+PW_API void pw_sb_puts(pw_sb *sb, const char *s);
+PW_API void pw_sb_printf(pw_sb *sb, const char *fmt, ...) PW_PRINTF(2, 3);
+/* Hands the text over (NUL-terminated, free() it; "" when nothing was
+ * appended) and resets sb; or, after a failure, frees it, sets *out to NULL
+ * and returns the failure (PW_ERR_OOM: "out of host memory building text"). */
+PW_API pw_status pw_sb_finish(pw_sb *sb, char **out);
+PW_API void pw_sb_discard(pw_sb *sb);
+
 /* Host allocations that fail with PW_ERR_OOM set through pw_error (NULL
  * returned); pw_host_free(NULL) is a no-op. */
 PW_API void *pw_host_alloc(size_t bytes);
 PW_API void *pw_host_calloc(size_t n, size_t size);
 PW_API void *pw_host_realloc(void *p, size_t bytes);
+/* Growth of every dynamic array (after Lua's luaM_growvector): makes
+ * `items`, an array of *cap elements of elem_size bytes, hold at least
+ * `need` elements. When they fit it returns items as they are; otherwise
+ * the capacity doubles (from at least 4 elements or 64 bytes), and at
+ * least to `need`, bounded by max_count elements and by PTRDIFF_MAX bytes.
+ * Pass the largest value the caller's count type holds as max_count
+ * (INT_MAX for an int count, SIZE_MAX when it is a size_t), so that
+ * neither the count nor the byte size can wrap. Returns the block, maybe
+ * moved, with *cap updated; or NULL with PW_ERR_OOM set through pw_error
+ * ("out of host memory ...") when memory runs out or `need` passes a
+ * bound, and then items is still valid and *cap unchanged. Never returns
+ * NULL on success, even for need 0. Typical use:
+ *
+ *   size_t cap = (size_t)v->cap;
+ *   int *items = pw_host_grow(v->items, sizeof *items, &cap, (size_t)v->n + 1, INT_MAX);
+ *   if (!items) return PW_ERR_OOM;
+ *   v->items = items;
+ *   v->cap = (int)cap;
+ */
+PW_API void *pw_host_grow(void *items, size_t elem_size, size_t *cap, size_t need,
+                          size_t max_count);
+
 PW_API void pw_host_free(void *p);
 PW_API char *pw_host_strdup(const char *s);
 

@@ -8,6 +8,7 @@
 #include "piecewise/extend.h" /* pw_error, pw_log, pw_env_*, pw_host_* */
 
 #include <assert.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

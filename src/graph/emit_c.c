@@ -141,7 +141,7 @@ static void emit_opnd_array(emitter *e, const uint32_t *o, int n) {
 static void emit_call(emitter *e, const pw_flat_op *op, const uint32_t *o) {
     const pw_plan *p = e->p;
     pw_sb *sb = &e->sb;
-    bool sub = op->op == PW_OP_CALLSUB;
+    bool sub = op->op == PW_INSTR_CALLSUB;
     const char *table = sub ? "sub" : "fn";
     pw_sb_printf(sb, "    /* %s = %s(...) */\n", p->names[op->name] + 1,
                  sub ? p->submod_names[op->fn] : p->fn_targets[op->fn]);
@@ -168,12 +168,12 @@ static void emit_op(emitter *e, const pw_flat_op *op) {
     pw_sb *sb = &e->sb;
     /* a plan whose ops take no operands has no operand array at all */
     const uint32_t *o = p->fopnds ? p->fopnds + op->first : NULL;
-    switch ((pw_opcode)op->op) {
-    case PW_OP_CALL:
-    case PW_OP_CALLSUB:
+    switch ((pw_instr_op)op->op) {
+    case PW_INSTR_CALL:
+    case PW_INSTR_CALLSUB:
         emit_call(e, op, o);
         break;
-    case PW_OP_GETITEM:
+    case PW_INSTR_GETITEM:
         pw_sb_printf(sb, "    pw_value %s;\n    st = rt->getitem(", e->local[op->dst]);
         emit_opnd(e, op->src);
         pw_sb_printf(sb, ", %lld, ", (long long)op->index);
@@ -181,7 +181,7 @@ static void emit_op(emitter *e, const pw_flat_op *op) {
         pw_sb_printf(sb, ", &%s);\n    if (PW_FAILED(st)) ", e->local[op->dst]);
         emit_cleanup(e, "st");
         break;
-    case PW_OP_TUPLE: {
+    case PW_INSTR_TUPLE: {
         pw_sb_printf(sb, "    /* %s: a tuple */\n", p->names[op->name] + 1);
         for (int j = 0; j < op->n; j++)
             if (!(o[j] & PW_OPND_MOVE)) {
@@ -198,7 +198,7 @@ static void emit_op(emitter *e, const pw_flat_op *op) {
         emit_cleanup(e, "st");
         break;
     }
-    case PW_OP_RETURN:
+    case PW_INSTR_RETURN:
         pw_sb_puts(sb, "    *out = ");
         emit_opnd(e, op->src);
         pw_sb_puts(sb, ";\n");

@@ -7,21 +7,6 @@
 
 #include <string.h>
 
-/* ---- growable string buffer ------------------------------------------------ */
-
-typedef struct pw_sb {
-    char *data;
-    size_t len, cap;
-    bool failed; /* an allocation failed; later appends are ignored */
-} pw_sb;
-
-void pw_sb_append(pw_sb *sb, const char *s, size_t n);
-void pw_sb_puts(pw_sb *sb, const char *s);
-void pw_sb_printf(pw_sb *sb, const char *fmt, ...) PW_PRINTF(2, 3);
-/* Hands the text over (NUL-terminated, malloc'd) or reports OOM. */
-pw_status pw_sb_finish(pw_sb *sb, char **out);
-void pw_sb_discard(pw_sb *sb);
-
 /* ---- name -> index map (open addressing) ------------------------------------- */
 
 typedef struct pw_strmap {

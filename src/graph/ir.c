@@ -141,11 +141,11 @@ static pw_status add_user(pw_ir *g, int node, int user) {
     pw_ir_node *n = &g->nodes[node];
     if (n->nusers && n->users[n->nusers - 1] == user) return PW_OK;
     if (n->nusers == n->capusers) {
-        int cap = n->capusers ? n->capusers * 2 : 4;
-        int *u = pw_host_realloc(n->users, (size_t)cap * sizeof *u);
+        size_t cap = (size_t)n->capusers;
+        int *u = pw_host_grow(n->users, sizeof *u, &cap, (size_t)n->nusers + 1, INT_MAX);
         if (!u) return PW_ERR_OOM;
         n->users = u;
-        n->capusers = cap;
+        n->capusers = (int)cap;
     }
     n->users[n->nusers++] = user;
     return PW_OK;
@@ -183,14 +183,14 @@ pw_status pw_ir_append_node(pw_ir *g, pw_ir_node *node, int *out) {
         goto fail;
     }
     if (g->nnodes == g->capnodes) {
-        int cap = g->capnodes ? g->capnodes * 2 : 16;
-        pw_ir_node *nodes = pw_host_realloc(g->nodes, (size_t)cap * sizeof *nodes);
+        size_t cap = (size_t)g->capnodes;
+        pw_ir_node *nodes = pw_host_grow(g->nodes, sizeof *nodes, &cap, (size_t)g->nnodes + 1, INT_MAX);
         if (!nodes) {
             s = PW_ERR_OOM;
             goto fail;
         }
         g->nodes = nodes;
-        g->capnodes = cap;
+        g->capnodes = (int)cap;
     }
     int idx = g->nnodes;
     /* pending builder comments belong to this node */
@@ -332,14 +332,14 @@ pw_status pw_ir_add_subgraph(pw_ir *g, pw_ir *sub) {
         return s;
     }
     if (g->nsubs == g->capsubs) {
-        int cap = g->capsubs ? g->capsubs * 2 : 8;
-        pw_ir **subs = pw_host_realloc(g->subs, (size_t)cap * sizeof *subs);
+        size_t cap = (size_t)g->capsubs;
+        pw_ir **subs = pw_host_grow(g->subs, sizeof *subs, &cap, (size_t)g->nsubs + 1, INT_MAX);
         if (!subs) {
             pw_ir_free(sub);
             return PW_ERR_OOM;
         }
         g->subs = subs;
-        g->capsubs = cap;
+        g->capsubs = (int)cap;
     }
     g->subs[g->nsubs++] = sub;
     return PW_OK;

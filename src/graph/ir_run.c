@@ -20,14 +20,14 @@ typedef struct eval_frame {
 
 static pw_status keep_temp(eval_frame *f, pw_value v) {
     if (f->ntemps == f->captemps) {
-        int cap = f->captemps ? f->captemps * 2 : 16;
-        pw_value *t = pw_host_realloc(f->temps, (size_t)cap * sizeof *t);
+        size_t cap = (size_t)f->captemps;
+        pw_value *t = pw_host_grow(f->temps, sizeof *t, &cap, (size_t)f->ntemps + 1, INT_MAX);
         if (!t) {
             pw_value_release(v);
             return PW_ERR_OOM;
         }
         f->temps = t;
-        f->captemps = cap;
+        f->captemps = (int)cap;
     }
     f->temps[f->ntemps++] = v;
     return PW_OK;

@@ -32,26 +32,26 @@ pw_status pw_plan_print(const pw_plan *p, char **out) {
         const pw_instr *in = &p->code[pc];
         size_t start = sb.len;
         pw_sb_printf(&sb, "%5d  ", pc);
-        switch ((pw_opcode)in->op) {
-        case PW_OP_CALL:
+        switch ((pw_instr_op)in->op) {
+        case PW_INSTR_CALL:
             pw_sb_printf(&sb, "CALL     r%u := fn%u", in->a, in->b);
             print_opnds(&sb, p, in);
             break;
-        case PW_OP_CALLSUB:
+        case PW_INSTR_CALLSUB:
             pw_sb_printf(&sb, "CALLSUB  r%u := sub%u", in->a, in->b);
             print_opnds(&sb, p, in);
             break;
-        case PW_OP_GETITEM:
+        case PW_INSTR_GETITEM:
             pw_sb_printf(&sb, "GETITEM  r%u := ", in->a);
             print_opnd(&sb, in->b);
             pw_sb_printf(&sb, "[%d]", (int32_t)in->c);
             break;
-        case PW_OP_TUPLE:
+        case PW_INSTR_TUPLE:
             pw_sb_printf(&sb, "TUPLE    r%u := ", in->a);
             print_opnds(&sb, p, in);
             break;
-        case PW_OP_FREE: pw_sb_printf(&sb, "FREE     r%u", in->a); break;
-        case PW_OP_RETURN:
+        case PW_INSTR_FREE: pw_sb_printf(&sb, "FREE     r%u", in->a); break;
+        case PW_INSTR_RETURN:
             pw_sb_puts(&sb, "RETURN   ");
             print_opnd(&sb, in->b);
             break;

@@ -7,12 +7,11 @@
     (((n) < (cap)) ? true : grow_array((void **)&(arr), &(cap), sizeof *(arr), (n) + 1))
 
 static bool grow_array(void **arr, int *cap, size_t elem, int need) {
-    int c = *cap ? *cap : 8;
-    while (c < need) c *= 2;
-    void *p = pw_host_realloc(*arr, (size_t)c * elem);
+    size_t c = (size_t)*cap;
+    void *p = pw_host_grow(*arr, elem, &c, (size_t)need, INT_MAX);
     if (!p) return false;
     *arr = p;
-    *cap = c;
+    *cap = (int)c;
     return true;
 }
 
@@ -180,7 +179,7 @@ static pw_status materialize(lower *L, lval *lv, int name, bool for_output, uint
     int dst;
     pw_status s = new_value(L, name, &dst);
     if (s == PW_OK) {
-        pw_flat_op op = {.op = PW_OP_TUPLE, .is_output = for_output, .dst = dst, .name = name};
+        pw_flat_op op = {.op = PW_INSTR_TUPLE, .is_output = for_output, .dst = dst, .name = name};
         s = emit_op(L, op, items, lv->seq_n);
     }
     pw_host_free(items);
@@ -222,7 +221,7 @@ static pw_status lower_arg(lower *L, lval *env, const pw_ir_arg *a, int name, bo
     int dst = -1;
     if (s == PW_OK) s = new_value(L, name, &dst);
     if (s == PW_OK) {
-        pw_flat_op op = {.op = PW_OP_TUPLE, .is_output = for_output, .dst = dst, .name = name};
+        pw_flat_op op = {.op = PW_INSTR_TUPLE, .is_output = for_output, .dst = dst, .name = name};
         s = emit_op(L, op, items, n);
     }
     pw_host_free(items);
@@ -407,7 +406,7 @@ static pw_status lower_getitem(lower *L, lval *env, const pw_ir *g, int node, co
     int name, dst;
     PW_TRY(add_name(L, prefix, n->name, &name));
     PW_TRY(new_value(L, name, &dst));
-    pw_flat_op op = {.op = PW_OP_GETITEM, .dst = dst, .src = src->opnd, .index = index, .name = name};
+    pw_flat_op op = {.op = PW_INSTR_GETITEM, .dst = dst, .src = src->opnd, .index = index, .name = name};
     PW_TRY(emit_op(L, op, NULL, 0));
     env[node].kind = LV_OPND;
     env[node].opnd = PW_OPND(PW_SPACE_TEMP, dst);
@@ -484,7 +483,7 @@ static pw_status lower_call_module(lower *L, lval *env, const pw_ir *g, int node
         return pw_error(PW_ERR_INVALID_ARG, "%s: should_inline gave different answers for '%s'",
                         pw_ir_where(g, node, where, sizeof where), n->target);
     if (inl) return inline_call(L, env, g, node, &env[node]);
-    return lower_call(L, env, g, node, prefix, PW_OP_CALLSUB, idx);
+    return lower_call(L, env, g, node, prefix, PW_INSTR_CALLSUB, idx);
 }
 
 /* The output: a RETURN in the top graph; the result of an inlined one. */
@@ -500,7 +499,7 @@ static pw_status lower_output(lower *L, lval *env, const pw_ir *g, int node, con
     if (!top) return lower_inlined_output(L, env, &n->args[0], name, result);
     uint32_t w;
     PW_TRY(lower_arg(L, env, &n->args[0], name, true, &w));
-    pw_flat_op op = {.op = PW_OP_RETURN, .is_output = true, .dst = -1, .src = w, .name = name};
+    pw_flat_op op = {.op = PW_INSTR_RETURN, .is_output = true, .dst = -1, .src = w, .name = name};
     return emit_op(L, op, NULL, 0);
 }
 
@@ -522,7 +521,7 @@ static pw_status lower_graph(lower *L, const pw_ir *g, const uint32_t *ph_opnds,
         case PW_IR_CALL_FUNCTION: {
             int fn = -1;
             s = bind_op(L, n->target, pw_ir_where(g, i, where, sizeof where), &fn);
-            if (s == PW_OK) s = lower_call(L, env, g, i, prefix, PW_OP_CALL, fn);
+            if (s == PW_OK) s = lower_call(L, env, g, i, prefix, PW_INSTR_CALL, fn);
             break;
         }
         case PW_IR_CALL_MODULE:

@@ -1,4 +1,5 @@
 /* Stitching plan instructions, all in one place (after Lua's lopcodes.h).
+ * They are PW_INSTR_*; PW_OP_* are the model's op ids (src/ops/op_table.h).
  *
  * A plan is a flat array of pw_instr run by one dispatch loop
  * (plan.c: pw_plan_run) over three value spaces:
@@ -44,20 +45,20 @@ enum {
 /* Most operands of any kind a plan may have. */
 #define PW_PLAN_MAX_INDEX PW_OPND_INDEX_MASK
 
-typedef enum pw_opcode {
-/*  opcode          operands   effect                                                     */
-    PW_OP_CALL,    /* A B C N   T[A] := fn[B](V(O[C]), ..., V(O[C+N-1]))   bound op       */
-    PW_OP_CALLSUB, /* A B C N   T[A] := sub[B](V(O[C]), ..., V(O[C+N-1]))  submodule table */
-    PW_OP_GETITEM, /* A B C     T[A] := retain(V(B)[C])   V(B) must be a tuple; C signed    */
-    PW_OP_TUPLE,   /* A C N     T[A] := (V(O[C]), ...)    each item retained, or moved      */
-    PW_OP_FREE,    /* A         release(T[A]); T[A] := NONE                                 */
-    PW_OP_RETURN,  /* B         *out := V(B)              moved if MOVE, else retained      */
-    PW_OP_COUNT_
-} pw_opcode;
+typedef enum pw_instr_op {
+/*  instruction        operands   effect                                                     */
+    PW_INSTR_CALL,    /* A B C N  T[A] := fn[B](V(O[C]), ..., V(O[C+N-1]))   bound op       */
+    PW_INSTR_CALLSUB, /* A B C N  T[A] := sub[B](V(O[C]), ..., V(O[C+N-1]))  submodule table */
+    PW_INSTR_GETITEM, /* A B C    T[A] := retain(V(B)[C])   V(B) must be a tuple; C signed    */
+    PW_INSTR_TUPLE,   /* A C N    T[A] := (V(O[C]), ...)    each item retained, or moved      */
+    PW_INSTR_FREE,    /* A        release(T[A]); T[A] := NONE                                 */
+    PW_INSTR_RETURN,  /* B        *out := V(B)              moved if MOVE, else retained      */
+    PW_INSTR_COUNT_
+} pw_instr_op;
 
 /* One instruction: 16 bytes. */
 typedef struct pw_instr {
-    uint8_t op;  /* pw_opcode */
+    uint8_t op;  /* pw_instr_op */
     uint8_t unused;
     uint16_t n;  /* operand count (CALL, CALLSUB, TUPLE) */
     uint32_t a;  /* destination temporary */

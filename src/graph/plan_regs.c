@@ -23,7 +23,7 @@ pw_status pw_plan_analyse(pw_plan *p) {
         if (op->dst >= 0) def_at[op->dst] = i;
         for (int j = 0; j < op->n; j++)
             if (is_temp(p->fopnds[op->first + j])) last_use[PW_OPND_INDEX(p->fopnds[op->first + j])] = i;
-        if ((op->op == PW_OP_GETITEM || op->op == PW_OP_RETURN) && is_temp(op->src))
+        if ((op->op == PW_INSTR_GETITEM || op->op == PW_INSTR_RETURN) && is_temp(op->src))
             last_use[PW_OPND_INDEX(op->src)] = i;
     }
     /* where each value is freed: after its last user, or right after it is
@@ -56,7 +56,7 @@ pw_status pw_plan_analyse(pw_plan *p) {
     for (int i = 0; i < p->nfops; i++) {
         pw_flat_op *op = &p->fops[i];
         if (!op->is_output) continue;
-        if (op->op == PW_OP_RETURN) {
+        if (op->op == PW_INSTR_RETURN) {
             if (is_temp(op->src) && last_use[PW_OPND_INDEX(op->src)] == i) op->src |= PW_OPND_MOVE;
             continue;
         }
@@ -101,21 +101,21 @@ pw_status pw_plan_assign_registers(pw_plan *p) {
         pw_instr in = {.op = op->op, .n = (uint16_t)op->n};
         in.a = op->dst >= 0 ? (uint32_t)reg[op->dst] : 0;
         switch (op->op) {
-        case PW_OP_CALL:
-        case PW_OP_CALLSUB:
+        case PW_INSTR_CALL:
+        case PW_INSTR_CALLSUB:
             in.b = (uint32_t)op->fn;
             /* fallthrough */
-        case PW_OP_TUPLE:
+        case PW_INSTR_TUPLE:
             in.c = (uint32_t)p->nopnds;
             for (int j = 0; j < op->n; j++) p->opnds[p->nopnds++] = to_reg(p->fopnds[op->first + j], reg);
             p->nnodes++;
             break;
-        case PW_OP_GETITEM:
+        case PW_INSTR_GETITEM:
             in.b = to_reg(op->src, reg);
             in.c = (uint32_t)(int32_t)op->index;
             p->nnodes++;
             break;
-        case PW_OP_RETURN:
+        case PW_INSTR_RETURN:
             in.b = to_reg(op->src, reg);
             break;
         }
@@ -123,7 +123,7 @@ pw_status pw_plan_assign_registers(pw_plan *p) {
         p->code[p->ncode++] = in;
         for (int k = 0; k < op->nfree; k++) {
             int v = p->free_vals[op->free_first + k];
-            pw_instr fr = {.op = PW_OP_FREE, .a = (uint32_t)reg[v]};
+            pw_instr fr = {.op = PW_INSTR_FREE, .a = (uint32_t)reg[v]};
             p->code_name[p->ncode] = p->value_name[v];
             p->code[p->ncode++] = fr;
             free_regs[nfree++] = reg[v];

@@ -76,8 +76,8 @@ pw_status pw_plan_run(const pw_plan *p, const pw_callable *submods, int nsub, co
     pw_status s = PW_OK;
     const pw_instr *ip = p->code;
     for (;; ip++) {
-        switch ((pw_opcode)ip->op) {
-        case PW_OP_CALL: {
+        switch ((pw_instr_op)ip->op) {
+        case PW_INSTR_CALL: {
             const uint32_t *o = opnds + ip->c;
             for (int j = 0; j < ip->n; j++) argv[j] = V(o[j]);
             const pw_callable *fn = &p->fns[ip->b];
@@ -85,7 +85,7 @@ pw_status pw_plan_run(const pw_plan *p, const pw_callable *submods, int nsub, co
             if (PW_UNLIKELY(s != PW_OK)) goto call_failed;
             break;
         }
-        case PW_OP_CALLSUB: {
+        case PW_INSTR_CALLSUB: {
             const uint32_t *o = opnds + ip->c;
             for (int j = 0; j < ip->n; j++) argv[j] = V(o[j]);
             const pw_callable *fn = &submods[ip->b];
@@ -99,19 +99,19 @@ pw_status pw_plan_run(const pw_plan *p, const pw_callable *submods, int nsub, co
             if (PW_UNLIKELY(s != PW_OK)) goto call_failed;
             break;
         }
-        case PW_OP_GETITEM:
+        case PW_INSTR_GETITEM:
             s = pw_plan_getitem(V(ip->b), (int32_t)ip->c, p->names[p->code_name[ip - p->code]], &T[ip->a]);
             if (PW_UNLIKELY(s != PW_OK)) goto fail;
             break;
-        case PW_OP_TUPLE:
+        case PW_INSTR_TUPLE:
             s = run_tuple(ip, opnds, space, T);
             if (PW_UNLIKELY(s != PW_OK)) goto fail;
             break;
-        case PW_OP_FREE:
+        case PW_INSTR_FREE:
             pw_plan_value_release(T[ip->a]);
             T[ip->a] = pw_value_none();
             break;
-        case PW_OP_RETURN: {
+        case PW_INSTR_RETURN: {
             uint32_t w = ip->b;
             *out = V(w);
             if (w & PW_OPND_MOVE) T[PW_OPND_INDEX(w)] = pw_value_none();

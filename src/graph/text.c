@@ -263,15 +263,15 @@ static pw_status parse_value(parser *p, pw_ir_arg *out, int depth);
 
 static pw_status parse_seq(parser *p, pw_ir_arg *out, char close, int depth) {
     pw_ir_arg *items = NULL;
-    int n = 0, cap = 0;
+    int n = 0;
+    size_t cap = 0;
     bool trailing_comma = false;
     pw_status s = PW_OK;
     for (;;) {
         skip_ws(p);
         if (accept(p, close)) break;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 4;
-            pw_ir_arg *grown = pw_host_realloc(items, (size_t)cap * sizeof *grown);
+        if ((size_t)n == cap) {
+            pw_ir_arg *grown = pw_host_grow(items, sizeof *grown, &cap, (size_t)n + 1, INT_MAX);
             if (!grown) {
                 s = PW_ERR_OOM;
                 goto fail;
@@ -497,11 +497,11 @@ static pw_status parse_call_args(parser *p, call_args *a) {
                     return PERR(p, "keyword '%s' given twice", key);
                 }
             if (a->nkwargs == a->capkwargs) {
-                int cap = a->capkwargs ? a->capkwargs * 2 : 4;
-                pw_ir_kwarg *k = pw_host_realloc(a->kwargs, (size_t)cap * sizeof *k);
+                size_t cap = (size_t)a->capkwargs;
+                pw_ir_kwarg *k = pw_host_grow(a->kwargs, sizeof *k, &cap, (size_t)a->nkwargs + 1, INT_MAX);
                 if (!k) return PW_ERR_OOM;
                 a->kwargs = k;
-                a->capkwargs = cap;
+                a->capkwargs = (int)cap;
             }
             pw_ir_kwarg *kw = &a->kwargs[a->nkwargs];
             PW_TRY(parse_value(p, &kw->value, 0));
@@ -513,11 +513,11 @@ static pw_status parse_call_args(parser *p, call_args *a) {
         } else {
             if (a->nkwargs) return PERR(p, "positional argument after keyword arguments");
             if (a->nargs == a->capargs) {
-                int cap = a->capargs ? a->capargs * 2 : 4;
-                pw_ir_arg *g = pw_host_realloc(a->args, (size_t)cap * sizeof *g);
+                size_t cap = (size_t)a->capargs;
+                pw_ir_arg *g = pw_host_grow(a->args, sizeof *g, &cap, (size_t)a->nargs + 1, INT_MAX);
                 if (!g) return PW_ERR_OOM;
                 a->args = g;
-                a->capargs = cap;
+                a->capargs = (int)cap;
             }
             PW_TRY(parse_value(p, &a->args[a->nargs], 0));
             a->nargs++;

@@ -27,34 +27,21 @@ typedef enum chat_family { CHAT_NONE = 0, CHAT_CHATML, CHAT_LLAMA2, CHAT_GEMMA }
 
 /* The formatted conversation and where its markers are. */
 typedef struct text_buf {
-    char *s;
-    size_t len, cap;
+    pw_sb text;
     pw_token_span *markers;
     int64_t n_markers, cap_markers;
     pw_status status;
 } text_buf;
 
 static void text_buf_free(text_buf *b) {
-    pw_host_free(b->s);
+    pw_sb_discard(&b->text);
     pw_host_free(b->markers);
 }
 
 static void put(text_buf *b, const char *s) {
     if (b->status != PW_OK) return;
-    size_t n = strlen(s);
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *p = pw_host_realloc(b->s, cap);
-        if (!p) {
-            b->status = PW_ERR_OOM;
-            return;
-        }
-        b->s = p;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, s, n + 1);
-    b->len += n;
+    pw_sb_puts(&b->text, s);
+    b->status = b->text.status;
 }
 
 /* Appends one of the template's markers: a special token, unlike the
@@ -62,16 +49,16 @@ static void put(text_buf *b, const char *s) {
 static void put_marker(text_buf *b, const char *marker) {
     if (b->status != PW_OK) return;
     if (b->n_markers == b->cap_markers) {
-        int64_t cap = b->cap_markers ? 2 * b->cap_markers : 16;
-        pw_token_span *p = pw_host_realloc(b->markers, (size_t)cap * sizeof *p);
+        size_t cap = (size_t)b->cap_markers;
+        pw_token_span *p = pw_host_grow(b->markers, sizeof *p, &cap, (size_t)b->n_markers + 1, INT64_MAX);
         if (!p) {
             b->status = PW_ERR_OOM;
             return;
         }
         b->markers = p;
-        b->cap_markers = cap;
+        b->cap_markers = (int64_t)cap;
     }
-    b->markers[b->n_markers++] = (pw_token_span){b->len, strlen(marker)};
+    b->markers[b->n_markers++] = (pw_token_span){b->text.len, strlen(marker)};
     put(b, marker);
 }
 
@@ -214,15 +201,9 @@ static void put_trimmed(text_buf *b, const char *s) {
     while (*s && strchr(ws, *s)) s++;
     size_t n = strlen(s);
     while (n > 0 && strchr(ws, s[n - 1])) n--;
-    char *copy = pw_host_alloc(n + 1);
-    if (!copy) {
-        b->status = PW_ERR_OOM;
-        return;
-    }
-    memcpy(copy, s, n);
-    copy[n] = '\0';
-    put(b, copy);
-    pw_host_free(copy);
+    if (b->status != PW_OK) return;
+    pw_sb_append(&b->text, s, n);
+    b->status = b->text.status;
 }
 
 /* Gemma 3's template without the BOS (the tokenizer adds it): the system
@@ -308,10 +289,10 @@ static pw_status format_next_turn(const pw_model *m, const char *user, bool answ
 
 /* The formatted text as a malloc'ed string, as the public API promises. */
 static pw_status text_out(const text_buf *b, char **out) {
-    *out = malloc(b->len + 1);
+    *out = malloc(b->text.len + 1);
     if (!*out) return pw_error(PW_ERR_OOM, "chat: out of memory");
-    memcpy(*out, b->s ? b->s : "", b->len);
-    (*out)[b->len] = '\0';
+    memcpy(*out, b->text.data ? b->text.data : "", b->text.len);
+    (*out)[b->text.len] = '\0';
     return PW_OK;
 }
 
@@ -320,7 +301,7 @@ static pw_status tokens_out(const pw_model *m, const text_buf *b, bool add_bos, 
                             int64_t *n_ids) {
     int32_t *tmp = NULL;
     int64_t n = 0;
-    PW_TRY(pw_tokenizer_encode_marked(m->tokenizer, b->s ? b->s : "", b->len, b->markers,
+    PW_TRY(pw_tokenizer_encode_marked(m->tokenizer, b->text.data ? b->text.data : "", b->text.len, b->markers,
                                       b->n_markers, add_bos ? PW_TOKENIZE_ADD_BOS : 0u, &tmp, &n));
     pw_status s = pw_model_ids_to_caller(tmp, n, ids);
     if (s == PW_OK) *n_ids = n;

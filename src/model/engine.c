@@ -416,11 +416,9 @@ static pw_status capture_lazily(pw_engine *e, pw_runtime_mode mode, const pw_bat
     }
     struct pw_engine_lazy *lz = e->lazy;
     if (lz->n == lz->cap) {
-        size_t cap = lz->cap ? lz->cap * 2 : 16;
-        lazy_unit *u = pw_host_realloc(lz->units, cap * sizeof *u);
+        lazy_unit *u = pw_host_grow(lz->units, sizeof *u, &lz->cap, lz->n + 1, SIZE_MAX);
         if (!u) return PW_ERR_OOM;
         lz->units = u;
-        lz->cap = cap;
     }
     pw_capture_options co;
     engine_capture_options(e, &co);
@@ -606,12 +604,11 @@ static pw_request *find_request(const pw_engine *e, int64_t id) {
 
 static pw_status ensure_capacity(pw_request *r, int64_t n) {
     if (n <= r->cap) return PW_OK;
-    int64_t cap = r->cap ? r->cap : 64;
-    while (cap < n) cap *= 2;
-    int32_t *t = pw_host_realloc(r->tokens, (size_t)cap * sizeof(int32_t));
+    size_t cap = (size_t)r->cap;
+    int32_t *t = pw_host_grow(r->tokens, sizeof *t, &cap, (size_t)n, INT64_MAX);
     if (!t) return PW_ERR_OOM;
     r->tokens = t;
-    r->cap = cap;
+    r->cap = (int64_t)cap;
     return PW_OK;
 }
 

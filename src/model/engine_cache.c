@@ -14,20 +14,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define FNV_BASIS 0xcbf29ce484222325ull
 
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-
-static uint64_t hash_str(uint64_t h, const char *s) { return fnv1a(h, s, strlen(s) + 1); }
-static uint64_t hash_i64(uint64_t h, int64_t v) { return fnv1a(h, &v, sizeof v); }
+static uint64_t hash_str(uint64_t h, const char *s) { return pw_fnv1a(h, s, strlen(s) + 1); }
+static uint64_t hash_i64(uint64_t h, int64_t v) { return pw_fnv1a(h, &v, sizeof v); }
 
 /* Everything a stored graph depends on besides its own contents. */
 static uint64_t fingerprint(const pw_engine *e) {
-    uint64_t h = hash_str(FNV_BASIS, "piecewise graph cache");
+    uint64_t h = hash_str(PW_FNV1A_BASIS, "piecewise graph cache");
     h = hash_str(h, pw_version());
     char variant[128];
     pw_kernel_set_variant(e->device, variant, sizeof variant);
@@ -47,18 +40,18 @@ static uint64_t fingerprint(const pw_engine *e) {
         for (int d = 0; d < t->n_dims && d < PW_GGUF_MAX_DIMS; d++) h = hash_i64(h, t->dims[d]);
         h = hash_i64(h, (int64_t)t->offset);
         h = hash_i64(h, (int64_t)t->nbytes);
-        if (t->data) h = fnv1a(h, t->data, t->nbytes < 64 ? (size_t)t->nbytes : 64);
+        if (t->data) h = pw_fnv1a(h, t->data, t->nbytes < 64 ? (size_t)t->nbytes : 64);
     }
     /* the engine: its configuration, its capture list, its pieces */
     const pw_engine_config *c = &e->cfg;
     int64_t cfgv[] = {c->device,     c->mode,           c->max_num_seqs, c->max_num_batched_tokens,
                       c->block_size, c->kv_cache_positions, e->max_model_len, e->max_tokens,
                       e->n_submods};
-    h = fnv1a(h, cfgv, sizeof cfgv);
+    h = pw_fnv1a(h, cfgv, sizeof cfgv);
     int n_sizes = 0;
     const int64_t *sizes = pw_dispatcher_capture_sizes(e->dispatcher, &n_sizes);
     h = hash_i64(h, n_sizes);
-    if (sizes && n_sizes) h = fnv1a(h, sizes, (size_t)n_sizes * sizeof *sizes);
+    if (sizes && n_sizes) h = pw_fnv1a(h, sizes, (size_t)n_sizes * sizeof *sizes);
     for (int i = 0; i < e->n_submods; i++) h = hash_i64(h, e->pieces[i].group);
     const struct pw_engine_distinct *d = e->distinct;
     size_t n_regions = 0;

@@ -36,16 +36,14 @@ struct pw_gguf_writer {
 
 static void buf_put(byte_buf *b, const void *p, size_t n) {
     if (b->oom) return;
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n) cap *= 2;
-        uint8_t *d = pw_host_realloc(b->data, cap);
+    if (n > b->cap - b->len) {
+        size_t need = n > SIZE_MAX - b->len ? SIZE_MAX : b->len + n; /* refused, not wrapped */
+        uint8_t *d = pw_host_grow(b->data, 1, &b->cap, need, SIZE_MAX);
         if (!d) {
             b->oom = true;
             return;
         }
         b->data = d;
-        b->cap = cap;
     }
     if (n) memcpy(b->data + b->len, p, n);
     b->len += n;
@@ -202,11 +200,11 @@ static pw_status tensor_shape(const char *name, pw_dtype dtype, int n_dims, cons
 static pw_status new_tensor(pw_gguf_writer *w, const char *name, pw_dtype dtype, int n_dims,
                             const int64_t *dims, int64_t n_elements, uint8_t **data) {
     if (w->n_tensors == w->cap_tensors) {
-        int64_t cap = w->cap_tensors ? w->cap_tensors * 2 : 16;
-        writer_tensor *t = pw_host_realloc(w->tensors, (size_t)cap * sizeof *t);
+        size_t cap = (size_t)w->cap_tensors;
+        writer_tensor *t = pw_host_grow(w->tensors, sizeof *t, &cap, (size_t)w->n_tensors + 1, INT64_MAX);
         if (!t) return pw_error(PW_ERR_OOM, "gguf writer: out of memory for tensors");
         w->tensors = t;
-        w->cap_tensors = cap;
+        w->cap_tensors = (int64_t)cap;
     }
     writer_tensor *t = &w->tensors[w->n_tensors];
     memset(t, 0, sizeof *t);

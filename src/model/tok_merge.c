@@ -12,11 +12,11 @@
 
 pw_status pw_tok_push_id(id_list *l, int32_t id) {
     if (l->n == l->cap) {
-        int64_t cap = l->cap ? l->cap * 2 : 64;
-        int32_t *ids = pw_host_realloc(l->ids, (size_t)cap * sizeof *ids);
-        if (!ids) return pw_error(PW_ERR_OOM, "tokenizer: out of memory for %" PRId64 " ids", cap);
+        size_t cap = (size_t)l->cap;
+        int32_t *ids = pw_host_grow(l->ids, sizeof *ids, &cap, (size_t)l->n + 1, INT64_MAX);
+        if (!ids) return pw_error(PW_ERR_OOM, "tokenizer: out of memory for %" PRId64 " ids", l->n + 1);
         l->ids = ids;
-        l->cap = cap;
+        l->cap = (int64_t)cap;
     }
     l->ids[l->n++] = id;
     return PW_OK;
@@ -35,11 +35,11 @@ static bool bigram_before(const bigram *a, const bigram *b) {
 
 pw_status pw_tok_heap_push(merge_state *m, bigram b) {
     if (m->n_heap == m->cap_heap) {
-        int64_t cap = m->cap_heap ? m->cap_heap * 2 : 64;
-        bigram *h = pw_host_realloc(m->heap, (size_t)cap * sizeof *h);
+        size_t cap = (size_t)m->cap_heap;
+        bigram *h = pw_host_grow(m->heap, sizeof *h, &cap, (size_t)m->n_heap + 1, INT64_MAX);
         if (!h) return pw_error(PW_ERR_OOM, "tokenizer: out of memory for merge candidates");
         m->heap = h;
-        m->cap_heap = cap;
+        m->cap_heap = (int64_t)cap;
     }
     int64_t i = m->n_heap++;
     while (i > 0) {
@@ -75,10 +75,11 @@ pw_status pw_tok_init_symbols(merge_state *m, const pw_tokenizer *t, const char 
     m->n_heap = 0;
     if (n > (size_t)INT32_MAX) return pw_error(PW_ERR_INVALID_ARG, "tokenizer: text too long");
     if ((int64_t)n > m->cap_syms) {
-        symbol *s = pw_host_realloc(m->syms, n * sizeof *s);
+        size_t cap = (size_t)m->cap_syms;
+        symbol *s = pw_host_grow(m->syms, sizeof *s, &cap, n, INT32_MAX);
         if (!s) return pw_error(PW_ERR_OOM, "tokenizer: out of memory for %zu symbols", n);
         m->syms = s;
-        m->cap_syms = (int32_t)n;
+        m->cap_syms = (int32_t)cap;
     }
     for (size_t pos = 0; pos < n;) {
         size_t len = pw_tok_utf8_len((const uint8_t *)buf + pos, n - pos);

@@ -436,13 +436,12 @@ static pw_status load_merges(pw_tokenizer *t, const pw_gguf *g) {
         size_t ll = (size_t)(sp - s), rl = len - ll - 1;
         int32_t left = vocab_lookup(t, s, ll), right = vocab_lookup(t, sp + 1, rl);
         if (len > joined_cap) {
-            char *j = pw_host_realloc(joined, len);
+            char *j = pw_host_grow(joined, 1, &joined_cap, len, SIZE_MAX);
             if (!j) {
                 st = pw_error(PW_ERR_OOM, "tokenizer: out of memory for merges");
                 break;
             }
             joined = j;
-            joined_cap = len;
         }
         memcpy(joined, s, ll);
         memcpy(joined + ll, sp + 1, rl);

@@ -18,11 +18,7 @@
 
 /* ---- the tokenizer and its hash tables ------------------------------------------- */
 
-static inline uint64_t hash_bytes(const char *p, size_t n) {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)p[i]) * 1099511628211ULL;
-    return h;
-}
+static inline uint64_t hash_bytes(const char *p, size_t n) { return pw_fnv1a(PW_FNV1A_BASIS, p, n); }
 
 static inline uint64_t hash_u64(uint64_t x) { /* splitmix64 finalizer */
     x ^= x >> 30;

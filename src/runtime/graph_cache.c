@@ -48,16 +48,14 @@ typedef struct writer {
 
 static void put(writer *w, const void *p, size_t n) {
     if (w->oom) return;
-    if (w->len + n > w->cap) {
-        size_t cap = w->cap ? w->cap : 4096;
-        while (cap < w->len + n) cap *= 2;
-        unsigned char *b = pw_host_realloc(w->buf, cap);
+    if (n > w->cap - w->len) {
+        size_t need = n > SIZE_MAX - w->len ? SIZE_MAX : w->len + n; /* refused, not wrapped */
+        unsigned char *b = pw_host_grow(w->buf, 1, &w->cap, need, SIZE_MAX);
         if (!b) {
             w->oom = true;
             return;
         }
         w->buf = b;
-        w->cap = cap;
     }
     memcpy(w->buf + w->len, p, n);
     w->len += n;
@@ -70,12 +68,6 @@ static void put_u64(writer *w, uint64_t v) { put(w, &v, 8); }
 static void put_i64(writer *w, int64_t v) { put(w, &v, 8); }
 static void put_f64(writer *w, double v) { put(w, &v, 8); }
 
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-#define FNV_BASIS 0xcbf29ce484222325ull
 
 static void put_sig(writer *w, const pw_reloc_sig *s) {
     put_u8(w, (uint8_t)s->kind);
@@ -202,7 +194,7 @@ pw_status pw_graph_cache_serialize(const pw_graph_cache_spec *spec,
         put_program(&w, &item);
         pw_host_free(ids);
     }
-    if (!w.oom) put_u64(&w, fnv1a(FNV_BASIS, w.buf, w.len));
+    if (!w.oom) put_u64(&w, pw_fnv1a(PW_FNV1A_BASIS, w.buf, w.len));
     if (w.oom) {
         pw_host_free(w.buf);
         return PW_ERR_OOM;
@@ -557,7 +549,7 @@ pw_status pw_graph_cache_parse(const void *data, size_t size, const pw_graph_cac
         return snprintf(why, why_cap, "not a graph cache file"), PW_ERR_PARSE;
     uint64_t sum;
     memcpy(&sum, (const char *)data + size - 8, 8);
-    if (!(spec->accept & PW_GRAPH_CACHE_ANY_CHECKSUM) && fnv1a(FNV_BASIS, data, size - 8) != sum)
+    if (!(spec->accept & PW_GRAPH_CACHE_ANY_CHECKSUM) && pw_fnv1a(PW_FNV1A_BASIS, data, size - 8) != sum)
         return snprintf(why, why_cap, "checksum mismatch (truncated or corrupt)"), PW_ERR_PARSE;
     if (!header_ok(data, spec, why, why_cap)) return PW_ERR_PARSE;
     reader r = {(const unsigned char *)data + CACHE_HEADER_BYTES, size - CACHE_HEADER_BYTES - 8,

@@ -13,14 +13,11 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Room for element n (pw_host_grow, which reports the failure). */
 static bool grow(void **p, size_t *cap, size_t n, size_t elem) {
-    if (n < *cap) return true;
-    if (*cap > SIZE_MAX / 2 / elem) return false;
-    size_t c = *cap ? *cap * 2 : 16;
-    void *q = pw_host_realloc(*p, c * elem);
+    void *q = pw_host_grow(*p, elem, cap, n + 1, SIZE_MAX);
     if (!q) return false;
     *p = q;
-    *cap = c;
     return true;
 }
 

@@ -245,8 +245,7 @@ int main(void) {
             off += 28 + (size_t)nargs * (8 + 8 * 2 * PW_MAX_DIMS + 16) + 4;
             uint16_t kid = 0x7fff;
             memcpy(bad + off, &kid, 2);
-            uint64_t h = 0xcbf29ce484222325ull;
-            for (size_t i = 0; i + 8 < size; i++) h = (h ^ bad[i]) * 0x100000001b3ull;
+            uint64_t h = pw_fnv1a(PW_FNV1A_BASIS, bad, size > 8 ? size - 8 : 0);
             memcpy(bad + size - 8, &h, 8);
             size_t n_left = 0;
             CHECK_OK(pw_graph_cache_parse(bad, size, &spec, &entries, &n_left, &dropped, why,

@@ -32,8 +32,7 @@ static char *inspect_output(const char *path, int *rc) {
     while (buf && (got = fread(buf + len, 1, cap - len - 1, p)) > 0) {
         len += got;
         if (cap - len < 4096) {
-            cap *= 2;
-            char *nb = realloc(buf, cap);
+            char *nb = pw_host_grow(buf, 1, &cap, len + 4096, SIZE_MAX);
             if (!nb) free(buf);
             buf = nb;
         }

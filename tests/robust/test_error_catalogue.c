@@ -7,6 +7,7 @@
  * looks for it in backticks in the catalogue. Missing messages fail the test
  * and are printed as ready-to-paste table rows. */
 #include "test_util.h"
+#include "internal.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -124,8 +125,11 @@ static void check_message(scan_state *st, const char *file, int line, const char
     for (int i = 0; i < st->nseen; i++)
         if (strcmp(st->seen[i], canon) == 0) return;
     if (st->nseen == st->capseen) {
-        st->capseen = st->capseen ? 2 * st->capseen : 64;
-        st->seen = realloc(st->seen, (size_t)st->capseen * sizeof *st->seen);
+        size_t cap = (size_t)st->capseen;
+        char **seen = pw_host_grow(st->seen, sizeof *seen, &cap, (size_t)st->nseen + 1, INT_MAX);
+        if (!seen) return;
+        st->seen = seen;
+        st->capseen = (int)cap;
     }
     st->seen[st->nseen++] = strdup(canon);
     st->missing++;

@@ -111,8 +111,10 @@ static void graph_destroy(pw_graph *g) {
 static pw_status record(pw_stream *s, const pw_kernel *k, const void *args, size_t argbytes) {
     pw_graph *g = s->recording;
     if (g->n == g->cap) {
-        size_t cap = g->cap ? g->cap * 2 : PW_GRAPH_INITIAL_LAUNCHES;
-        pw_recorded_launch *l = pw_host_realloc(g->launches, cap * sizeof *l);
+        /* the launch table sets the capacity; its parallel arrays, of smaller
+         * elements, follow (so cap * their size cannot wrap either) */
+        size_t cap = g->cap, need = g->cap ? g->n + 1 : PW_GRAPH_INITIAL_LAUNCHES;
+        pw_recorded_launch *l = pw_host_grow(g->launches, sizeof *l, &cap, need, SIZE_MAX);
         if (!l) return note_violation(s, PW_ERR_OOM);
         g->launches = l;
         const pw_kernel **kk = pw_host_realloc(g->kernels, cap * sizeof *kk);
@@ -125,12 +127,10 @@ static pw_status record(pw_stream *s, const pw_kernel *k, const void *args, size
     }
     size_t off = (g->arena_used + PW_ARG_ALIGN - 1) & ~(size_t)(PW_ARG_ALIGN - 1);
     if (off + argbytes > g->arena_cap) {
-        size_t cap = g->arena_cap ? g->arena_cap : PW_ARENA_CHUNK;
-        while (cap < off + argbytes) cap *= 2;
-        char *a = pw_host_realloc(g->arena, cap);
+        size_t need = off + argbytes < PW_ARENA_CHUNK ? PW_ARENA_CHUNK : off + argbytes;
+        char *a = pw_host_grow(g->arena, 1, &g->arena_cap, need, SIZE_MAX);
         if (!a) return note_violation(s, PW_ERR_OOM);
         g->arena = a;
-        g->arena_cap = cap;
     }
     if (argbytes) memcpy(g->arena + off, args, argbytes);
     g->arena_used = off + argbytes;
