@@ -5,7 +5,8 @@
  * a plan (or native C), every piece between two splitting ops gets a
  * PIECEWISE wrapper, the whole stitched forward a FULL wrapper, and a
  * dispatcher says which descriptors to capture and which one a step runs
- * with. Semantics: docs/modules.md; a complete program: examples/mlp.c. */
+ * with. Semantics: docs/runtime.md ("Modules"); a walkthrough of a complete
+ * program (examples/mlp.c): docs/example-mlp.md. */
 /* piecewise.h first, outside the guard: it includes every layer header in
  * order, this one included, so whichever header comes first the
  * declarations appear lowest layer first. */
