@@ -359,7 +359,7 @@ static void test_debug_address_check(void) {
     pw_value mixed[2] = {pw_value_tensor(x), pw_value_int(3)};
     CHECK_OK(pw_graph_wrapper_call(checked, mixed, 2, &out));
     pw_value_release(out);
-    /* With the check off, a moved input replays silently (the seed's
+    /* With the check off, a moved input replays silently (vLLM's
      * non-debug behaviour). */
     CHECK_OK(call1(unchecked, moved, &out));
     pw_value_release(out);
