@@ -189,7 +189,6 @@ static pw_status capture_all(pw_engine *e) {
     pw_capture_options co;
     engine_capture_options(e, &co);
     pw_capture_report rep;
-    pw_counters_get(&e->counters_before);
     pw_graph_cache_load(e);
     PW_TRY(pw_module_capture(e->module, capture_inputs, e, &co, &rep));
     e->stats.graphs_captured = rep.graphs_captured;

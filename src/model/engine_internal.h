@@ -110,7 +110,6 @@ struct pw_engine {
     prob_index_scratch *sample_scratch;
 
     pw_engine_stats stats;
-    pw_wrapper_counters counters_before;
     struct pw_engine_verify *verify; /* engine_verify.c; NULL: off */
     struct pw_engine_distinct *distinct; /* engine_distinct.c; NULL: neither distinct-piece
                                             capture nor the graph cache is on */

@@ -18,4 +18,11 @@ pw_status pw_graph_wrappers_clear_pool(const pw_pool *pool);
 bool pw_lazy_capture_use(pw_lazy_capture *lz, const pw_capture_item *item);
 void pw_lazy_capture_count_route(pw_lazy_capture *lz, pw_route_kind kind);
 
+/* Captures the wrappers made on the calling thread since it started. */
+typedef struct pw_capture_tally {
+    uint64_t captures_attempted;
+    uint64_t graphs_captured;
+} pw_capture_tally;
+void pw_capture_tally_get(pw_capture_tally *out);
+
 #endif
