@@ -1,12 +1,14 @@
 /* A small MLP through the whole capture chain, with its own kernels and
  * nothing from the LLM library: a graph in the text format, split at a
  * data-dependent op, stitched, captured PIECEWISE and FULL for several batch
- * sizes, served with every output equal to the eager run's, bit for bit;
- * then lazy capture under a graph budget.
+ * sizes (a repeated layer relocated, not run), served with every output
+ * equal to the eager run's, bit for bit; then lazy capture under a graph
+ * budget.
  * Walkthrough: docs/example-mlp.md (the runtime_example_mlp test compiles and
  * runs this file, and checks that page against it). */
 #include <piecewise.h>
 #include <piecewise/extend.h> /* pw_error: report errors the library's way */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -18,19 +20,22 @@ enum { WIDTH = 16, OUT = 4, MAX_TOKENS = 16 };
 
 /* ---- 1. The model, in the graph text format (docs/graph-format.md) ---------------------- */
 
-/* Two layers and a head. masked_normalize is the splitting op: how many
+/* Three layers and a head. masked_normalize is the splitting op: how many
  * entries of a row it reads depends on that row's length, which the server
  * writes into a persistent buffer each step. In PIECEWISE mode it runs
  * eagerly between the captured pieces; in FULL mode it is recorded too and
  * reads the lengths through their pointer at every replay. It writes into a
  * buffer the piece before it allocated (empty_like), so nothing after it
- * reads an address that changes from one replay to the next. */
+ * reads an address that changes from one replay to the next. Layers 1 and 2
+ * are the same piece with other weights: their graphs are one graph
+ * relocated (section 7). */
 static const char *const MLP_GRAPH =
     "graph mlp:\n"
     "    %x : f32[s0, 16] = placeholder\n"
     "    %lens : i32[s0] = placeholder\n"
     "    %w0 : f32[16, 16] = placeholder\n"
     "    %w1 : f32[16, 16] = placeholder\n"
+    "    %w2 : f32[16, 16] = placeholder\n"
     "    %w_out : f32[16, 4] = placeholder\n"
     "    %h0 = call_function linear(%x, %w0)\n"
     "    %p0 = call_function empty_like(%h0)\n"
@@ -39,7 +44,11 @@ static const char *const MLP_GRAPH =
     "    %r1 = call_function add(%h1, %x)\n"
     "    %p1 = call_function empty_like(%r1)\n"
     "    %s1 = call_function masked_normalize(%r1, %lens, %p1)\n"
-    "    %y = call_function linear(%p1, %w_out)\n"
+    "    %h2 = call_function linear(%p1, %w2)\n"
+    "    %r2 = call_function add(%h2, %x)\n"
+    "    %p2 = call_function empty_like(%r2)\n"
+    "    %s2 = call_function masked_normalize(%r2, %lens, %p2)\n"
+    "    %y = call_function linear(%p2, %w_out)\n"
     "    return %y\n";
 
 /* ---- 2. Kernels: arguments as bytes, recorded once, replayed verbatim -------------------- */
@@ -78,9 +87,20 @@ static void masked_normalize_kernel(const void *p) {
     }
 }
 
-static const pw_kernel k_linear = {"linear", linear_kernel, NULL};
-static const pw_kernel k_add = {"add", add_kernel, NULL};
-static const pw_kernel k_normalize = {"masked_normalize", masked_normalize_kernel, NULL};
+/* Where each argument struct holds addresses: what relocation moves. */
+static const pw_kernel_args linear_addrs = {
+    sizeof(linear_args), 3,
+    {offsetof(linear_args, x), offsetof(linear_args, w), offsetof(linear_args, y)}};
+static const pw_kernel_args add_addrs = {
+    sizeof(add_args), 3, {offsetof(add_args, a), offsetof(add_args, b), offsetof(add_args, y)}};
+static const pw_kernel_args normalize_addrs = {
+    sizeof(normalize_args), 3,
+    {offsetof(normalize_args, x), offsetof(normalize_args, lens), offsetof(normalize_args, y)}};
+
+static const pw_kernel k_linear = {"linear", linear_kernel, NULL, &linear_addrs};
+static const pw_kernel k_add = {"add", add_kernel, NULL, &add_addrs};
+static const pw_kernel k_normalize = {"masked_normalize", masked_normalize_kernel, NULL,
+                                      &normalize_addrs};
 
 /* ---- 3. Ops: callables the stitching calls, one per graph target --------------------------- */
 
@@ -89,9 +109,12 @@ typedef struct mlp {
     pw_pool *eager_pool;   /* eager outputs */
     pw_pool *graph_pool;   /* every capture allocates here */
     pw_pool *persistent;   /* inputs and weights: their addresses never change */
-    pw_tensor *x, *lens, *w[3];
+    pw_tensor *x, *lens, *w[4];
     pw_tensor *x_rows, *lens_rows; /* the first rows of x and lens, for one step */
-    pw_value args[5];
+    pw_value args[6];
+    pw_reloc_regions *regions;     /* the persistent buffers, for relocation */
+    pw_reloc_program *layer[MAX_TOKENS + 1]; /* layer 1's graph per size, relative */
+    int relocated;                 /* layer 2's graphs made by relocating layer 1's */
 } mlp;
 
 /* Under a capture, outputs come from the graph being captured. */
@@ -176,7 +199,7 @@ static pw_status step_args(mlp *m, int64_t rows) {
     PROPAGATE(pw_tensor_slice0(m->lens, 0, rows, &m->lens_rows));
     m->args[0] = pw_value_tensor(m->x_rows);
     m->args[1] = pw_value_tensor(m->lens_rows);
-    for (int i = 0; i < 3; i++) m->args[2 + i] = pw_value_tensor(m->w[i]);
+    for (int i = 0; i < 4; i++) m->args[2 + i] = pw_value_tensor(m->w[i]);
     return PW_OK;
 }
 
@@ -199,7 +222,7 @@ static pw_status capture_inputs(void *user, pw_runtime_mode mode, const pw_batch
     write_batch(m, 0, 0);
     PROPAGATE(step_args(m, desc->num_tokens));
     *args = m->args;
-    *nargs = 5;
+    *nargs = 6;
     return PW_OK;
 }
 
@@ -211,7 +234,7 @@ static pw_status run_eager(mlp *m, pw_module *mod, int64_t n, int step, float *r
     PROPAGATE(step_args(m, n));
     pw_batch_desc exact = pw_batch_desc_make(n, PW_NUM_REQS_UNSET, false, false);
     pw_value y;
-    PROPAGATE(pw_module_run(mod, PW_MODE_NONE, &exact, NULL, m->args, 5, &y));
+    PROPAGATE(pw_module_run(mod, PW_MODE_NONE, &exact, NULL, m->args, 6, &y));
     memcpy(ref, pw_tensor_data(y.as.tensor), (size_t)(n * OUT) * sizeof *ref);
     pw_value_release(y);
     return PW_OK;
@@ -229,7 +252,7 @@ static pw_status serve(mlp *m, pw_module *mod, int64_t n, bool uniform, int step
     write_batch(m, n, step);
     PROPAGATE(step_args(m, r->desc.num_tokens));
     pw_value y;
-    PROPAGATE(pw_module_run(mod, r->mode, &r->desc, NULL, m->args, 5, &y));
+    PROPAGATE(pw_module_run(mod, r->mode, &r->desc, NULL, m->args, 6, &y));
     *same = memcmp(ref, pw_tensor_data(y.as.tensor), (size_t)(n * OUT) * sizeof *ref) == 0;
     pw_value_release(y);
     if (r->capture.mode != PW_MODE_NONE)
@@ -244,7 +267,38 @@ static void print_step(int64_t n, bool uniform, const pw_route *r, bool same) {
            (long long)r->desc.num_tokens, how[r->kind], same ? "equal to eager" : "DIFFERENT");
 }
 
-/* ---- 6. The program ------------------------------------------------------------------------ */
+/* ---- 6. Relocation: a repeated layer captured once per size ------------------------------- */
+
+/* Layers 1 and 2 are the same piece (submodules 2 and 4 of the split) with
+ * other weights. Under a capture, layer 1 is recorded as a relocatable
+ * program: its launches with every address as (argument, graph-pool block
+ * or persistent region, offset). Layer 2 then runs that program on its own
+ * arguments instead of its code: the launches a real capture would record,
+ * addresses moved, without running the layer's ops. A model of 30 equal
+ * layers runs its code once per size. */
+enum { LAYER_1 = 2, LAYER_2 = 4 };
+
+static pw_status relocate_layers(void *user, int piece, pw_callable plain, const pw_value *args,
+                                 int nargs, pw_value *out) {
+    mlp *m = user;
+    const pw_forward_context *ctx;
+    if ((piece != LAYER_1 && piece != LAYER_2) || !pw_stream_is_capturing(m->stream) ||
+        pw_forward_context_get(&ctx) != PW_OK)
+        return plain.fn(plain.user, args, nargs, out);
+    pw_reloc_program **layer = &m->layer[ctx->desc.num_tokens];
+    if (piece == LAYER_2) {
+        if (!*layer || !pw_reloc_program_matches(*layer, args, nargs))
+            return plain.fn(plain.user, args, nargs, out);
+        m->relocated++;
+        return pw_reloc_program_run(*layer, m->stream, m->regions, args, nargs, out);
+    }
+    pw_reloc_program_free(*layer);
+    *layer = NULL; /* stays NULL if the recording cannot be described: layer 2 runs its code */
+    char why[PW_RELOC_WHY_CAP];
+    return pw_reloc_record(m->stream, m->regions, plain, args, nargs, out, layer, why);
+}
+
+/* ---- 7. The program ------------------------------------------------------------------------ */
 
 static pw_status setup(mlp *m) {
     memset(m, 0, sizeof *m);
@@ -253,21 +307,26 @@ static pw_status setup(mlp *m) {
     PROPAGATE(pw_pool_new(PW_DEVICE_CPU, "graphs", &m->graph_pool));
     PROPAGATE(pw_pool_new(PW_DEVICE_CPU, "persistent", &m->persistent));
     int64_t xs[2] = {MAX_TOKENS, WIDTH}, ls[1] = {MAX_TOKENS};
-    int64_t ws[3][2] = {{WIDTH, WIDTH}, {WIDTH, WIDTH}, {WIDTH, OUT}};
+    int64_t ws[4][2] = {{WIDTH, WIDTH}, {WIDTH, WIDTH}, {WIDTH, WIDTH}, {WIDTH, OUT}};
+    /* every persistent block is a region a relocated graph may address */
+    PROPAGATE(pw_reloc_regions_new(&m->regions));
+    PROPAGATE(pw_reloc_regions_observe(m->regions, m->persistent, true));
     PROPAGATE(pw_tensor_new(m->persistent, PW_F32, 2, xs, &m->x));
     PROPAGATE(pw_tensor_new(m->persistent, PW_I32, 1, ls, &m->lens));
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         PROPAGATE(pw_tensor_new(m->persistent, PW_F32, 2, ws[i], &m->w[i]));
         float *w = pw_tensor_data(m->w[i]);
         for (int64_t j = 0; j < ws[i][0] * ws[i][1]; j++) w[j] = (float)((j * 11 + i) % 17) / 17 - 0.4f;
     }
-    return PW_OK;
+    return pw_reloc_regions_observe(m->regions, m->persistent, false);
 }
 
 static void teardown(mlp *m) {
     pw_tensor_release(m->x_rows);
     pw_tensor_release(m->lens_rows);
-    for (int i = 0; i < 3; i++) pw_tensor_release(m->w[i]);
+    for (int i = 0; i < 4; i++) pw_tensor_release(m->w[i]);
+    for (int i = 0; i <= MAX_TOKENS; i++) pw_reloc_program_free(m->layer[i]);
+    pw_reloc_regions_free(m->regions);
     pw_tensor_release(m->x);
     pw_tensor_release(m->lens);
     pw_pool_free(m->persistent);
@@ -294,6 +353,8 @@ static pw_status build(mlp *m, const pw_ir *graph, pw_graph_mode mode, bool lazy
     mo.dispatcher = &dc;
     mo.lazy = lazy;
     mo.graph_budget = budget;
+    mo.interpose = relocate_layers; /* relocation of the repeated layer */
+    mo.interpose_user = m;
     const char *splitting_ops[] = {"masked_normalize"};
     return pw_module_new(graph, splitting_ops, 1, (pw_op_resolver){resolve, m}, m->stream,
                          m->graph_pool, &mo, out);
@@ -322,6 +383,8 @@ int main(void) {
            (unsigned long long)rep.graphs_captured, rep.descriptors,
            pw_graph_wrapper_num_graphs(pw_module_piece_wrapper(mod, 0)),
            pw_graph_wrapper_num_graphs(pw_module_full_wrapper(mod)));
+    printf("layer 2: %d graphs relocated from layer 1's instead of captured by running it\n",
+           m.relocated);
 
     /* Serve batches of several sizes; each matches its eager run. */
     static const struct { int64_t n; bool uniform; } batches[] = {

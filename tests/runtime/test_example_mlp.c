@@ -1,6 +1,6 @@
 /* Compiles and runs examples/mlp.c (the capture chain on a non-LLM graph
- * with its own kernels): its output names every route and exact capture
- * count, and it fails unless every served batch equals its eager run bit
+ * with its own kernels): its output names every route, the exact capture
+ * counts and the relocated graphs, and it fails unless every served batch equals its eager run bit
  * for bit. Also checks that each code block of docs/example-mlp.md is
  * verbatim in the file, so neither rots. */
 #include "test_util.h"
@@ -12,8 +12,9 @@
 #undef main
 
 static const char *const EXPECTED =
-    "mlp: 3 pieces around the masked_normalize ops, 5 submodules\n"
-    "captured 15 graphs for 7 descriptors: PIECEWISE 4 per piece, FULL 3\n"
+    "mlp: 4 pieces around the masked_normalize ops, 7 submodules\n"
+    "captured 19 graphs for 7 descriptors: PIECEWISE 4 per piece, FULL 3\n"
+    "layer 2: 7 graphs relocated from layer 1's instead of captured by running it\n"
     " 1 rows decode  -> FULL      at  1 rows: equal to eager\n"
     " 3 rows decode  -> FULL      at  4 rows: equal to eager\n"
     " 3 rows mixed   -> PIECEWISE at  4 rows: equal to eager\n"
@@ -58,10 +59,10 @@ static void test_example_runs(void) {
     CHECK(printed != NULL);
     if (printed) CHECK_STREQ(printed, EXPECTED);
     free(printed);
-    /* 15 up front and 4 lazily (a PIECEWISE size is 3 graphs) */
+    /* 19 up front and 4 sizes lazily (a PIECEWISE size is 4 graphs) */
     pw_wrapper_counters c;
     pw_counters_get(&c);
-    CHECK_EQ_INT(c.graphs_captured, 15 + 4 * 3);
+    CHECK_EQ_INT(c.graphs_captured, 19 + 4 * 4);
     CHECK_EQ_INT(pw_graph_wrappers_count(), 0); /* the modules freed every wrapper */
 }
 
