@@ -6,17 +6,20 @@
  * budget.
  * Walkthrough: docs/example-mlp.md (the runtime_example_mlp test compiles and
  * runs this file, and checks that page against it). */
+#define _POSIX_C_SOURCE 200809L /* getpid, for the cache file's name */
 #include <piecewise.h>
 #include <piecewise/extend.h> /* pw_error: report errors the library's way */
+#include <piecewise/graph_cache.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* In main: print the library's message and fail. Elsewhere: pass the status up. */
 #define TRY(expr) do { if ((expr) != PW_OK) { fprintf(stderr, "%s\n", pw_last_error()); return 1; } } while (0)
 #define PROPAGATE(expr) do { pw_status s_ = (expr); if (s_ != PW_OK) return s_; } while (0)
 
-enum { WIDTH = 16, OUT = 4, MAX_TOKENS = 16 };
+enum { WIDTH = 16, OUT = 4, MAX_TOKENS = 16, MAX_PIECES = 8 };
 
 /* ---- 1. The model, in the graph text format (docs/graph-format.md) ---------------------- */
 
@@ -28,7 +31,7 @@ enum { WIDTH = 16, OUT = 4, MAX_TOKENS = 16 };
  * buffer the piece before it allocated (empty_like), so nothing after it
  * reads an address that changes from one replay to the next. Layers 1 and 2
  * are the same piece with other weights: their graphs are one graph
- * relocated (section 7). */
+ * relocated (section 6). */
 static const char *const MLP_GRAPH =
     "graph mlp:\n"
     "    %x : f32[s0, 16] = placeholder\n"
@@ -113,8 +116,11 @@ typedef struct mlp {
     pw_tensor *x_rows, *lens_rows; /* the first rows of x and lens, for one step */
     pw_value args[6];
     pw_reloc_regions *regions;     /* the persistent buffers, for relocation */
-    pw_reloc_program *layer[MAX_TOKENS + 1]; /* layer 1's graph per size, relative */
-    int relocated;                 /* layer 2's graphs made by relocating layer 1's */
+    /* each piece's graph per size, as a relocatable program */
+    pw_reloc_program *programs[MAX_PIECES][MAX_TOKENS + 1];
+    bool warm;                     /* programs came from the graph cache: run, never record */
+    int relocated;                 /* graphs made by running a program instead of the piece */
+    int piece_ops;                 /* ops of the pieces run (eagerly or under a capture) */
 } mlp;
 
 /* Under a capture, outputs come from the graph being captured. */
@@ -124,6 +130,7 @@ static pw_pool *output_pool(mlp *m) {
 
 static pw_status new_output(mlp *m, int64_t rows, int64_t cols, pw_tensor **out) {
     int64_t shape[2] = {rows, cols};
+    m->piece_ops++; /* every op of a piece makes an output */
     return pw_tensor_new(output_pool(m), PW_F32, 2, shape, out);
 }
 
@@ -267,35 +274,88 @@ static void print_step(int64_t n, bool uniform, const pw_route *r, bool same) {
            (long long)r->desc.num_tokens, how[r->kind], same ? "equal to eager" : "DIFFERENT");
 }
 
-/* ---- 6. Relocation: a repeated layer captured once per size ------------------------------- */
+/* ---- 6. Relocation and the graph cache ---------------------------------------------------- */
 
-/* Layers 1 and 2 are the same piece (submodules 2 and 4 of the split) with
- * other weights. Under a capture, layer 1 is recorded as a relocatable
- * program: its launches with every address as (argument, graph-pool block
- * or persistent region, offset). Layer 2 then runs that program on its own
- * arguments instead of its code: the launches a real capture would record,
- * addresses moved, without running the layer's ops. A model of 30 equal
- * layers runs its code once per size. */
+/* Under a capture, a piece is recorded as a relocatable program: its
+ * launches with every address as (argument, graph-pool block or persistent
+ * region, offset). Layers 1 and 2 are the same piece (submodules 2 and 4
+ * of the split) with other weights, so layer 2 runs layer 1's program on its
+ * own arguments instead of its code: the launches a real capture would
+ * record, addresses moved, without running the layer's ops. A model of 30
+ * equal layers runs its code once per size. After a warm start from the
+ * graph cache, every piece runs its stored program. */
 enum { LAYER_1 = 2, LAYER_2 = 4 };
 
-static pw_status relocate_layers(void *user, int piece, pw_callable plain, const pw_value *args,
+static pw_status relocate_pieces(void *user, int piece, pw_callable plain, const pw_value *args,
                                  int nargs, pw_value *out) {
     mlp *m = user;
     const pw_forward_context *ctx;
-    if ((piece != LAYER_1 && piece != LAYER_2) || !pw_stream_is_capturing(m->stream) ||
+    if (piece < 0 || piece >= MAX_PIECES || !pw_stream_is_capturing(m->stream) ||
         pw_forward_context_get(&ctx) != PW_OK)
         return plain.fn(plain.user, args, nargs, out);
-    pw_reloc_program **layer = &m->layer[ctx->desc.num_tokens];
-    if (piece == LAYER_2) {
-        if (!*layer || !pw_reloc_program_matches(*layer, args, nargs))
+    pw_reloc_program **program = &m->programs[piece == LAYER_2 ? LAYER_1 : piece][ctx->desc.num_tokens];
+    if (piece == LAYER_2 || m->warm) {
+        if (!*program || !pw_reloc_program_matches(*program, args, nargs))
             return plain.fn(plain.user, args, nargs, out);
         m->relocated++;
-        return pw_reloc_program_run(*layer, m->stream, m->regions, args, nargs, out);
+        return pw_reloc_program_run(*program, m->stream, m->regions, args, nargs, out);
     }
-    pw_reloc_program_free(*layer);
-    *layer = NULL; /* stays NULL if the recording cannot be described: layer 2 runs its code */
+    pw_reloc_program_free(*program);
+    *program = NULL; /* stays NULL if the recording cannot be described: then run the piece */
     char why[PW_RELOC_WHY_CAP];
-    return pw_reloc_record(m->stream, m->regions, plain, args, nargs, out, layer, why);
+    return pw_reloc_record(m->stream, m->regions, plain, args, nargs, out, program, why);
+}
+
+/* What a cache file is written for and read back against: a hash of the
+ * graph (anything the programs depend on belongs in it), the persistent
+ * regions' sizes, and the kernels, which programs name by index here. */
+static pw_graph_cache_spec cache_spec(const mlp *m) {
+    static const pw_kernel *const kernels[] = {&k_linear, &k_add, &k_normalize};
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (const char *c = MLP_GRAPH; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    pw_graph_cache_spec spec = {h, m->regions, kernels, 3, 0};
+    return spec;
+}
+
+/* Writes every recorded program: key = piece, descriptor = size. */
+static pw_status save_graphs(const mlp *m, const char *path) {
+    pw_graph_cache_entry entries[MAX_PIECES * (MAX_TOKENS + 1)];
+    size_t n = 0;
+    for (int p = 0; p < MAX_PIECES; p++)
+        for (int t = 1; t <= MAX_TOKENS; t++)
+            if (m->programs[p][t])
+                entries[n++] = (pw_graph_cache_entry){
+                    p, pw_batch_desc_make(t, PW_NUM_REQS_UNSET, false, false), m->programs[p][t]};
+    pw_graph_cache_spec spec = cache_spec(m);
+    return pw_graph_cache_write(path, &spec, entries, n);
+}
+
+/* Reads them back into an empty table; *n: how many. */
+static pw_status load_graphs(mlp *m, const char *path, size_t *n) {
+    pw_graph_cache_spec spec = cache_spec(m);
+    pw_graph_cache_entry *entries;
+    size_t dropped;
+    char why[256];
+    PROPAGATE(pw_graph_cache_read(path, &spec, &entries, n, &dropped, why, sizeof why));
+    for (size_t i = 0; i < *n; i++) {
+        int p = entries[i].key;
+        int64_t t = entries[i].desc.num_tokens;
+        if (p < 0 || p >= MAX_PIECES || t < 1 || t > MAX_TOKENS) continue;
+        pw_reloc_program_free(m->programs[p][t]);
+        m->programs[p][t] = entries[i].program;
+        entries[i].program = NULL; /* the table owns it now */
+    }
+    pw_graph_cache_entries_free(entries, *n);
+    m->warm = true;
+    return PW_OK;
+}
+
+static void forget_graphs(mlp *m) {
+    for (int p = 0; p < MAX_PIECES; p++)
+        for (int t = 0; t <= MAX_TOKENS; t++) {
+            pw_reloc_program_free(m->programs[p][t]);
+            m->programs[p][t] = NULL;
+        }
 }
 
 /* ---- 7. The program ------------------------------------------------------------------------ */
@@ -325,7 +385,7 @@ static void teardown(mlp *m) {
     pw_tensor_release(m->x_rows);
     pw_tensor_release(m->lens_rows);
     for (int i = 0; i < 4; i++) pw_tensor_release(m->w[i]);
-    for (int i = 0; i <= MAX_TOKENS; i++) pw_reloc_program_free(m->layer[i]);
+    forget_graphs(m);
     pw_reloc_regions_free(m->regions);
     pw_tensor_release(m->x);
     pw_tensor_release(m->lens);
@@ -353,7 +413,7 @@ static pw_status build(mlp *m, const pw_ir *graph, pw_graph_mode mode, bool lazy
     mo.dispatcher = &dc;
     mo.lazy = lazy;
     mo.graph_budget = budget;
-    mo.interpose = relocate_layers; /* relocation of the repeated layer */
+    mo.interpose = relocate_pieces; /* relocation and the graph cache */
     mo.interpose_user = m;
     const char *splitting_ops[] = {"masked_normalize"};
     return pw_module_new(graph, splitting_ops, 1, (pw_op_resolver){resolve, m}, m->stream,
@@ -394,6 +454,31 @@ int main(void) {
         print_step(batches[i].n, batches[i].uniform, &r, same);
         all_same = all_same && same;
     }
+
+    /* The graph cache: every piece's program written to a file, then a
+     * start from it, as the next process would: a new module whose
+     * captures run the stored programs instead of the pieces' ops. */
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/piecewise-mlp-%ld.graphs", (long)getpid());
+    TRY(save_graphs(&m, path));
+    forget_graphs(&m);
+    pw_module *warm;
+    size_t n_programs = 0;
+    TRY(build(&m, graph, PW_GRAPH_FULL_AND_PIECEWISE, false, 0, &warm));
+    pw_status loaded = load_graphs(&m, path, &n_programs);
+    remove(path);
+    TRY(loaded);
+    m.relocated = m.piece_ops = 0;
+    TRY(pw_module_capture(warm, capture_inputs, &m, &co, &rep));
+    printf("warm start: %zu programs read; %llu graphs captured from %d program runs, %d ops run\n",
+           n_programs, (unsigned long long)rep.graphs_captured, m.relocated, m.piece_ops);
+    for (int i = 1; i < 4; i++) {
+        TRY(serve(&m, warm, batches[i].n, batches[i].uniform, i, &r, &same));
+        print_step(batches[i].n, batches[i].uniform, &r, same);
+        all_same = all_same && same;
+    }
+    pw_module_free(warm);
+    m.warm = false;
 
     /* Lazy capture: nothing up front, each size captured after its first
      * step, and a budget of two sizes' graphs (every size's PIECEWISE
