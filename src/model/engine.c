@@ -1,15 +1,18 @@
-/* The engine: compiles a model into a stitching plan and pieces, captures
- * graphs, and runs batches of requests through them.
+/* The engine: builds a model into a piecewise module (split, stitching
+ * plan, one wrapper per piece, the FULL wrapper, the dispatcher), captures
+ * its graphs, and runs batches of requests through them.
  *
  * One step:
  *   1. schedule: one token per decoding request, then prefill chunks up to
  *      max_num_batched_tokens;
  *   2. write token ids and attention metadata into persistent buffers;
- *   3. dispatch: pad to a capture size and pick NONE, PIECEWISE or FULL;
- *   4. push the forward context and call the FULL wrapper, which replays,
- *      captures or passes through to the stitching plan, whose PIECEWISE
- *      wrappers do the same for each piece, with attention eager between;
- *   5. sample from the logits of each request's last scheduled token. */
+ *   3. route: the dispatcher pads to a capture size and picks NONE,
+ *      PIECEWISE or FULL (consulting the lazy-capture policy, if any);
+ *   4. pw_module_run: the FULL wrapper replays, captures or passes through
+ *      to the stitching plan, whose PIECEWISE wrappers do the same for each
+ *      piece, with attention eager between;
+ *   5. sample from the logits of each request's last scheduled token; with
+ *      lazy capture, capture what the route named. */
 #include "model/engine_internal.h"
 
 #include "model/graph_cache.h"
