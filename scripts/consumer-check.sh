@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Installs the built project into a scratch prefix and builds two programs
+# Installs the built project into a scratch prefix and builds three programs
 # against it, each through pkg-config and through the CMake package, shared
 # and static:
 #   capture  the capture layer only (libpiecewise): must not need
 #            libpiecewise-llm or BLAS;
+#   mlp      examples/mlp.c, the whole capture chain (modules, lazy capture)
+#            on a non-LLM graph with its own kernels: libpiecewise alone too;
 #   llm      the model layer (libpiecewise-llm, which brings libpiecewise;
 #            header piecewise_llm.h): a model error read back through
 #            pw_last_error, which lives in libpiecewise, so both libraries
@@ -36,6 +38,7 @@ int main(void) {
     return v == 4 ? 0 : 1;
 }
 C
+cp examples/mlp.c "$work/mlp.c"
 cat > "$work/llm.c" <<'C'
 #include <piecewise_llm.h>
 #include <stdio.h>
@@ -75,7 +78,7 @@ check_capture_only() {
   fi
 }
 
-for prog in capture llm; do
+for prog in capture mlp llm; do
   pc=piecewise; [ "$prog" = llm ] && pc=piecewise-llm
   # pkg-config, shared libraries
   cc -std=c11 "$work/$prog.c" $(pkg-config --cflags --libs "$pc") -o "$work/${prog}_pc"
@@ -86,8 +89,10 @@ for prog in capture llm; do
   cc -std=c11 "$work/$prog.c" $(pkg-config --cflags "$pc") $libs -o "$work/${prog}_pc_static"
   "$work/${prog}_pc_static"
 done
-check_capture_only "$work/capture_pc"
-check_capture_only "$work/capture_pc_static"
+for prog in capture mlp; do
+  check_capture_only "$work/${prog}_pc"
+  check_capture_only "$work/${prog}_pc_static"
+done
 
 mkdir -p "$work/cm"
 cat > "$work/cm/CMakeLists.txt" <<'C'
@@ -98,6 +103,10 @@ add_executable(capture ../capture.c)
 target_link_libraries(capture PRIVATE piecewise::piecewise)
 add_executable(capture_static ../capture.c)
 target_link_libraries(capture_static PRIVATE piecewise::piecewise_static)
+add_executable(mlp ../mlp.c)
+target_link_libraries(mlp PRIVATE piecewise::piecewise)
+add_executable(mlp_static ../mlp.c)
+target_link_libraries(mlp_static PRIVATE piecewise::piecewise_static)
 add_executable(llm ../llm.c)
 target_link_libraries(llm PRIVATE piecewise::llm)
 add_executable(llm_static ../llm.c)
@@ -105,9 +114,10 @@ target_link_libraries(llm_static PRIVATE piecewise::llm_static)
 C
 cmake -S "$work/cm" -B "$work/cm/build" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$work/cm/build" >/dev/null
-for exe in capture capture_static llm llm_static; do
-  "$work/cm/build/$exe"
+for exe in capture capture_static mlp mlp_static llm llm_static; do
+  "$work/cm/build/$exe" >/dev/null
 done
-check_capture_only "$work/cm/build/capture"
-check_capture_only "$work/cm/build/capture_static"
-echo "consumer check passed (piecewise and piecewise-llm; pkg-config and CMake; shared and static)"
+for exe in capture capture_static mlp mlp_static; do
+  check_capture_only "$work/cm/build/$exe"
+done
+echo "consumer check passed (piecewise with examples/mlp.c, and piecewise-llm; pkg-config and CMake; shared and static)"

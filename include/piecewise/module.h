@@ -5,7 +5,8 @@
  * a plan (or native C), every piece between two splitting ops gets a
  * PIECEWISE wrapper, the whole stitched forward a FULL wrapper, and a
  * dispatcher says which descriptors to capture and which one a step runs
- * with. Semantics: docs/modules.md; a complete program: examples/mlp.c. */
+ * with. Semantics: docs/runtime.md ("Modules"); a walkthrough of a complete
+ * program (examples/mlp.c): docs/example-mlp.md. */
 /* piecewise.h first, outside the guard: it includes every layer header in
  * order, this one included, so whichever header comes first the
  * declarations appear lowest layer first. */
@@ -60,6 +61,15 @@ typedef struct pw_module_options {
     void *perturb_user;
     pw_module_interpose_fn interpose; /* optional */
     void *interpose_user;
+    /* Lazy capture (see pw_lazy_capture in runtime.h): the module keeps a
+     * policy and attaches it to its dispatcher, so pw_dispatcher_route
+     * serves a descriptor without graphs from a larger captured one or
+     * eagerly and names it to capture after the step
+     * (pw_module_capture_one). graph_budget: bytes of recorded graphs to
+     * keep (0: no bound); past it the least recently used items are
+     * evicted. A budget without lazy is PW_ERR_INVALID_ARG. */
+    bool lazy;
+    size_t graph_budget;
 } pw_module_options;
 
 PW_API void pw_module_options_init(pw_module_options *opts);
@@ -97,6 +107,7 @@ typedef pw_status (*pw_module_inputs_fn)(void *user, pw_runtime_mode mode,
 
 /* pw_capture_all over the module's capture list (PIECEWISE first, then
  * FULL, each largest first), each step a pw_module_run of inputs' arguments.
+ * A lazy module captures nothing up front: PW_OK with an empty report.
  * opts may be NULL (then, as when opts->graph_pool is NULL, the module's graph pool
  * decides the warm-ups and fills the report); out may be NULL. */
 PW_API pw_status pw_module_capture(pw_module *m, pw_module_inputs_fn inputs, void *user,
@@ -106,8 +117,10 @@ PW_API pw_status pw_module_capture(pw_module *m, pw_module_inputs_fn inputs, voi
 PW_API pw_status pw_module_plan_capture(pw_module *m, pw_module_inputs_fn inputs, void *user,
                                         const pw_capture_options *opts,
                                         pw_capture_plan_report *out);
-/* Captures one item (pw_capture_one), inside a capture phase of its own.
- * opts may be NULL. */
+/* Captures one item (pw_capture_one), e.g. the one pw_dispatcher_route
+ * named after a step. A lazy module records it with its graphs' bytes,
+ * evicting least recently used items past the graph budget (never this
+ * one). opts may be NULL. */
 PW_API pw_status pw_module_capture_one(pw_module *m, const pw_capture_item *item,
                                        pw_module_inputs_fn inputs, void *user,
                                        const pw_capture_options *opts);
@@ -116,6 +129,8 @@ PW_API pw_status pw_module_capture_one(pw_module *m, const pw_capture_item *item
  * stitching plan's submodules; the splitting ones are inlined and have no
  * plan and no wrapper (NULL). Borrowed, valid while the module lives. */
 PW_API pw_dispatcher *pw_module_dispatcher(const pw_module *m);
+/* The lazy capture policy; NULL unless options.lazy. */
+PW_API const pw_lazy_capture *pw_module_lazy_capture(const pw_module *m);
 PW_API const pw_ir *pw_module_split_graph(const pw_module *m);
 PW_API const pw_plan *pw_module_stitch_plan(const pw_module *m);
 /* True when the stitching runs as compiled C (PW_STITCH_NATIVE that compiled). */

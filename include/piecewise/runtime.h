@@ -299,6 +299,72 @@ PW_API int64_t pw_dispatcher_padded_size(const pw_dispatcher *d, int64_t n);
 PW_API const pw_capture_item *pw_dispatcher_capture_list(const pw_dispatcher *d, size_t *n);
 
 /* ------------------------------------------------------------------------ */
+/* Lazy capture, and routing a step                                          */
+/* ------------------------------------------------------------------------ */
+
+/* Lazy capture captures nothing up front: a step whose descriptor has no
+ * graph yet is served by a larger captured size of the same kind of key,
+ * or eagerly, and its descriptor is captured after the step. A graph
+ * budget evicts the least recently used items. The policy object keeps
+ * which items are captured; the dispatcher consults it when it routes a
+ * step (pw_dispatcher_route), and whoever captures an item records it
+ * (pw_lazy_capture_add). pw_module_options.lazy sets all of this up for a
+ * module. Not thread-safe: one thread routes and captures. */
+typedef struct pw_lazy_capture pw_lazy_capture;
+
+/* Frees the graphs of one item (every piece's, for a PIECEWISE item). */
+typedef pw_status (*pw_evict_fn)(void *user, const pw_capture_item *item);
+
+typedef struct pw_lazy_capture_stats {
+    uint64_t captured; /* items recorded by pw_lazy_capture_add */
+    uint64_t evicted;  /* items the budget freed */
+    uint64_t padded;   /* steps routed to a larger captured size */
+    uint64_t eager;    /* steps routed to NONE: no captured size fits */
+    size_t bytes;      /* host bytes the captured items' graphs hold now */
+} pw_lazy_capture_stats;
+
+/* graph_budget: bytes of recorded graphs to keep (0: no bound); a budget
+ * needs evict (PW_ERR_INVALID_ARG otherwise). */
+PW_API pw_status pw_lazy_capture_new(size_t graph_budget, pw_evict_fn evict, void *user,
+                                     pw_lazy_capture **out);
+PW_API void pw_lazy_capture_free(pw_lazy_capture *lz);
+/* Records a captured item whose graphs hold `bytes`, then evicts the least
+ * recently used items (never this one) while the total exceeds the budget.
+ * An item already recorded is PW_ERR_STATE; an evict failure is returned. */
+PW_API pw_status pw_lazy_capture_add(pw_lazy_capture *lz, const pw_capture_item *item,
+                                     size_t bytes);
+PW_API bool pw_lazy_capture_has(const pw_lazy_capture *lz, const pw_capture_item *item);
+PW_API void pw_lazy_capture_get_stats(const pw_lazy_capture *lz, pw_lazy_capture_stats *out);
+
+/* Makes the dispatcher consult lz (borrowed; NULL: no lazy capture). */
+PW_API void pw_dispatcher_set_lazy_capture(pw_dispatcher *d, pw_lazy_capture *lz);
+
+typedef enum pw_route_kind {
+    PW_ROUTE_DISPATCHED = 0, /* as pw_dispatch chose */
+    PW_ROUTE_PADDED,         /* lazy: padded further, to a larger captured size */
+    PW_ROUTE_EAGER           /* lazy: no captured size fits: NONE, the exact descriptor */
+} pw_route_kind;
+
+/* What a step runs with, and what to capture after it. */
+typedef struct pw_route {
+    pw_runtime_mode mode;
+    pw_batch_desc desc;
+    pw_route_kind kind;
+    pw_capture_item capture; /* mode NONE: nothing */
+} pw_route;
+
+/* pw_dispatch, then, with a lazy capture attached and a mode other than
+ * NONE: the dispatched item replays if it is captured (marked used);
+ * otherwise the smallest larger capture size whose key of the same kind
+ * (uniform decode or relaxed) and mode is captured replays (PADDED: the
+ * extra rows are padding), else the step runs eagerly (EAGER: NONE with
+ * the exact descriptor); in both cases capture names the dispatched item.
+ * Without a lazy capture it is pw_dispatch with kind DISPATCHED and
+ * nothing to capture. Errors as pw_dispatch. */
+PW_API pw_status pw_dispatcher_route(pw_dispatcher *d, int64_t num_tokens, bool uniform_decode,
+                                     bool has_lora, pw_route *out);
+
+/* ------------------------------------------------------------------------ */
 /* Capture driver                                                            */
 /* ------------------------------------------------------------------------ */
 

@@ -1,15 +1,18 @@
-/* The engine: compiles a model into a stitching plan and pieces, captures
- * graphs, and runs batches of requests through them.
+/* The engine: builds a model into a piecewise module (split, stitching
+ * plan, one wrapper per piece, the FULL wrapper, the dispatcher), captures
+ * its graphs, and runs batches of requests through them.
  *
  * One step:
  *   1. schedule: one token per decoding request, then prefill chunks up to
  *      max_num_batched_tokens;
  *   2. write token ids and attention metadata into persistent buffers;
- *   3. dispatch: pad to a capture size and pick NONE, PIECEWISE or FULL;
- *   4. push the forward context and call the FULL wrapper, which replays,
- *      captures or passes through to the stitching plan, whose PIECEWISE
- *      wrappers do the same for each piece, with attention eager between;
- *   5. sample from the logits of each request's last scheduled token. */
+ *   3. route: the dispatcher pads to a capture size and picks NONE,
+ *      PIECEWISE or FULL (consulting the lazy-capture policy, if any);
+ *   4. pw_module_run: the FULL wrapper replays, captures or passes through
+ *      to the stitching plan, whose PIECEWISE wrappers do the same for each
+ *      piece, with attention eager between;
+ *   5. sample from the logits of each request's last scheduled token; with
+ *      lazy capture, capture what the route named. */
 #include "model/engine_internal.h"
 
 #include "model/graph_cache.h"
@@ -101,6 +104,8 @@ static pw_status compile_model(pw_engine *e, const pw_dispatcher_config *dc) {
     mo.perturb_user = e;
     mo.interpose = e->distinct ? interpose : NULL;
     mo.interpose_user = e;
+    mo.lazy = e->cfg.capture_policy == PW_CAPTURE_LAZY;
+    mo.graph_budget = e->cfg.graph_budget;
     pw_op_resolver resolver = {resolve_op, e};
     pw_status s = pw_module_new(ir, split_ops, n_split_ops, resolver, e->stream, e->graph_pool,
                                 &mo, &e->module);
@@ -338,142 +343,30 @@ static pw_status size_kv_cache(pw_engine *e) {
 
 /* ---- lazy capture ------------------------------------------------------------------------------- */
 
-/* A descriptor captured lazily: in FULL mode the FULL wrapper's graph, in
- * PIECEWISE mode every piece's graph of that descriptor. Eviction frees a
- * unit whole, so a descriptor is either captured in every piece or in
- * none. */
-typedef struct lazy_unit {
-    pw_runtime_mode mode;
-    pw_batch_desc desc;
-    size_t bytes;
-    uint64_t last_use;
-} lazy_unit;
-
-struct pw_engine_lazy {
-    lazy_unit *units;
-    size_t n, cap;
-    uint64_t clock;
-};
-
-static void lazy_free(pw_engine *e) {
-    if (!e->lazy) return;
-    pw_host_free(e->lazy->units);
-    pw_host_free(e->lazy);
-    e->lazy = NULL;
-}
-
-static bool unit_captured(const pw_engine *e, pw_runtime_mode mode, const pw_batch_desc *desc) {
-    pw_capture_item item = {mode, *desc};
-    return pw_module_has_graphs(e->module, &item);
-}
-
-static lazy_unit *unit_find(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc *desc) {
-    for (size_t i = 0; e->lazy && i < e->lazy->n; i++)
-        if (e->lazy->units[i].mode == mode && pw_batch_desc_equal(&e->lazy->units[i].desc, desc))
-            return &e->lazy->units[i];
-    return NULL;
-}
-
-static size_t unit_bytes(const pw_engine *e, pw_runtime_mode mode, const pw_batch_desc *desc) {
-    pw_capture_item item = {mode, *desc};
-    return pw_module_graph_bytes(e->module, &item);
-}
-
-static pw_status unit_evict(pw_engine *e, size_t index) {
-    lazy_unit u = e->lazy->units[index];
-    pw_capture_item item = {u.mode, u.desc};
-    PW_TRY(pw_module_remove_graphs(e->module, &item));
-    e->lazy->units[index] = e->lazy->units[--e->lazy->n];
-    e->stats.graph_bytes -= u.bytes;
-    e->stats.graphs_evicted++;
-    char d[PW_BATCH_DESC_FORMAT_CAP];
-    pw_log_debug("lazy capture: evicted %s %s (%zu bytes) to stay within the graph budget",
-                 pw_runtime_mode_name(u.mode), pw_batch_desc_format(&u.desc, d, sizeof d), u.bytes);
-    return PW_OK;
-}
-
-/* Frees least recently used units (never `keep`) while the graphs exceed
- * the graph budget. */
-static pw_status enforce_graph_budget(pw_engine *e, const lazy_unit *keep) {
-    while (e->cfg.graph_budget && e->stats.graph_bytes > e->cfg.graph_budget && e->lazy->n > 1) {
-        size_t oldest = SIZE_MAX;
-        for (size_t i = 0; i < e->lazy->n; i++) {
-            const lazy_unit *u = &e->lazy->units[i];
-            if (u->mode == keep->mode && pw_batch_desc_equal(&u->desc, &keep->desc)) continue;
-            if (oldest == SIZE_MAX || u->last_use < e->lazy->units[oldest].last_use) oldest = i;
-        }
-        if (oldest == SIZE_MAX) break;
-        PW_TRY(unit_evict(e, oldest));
-    }
-    return PW_OK;
-}
-
-/* Captures (mode, desc) after the step that first needed it. */
-static pw_status capture_lazily(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc *desc) {
-    if (!e->lazy) {
-        e->lazy = pw_host_calloc(1, sizeof *e->lazy);
-        if (!e->lazy) return PW_ERR_OOM;
-    }
-    struct pw_engine_lazy *lz = e->lazy;
-    if (lz->n == lz->cap) {
-        lazy_unit *u = pw_host_grow(lz->units, sizeof *u, &lz->cap, lz->n + 1, SIZE_MAX);
-        if (!u) return PW_ERR_OOM;
-        lz->units = u;
-    }
+/* Captures what the dispatcher routed around, after the step that first
+ * needed it; the module's lazy policy evicts past the graph budget. */
+static pw_status capture_lazily(pw_engine *e, const pw_capture_item *item) {
     pw_capture_options co;
     engine_capture_options(e, &co);
     co.progress = PW_PROGRESS_OFF;
     co.print_totals = false;
-    pw_capture_item item = {mode, *desc};
+    const pw_lazy_capture *lz = pw_module_lazy_capture(e->module);
+    pw_lazy_capture_stats before, after;
+    pw_lazy_capture_get_stats(lz, &before);
     double t0 = now_seconds();
-    PW_TRY(pw_module_capture_one(e->module, &item, capture_inputs, e, &co));
+    PW_TRY(pw_module_capture_one(e->module, item, capture_inputs, e, &co));
     e->stats.capture_seconds += now_seconds() - t0;
     e->stats.graphs_captured +=
-        mode == PW_MODE_FULL ? 1 : (uint64_t)pw_module_num_pieces(e->module);
+        item->mode == PW_MODE_FULL ? 1 : (uint64_t)pw_module_num_pieces(e->module);
     e->stats.lazy_captured++;
-    lazy_unit u = {mode, *desc, unit_bytes(e, mode, desc), ++lz->clock};
-    lz->units[lz->n++] = u;
-    e->stats.graph_bytes += u.bytes;
-    PW_TRY(enforce_graph_budget(e, &u));
+    pw_lazy_capture_get_stats(lz, &after);
+    e->stats.graphs_evicted += (int64_t)(after.evicted - before.evicted);
+    e->stats.graph_bytes = after.bytes;
     pw_pool_stats ps;
     pw_pool_get_stats(e->graph_pool, &ps);
     e->stats.graph_pool_reserved = ps.reserved;
     e->stats.graph_pool_peak = ps.peak_allocated;
     return PW_OK;
-}
-
-/* Lazy capture's routing of a step whose descriptor has no graph yet: a
- * larger captured size of the same kind of key if there is one (more
- * padding rows, same tokens: the kernels are batch-invariant), else eager.
- * *want is what to capture after the step (mode NONE: nothing). */
-static void lazy_route(pw_engine *e, int64_t nt, bool uniform, pw_runtime_mode *mode,
-                       pw_batch_desc *desc, pw_capture_item *want) {
-    want->mode = PW_MODE_NONE;
-    if (e->cfg.capture_policy != PW_CAPTURE_LAZY || *mode == PW_MODE_NONE) return;
-    if (unit_captured(e, *mode, desc)) {
-        lazy_unit *u = unit_find(e, *mode, desc);
-        if (u) u->last_use = ++e->lazy->clock;
-        return;
-    }
-    want->mode = *mode;
-    want->desc = *desc;
-    int n = 0;
-    const int64_t *sizes = pw_dispatcher_capture_sizes(e->dispatcher, &n);
-    for (int i = 0; i < n; i++) {
-        if (sizes[i] <= desc->num_tokens) continue;
-        pw_batch_desc k = desc->uniform
-                              ? pw_batch_desc_make(sizes[i], sizes[i], true, desc->has_lora)
-                              : pw_batch_desc_make(sizes[i], PW_NUM_REQS_UNSET, false, desc->has_lora);
-        if (!unit_captured(e, *mode, &k)) continue;
-        lazy_unit *u = unit_find(e, *mode, &k);
-        if (u) u->last_use = ++e->lazy->clock;
-        *desc = k;
-        e->stats.lazy_padded++;
-        return;
-    }
-    *mode = PW_MODE_NONE;
-    *desc = pw_batch_desc_make(nt, uniform ? nt : PW_NUM_REQS_UNSET, uniform, false);
-    e->stats.lazy_eager++;
 }
 
 /* ---- engine lifecycle ------------------------------------------------------------------------ */
@@ -560,7 +453,6 @@ void pw_engine_free(pw_engine *e) {
     if (!e) return;
     pw_engine_verify_free(e);
     pw_engine_distinct_free(e);
-    lazy_free(e);
     pw_module_free(e->module);
     pw_host_free(e->pieces);
     pw_tensor_release(e->ids_slice);
@@ -811,11 +703,12 @@ pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_
                             e->n_free_blocks, e->num_blocks);
         return PW_OK;
     }
-    pw_runtime_mode mode;
-    pw_batch_desc desc;
-    PW_TRY(pw_dispatch(e->dispatcher, nt, uniform, false, &mode, &desc));
-    pw_capture_item want;
-    lazy_route(e, nt, uniform, &mode, &desc, &want);
+    pw_route route;
+    PW_TRY(pw_dispatcher_route(e->dispatcher, nt, uniform, false, &route));
+    e->stats.lazy_padded += route.kind == PW_ROUTE_PADDED;
+    e->stats.lazy_eager += route.kind == PW_ROUTE_EAGER;
+    pw_runtime_mode mode = route.mode;
+    pw_batch_desc desc = route.desc;
     int64_t padded = desc.num_tokens;
     pw_schedule_fill_padding(e, nt, padded);
     pw_value logits_v;
@@ -833,7 +726,7 @@ pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_
     int64_t prompt_tokens = 0;
     int64_t n_new = sample_scheduled(e, ns, &prompt_tokens);
     /* after the step has used the host arrays: the capture rewrites them */
-    if (want.mode != PW_MODE_NONE) PW_TRY(capture_lazily(e, want.mode, &want.desc));
+    if (route.capture.mode != PW_MODE_NONE) PW_TRY(capture_lazily(e, &route.capture));
     record_step(e, mode, nt, n_new, prompt_tokens, now_seconds() - t0);
     *n_out = n_new;
     return PW_OK;

@@ -111,7 +111,6 @@ struct pw_engine {
 
     pw_engine_stats stats;
     struct pw_engine_verify *verify; /* engine_verify.c; NULL: off */
-    struct pw_engine_lazy *lazy;     /* engine.c: lazily captured descriptors; NULL: none yet */
     struct pw_engine_distinct *distinct; /* engine_distinct.c; NULL: neither distinct-piece
                                             capture nor the graph cache is on */
 };

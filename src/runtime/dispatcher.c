@@ -30,6 +30,7 @@ struct pw_dispatcher {
     uint8_t *relaxed_mode; /* [n_sizes * 2]: mode of the relaxed key {s, unset, false}, or NONE */
     pw_capture_item *items;
     size_t n_items;
+    pw_lazy_capture *lazy; /* borrowed; NULL: every listed item is captured up front */
 };
 
 void pw_dispatcher_config_init(pw_dispatcher_config *cfg) {
@@ -258,4 +259,39 @@ int64_t pw_dispatcher_padded_size(const pw_dispatcher *d, int64_t n) {
 const pw_capture_item *pw_dispatcher_capture_list(const pw_dispatcher *d, size_t *n) {
     *n = d->n_items;
     return d->items;
+}
+
+void pw_dispatcher_set_lazy_capture(pw_dispatcher *d, pw_lazy_capture *lz) { d->lazy = lz; }
+
+/* The dispatcher stays the only router: lazy capture changes what a step
+ * runs with here, from what the policy says is captured. */
+pw_status pw_dispatcher_route(pw_dispatcher *d, int64_t num_tokens, bool uniform_decode,
+                              bool has_lora, pw_route *out) {
+    out->kind = PW_ROUTE_DISPATCHED;
+    out->capture.mode = PW_MODE_NONE;
+    out->capture.desc = pw_batch_desc_make(0, PW_NUM_REQS_UNSET, false, false);
+    PW_TRY(pw_dispatch(d, num_tokens, uniform_decode, has_lora, &out->mode, &out->desc));
+    if (!d->lazy || out->mode == PW_MODE_NONE) return PW_OK;
+    pw_capture_item item = {out->mode, out->desc};
+    if (pw_lazy_capture_use(d->lazy, &item)) return PW_OK;
+    out->capture = item;
+    /* a larger captured size of the same kind of key: more padding rows, the
+     * same tokens (the kernels are batch-invariant) */
+    for (int i = d->pad_index[out->desc.num_tokens] + 1; i < d->n_sizes; i++) {
+        int64_t s = d->sizes[i];
+        pw_capture_item larger = {
+            out->mode, out->desc.uniform ? pw_batch_desc_make(s, s, true, has_lora)
+                                         : pw_batch_desc_make(s, PW_NUM_REQS_UNSET, false, has_lora)};
+        if (!pw_lazy_capture_use(d->lazy, &larger)) continue;
+        out->desc = larger.desc;
+        out->kind = PW_ROUTE_PADDED;
+        pw_lazy_capture_count_route(d->lazy, out->kind);
+        return PW_OK;
+    }
+    out->mode = PW_MODE_NONE;
+    out->desc = pw_batch_desc_make(num_tokens, uniform_decode ? num_tokens : PW_NUM_REQS_UNSET,
+                                   uniform_decode, has_lora);
+    out->kind = PW_ROUTE_EAGER;
+    pw_lazy_capture_count_route(d->lazy, out->kind);
+    return PW_OK;
 }

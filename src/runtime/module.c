@@ -23,6 +23,7 @@ struct pw_module {
     pw_stream *stream;
     pw_pool *graph_pool;
     pw_dispatcher *dispatcher;
+    pw_lazy_capture *lazy; /* options.lazy only */
     pw_ir *split;
     pw_plan *stitch;
     pw_native *native; /* PW_STITCH_NATIVE only */
@@ -65,6 +66,10 @@ static pw_status run_stitched(void *user, const pw_value *args, int nargs, pw_va
                                  out);
     }
     return run_stitched_plain(user, args, nargs, out);
+}
+
+static pw_status evict(void *user, const pw_capture_item *item) {
+    return pw_module_remove_graphs(user, item);
 }
 
 /* ---- building -------------------------------------------------------------------------------- */
@@ -113,6 +118,11 @@ static pw_status check_args(const pw_ir *graph, pw_op_resolver resolver, pw_stre
     if (!stream || !graph_pool)
         return pw_error(PW_ERR_INVALID_ARG, "module '%s': stream and graph pool are required",
                         pw_ir_name(graph));
+    if (opts && opts->graph_budget && !opts->lazy)
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "module '%s': a graph budget needs lazy capture (graphs captured up "
+                        "front are never evicted)",
+                        pw_ir_name(graph));
     if (opts && (unsigned)opts->stitch >= PW_STITCH_KIND_COUNT_)
         return pw_error(PW_ERR_INVALID_ARG, "module '%s': unknown stitch kind %d",
                         pw_ir_name(graph), (int)opts->stitch);
@@ -126,6 +136,10 @@ static pw_status module_build(pw_module *m, const pw_ir *graph, const char *cons
     if (dispatcher) dc = *dispatcher;
     else pw_dispatcher_config_init(&dc);
     PW_TRY(pw_dispatcher_new(&dc, &m->dispatcher));
+    if (m->opts.lazy) {
+        PW_TRY(pw_lazy_capture_new(m->opts.graph_budget, evict, m, &m->lazy));
+        pw_dispatcher_set_lazy_capture(m->dispatcher, m->lazy);
+    }
     pw_status s = pw_split(graph, split_ops, n_split_ops, &m->split);
     if (s != PW_OK) return pw_error_context(s, "module '%s': splitting", pw_ir_name(graph));
     PW_TRY(pw_check_split_for_replay(m->split));
@@ -183,6 +197,7 @@ void pw_module_free(pw_module *m) {
     pw_plan_free(m->stitch);
     pw_ir_free(m->split);
     pw_dispatcher_free(m->dispatcher);
+    pw_lazy_capture_free(m->lazy);
     pw_host_free(m);
 }
 
@@ -240,6 +255,10 @@ static pw_status check_inputs(const pw_module *m, pw_module_inputs_fn inputs) {
 pw_status pw_module_capture(pw_module *m, pw_module_inputs_fn inputs, void *user,
                             const pw_capture_options *opts, pw_capture_report *out) {
     PW_TRY(check_inputs(m, inputs));
+    if (m->lazy) {
+        if (out) memset(out, 0, sizeof *out);
+        return PW_OK;
+    }
     pw_capture_options o;
     capture_options(m, opts, &o);
     capture_step c = {m, inputs, user};
@@ -262,7 +281,9 @@ pw_status pw_module_capture_one(pw_module *m, const pw_capture_item *item,
     pw_capture_options o;
     capture_options(m, opts, &o);
     capture_step c = {m, inputs, user};
-    return pw_capture_one(capture_forward, &c, &o, item);
+    PW_TRY(pw_capture_one(capture_forward, &c, &o, item));
+    if (!m->lazy) return PW_OK;
+    return pw_lazy_capture_add(m->lazy, item, pw_module_graph_bytes(m, item));
 }
 
 /* ---- graphs by item ---------------------------------------------------------------------------- */
@@ -302,6 +323,7 @@ pw_status pw_module_remove_graphs(pw_module *m, const pw_capture_item *item) {
 /* ---- accessors --------------------------------------------------------------------------------- */
 
 pw_dispatcher *pw_module_dispatcher(const pw_module *m) { return m->dispatcher; }
+const pw_lazy_capture *pw_module_lazy_capture(const pw_module *m) { return m->lazy; }
 const pw_ir *pw_module_split_graph(const pw_module *m) { return m->split; }
 const pw_plan *pw_module_stitch_plan(const pw_module *m) { return m->stitch; }
 bool pw_module_stitch_is_native(const pw_module *m) {

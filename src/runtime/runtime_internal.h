@@ -13,6 +13,11 @@ const pw_forward_context *pw_forward_context_current(void);
  * returned; the others are cleared regardless. */
 pw_status pw_graph_wrappers_clear_pool(const pw_pool *pool);
 
+/* Lazy capture, for the dispatcher's routing: whether item is captured,
+ * marking it used when it is; and a count of how a step was routed. */
+bool pw_lazy_capture_use(pw_lazy_capture *lz, const pw_capture_item *item);
+void pw_lazy_capture_count_route(pw_lazy_capture *lz, pw_route_kind kind);
+
 /* Captures the wrappers made on the calling thread since it started. */
 typedef struct pw_capture_tally {
     uint64_t captures_attempted;

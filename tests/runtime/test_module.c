@@ -460,6 +460,133 @@ static void test_out_of_memory(void) {
     env_free(&env);
 }
 
+/* Lazy capture: the dispatcher routes around missing graphs (a larger
+ * captured size, else eager), names what to capture, and a one-byte budget
+ * keeps only the newest item. Outputs equal the eager formula throughout. */
+static bool lazy_step(net_env *env, pw_module *m, int64_t n, int step, pw_route *route) {
+    fill_x(env, step);
+    CHECK_OK(pw_dispatcher_route(pw_module_dispatcher(m), n, false, false, route));
+    CHECK_OK(set_rows(env, route->desc.num_tokens));
+    pw_value out = pw_value_none();
+    CHECK_OK(pw_module_run(m, route->mode, &route->desc, NULL, &env->arg, 1, &out));
+    bool ok = out.kind == PW_VAL_TENSOR;
+    const float *x = pw_tensor_data(env->x);
+    for (int64_t i = 0; ok && i < n * WIDTH; i++)
+        ok = ((const float *)pw_tensor_data(out.as.tensor))[i] == expected(x[i]);
+    pw_value_release(out);
+    if (route->capture.mode != PW_MODE_NONE)
+        CHECK_OK(pw_module_capture_one(m, &route->capture, inputs, env, NULL));
+    return ok;
+}
+
+static void test_lazy(size_t budget) {
+    net_env env;
+    env_init(&env);
+    pw_ir *g = NULL;
+    CHECK_OK(pw_ir_parse(NET, (size_t)-1, &g));
+    static const int64_t sizes[] = {2, 4, 8};
+    pw_dispatcher_config dc;
+    pw_dispatcher_config_init(&dc);
+    dc.mode = PW_GRAPH_PIECEWISE;
+    dc.max_num_batched_tokens = MAX_TOKENS;
+    dc.capture_sizes = sizes;
+    dc.n_capture_sizes = 3;
+    pw_module_options mo;
+    pw_module_options_init(&mo);
+    mo.dispatcher = &dc;
+    mo.lazy = true;
+    mo.graph_budget = budget;
+    pw_module *m = NULL;
+    const char *split[] = {"gate"};
+    CHECK_OK(pw_module_new(g, split, 1, (pw_op_resolver){resolve, &env}, env.stream,
+                           env.graph_pool, &mo, &m));
+    pw_ir_free(g);
+    if (!m) return env_free(&env);
+    pw_capture_report rep;
+    CHECK_OK(pw_module_capture(m, inputs, &env, NULL, &rep));
+    CHECK_EQ_INT(rep.graphs_captured, 0); /* nothing up front */
+    pw_route r;
+    CHECK(lazy_step(&env, m, 3, 1, &r)); /* nothing captured: eager, then 4 captured */
+    CHECK_EQ_INT(r.kind, PW_ROUTE_EAGER);
+    CHECK_EQ_INT(r.mode, PW_MODE_NONE);
+    CHECK_EQ_INT(r.desc.num_tokens, 3);
+    CHECK_EQ_INT(r.capture.mode, PW_MODE_PIECEWISE);
+    CHECK_EQ_INT(r.capture.desc.num_tokens, 4);
+    CHECK(lazy_step(&env, m, 1, 2, &r)); /* 2 has no graph, 4 has: padded to it */
+    CHECK_EQ_INT(r.kind, PW_ROUTE_PADDED);
+    CHECK_EQ_INT(r.mode, PW_MODE_PIECEWISE);
+    CHECK_EQ_INT(r.desc.num_tokens, 4);
+    CHECK_EQ_INT(r.capture.desc.num_tokens, 2);
+    CHECK(lazy_step(&env, m, 2, 3, &r)); /* its own graph now, if the budget kept it */
+    CHECK_EQ_INT(r.kind, PW_ROUTE_DISPATCHED);
+    CHECK_EQ_INT(r.desc.num_tokens, 2);
+    CHECK_EQ_INT(r.capture.mode, PW_MODE_NONE);
+    CHECK(lazy_step(&env, m, 4, 4, &r));
+    pw_lazy_capture_stats st;
+    pw_lazy_capture_get_stats(pw_module_lazy_capture(m), &st);
+    CHECK_EQ_INT(st.padded, 1);
+    pw_capture_item i2 = {PW_MODE_PIECEWISE, pw_batch_desc_make(2, PW_NUM_REQS_UNSET, false, false)};
+    pw_capture_item i4 = {PW_MODE_PIECEWISE, pw_batch_desc_make(4, PW_NUM_REQS_UNSET, false, false)};
+    if (budget == 0) {
+        /* both kept; the step of 4 replayed */
+        CHECK_EQ_INT(r.kind, PW_ROUTE_DISPATCHED);
+        CHECK_EQ_INT(st.captured, 2);
+        CHECK_EQ_INT(st.evicted, 0);
+        CHECK_EQ_INT(st.eager, 1);
+        CHECK(pw_module_has_graphs(m, &i2) && pw_module_has_graphs(m, &i4));
+        CHECK_EQ_INT(st.bytes, pw_module_graph_bytes(m, &i2) + pw_module_graph_bytes(m, &i4));
+    } else {
+        /* one byte: capturing 2 evicted 4, so the step of 4 found no graph
+         * of 4 or more and ran eagerly, then captured 4 again, evicting 2 */
+        CHECK_EQ_INT(r.kind, PW_ROUTE_EAGER);
+        CHECK_EQ_INT(st.captured, 3);
+        CHECK_EQ_INT(st.evicted, 2);
+        CHECK_EQ_INT(st.eager, 2);
+        CHECK(!pw_module_has_graphs(m, &i2) && pw_module_has_graphs(m, &i4));
+        CHECK_EQ_INT(pw_graph_wrapper_num_graphs(pw_module_piece_wrapper(m, 0)), 1);
+        CHECK_EQ_INT(st.bytes, pw_module_graph_bytes(m, &i4));
+    }
+    pw_module_free(m);
+    env_free(&env);
+}
+
+static pw_status failing_evict(void *user, const pw_capture_item *item) {
+    (void)user;
+    (void)item;
+    return pw_error(PW_ERR_STATE, "test: cannot evict");
+}
+
+static void test_lazy_policy_errors(void) {
+    pw_lazy_capture *lz = NULL;
+    CHECK_ERR(pw_lazy_capture_new(10, NULL, NULL, &lz), PW_ERR_INVALID_ARG,
+              "needs an evict callback");
+    CHECK(lz == NULL);
+    CHECK_OK(pw_lazy_capture_new(10, failing_evict, NULL, &lz));
+    pw_capture_item a = {PW_MODE_FULL, pw_batch_desc_make(4, 4, true, false)};
+    pw_capture_item b = {PW_MODE_FULL, pw_batch_desc_make(8, 8, true, false)};
+    CHECK_OK(pw_lazy_capture_add(lz, &a, 6));
+    CHECK(pw_lazy_capture_has(lz, &a) && !pw_lazy_capture_has(lz, &b));
+    CHECK_ERR(pw_lazy_capture_add(lz, &a, 6), PW_ERR_STATE, "already recorded");
+    CHECK_ERR(pw_lazy_capture_add(lz, &b, 6), PW_ERR_STATE, "test: cannot evict");
+    pw_lazy_capture_free(lz);
+    pw_lazy_capture_free(NULL);
+    /* a budget without lazy capture */
+    net_env env;
+    env_init(&env);
+    pw_ir *g = NULL;
+    CHECK_OK(pw_ir_parse(NET, (size_t)-1, &g));
+    pw_module_options mo;
+    pw_module_options_init(&mo);
+    mo.graph_budget = 100;
+    pw_module *m = NULL;
+    const char *split[] = {"gate"};
+    CHECK_ERR(pw_module_new(g, split, 1, (pw_op_resolver){resolve, &env}, env.stream,
+                            env.graph_pool, &mo, &m),
+              PW_ERR_INVALID_ARG, "a graph budget needs lazy capture");
+    pw_ir_free(g);
+    env_free(&env);
+}
+
 int main(void) {
     test_structure();
     test_capture_and_replay(PW_STITCH_PLAN);
@@ -467,6 +594,9 @@ int main(void) {
     test_plan_capture();
     test_capture_one_and_remove();
     test_interpose();
+    test_lazy(0);
+    test_lazy(1);
+    test_lazy_policy_errors();
     test_errors();
     test_out_of_memory();
     return pw_test_finish("runtime_module");
