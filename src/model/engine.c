@@ -145,14 +145,15 @@ pw_status pw_engine_perturb_metadata(void *user, int round) {
     pw_engine *e = user;
     /* Different per-step values in every persistent buffer: a kernel that
      * baked any of them into its launch arguments shows up as a diff. */
+    pw_step_inputs *h = &e->host;
     for (int64_t t = 0; t < e->max_tokens; t++) {
-        e->positions[t] = (int32_t)(round * 3 + t % 5);
-        e->token_seq[t] = (int32_t)(round % 2);
-        e->input_ids[t] = (int32_t)(round + 1);
-        e->slot_mapping[t] = -1;
-        e->sample_rows[t] = (int32_t)((t + round) % e->max_tokens);
+        h->positions[t] = (int32_t)(round * 3 + t % 5);
+        h->token_seq[t] = (int32_t)(round % 2);
+        h->input_ids[t] = (int32_t)(round + 1);
+        h->slot_mapping[t] = -1;
+        h->sample_rows[t] = (int32_t)((t + round) % e->max_tokens);
     }
-    e->n_sample_rows = (int32_t)e->max_tokens; /* clamped to each launch's rows */
+    h->n_sample_rows = (int32_t)e->max_tokens; /* clamped to each launch's rows */
     PW_TRY(pw_engine_stage_inputs(e, e->max_tokens));
     return pw_stream_synchronize(e->stream);
 }
@@ -183,8 +184,8 @@ static pw_status forward(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc
 
 static pw_status capture_forward(void *user, pw_runtime_mode mode, const pw_batch_desc *desc) {
     pw_engine *e = user;
-    pw_schedule_fill_padding(e, 0, desc->num_tokens);
-    e->n_sample_rows = 0; /* an all-padding batch samples nothing */
+    pw_step_inputs_pad(&e->host, 0, desc->num_tokens);
+    e->host.n_sample_rows = 0; /* an all-padding batch samples nothing */
     pw_value logits;
     PW_TRY(forward(e, mode, desc, desc->num_tokens, &logits));
     pw_value_release(logits);
@@ -240,7 +241,7 @@ static pw_status plan_graph_memory(pw_engine *e, size_t *bytes) {
     pw_pool *shadow_kv = NULL;
     PW_TRY(pw_pool_new(e->device, "kv cache (planning)", &shadow_kv));
     pw_status s = pw_pool_set_shadow(shadow_kv, true);
-    if (s == PW_OK) s = pw_engine_alloc_kv_cache(e, shadow_kv, e->blocks_per_seq);
+    if (s == PW_OK) s = pw_engine_alloc_kv_cache(e, shadow_kv, e->kv.blocks_per_seq);
     pw_capture_plan_report rep;
     if (s == PW_OK) {
         pw_capture_options co;
@@ -311,7 +312,7 @@ static pw_status size_kv_cache(pw_engine *e) {
     e->stats.weight_bytes = weight_bytes_in_place(e);
     e->stats.buffer_bytes = ps.reserved;
     int64_t blocks = e->cfg.kv_cache_positions / e->cfg.block_size;
-    if (blocks < e->blocks_per_seq) blocks = e->blocks_per_seq;
+    if (blocks < e->kv.blocks_per_seq) blocks = e->kv.blocks_per_seq;
     char w[32], b[32], g[32], k[32], t[32], u[32];
     if (e->cfg.memory_budget) {
         size_t fixed = e->stats.weight_bytes + e->stats.buffer_bytes + graph_bytes;
@@ -328,7 +329,7 @@ static pw_status size_kv_cache(pw_engine *e) {
                             e->cfg.memory_budget, fmt_bytes(e->cfg.memory_budget, t, sizeof t),
                             e->stats.weight_bytes, e->stats.buffer_bytes, graph_bytes, one_block,
                             fixed + one_block);
-        if (blocks < e->blocks_per_seq)
+        if (blocks < e->kv.blocks_per_seq)
             pw_log_warn("memory budget: the KV cache holds %" PRId64 " positions, fewer than one "
                         "request of max_model_len %" PRId64 " needs",
                         blocks * e->cfg.block_size, e->max_model_len);
@@ -575,6 +576,8 @@ pw_status pw_engine_new(pw_model *m, const pw_engine_config *cfg_in, pw_engine *
     if (s == PW_OK) s = pw_pool_new(e->device, "activations", &e->act_pool);
     if (s == PW_OK) s = pw_pool_new(e->device, "graphs", &e->graph_pool);
     if (s == PW_OK) s = pw_dispatcher_new(&dc, &e->dispatcher);
+    if (s == PW_OK) s = pw_scheduler_init(&e->sched, cfg.max_num_seqs, cfg.max_num_batched_tokens);
+    if (s == PW_OK) s = pw_kv_blocks_init(&e->kv, cfg.max_num_seqs, cfg.block_size, e->max_model_len);
     if (s == PW_OK) s = pw_engine_distinct_new(e);
     if (s == PW_OK) s = pw_engine_alloc_buffers(e);
     if (s == PW_OK) s = compile_model(e);
@@ -619,18 +622,10 @@ void pw_engine_free(pw_engine *e) {
     pw_pool_free(e->kv_pool);
     pw_host_free(e->k_cache);
     pw_host_free(e->v_cache);
-    if (e->requests)
-        for (int64_t i = 0; i < e->cfg.max_num_seqs; i++) pw_host_free(e->requests[i].tokens);
-    pw_host_free(e->requests);
-    pw_host_free(e->input_ids);
-    pw_host_free(e->positions);
-    pw_host_free(e->slot_mapping);
-    pw_host_free(e->token_seq);
-    pw_host_free(e->sample_rows);
-    pw_host_free(e->block_tables);
-    pw_host_free(e->free_blocks);
+    pw_scheduler_free(&e->sched);
+    pw_kv_blocks_free(&e->kv);
+    pw_step_inputs_free(&e->host);
     pw_host_free(e->step_tokens);
-    pw_host_free(e->sched);
     pw_host_free(e->last_logits);
     pw_host_free(e->sample_scratch);
     pw_host_free(e->params);
@@ -642,12 +637,6 @@ void pw_engine_free(pw_engine *e) {
 }
 
 /* ---- requests ----------------------------------------------------------------------------------- */
-
-static pw_request *find_request(const pw_engine *e, int64_t id) {
-    for (int64_t i = 0; i < e->cfg.max_num_seqs; i++)
-        if (e->requests[i].id == id) return &e->requests[i];
-    return NULL;
-}
 
 static pw_status ensure_capacity(pw_request *r, int64_t n) {
     if (n <= r->cap) return PW_OK;
@@ -683,30 +672,23 @@ pw_status pw_engine_add_request(pw_engine *e, const int32_t *prompt, int64_t n_p
                         "prompt of %" PRId64 " tokens plus %" PRId64
                         " new tokens exceeds the context of %" PRId64 " tokens",
                         n_prompt, max_new_tokens, e->max_model_len);
-    if (pw_kv_blocks_for(e, n_prompt + max_new_tokens) > e->num_blocks)
+    if (pw_kv_blocks_for(&e->kv, n_prompt + max_new_tokens) > e->kv.num_blocks)
         return pw_error(PW_ERR_INVALID_ARG, "request needs more KV cache than the engine has");
     PW_TRY(check_tokens(e, prompt, n_prompt));
-    pw_request *r = NULL;
-    for (int64_t i = 0; i < e->cfg.max_num_seqs && !r; i++)
-        if (e->requests[i].id < 0 && !e->requests[i].queued_or_live) r = &e->requests[i];
+    pw_request *r = pw_scheduler_free_slot(&e->sched);
     if (!r)
         return pw_error(PW_ERR_STATE, "all %" PRId64 " request slots are in use (max_num_seqs)",
                         e->cfg.max_num_seqs);
     PW_TRY(ensure_capacity(r, n_prompt + max_new_tokens));
-    r->slot = r - e->requests;
     memcpy(r->tokens, prompt, (size_t)n_prompt * sizeof(int32_t));
     r->n_tokens = n_prompt;
     r->n_prompt = n_prompt;
     r->n_computed = 0;
-    r->n_generated = 0;
-    r->max_new = max_new_tokens;
     r->limit = n_prompt + max_new_tokens;
     r->finished = false;
     r->admitted = false;
-    r->queued_or_live = true;
     r->sp = sp ? *sp : (pw_sampling_params){0};
-    r->id = e->next_id++;
-    r->arrival = r->id;
+    r->id = e->sched.next_id++;
     r->rng = pw_sampler_seed(r->sp.seed, r->id);
     if (id) *id = r->id;
     return PW_OK;
@@ -714,7 +696,7 @@ pw_status pw_engine_add_request(pw_engine *e, const int32_t *prompt, int64_t n_p
 
 pw_status pw_engine_continue_request(pw_engine *e, int64_t id, const int32_t *tokens, int64_t n,
                                      int64_t max_new_tokens) {
-    pw_request *r = find_request(e, id);
+    pw_request *r = pw_scheduler_find(&e->sched, id);
     if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
     if (!r->finished) return pw_error(PW_ERR_STATE, "request %" PRId64 " is still running", id);
     if (n < 1 || max_new_tokens < 1)
@@ -727,7 +709,7 @@ pw_status pw_engine_continue_request(pw_engine *e, int64_t id, const int32_t *to
                         r->n_tokens, n, max_new_tokens, e->max_model_len);
     PW_TRY(check_tokens(e, tokens, n));
     PW_TRY(ensure_capacity(r, r->n_tokens + n + max_new_tokens));
-    PW_TRY(pw_kv_blocks_reserve(e, r, r->n_tokens + n + max_new_tokens));
+    PW_TRY(pw_kv_blocks_reserve(&e->kv, r->slot, r->n_tokens + n + max_new_tokens));
     memcpy(r->tokens + r->n_tokens, tokens, (size_t)n * sizeof(int32_t));
     r->n_tokens += n;
     r->limit = r->n_tokens + max_new_tokens;
@@ -736,26 +718,25 @@ pw_status pw_engine_continue_request(pw_engine *e, int64_t id, const int32_t *to
 }
 
 pw_status pw_engine_cancel_request(pw_engine *e, int64_t id) {
-    pw_request *r = find_request(e, id);
+    pw_request *r = pw_scheduler_find(&e->sched, id);
     if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
     r->finished = true;
     return pw_engine_release_request(e, id);
 }
 
 pw_status pw_engine_release_request(pw_engine *e, int64_t id) {
-    pw_request *r = find_request(e, id);
+    pw_request *r = pw_scheduler_find(&e->sched, id);
     if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
     if (!r->finished) return pw_error(PW_ERR_STATE, "request %" PRId64 " is still running", id);
-    pw_kv_blocks_release(e, r);
+    pw_kv_blocks_release(&e->kv, r->slot);
     r->id = -1;
-    r->queued_or_live = false;
     r->admitted = false;
     return PW_OK;
 }
 
 pw_status pw_engine_request_output(const pw_engine *e, int64_t id, const int32_t **tokens,
                                    int64_t *n) {
-    const pw_request *r = find_request(e, id);
+    const pw_request *r = pw_scheduler_find(&e->sched, id);
     if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
     *tokens = r->tokens + r->n_prompt;
     *n = r->n_tokens - r->n_prompt;
@@ -763,35 +744,32 @@ pw_status pw_engine_request_output(const pw_engine *e, int64_t id, const int32_t
 }
 
 pw_status pw_engine_last_logits(const pw_engine *e, int64_t id, const float **logits) {
-    const pw_request *r = find_request(e, id);
+    const pw_request *r = pw_scheduler_find(&e->sched, id);
     if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
     *logits = e->last_logits + r->slot * pw_model_get_info(e->model)->vocab;
     return PW_OK;
 }
 
-bool pw_engine_has_work(const pw_engine *e) {
-    for (int64_t i = 0; i < e->cfg.max_num_seqs; i++)
-        if (e->requests[i].id >= 0 && !e->requests[i].finished) return true;
-    return false;
-}
+bool pw_engine_has_work(const pw_engine *e) { return pw_scheduler_has_work(&e->sched); }
 
 /* ---- one step ------------------------------------------------------------------------------------ */
 
 /* Copies the logits of every request whose pending tokens all ran (its
  * last scheduled token) into that request's row of last_logits. The LM
- * head computed exactly those rows, in schedule order (e->sample_rows), so
+ * head computed exactly those rows, in schedule order (sample_rows), so
  * the k-th such request's logits are row k. Waits for the copies, which
  * also ends the step's use of the host input arrays, so the next step may
  * rewrite them. */
-static pw_status fetch_logits(pw_engine *e, int64_t ns, const pw_tensor *logits) {
+static pw_status fetch_logits(pw_engine *e, const pw_tensor *logits) {
     int64_t vocab = pw_model_get_info(e->model)->vocab;
     size_t row_bytes = (size_t)vocab * sizeof(float);
     const float *dev = pw_tensor_data(logits);
+    const pw_step_inputs *h = &e->host;
     int64_t row = 0;
-    for (int64_t i = 0; i < ns; i++) {
-        const pw_sched *s = &e->sched[i];
+    for (int64_t i = 0; i < e->sched.n_batch; i++) {
+        const pw_scheduled *s = &e->sched.batch[i];
         if (s->r->n_computed + s->count < s->r->n_tokens) continue;
-        if (row >= e->n_sample_rows || e->sample_rows[row] != s->start + s->count - 1)
+        if (row >= h->n_sample_rows || h->sample_rows[row] != s->start + s->count - 1)
             return pw_error(PW_ERR_INTERNAL, "the sampled rows disagree with the schedule");
         PW_TRY(pw_stream_copy_d2h(e->stream, e->last_logits + s->r->slot * vocab,
                                   dev + row * vocab, row_bytes));
@@ -807,11 +785,11 @@ static bool is_eos(const pw_engine *e, int32_t tok) {
 /* Advances every scheduled request past its tokens and samples the next
  * token of each whose pending tokens all ran, from its last_logits row.
  * Returns the number of new tokens (in e->step_tokens). */
-static int64_t sample_scheduled(pw_engine *e, int64_t ns, int64_t *prompt_tokens) {
+static int64_t sample_scheduled(pw_engine *e, int64_t *prompt_tokens) {
     int64_t vocab = pw_model_get_info(e->model)->vocab;
     int64_t n_new = 0;
-    for (int64_t i = 0; i < ns; i++) {
-        pw_sched *s = &e->sched[i];
+    for (int64_t i = 0; i < e->sched.n_batch; i++) {
+        pw_scheduled *s = &e->sched.batch[i];
         pw_request *r = s->r;
         if (r->n_computed < r->n_prompt) *prompt_tokens += s->count;
         r->n_computed += s->count;
@@ -819,7 +797,6 @@ static int64_t sample_scheduled(pw_engine *e, int64_t ns, int64_t *prompt_tokens
         const float *row = e->last_logits + r->slot * vocab;
         int32_t tok = pw_sample(row, vocab, &r->sp, &r->rng, e->sample_scratch);
         r->tokens[r->n_tokens++] = tok;
-        r->n_generated++;
         r->finished = is_eos(e, tok) || r->n_tokens >= r->limit;
         e->step_tokens[n_new++] = (pw_step_token){r->id, tok, r->finished};
     }
@@ -844,19 +821,19 @@ static void record_step(pw_engine *e, pw_runtime_mode mode, int64_t n_tokens, in
 pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_out) {
     *tokens = e->step_tokens;
     *n_out = 0;
-    int64_t ns, nt;
+    int64_t nt;
     bool uniform;
     /* The step timer covers scheduling too: it is per-step work that a
      * decode rate must pay (bench model's figures and llama-bench's tg
      * both count everything between one token and the next). */
     double t0 = now_seconds();
-    PW_TRY(pw_schedule(e, &ns, &nt, &uniform));
+    PW_TRY(pw_schedule(&e->sched, &e->kv, &e->host, &nt, &uniform));
     if (nt == 0) {
-        if (pw_engine_has_work(e))
+        if (pw_scheduler_has_work(&e->sched))
             return pw_error(PW_ERR_STATE,
                             "no request can run: the KV cache is held by finished requests "
                             "(%" PRId64 " of %" PRId64 " blocks free); release them first",
-                            e->n_free_blocks, e->num_blocks);
+                            e->kv.n_free, e->kv.num_blocks);
         return PW_OK;
     }
     pw_runtime_mode mode;
@@ -865,21 +842,21 @@ pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_
     pw_capture_item want;
     lazy_route(e, nt, uniform, &mode, &desc, &want);
     int64_t padded = desc.num_tokens;
-    pw_schedule_fill_padding(e, nt, padded);
+    pw_step_inputs_pad(&e->host, nt, padded);
     pw_value logits_v;
     PW_TRY(forward(e, mode, &desc, padded, &logits_v));
     if (logits_v.kind != PW_VAL_TENSOR) {
         pw_value_release(logits_v);
         return pw_error(PW_ERR_INTERNAL, "the forward returned no logits tensor");
     }
-    pw_status vs = pw_engine_verify_step(e, mode, &desc, e->n_sample_rows, padded,
+    pw_status vs = pw_engine_verify_step(e, mode, &desc, e->host.n_sample_rows, padded,
                                          logits_v.as.tensor, forward);
     if (vs != PW_OK) return pw_value_release(logits_v), vs;
-    pw_status st = fetch_logits(e, ns, logits_v.as.tensor);
+    pw_status st = fetch_logits(e, logits_v.as.tensor);
     pw_value_release(logits_v);
     PW_TRY(st);
     int64_t prompt_tokens = 0;
-    int64_t n_new = sample_scheduled(e, ns, &prompt_tokens);
+    int64_t n_new = sample_scheduled(e, &prompt_tokens);
     /* after the step has used the host arrays: the capture rewrites them */
     if (want.mode != PW_MODE_NONE) PW_TRY(capture_lazily(e, want.mode, &want.desc));
     record_step(e, mode, nt, n_new, prompt_tokens, now_seconds() - t0);

@@ -13,26 +13,17 @@
 
 static pw_status alloc_host_arrays(pw_engine *e) {
     const pw_model_info *in = pw_model_get_info(e->model);
-    int64_t T = e->max_tokens, S = e->cfg.max_num_seqs;
-    e->input_ids = pw_host_calloc((size_t)T, sizeof(int32_t));
-    e->positions = pw_host_calloc((size_t)T, sizeof(int32_t));
-    e->slot_mapping = pw_host_calloc((size_t)T, sizeof(int32_t));
-    e->token_seq = pw_host_calloc((size_t)T, sizeof(int32_t));
-    e->sample_rows = pw_host_calloc((size_t)T, sizeof(int32_t));
-    e->block_tables = pw_host_calloc((size_t)(S * e->blocks_per_seq), sizeof(int32_t));
-    e->requests = pw_host_calloc((size_t)S, sizeof *e->requests);
+    int64_t S = e->cfg.max_num_seqs;
+    PW_TRY(pw_step_inputs_init(&e->host, e->max_tokens));
     e->step_tokens = pw_host_calloc((size_t)S, sizeof *e->step_tokens);
-    e->sched = pw_host_calloc((size_t)S, sizeof *e->sched);
     e->last_logits = pw_host_calloc((size_t)(S * in->vocab), sizeof(float));
     e->sample_scratch = pw_host_alloc(pw_sampler_scratch_bytes(in->vocab));
     e->params = pw_host_calloc((size_t)pw_model_num_params(e->model), sizeof(pw_value));
     e->k_cache = pw_host_calloc((size_t)in->n_layers, sizeof(float *));
     e->v_cache = pw_host_calloc((size_t)in->n_layers, sizeof(float *));
-    if (!e->input_ids || !e->positions || !e->slot_mapping || !e->token_seq || !e->sample_rows ||
-        !e->block_tables || !e->requests || !e->step_tokens || !e->sched ||
-        !e->last_logits || !e->sample_scratch || !e->params || !e->k_cache || !e->v_cache)
+    if (!e->step_tokens || !e->last_logits || !e->sample_scratch || !e->params || !e->k_cache ||
+        !e->v_cache)
         return PW_ERR_OOM;
-    for (int64_t i = 0; i < S; i++) e->requests[i].id = -1;
     return PW_OK;
 }
 
@@ -50,7 +41,7 @@ static pw_status device_upload(pw_engine *e, const void *host, size_t bytes, voi
  * them, in device memory. */
 static pw_status alloc_step_buffers(pw_engine *e) {
     size_t tok = (size_t)e->max_tokens * sizeof(int32_t);
-    size_t table = (size_t)(e->cfg.max_num_seqs * e->blocks_per_seq) * sizeof(int32_t);
+    size_t table = (size_t)(e->kv.max_seqs * e->kv.blocks_per_seq) * sizeof(int32_t);
     PW_TRY(device_alloc(e, tok, (void **)&e->dev.input_ids));
     PW_TRY(device_alloc(e, tok, (void **)&e->dev.positions));
     PW_TRY(device_alloc(e, tok, (void **)&e->dev.slot_mapping));
@@ -62,12 +53,11 @@ static pw_status alloc_step_buffers(pw_engine *e) {
     e->meta.slot_mapping = e->dev.slot_mapping;
     e->meta.token_seq = e->dev.token_seq;
     e->meta.block_tables = e->dev.block_tables;
-    e->meta.max_blocks_per_seq = (int32_t)e->blocks_per_seq;
+    e->meta.max_blocks_per_seq = (int32_t)e->kv.blocks_per_seq;
     e->meta.block_size = (int32_t)e->cfg.block_size;
     e->meta.sample_rows = e->dev.sample_rows;
     e->meta.n_sample_rows = e->dev.n_sample_rows;
     PW_TRY(device_upload(e, &e->meta, sizeof e->meta, (void **)&e->dev.meta));
-    e->block_tables_dirty = true;
     int64_t shape[1] = {e->max_tokens};
     return pw_tensor_wrap(e->dev.input_ids, e->device, PW_I32, 1, shape, &e->ids_tensor);
 }
@@ -116,12 +106,8 @@ size_t pw_engine_kv_cache_bytes(const pw_engine *e, int64_t num_blocks) {
  * of resident memory until used. */
 pw_status pw_engine_alloc_kv_cache(pw_engine *e, pw_pool *pool, int64_t num_blocks) {
     const pw_model_info *in = pw_model_get_info(e->model);
-    e->num_blocks = num_blocks;
     e->env.num_blocks = num_blocks;
-    pw_host_free(e->free_blocks);
-    e->free_blocks = pw_host_calloc((size_t)num_blocks, sizeof(int32_t));
-    if (!e->free_blocks) return PW_ERR_OOM;
-    pw_kv_blocks_init(e);
+    PW_TRY(pw_kv_blocks_reset(&e->kv, num_blocks));
     /* One block for every layer's K and V: one segment, rounded once,
      * instead of a rounding per layer. */
     size_t layer = kv_layer_bytes(e, num_blocks);
@@ -177,7 +163,6 @@ static pw_status bind_params(pw_engine *e) {
 }
 
 pw_status pw_engine_alloc_buffers(pw_engine *e) {
-    e->blocks_per_seq = (e->max_model_len + e->cfg.block_size - 1) / e->cfg.block_size;
     PW_TRY(alloc_host_arrays(e));
     PW_TRY(pw_pool_new(e->device, "engine persistent", &e->persistent));
     /* the persistent blocks are the regions stored graphs address (engine_distinct.c) */
@@ -191,18 +176,19 @@ pw_status pw_engine_alloc_buffers(pw_engine *e) {
 }
 
 pw_status pw_engine_stage_inputs(pw_engine *e, int64_t n_tokens) {
+    const pw_step_inputs *h = &e->host;
     size_t tok = (size_t)n_tokens * sizeof(int32_t);
-    PW_TRY(pw_stream_copy_h2d(e->stream, e->dev.input_ids, e->input_ids, tok));
-    PW_TRY(pw_stream_copy_h2d(e->stream, e->dev.positions, e->positions, tok));
-    PW_TRY(pw_stream_copy_h2d(e->stream, e->dev.slot_mapping, e->slot_mapping, tok));
-    PW_TRY(pw_stream_copy_h2d(e->stream, e->dev.token_seq, e->token_seq, tok));
-    if (e->n_sample_rows > 0)
-        PW_TRY(pw_stream_copy_h2d(e->stream, e->dev.sample_rows, e->sample_rows,
-                                  (size_t)e->n_sample_rows * sizeof(int32_t)));
-    PW_TRY(pw_stream_copy_h2d(e->stream, e->dev.n_sample_rows, &e->n_sample_rows,
-                              sizeof e->n_sample_rows));
-    if (!e->block_tables_dirty) return PW_OK;
-    e->block_tables_dirty = false;
-    return pw_stream_copy_h2d(e->stream, e->dev.block_tables, e->block_tables,
-                              (size_t)(e->cfg.max_num_seqs * e->blocks_per_seq) * sizeof(int32_t));
+    PW_TRY(pw_stream_copy_h2d(e->stream, e->dev.input_ids, h->input_ids, tok));
+    PW_TRY(pw_stream_copy_h2d(e->stream, e->dev.positions, h->positions, tok));
+    PW_TRY(pw_stream_copy_h2d(e->stream, e->dev.slot_mapping, h->slot_mapping, tok));
+    PW_TRY(pw_stream_copy_h2d(e->stream, e->dev.token_seq, h->token_seq, tok));
+    if (h->n_sample_rows > 0)
+        PW_TRY(pw_stream_copy_h2d(e->stream, e->dev.sample_rows, h->sample_rows,
+                                  (size_t)h->n_sample_rows * sizeof(int32_t)));
+    PW_TRY(pw_stream_copy_h2d(e->stream, e->dev.n_sample_rows, &h->n_sample_rows,
+                              sizeof h->n_sample_rows));
+    if (!e->kv.tables_dirty) return PW_OK;
+    e->kv.tables_dirty = false;
+    return pw_stream_copy_h2d(e->stream, e->dev.block_tables, e->kv.tables,
+                              (size_t)(e->kv.max_seqs * e->kv.blocks_per_seq) * sizeof(int32_t));
 }

@@ -2,34 +2,10 @@
 #define PW_MODEL_ENGINE_INTERNAL_H
 
 #include "model/llama.h"
+#include "model/scheduler.h"
 #include "ops/ops.h"
 
 typedef struct prob_index_scratch prob_index_scratch;
-
-typedef struct pw_request {
-    int64_t id;            /* -1: free slot */
-    int64_t slot;          /* index in requests[], row of block_tables */
-    int64_t arrival;
-    int32_t *tokens;       /* prompt, then generated tokens */
-    int64_t n_tokens, cap;
-    int64_t n_prompt;
-    int64_t n_computed;    /* tokens whose K/V are in the cache */
-    int64_t n_generated;
-    int64_t max_new;
-    int64_t limit;         /* stop when n_tokens reaches this */
-    int64_t n_blocks;      /* KV blocks held */
-    bool finished;
-    bool admitted;         /* KV blocks reserved */
-    bool queued_or_live;
-    pw_sampling_params sp;
-    uint64_t rng;
-} pw_request;
-
-typedef struct pw_sched {
-    pw_request *r;
-    int64_t start; /* first token row in the batch */
-    int64_t count; /* tokens scheduled */
-} pw_sched;
 
 typedef struct pw_engine pw_engine;
 
@@ -62,16 +38,11 @@ struct pw_engine {
     int n_params;
 
     /* Persistent per-step buffers: graphs read them through pointers, so
-     * they never move. The scheduler writes the host arrays; before each
-     * forward they are copied (pw_stream_copy_h2d) into buffers of the
+     * they never move. The scheduler writes the host side; before each
+     * forward it is copied (pw_stream_copy_h2d) into buffers of the
      * engine's device, which is all the kernels read. On the CPU the
      * copies are memcpys; the code is the same for every device. */
-    int32_t *input_ids, *positions, *slot_mapping, *token_seq, *block_tables; /* host */
-    /* The rows whose logits this step samples (each finishing request's
-     * last scheduled token), ascending, and how many: the LM head computes
-     * only those, and fetch_logits reads them in this order. */
-    int32_t *sample_rows; /* host, [max_tokens] */
-    int32_t n_sample_rows;
+    pw_step_inputs host;
     pw_pool *persistent; /* device memory that lives as long as the engine */
     pw_pool *kv_pool;    /* the paged KV cache, alone, so its reservation is exact */
     struct {
@@ -95,16 +66,8 @@ struct pw_engine {
     pw_op_env env;
     pw_device device;
 
-    /* KV blocks */
-    int64_t num_blocks, blocks_per_seq;
-    int32_t *free_blocks;
-    int64_t n_free_blocks;
-    bool block_tables_dirty; /* changed since the device copy was staged */
-
-    /* requests */
-    pw_request *requests; /* max_num_seqs slots */
-    int64_t next_id;
-    pw_sched *sched;
+    pw_kv_blocks kv;
+    pw_scheduler sched;
     pw_step_token *step_tokens;
     float *last_logits; /* [max_num_seqs][vocab] */
     prob_index_scratch *sample_scratch;
@@ -137,21 +100,6 @@ pw_status pw_engine_alloc_kv_cache(pw_engine *e, pw_pool *pool, int64_t num_bloc
  * read. Runs before the forward, outside any capture. */
 pw_status pw_engine_stage_inputs(pw_engine *e, int64_t n_tokens);
 
-/* KV block allocator (kv_blocks.c). */
-void pw_kv_blocks_init(pw_engine *e);
-int64_t pw_kv_blocks_for(const pw_engine *e, int64_t positions);
-/* True when reserving `positions` for r would succeed (no error is set). */
-bool pw_kv_blocks_fit(const pw_engine *e, const pw_request *r, int64_t positions);
-/* Grows r's blocks to cover `positions`: PW_ERR_INVALID_ARG past
- * max_model_len, PW_ERR_OOM when too few blocks are free. */
-pw_status pw_kv_blocks_reserve(pw_engine *e, pw_request *r, int64_t positions);
-void pw_kv_blocks_release(pw_engine *e, pw_request *r);
-
-/* Scheduler (scheduler.c): fills e->sched and the host per-step arrays;
- * *uniform when every scheduled request decodes exactly one token. */
-pw_status pw_schedule(pw_engine *e, int64_t *n_sched, int64_t *n_tokens, bool *uniform);
-/* Rows [from, to) become padding: no cache write, no attention. */
-void pw_schedule_fill_padding(pw_engine *e, int64_t from, int64_t to);
 pw_status pw_engine_perturb_metadata(void *user, int round);
 
 /* engine_verify.c: the bitwise canary, called by the step after the

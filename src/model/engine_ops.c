@@ -14,7 +14,7 @@ pw_status pw_engine_init_op_env(pw_engine *e) {
     env->n_heads = (int)in->n_heads;
     env->n_kv_heads = (int)in->n_kv_heads;
     env->head_dim = (int)in->head_dim;
-    env->num_blocks = e->num_blocks;
+    env->num_blocks = e->kv.num_blocks;
     env->max_seqs = e->cfg.max_num_seqs;
     env->max_tokens = e->max_tokens;
     env->rope_table = e->rope_table;
