@@ -145,16 +145,17 @@ pw_status pw_engine_perturb_metadata(void *user, int round) {
     pw_engine *e = user;
     /* Different per-step values in every persistent buffer: a kernel that
      * baked any of them into its launch arguments shows up as a diff. */
-    pw_step_inputs *h = &e->host;
-    for (int64_t t = 0; t < e->max_tokens; t++) {
+    pw_step_inputs *h = &e->run.host;
+    const int64_t rows = h->max_tokens;
+    for (int64_t t = 0; t < rows; t++) {
         h->positions[t] = (int32_t)(round * 3 + t % 5);
         h->token_seq[t] = (int32_t)(round % 2);
         h->input_ids[t] = (int32_t)(round + 1);
         h->slot_mapping[t] = -1;
-        h->sample_rows[t] = (int32_t)((t + round) % e->max_tokens);
+        h->sample_rows[t] = (int32_t)((t + round) % rows);
     }
-    h->n_sample_rows = (int32_t)e->max_tokens; /* clamped to each launch's rows */
-    PW_TRY(pw_engine_stage_inputs(e, e->max_tokens));
+    h->n_sample_rows = (int32_t)rows; /* clamped to each launch's rows */
+    PW_TRY(pw_engine_stage_inputs(e, rows));
     return pw_stream_synchronize(e->stream);
 }
 
@@ -166,17 +167,17 @@ static pw_status forward(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc
                          int64_t n_padded, pw_value *logits) {
     *logits = pw_value_none();
     PW_TRY(pw_engine_stage_inputs(e, n_padded));
-    if (!e->ids_slice || pw_tensor_dim(e->ids_slice, 0) != n_padded) {
+    if (!e->run.ids_slice || pw_tensor_dim(e->run.ids_slice, 0) != n_padded) {
         pw_tensor *ids = NULL;
-        PW_TRY(pw_tensor_slice0(e->ids_tensor, 0, n_padded, &ids));
-        pw_tensor_release(e->ids_slice);
-        e->ids_slice = ids;
+        PW_TRY(pw_tensor_slice0(e->run.ids_tensor, 0, n_padded, &ids));
+        pw_tensor_release(e->run.ids_slice);
+        e->run.ids_slice = ids;
     }
-    e->params[0] = pw_value_tensor(e->ids_slice); /* the weights were filled in once */
-    pw_forward_context ctx = {mode, *desc, e->dev.meta};
+    e->weights.params[0] = pw_value_tensor(e->run.ids_slice); /* the weights were filled in once */
+    pw_forward_context ctx = {mode, *desc, e->run.dev.meta};
     pw_status s = pw_forward_context_push(&ctx);
     if (s == PW_OK) {
-        s = pw_graph_wrapper_call(e->full, e->params, e->n_params, logits);
+        s = pw_graph_wrapper_call(e->full, e->weights.params, e->weights.n_params, logits);
         pw_forward_context_pop();
     }
     return s;
@@ -184,8 +185,8 @@ static pw_status forward(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc
 
 static pw_status capture_forward(void *user, pw_runtime_mode mode, const pw_batch_desc *desc) {
     pw_engine *e = user;
-    pw_step_inputs_pad(&e->host, 0, desc->num_tokens);
-    e->host.n_sample_rows = 0; /* an all-padding batch samples nothing */
+    pw_step_inputs_pad(&e->run.host, 0, desc->num_tokens);
+    e->run.host.n_sample_rows = 0; /* an all-padding batch samples nothing */
     pw_value logits;
     PW_TRY(forward(e, mode, desc, desc->num_tokens, &logits));
     pw_value_release(logits);
@@ -206,7 +207,6 @@ static pw_status capture_all(pw_engine *e) {
     pw_capture_options co;
     engine_capture_options(e, &co);
     pw_capture_report rep;
-    pw_counters_get(&e->counters_before);
     pw_graph_cache_load(e);
     PW_TRY(pw_capture_all(e->dispatcher, capture_forward, e, &co, &rep));
     e->stats.graphs_captured = rep.graphs_captured;
@@ -239,7 +239,7 @@ static const char *fmt_bytes(size_t bytes, char *buf, size_t cap) {
 static pw_status plan_graph_memory(pw_engine *e, size_t *bytes) {
     *bytes = 0;
     pw_pool *shadow_kv = NULL;
-    PW_TRY(pw_pool_new(e->device, "kv cache (planning)", &shadow_kv));
+    PW_TRY(pw_pool_new(e->cfg.device, "kv cache (planning)", &shadow_kv));
     pw_status s = pw_pool_set_shadow(shadow_kv, true);
     if (s == PW_OK) s = pw_engine_alloc_kv_cache(e, shadow_kv, e->kv.blocks_per_seq);
     pw_capture_plan_report rep;
@@ -253,7 +253,7 @@ static pw_status plan_graph_memory(pw_engine *e, size_t *bytes) {
     }
     pw_pool_free(shadow_kv);
     const pw_model_info *in = pw_model_get_info(e->model);
-    for (int64_t l = 0; l < in->n_layers; l++) e->k_cache[l] = e->v_cache[l] = NULL;
+    for (int64_t l = 0; l < in->n_layers; l++) e->run.k_cache[l] = e->run.v_cache[l] = NULL;
     if (s == PW_OK) *bytes = rep.graph_pool_bytes;
     return s;
 }
@@ -262,7 +262,7 @@ static pw_status plan_graph_memory(pw_engine *e, size_t *bytes) {
  * allocation against a shadow pool, so segment rounding is included. */
 static pw_status kv_reserved_bytes(const pw_engine *e, int64_t num_blocks, size_t *out) {
     pw_pool *p = NULL;
-    PW_TRY(pw_pool_new(e->device, "kv cache (sizing)", &p));
+    PW_TRY(pw_pool_new(e->cfg.device, "kv cache (sizing)", &p));
     pw_status s = pw_pool_set_shadow(p, true);
     void *ptr;
     if (s == PW_OK) s = pw_pool_alloc(p, pw_engine_kv_cache_bytes(e, num_blocks), &ptr);
@@ -276,9 +276,9 @@ static pw_status kv_reserved_bytes(const pw_engine *e, int64_t num_blocks, size_
 /* Weights read in place (device copies are in the persistent pool). */
 static size_t weight_bytes_in_place(const pw_engine *e) {
     size_t total = 0;
-    for (int i = 1; i < e->n_params; i++)
-        if (e->params[i].kind == PW_VAL_TENSOR && !e->weights[i])
-            total += pw_tensor_nbytes(e->params[i].as.tensor);
+    for (int i = 1; i < e->weights.n_params; i++)
+        if (e->weights.params[i].kind == PW_VAL_TENSOR && !e->weights.copies[i])
+            total += pw_tensor_nbytes(e->weights.params[i].as.tensor);
     return total;
 }
 
@@ -332,9 +332,9 @@ static pw_status size_kv_cache(pw_engine *e) {
         if (blocks < e->kv.blocks_per_seq)
             pw_log_warn("memory budget: the KV cache holds %" PRId64 " positions, fewer than one "
                         "request of max_model_len %" PRId64 " needs",
-                        blocks * e->cfg.block_size, e->max_model_len);
+                        blocks * e->cfg.block_size, e->cfg.max_model_len);
     }
-    PW_TRY(pw_pool_new(e->device, "kv cache", &e->kv_pool));
+    PW_TRY(pw_pool_new(e->cfg.device, "kv cache", &e->kv_pool));
     /* the KV cache blocks are regions too, after the persistent ones */
     pw_engine_regions_observe(e, e->kv_pool, true);
     pw_status kv = pw_engine_alloc_kv_cache(e, e->kv_pool, blocks);
@@ -514,7 +514,7 @@ static void lazy_route(pw_engine *e, int64_t nt, bool uniform, pw_runtime_mode *
 
 /* ---- engine lifecycle ------------------------------------------------------------------------ */
 
-static pw_status check_config(const pw_engine_config *c, const pw_model_info *in) {
+static pw_status check_config(const pw_engine_config *c) {
     if (c->max_num_seqs < 1)
         return pw_error(PW_ERR_INVALID_ARG, "max_num_seqs must be >= 1 (got %" PRId64 ")",
                         c->max_num_seqs);
@@ -541,7 +541,6 @@ static pw_status check_config(const pw_engine_config *c, const pw_model_info *in
     PW_TRY(pw_device_get_caps(c->device, &caps));
     if ((unsigned)c->mode >= PW_GRAPH_MODE_COUNT_)
         return pw_error(PW_ERR_INVALID_ARG, "unknown graph mode %d", (int)c->mode);
-    (void)in;
     return PW_OK;
 }
 
@@ -552,16 +551,15 @@ pw_status pw_engine_new(pw_model *m, const pw_engine_config *cfg_in, pw_engine *
     if (cfg_in) cfg = *cfg_in;
     else pw_engine_config_init(&cfg);
     const pw_model_info *in = pw_model_get_info(m);
-    PW_TRY(check_config(&cfg, in));
+    PW_TRY(check_config(&cfg));
     pw_engine *e = pw_host_calloc(1, sizeof *e);
     if (!e) return PW_ERR_OOM;
     e->model = m;
     e->cfg = cfg;
-    e->max_model_len = cfg.max_model_len ? cfg.max_model_len : in->context;
-    if (!cfg.max_model_len && e->max_model_len > ENGINE_DEFAULT_MAX_MODEL_LEN)
-        e->max_model_len = ENGINE_DEFAULT_MAX_MODEL_LEN;
+    e->cfg.max_model_len = cfg.max_model_len ? cfg.max_model_len : in->context;
+    if (!cfg.max_model_len && e->cfg.max_model_len > ENGINE_DEFAULT_MAX_MODEL_LEN)
+        e->cfg.max_model_len = ENGINE_DEFAULT_MAX_MODEL_LEN;
     if (e->cfg.kv_cache_positions <= 0) e->cfg.kv_cache_positions = ENGINE_DEFAULT_KV_POSITIONS;
-    e->max_tokens = cfg.max_num_batched_tokens;
 
     pw_dispatcher_config dc;
     pw_dispatcher_config_init(&dc);
@@ -571,13 +569,13 @@ pw_status pw_engine_new(pw_model *m, const pw_engine_config *cfg_in, pw_engine *
     dc.capture_sizes = cfg.capture_sizes;
     dc.n_capture_sizes = cfg.n_capture_sizes;
 
-    e->device = cfg.device;
-    pw_status s = pw_stream_new(e->device, &e->stream);
-    if (s == PW_OK) s = pw_pool_new(e->device, "activations", &e->act_pool);
-    if (s == PW_OK) s = pw_pool_new(e->device, "graphs", &e->graph_pool);
+    pw_status s = pw_stream_new(e->cfg.device, &e->stream);
+    if (s == PW_OK) s = pw_pool_new(e->cfg.device, "activations", &e->act_pool);
+    if (s == PW_OK) s = pw_pool_new(e->cfg.device, "graphs", &e->graph_pool);
     if (s == PW_OK) s = pw_dispatcher_new(&dc, &e->dispatcher);
     if (s == PW_OK) s = pw_scheduler_init(&e->sched, cfg.max_num_seqs, cfg.max_num_batched_tokens);
-    if (s == PW_OK) s = pw_kv_blocks_init(&e->kv, cfg.max_num_seqs, cfg.block_size, e->max_model_len);
+    if (s == PW_OK)
+        s = pw_kv_blocks_init(&e->kv, cfg.max_num_seqs, cfg.block_size, e->cfg.max_model_len);
     if (s == PW_OK) s = pw_engine_distinct_new(e);
     if (s == PW_OK) s = pw_engine_alloc_buffers(e);
     if (s == PW_OK) s = compile_model(e);
@@ -612,24 +610,10 @@ void pw_engine_free(pw_engine *e) {
     pw_ir_free(e->ir);
     pw_host_free(e->pieces);
     pw_host_free(e->submods);
-    pw_tensor_release(e->ids_slice);
-    pw_tensor_release(e->ids_tensor);
     pw_dispatcher_free(e->dispatcher);
-    for (int i = 0; e->weights && i < e->n_params; i++) pw_tensor_release(e->weights[i]);
-    pw_host_free(e->weights);
-    /* the rope table and step buffers are blocks of e->persistent */
-    pw_pool_free(e->persistent);
-    pw_pool_free(e->kv_pool);
-    pw_host_free(e->k_cache);
-    pw_host_free(e->v_cache);
+    pw_engine_free_buffers(e);
     pw_scheduler_free(&e->sched);
     pw_kv_blocks_free(&e->kv);
-    pw_step_inputs_free(&e->host);
-    pw_host_free(e->step_tokens);
-    pw_host_free(e->last_logits);
-    pw_host_free(e->sample_scratch);
-    pw_host_free(e->params);
-    pw_engine_free_op_env(e);
     pw_pool_free(e->graph_pool);
     pw_pool_free(e->act_pool);
     pw_stream_free(e->stream);
@@ -667,11 +651,11 @@ pw_status pw_engine_add_request(pw_engine *e, const int32_t *prompt, int64_t n_p
         return pw_error(PW_ERR_INVALID_ARG, "max_new_tokens must be >= 1 (got %" PRId64 ")",
                         max_new_tokens);
     /* compared by subtraction: the sum of two user values may overflow */
-    if (n_prompt > e->max_model_len || max_new_tokens > e->max_model_len - n_prompt)
+    if (n_prompt > e->cfg.max_model_len || max_new_tokens > e->cfg.max_model_len - n_prompt)
         return pw_error(PW_ERR_INVALID_ARG,
                         "prompt of %" PRId64 " tokens plus %" PRId64
                         " new tokens exceeds the context of %" PRId64 " tokens",
-                        n_prompt, max_new_tokens, e->max_model_len);
+                        n_prompt, max_new_tokens, e->cfg.max_model_len);
     if (pw_kv_blocks_for(&e->kv, n_prompt + max_new_tokens) > e->kv.num_blocks)
         return pw_error(PW_ERR_INVALID_ARG, "request needs more KV cache than the engine has");
     PW_TRY(check_tokens(e, prompt, n_prompt));
@@ -701,12 +685,12 @@ pw_status pw_engine_continue_request(pw_engine *e, int64_t id, const int32_t *to
     if (!r->finished) return pw_error(PW_ERR_STATE, "request %" PRId64 " is still running", id);
     if (n < 1 || max_new_tokens < 1)
         return pw_error(PW_ERR_INVALID_ARG, "continue needs tokens and max_new_tokens >= 1");
-    int64_t room = e->max_model_len - r->n_tokens;
+    int64_t room = e->cfg.max_model_len - r->n_tokens;
     if (n > room || max_new_tokens > room - n)
         return pw_error(PW_ERR_INVALID_ARG,
                         "conversation of %" PRId64 " tokens plus %" PRId64 " new and %" PRId64
                         " to generate would exceed the context of %" PRId64 " tokens",
-                        r->n_tokens, n, max_new_tokens, e->max_model_len);
+                        r->n_tokens, n, max_new_tokens, e->cfg.max_model_len);
     PW_TRY(check_tokens(e, tokens, n));
     PW_TRY(ensure_capacity(r, r->n_tokens + n + max_new_tokens));
     PW_TRY(pw_kv_blocks_reserve(&e->kv, r->slot, r->n_tokens + n + max_new_tokens));
@@ -746,7 +730,7 @@ pw_status pw_engine_request_output(const pw_engine *e, int64_t id, const int32_t
 pw_status pw_engine_last_logits(const pw_engine *e, int64_t id, const float **logits) {
     const pw_request *r = pw_scheduler_find(&e->sched, id);
     if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
-    *logits = e->last_logits + r->slot * pw_model_get_info(e->model)->vocab;
+    *logits = e->run.last_logits + r->slot * pw_model_get_info(e->model)->vocab;
     return PW_OK;
 }
 
@@ -764,14 +748,14 @@ static pw_status fetch_logits(pw_engine *e, const pw_tensor *logits) {
     int64_t vocab = pw_model_get_info(e->model)->vocab;
     size_t row_bytes = (size_t)vocab * sizeof(float);
     const float *dev = pw_tensor_data(logits);
-    const pw_step_inputs *h = &e->host;
+    const pw_step_inputs *h = &e->run.host;
     int64_t row = 0;
     for (int64_t i = 0; i < e->sched.n_batch; i++) {
         const pw_scheduled *s = &e->sched.batch[i];
         if (s->r->n_computed + s->count < s->r->n_tokens) continue;
         if (row >= h->n_sample_rows || h->sample_rows[row] != s->start + s->count - 1)
             return pw_error(PW_ERR_INTERNAL, "the sampled rows disagree with the schedule");
-        PW_TRY(pw_stream_copy_d2h(e->stream, e->last_logits + s->r->slot * vocab,
+        PW_TRY(pw_stream_copy_d2h(e->stream, e->run.last_logits + s->r->slot * vocab,
                                   dev + row * vocab, row_bytes));
         row++;
     }
@@ -784,7 +768,7 @@ static bool is_eos(const pw_engine *e, int32_t tok) {
 
 /* Advances every scheduled request past its tokens and samples the next
  * token of each whose pending tokens all ran, from its last_logits row.
- * Returns the number of new tokens (in e->step_tokens). */
+ * Returns the number of new tokens (in e->run.step_tokens). */
 static int64_t sample_scheduled(pw_engine *e, int64_t *prompt_tokens) {
     int64_t vocab = pw_model_get_info(e->model)->vocab;
     int64_t n_new = 0;
@@ -794,11 +778,11 @@ static int64_t sample_scheduled(pw_engine *e, int64_t *prompt_tokens) {
         if (r->n_computed < r->n_prompt) *prompt_tokens += s->count;
         r->n_computed += s->count;
         if (r->n_computed < r->n_tokens) continue; /* prefill chunk, more to come */
-        const float *row = e->last_logits + r->slot * vocab;
-        int32_t tok = pw_sample(row, vocab, &r->sp, &r->rng, e->sample_scratch);
+        const float *row = e->run.last_logits + r->slot * vocab;
+        int32_t tok = pw_sample(row, vocab, &r->sp, &r->rng, e->run.sample_scratch);
         r->tokens[r->n_tokens++] = tok;
         r->finished = is_eos(e, tok) || r->n_tokens >= r->limit;
-        e->step_tokens[n_new++] = (pw_step_token){r->id, tok, r->finished};
+        e->run.step_tokens[n_new++] = (pw_step_token){r->id, tok, r->finished};
     }
     return n_new;
 }
@@ -819,7 +803,7 @@ static void record_step(pw_engine *e, pw_runtime_mode mode, int64_t n_tokens, in
 }
 
 pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_out) {
-    *tokens = e->step_tokens;
+    *tokens = e->run.step_tokens;
     *n_out = 0;
     int64_t nt;
     bool uniform;
@@ -827,7 +811,7 @@ pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_
      * decode rate must pay (bench model's figures and llama-bench's tg
      * both count everything between one token and the next). */
     double t0 = now_seconds();
-    PW_TRY(pw_schedule(&e->sched, &e->kv, &e->host, &nt, &uniform));
+    PW_TRY(pw_schedule(&e->sched, &e->kv, &e->run.host, &nt, &uniform));
     if (nt == 0) {
         if (pw_scheduler_has_work(&e->sched))
             return pw_error(PW_ERR_STATE,
@@ -842,14 +826,14 @@ pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_
     pw_capture_item want;
     lazy_route(e, nt, uniform, &mode, &desc, &want);
     int64_t padded = desc.num_tokens;
-    pw_step_inputs_pad(&e->host, nt, padded);
+    pw_step_inputs_pad(&e->run.host, nt, padded);
     pw_value logits_v;
     PW_TRY(forward(e, mode, &desc, padded, &logits_v));
     if (logits_v.kind != PW_VAL_TENSOR) {
         pw_value_release(logits_v);
         return pw_error(PW_ERR_INTERNAL, "the forward returned no logits tensor");
     }
-    pw_status vs = pw_engine_verify_step(e, mode, &desc, e->host.n_sample_rows, padded,
+    pw_status vs = pw_engine_verify_step(e, mode, &desc, e->run.host.n_sample_rows, padded,
                                          logits_v.as.tensor, forward);
     if (vs != PW_OK) return pw_value_release(logits_v), vs;
     pw_status st = fetch_logits(e, logits_v.as.tensor);

@@ -401,7 +401,7 @@ static bool describe_launches(const pw_engine *e, const recorder *r, const pw_va
 
 static bool describe_launches_in(const pw_engine *e, const recorder *r, const arg_range *args,
                                  int nargs, size_t n1, pw_program *p, refusal *why) {
-    const pw_kernel_set *set = pw_kernel_set_for(e->device);
+    const pw_kernel_set *set = pw_kernel_set_for(e->cfg.device);
     size_t n = n1 - r->n0, total = 0, n_relocs = 0, cap_relocs = 0;
     p->n_launches = n;
     p->kernels = pw_host_calloc(n ? n : 1, sizeof *p->kernels);

@@ -16,15 +16,58 @@ typedef struct pw_piece {
     int group; /* engine_distinct.c: index of the first piece with the same IR; -1: alone */
 } pw_piece;
 
+/* What the forward reads and never changes: its arguments (the weights)
+ * and the rope tables. */
+typedef struct pw_engine_weights {
+    pw_value *params;   /* [0] token ids (set per step), then the weights */
+    int n_params;
+    pw_tensor **copies; /* device copies, by parameter index; NULL: used in place */
+    float *rope_table;  /* device */
+    /* Models with per-layer kinds (Gemma 3): the local layers' rope table
+     * (device) and each layer's table; NULL for Llama. */
+    float *rope_table_local;
+    const float **layer_rope; /* host array [n_layers] of device tables */
+} pw_engine_weights;
+
+/* What one step reads and writes. The per-step buffers are persistent:
+ * graphs read them through pointers, so they never move. The scheduler
+ * writes the host side; before each forward it is copied
+ * (pw_stream_copy_h2d) into buffers of the engine's device, which is all
+ * the kernels read. On the CPU the copies are memcpys; the code is the same
+ * for every device. */
+typedef struct pw_run_state {
+    pw_step_inputs host;
+    struct {
+        int32_t *input_ids, *positions, *slot_mapping, *token_seq, *block_tables;
+        int32_t *sample_rows, *n_sample_rows;
+        pw_attn_meta *meta;
+    } dev;
+    pw_attn_meta meta;     /* host copy of *dev.meta (its pointers are device ones) */
+    pw_tensor *ids_tensor; /* over dev.input_ids */
+    /* The first rows of ids_tensor, as many as the last forward's padded
+     * size: kept from step to step (a decode loop runs one padded size over
+     * and over) instead of a new view per step; NULL until the first forward. */
+    pw_tensor *ids_slice;
+    float **k_cache, **v_cache; /* per layer [num_blocks][block_size][n_kv_heads][head_dim] */
+    float *last_logits;         /* [max_num_seqs][vocab] */
+    prob_index_scratch *sample_scratch;
+    pw_step_token *step_tokens; /* [max_num_seqs]: what the last step generated */
+} pw_run_state;
+
 struct pw_engine {
     pw_model *model;
-    pw_engine_config cfg;
-    int64_t max_model_len;
-    int64_t max_tokens; /* rows of the persistent token buffers */
+    pw_engine_config cfg; /* as given, with its defaults resolved */
+    pw_engine_weights weights;
+    pw_run_state run;
+    pw_scheduler sched;
+    pw_kv_blocks kv;
 
     pw_stream *stream;
     pw_pool *act_pool;   /* eager activations */
     pw_pool *graph_pool; /* shared by every captured graph */
+    pw_pool *persistent; /* weight copies and per-step buffers: as long as the engine */
+    pw_pool *kv_pool;    /* the paged KV cache, alone, so its reservation is exact */
+    pw_op_env env;
     pw_dispatcher *dispatcher;
 
     /* compiled model */
@@ -34,46 +77,8 @@ struct pw_engine {
     pw_callable *submods;
     int n_submods, n_pieces;
     pw_graph_wrapper *full;
-    pw_value *params; /* [0] token ids (per step), then the weights (fixed) */
-    int n_params;
-
-    /* Persistent per-step buffers: graphs read them through pointers, so
-     * they never move. The scheduler writes the host side; before each
-     * forward it is copied (pw_stream_copy_h2d) into buffers of the
-     * engine's device, which is all the kernels read. On the CPU the
-     * copies are memcpys; the code is the same for every device. */
-    pw_step_inputs host;
-    pw_pool *persistent; /* device memory that lives as long as the engine */
-    pw_pool *kv_pool;    /* the paged KV cache, alone, so its reservation is exact */
-    struct {
-        int32_t *input_ids, *positions, *slot_mapping, *token_seq, *block_tables;
-        int32_t *sample_rows, *n_sample_rows;
-        pw_attn_meta *meta;
-    } dev;
-    pw_attn_meta meta;           /* host copy of *dev.meta (its pointers are device ones) */
-    pw_tensor *ids_tensor;       /* over dev.input_ids */
-    /* The first rows of ids_tensor, as many as the last forward's padded
-     * size: kept from step to step (a decode loop runs one padded size over
-     * and over) instead of a new view per step; NULL until the first forward. */
-    pw_tensor *ids_slice;
-    float **k_cache, **v_cache;  /* per layer [num_blocks][block_size][n_kv_heads][head_dim] */
-    float *rope_table;           /* device */
-    /* Models with per-layer kinds (Gemma 3): the local layers' rope table
-     * (device) and each layer's table; NULL for Llama. */
-    float *rope_table_local;
-    const float **layer_rope;    /* host array [n_layers] of device tables */
-    pw_tensor **weights;         /* device copies, by parameter index; NULL: used in place */
-    pw_op_env env;
-    pw_device device;
-
-    pw_kv_blocks kv;
-    pw_scheduler sched;
-    pw_step_token *step_tokens;
-    float *last_logits; /* [max_num_seqs][vocab] */
-    prob_index_scratch *sample_scratch;
 
     pw_engine_stats stats;
-    pw_wrapper_counters counters_before;
     struct pw_engine_verify *verify; /* engine_verify.c; NULL: off */
     struct pw_engine_lazy *lazy;     /* engine.c: lazily captured descriptors; NULL: none yet */
     struct pw_engine_distinct *distinct; /* engine_distinct.c; NULL: neither distinct-piece
@@ -82,12 +87,12 @@ struct pw_engine {
 
 pw_status pw_engine_init_op_env(pw_engine *e);
 
-void pw_engine_free_op_env(pw_engine *e);
-
-/* Persistent buffers (engine_buffers.c): host arrays, device buffers, rope
- * table, weight copies; everything device-side comes from e->persistent,
- * freed with it. The KV cache comes later (pw_engine_alloc_kv_cache). */
+/* The weights and the run state (engine_buffers.c): host arrays, device
+ * buffers, rope tables, weight copies; everything device-side comes from
+ * e->persistent, freed with it. The KV cache comes later
+ * (pw_engine_alloc_kv_cache). free_buffers frees both, and the pools. */
 pw_status pw_engine_alloc_buffers(pw_engine *e);
+void pw_engine_free_buffers(pw_engine *e);
 /* Bytes of the KV cache of num_blocks blocks (every layer's K and V, one
  * allocation). */
 size_t pw_engine_kv_cache_bytes(const pw_engine *e, int64_t num_blocks);

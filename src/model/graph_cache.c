@@ -554,7 +554,7 @@ static uint64_t fingerprint(const pw_engine *e) {
     uint64_t h = hash_str(FNV_BASIS, "piecewise graph cache");
     h = hash_str(h, pw_version());
     char variant[128];
-    pw_kernel_set_variant(e->device, variant, sizeof variant);
+    pw_kernel_set_variant(e->cfg.device, variant, sizeof variant);
     h = hash_str(h, variant);
     /* the model file: its size, its header and tensor table, the first
      * bytes of every tensor */
@@ -576,7 +576,7 @@ static uint64_t fingerprint(const pw_engine *e) {
     /* the engine: its configuration, its capture list, its pieces */
     const pw_engine_config *c = &e->cfg;
     int64_t cfgv[] = {c->device,     c->mode,           c->max_num_seqs, c->max_num_batched_tokens,
-                      c->block_size, c->kv_cache_positions, e->max_model_len, e->max_tokens,
+                      c->block_size, c->kv_cache_positions, c->max_model_len, c->max_num_batched_tokens,
                       e->n_submods};
     h = fnv1a(h, cfgv, sizeof cfgv);
     int n_sizes = 0;
@@ -631,7 +631,7 @@ void pw_graph_cache_load(pw_engine *e) {
         return;
     }
     pw_graph_cache_env env = {fp, false, d->regions, d->n_regions, false, false,
-                              pw_kernel_set_for(e->device)};
+                              pw_kernel_set_for(e->cfg.device)};
     pw_program *list = NULL;
     size_t dropped = 0;
     char why[320];
