@@ -802,15 +802,33 @@ static void record_step(pw_engine *e, pw_runtime_mode mode, int64_t n_tokens, in
     }
 }
 
+/* The forward of a step under the bitwise canary (engine_verify.c), which
+ * may run the same batch again eagerly and compare; then the sampled rows'
+ * logits come to the host. Rows [n_tokens, padded) become padding. */
+static pw_status forward_checked(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc *desc,
+                                 int64_t n_tokens) {
+    int64_t padded = desc->num_tokens;
+    pw_step_inputs_pad(&e->run.host, n_tokens, padded);
+    pw_value logits;
+    PW_TRY(forward(e, mode, desc, padded, &logits));
+    pw_status s = logits.kind == PW_VAL_TENSOR
+                      ? PW_OK
+                      : pw_error(PW_ERR_INTERNAL, "the forward returned no logits tensor");
+    if (s == PW_OK) s = pw_engine_verify_step(e, mode, desc, padded, logits.as.tensor, forward);
+    if (s == PW_OK) s = fetch_logits(e, logits.as.tensor);
+    pw_value_release(logits);
+    return s;
+}
+
 pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_out) {
     *tokens = e->run.step_tokens;
     *n_out = 0;
-    int64_t nt;
-    bool uniform;
     /* The step timer covers scheduling too: it is per-step work that a
      * decode rate must pay (bench model's figures and llama-bench's tg
      * both count everything between one token and the next). */
     double t0 = now_seconds();
+    int64_t nt;
+    bool uniform;
     PW_TRY(pw_schedule(&e->sched, &e->kv, &e->run.host, &nt, &uniform));
     if (nt == 0) {
         if (pw_scheduler_has_work(&e->sched))
@@ -825,20 +843,7 @@ pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_
     PW_TRY(pw_dispatch(e->dispatcher, nt, uniform, false, &mode, &desc));
     pw_capture_item want;
     lazy_route(e, nt, uniform, &mode, &desc, &want);
-    int64_t padded = desc.num_tokens;
-    pw_step_inputs_pad(&e->run.host, nt, padded);
-    pw_value logits_v;
-    PW_TRY(forward(e, mode, &desc, padded, &logits_v));
-    if (logits_v.kind != PW_VAL_TENSOR) {
-        pw_value_release(logits_v);
-        return pw_error(PW_ERR_INTERNAL, "the forward returned no logits tensor");
-    }
-    pw_status vs = pw_engine_verify_step(e, mode, &desc, e->run.host.n_sample_rows, padded,
-                                         logits_v.as.tensor, forward);
-    if (vs != PW_OK) return pw_value_release(logits_v), vs;
-    pw_status st = fetch_logits(e, logits_v.as.tensor);
-    pw_value_release(logits_v);
-    PW_TRY(st);
+    PW_TRY(forward_checked(e, mode, &desc, nt));
     int64_t prompt_tokens = 0;
     int64_t n_new = sample_scheduled(e, &prompt_tokens);
     /* after the step has used the host arrays: the capture rewrites them */

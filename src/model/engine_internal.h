@@ -107,14 +107,14 @@ pw_status pw_engine_stage_inputs(pw_engine *e, int64_t n_tokens);
 
 pw_status pw_engine_perturb_metadata(void *user, int round);
 
-/* engine_verify.c: the bitwise canary, called by the step after the
- * forward with the forward itself (to re-run eagerly). */
+/* engine_verify.c: the bitwise canary, called after a step's forward with
+ * its logits (the rows of e->run.host's sample_rows) and the forward itself
+ * (to re-run eagerly). */
 typedef pw_status (*pw_engine_forward_fn)(pw_engine *e, pw_runtime_mode mode,
                                           const pw_batch_desc *desc, int64_t n_padded,
                                           pw_value *logits);
 pw_status pw_engine_verify_step(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc *desc,
-                                int64_t n_rows, int64_t n_padded, pw_tensor *logits,
-                                pw_engine_forward_fn forward);
+                                int64_t n_padded, pw_tensor *logits, pw_engine_forward_fn forward);
 void pw_engine_verify_free(pw_engine *e);
 
 /* engine_distinct.c: distinct-piece capture and the graph cache's
