@@ -54,6 +54,10 @@ typedef struct pw_run_state {
     pw_step_token *step_tokens; /* [max_num_seqs]: what the last step generated */
 } pw_run_state;
 
+/* The engine's state, split like llama2.c's run.c: the configuration, the
+ * weights and the run state; the scheduler and the KV block allocator, each
+ * with its own state; the device resources; the compiled model and the
+ * capture state around it. */
 struct pw_engine {
     pw_model *model;
     pw_engine_config cfg; /* as given, with its defaults resolved */
