@@ -99,7 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     build_and_run(g, mode & 1);
 
     static const char *const custom_ops[] = {"attn", "relu", "add", "mm"};
-    /* the model's attention and vLLM's, as the seed graphs name them */
+    /* the model's attention and vLLM's, as vLLM's graphs name them */
     static const char *const attention_ops[] = {"attention", "unified_attention",
                                                 "unified_attention_with_output"};
     pw_ir *split = NULL;

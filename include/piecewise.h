@@ -9,12 +9,13 @@
  * <prefix>/share/doc/piecewise/docs/.
  *
  * Layers (see docs/ARCHITECTURE.md), in two libraries:
- *   libpiecewise (the capture layer; this header, graph.h, runtime.h)
+ *   libpiecewise (the capture layer; this header, graph.h, runtime.h, module.h)
  *   core     status, logging, dtypes, tensors, values
  *   mem      caching pool with graph pools (stable addresses)
  *   backend  streams: eager launch, capture into a device graph, replay
  *   graph    IR, text format, splitter, stitching plan and C emission
- *   runtime  modes, batch descriptors, forward context, graph wrapper, dispatcher
+ *   runtime  modes, batch descriptors, forward context, graph wrapper, dispatcher,
+ *            piecewise modules (graph -> split -> stitching -> wrappers; module.h)
  *   libpiecewise-llm (links libpiecewise; model.h)
  *   ops      op table, CPU and CUDA kernels
  *   model    GGUF, tokenizer, Llama graph, KV cache, engine
@@ -410,6 +411,7 @@ PW_API pw_pool *pw_graph_pool(const pw_graph *g);
 /* Each layer above the core declares its public API in its own header. */
 #include "piecewise/graph.h"
 #include "piecewise/runtime.h"
+#include "piecewise/module.h"
 #include "piecewise/model.h"
 
 #endif /* PIECEWISE_H */

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU check for the CUDA backend (issue 6). Run on a machine with an NVIDIA
+# GPU check for the CUDA backend. Run on a machine with an NVIDIA
 # GPU, nvcc and cuBLAS, from anywhere:  scripts/gpu-check.sh [build-dir]
 #   1. builds the project with PW_CUDA=ON (Release);
 #   2. runs the CUDA tests (they must pass, not skip);

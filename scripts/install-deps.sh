@@ -15,10 +15,8 @@ python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 command -v clang >/dev/null || need+=(clang)
 ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 \
   || need+=(libclang-rt-dev)
-# piecewise serve: HTTP (libmicrohttpd) and JSON (cJSON); python3-venv for
-# the serve tests' virtualenv with the openai client
-pkg-config --exists libmicrohttpd 2>/dev/null || dpkg -s libmicrohttpd-dev >/dev/null 2>&1 \
-  || need+=(libmicrohttpd-dev)
+# piecewise serve: JSON (cJSON; its HTTP server is its own); python3-venv
+# for the serve tests' virtualenv with the openai client
 pkg-config --exists libcjson 2>/dev/null || dpkg -s libcjson-dev >/dev/null 2>&1 || need+=(libcjson-dev)
 python3 -c "import ensurepip, venv" >/dev/null 2>&1 || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then

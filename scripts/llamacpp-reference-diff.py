@@ -11,8 +11,8 @@ prompts run through two builds of the same llama.cpp version (say the
 native build and the portable AVX2 build, `--server` of the reference
 script) give two files, and this prints, for each prompt, the first
 differing step and whether A's margin there is below the near-tie bound
-(default 0.02, issue 17's definition), i.e. whether the two files would
-pass that issue's rule against each other. Exit status 0 when they do, 1
+(default 0.02, the reference files' near_tie_margin), i.e. whether the two
+files would pass that rule against each other. Exit status 0 when they do, 1
 when a prompt first differs at a margin of at least M, 2 on bad input.
 Python 3 standard library only.
 """

@@ -12,8 +12,8 @@ what follows. Without --server it tries the native, noamx and portable
 builds in that order, taking the first that comes up healthy, and records
 which one ran and the CPU's model and vector flags (llama_cpp.build,
 llama_cpp.cpu): llama.cpp's AVX2 and AVX-512 builds of one version give
-different continuations (BENCHMARKS.md, "Session 7: llama.cpp against
-itself"; scripts/llamacpp-reference-diff.py compares two files).
+different continuations (BENCHMARKS.md, "Correctness against llama.cpp";
+scripts/llamacpp-reference-diff.py compares two files).
 
   tokenize  /tokenize of a fixed list of strings (ASCII, Unicode, runs of
             whitespace, emoji, code, digits, and a chat turn rendered by the
@@ -389,8 +389,8 @@ def main():
             "only at an end-of-generation token. margins[i] = logprob(top 1) - logprob(top 2) "
             "at step i: llama-server's pre-sampling probabilities are the softmax of the raw "
             "logits over the whole vocabulary, so this is the top-2 logit difference (float32 "
-            "rounding aside). top2[i] = [top 1 id, top 2 id]; tokens[i] == top2[i][0]. Issue 17 "
-            f"calls a step whose margin is below {NEAR_TIE} a near-tie; "
+            "rounding aside). top2[i] = [top 1 id, top 2 id]; tokens[i] == top2[i][0]. A step "
+            f"whose margin is below {NEAR_TIE} is a near-tie; "
             "tests/model/test_llamacpp_reference.c says at which bound it compares, and why."),
         "near_tie_margin": NEAR_TIE,
         "chat_turn": ("the model's tokenizer.chat_template via /apply-template"

@@ -19,6 +19,10 @@ int pw_cmd_serve(int argc, char **argv);
 
 /* Prints "piecewise: <what>: <last error>" to stderr and returns 1. */
 int pw_cli_fail(const char *what, pw_status s);
+/* fflush(stdout), remembering why the first failure failed: main reports
+ * a failed write to standard output once, after the command, and exits
+ * non-zero (tools/piecewise.c). */
+void pw_cli_flush_stdout(void);
 /* True if argv[i] is -h or --help. */
 int pw_cli_wants_help(int argc, char **argv);
 

@@ -96,7 +96,7 @@ static pw_status stream_answer(pw_model *m, pw_engine *e, int64_t id, int32_t pr
                 *closed = true;
             } else {
                 fputs(pw_model_token_text(m, prev, toks[k].token), stdout);
-                fflush(stdout);
+                pw_cli_flush_stdout();
             }
             prev = toks[k].token;
         }
@@ -106,26 +106,24 @@ static pw_status stream_answer(pw_model *m, pw_engine *e, int64_t id, int32_t pr
 }
 
 /* One user turn: the first of a conversation goes through the chat
- * template and opens a request, later ones continue it. On failure the
- * conversation ends (its request is cancelled, *id becomes -1) but the
- * program goes on. */
+ * template and opens a request, later ones continue it. The message and
+ * the system text are plain text: only the template's markers become
+ * special tokens. On failure the conversation ends (its request is
+ * cancelled, *id becomes -1) but the program goes on. */
 static void chat_turn(pw_model *model, pw_engine *engine, const chat_options *o, const char *line,
                       int64_t *id, bool *closed) {
-    char *text = NULL;
+    int32_t *ids = NULL;
+    int64_t n = 0;
     pw_status s;
     if (*id < 0) {
         pw_chat_message msgs[2];
         int nm = 0;
         if (o->system) msgs[nm++] = (pw_chat_message){"system", o->system};
         msgs[nm++] = (pw_chat_message){"user", line};
-        s = pw_model_apply_chat_template(model, msgs, nm, true, &text);
+        s = pw_model_tokenize_chat(model, msgs, nm, true, true, &ids, &n);
     } else {
-        s = pw_model_chat_next_turn(model, line, *closed, &text);
+        s = pw_model_tokenize_chat_next_turn(model, line, *closed, &ids, &n);
     }
-    int32_t *ids = NULL;
-    int64_t n = 0;
-    if (s == PW_OK) s = pw_model_tokenize(model, text, *id < 0, &ids, &n);
-    free(text);
     if (s == PW_OK) {
         if (*id < 0) s = pw_engine_add_request(engine, ids, n, o->tokens, &o->sp, id);
         else s = pw_engine_continue_request(engine, *id, ids, n, o->tokens);
@@ -143,20 +141,33 @@ static void chat_turn(pw_model *model, pw_engine *engine, const chat_options *o,
     }
 }
 
-/* Reads one line of input into line, without its newline. False at the end
- * of the input. An overlong line is refused whole (*skip set). */
-static bool read_turn(char *line, int cap, bool *skip) {
+/* Reads one line of input into line (NUL-terminated, without its newline
+ * or a trailing CR). False at the end of the input. A line that is too
+ * long, or holds a NUL byte (which would cut the message short), is read
+ * to its end and refused whole with a message (*skip set); the session
+ * goes on. */
+static bool read_turn(char *line, size_t cap, bool *skip) {
     *skip = false;
-    if (!fgets(line, cap, stdin)) return false;
-    if (!strchr(line, '\n') && !feof(stdin)) {
-        int c;
-        while ((c = getchar()) != EOF && c != '\n') {}
-        fprintf(stderr, "piecewise chat: a message is at most %d bytes; ignored\n", cap - 2);
-        *skip = true;
-        return true;
+    size_t n = 0;
+    bool overlong = false, nul = false;
+    int c;
+    while ((c = getchar()) != EOF && c != '\n') {
+        if (c == '\0') nul = true;
+        if (n + 1 < cap) line[n++] = (char)c;
+        else overlong = true;
     }
-    line[strcspn(line, "\r\n")] = '\0';
-    *skip = line[0] == '\0';
+    if (c == EOF && n == 0) return false;
+    line[n] = '\0';
+    if (overlong) {
+        fprintf(stderr, "piecewise chat: a message is at most %zu bytes; ignored\n", cap - 1);
+        *skip = true;
+    } else if (nul) {
+        fprintf(stderr, "piecewise chat: a message cannot hold a NUL byte; ignored\n");
+        *skip = true;
+    } else {
+        if (n > 0 && line[n - 1] == '\r') line[--n] = '\0';
+        *skip = n == 0;
+    }
     return true;
 }
 
@@ -169,10 +180,10 @@ static void chat_loop(pw_model *model, pw_engine *engine, const chat_options *o,
     for (;;) {
         if (tty) {
             printf("> ");
-            fflush(stdout);
+            pw_cli_flush_stdout();
         }
         bool skip;
-        if (!read_turn(line, (int)sizeof line, &skip)) break;
+        if (!read_turn(line, sizeof line, &skip)) break;
         if (skip) continue;
         if (strcmp(line, "/quit") == 0 || strcmp(line, "/exit") == 0) break;
         if (strcmp(line, "/reset") == 0) {

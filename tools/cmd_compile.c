@@ -4,6 +4,8 @@
 #include "cli.h"
 #include "ops/ops.h"
 
+#include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,17 +59,25 @@ static bool has_call_module(const pw_ir *g) {
     return false;
 }
 
+/* A failed write to standard output is reported once, by main. */
 static int write_text(const char *text, const char *out_path) {
-    FILE *f = out_path ? fopen(out_path, "w") : stdout;
+    if (!out_path) {
+        fputs(text, stdout);
+        return 0;
+    }
+    FILE *f = fopen(out_path, "w");
     if (!f) {
-        fprintf(stderr, "piecewise compile: cannot open %s for writing\n", out_path);
+        fprintf(stderr, "piecewise compile: cannot open %s for writing: %s\n", out_path, strerror(errno));
         return 1;
     }
     bool ok = fputs(text, f) >= 0;
-    if (out_path) ok = fclose(f) == 0 && ok;
-    else ok = fflush(f) == 0 && ok;
+    int e = ok ? 0 : errno;
+    if (fclose(f) != 0 && ok) {
+        ok = false;
+        e = errno;
+    }
     if (!ok) {
-        fprintf(stderr, "piecewise compile: error writing %s\n", out_path ? out_path : "standard output");
+        fprintf(stderr, "piecewise compile: error writing %s: %s\n", out_path, e ? strerror(e) : "write failed");
         return 1;
     }
     return 0;

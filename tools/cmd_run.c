@@ -165,7 +165,7 @@ static int redraw(const run_request *reqs, int n, int previous_lines) {
         printf("\n");
         lines++;
     }
-    fflush(stdout);
+    pw_cli_flush_stdout();
     return lines;
 }
 
@@ -176,18 +176,18 @@ static int add_prompts(pw_model *model, pw_engine *engine, const run_options *o,
     for (int i = 0; i < o->n_prompts; i++) {
         int32_t *ids = NULL;
         int64_t n = 0;
-        char *formatted = NULL;
-        pw_status s = PW_OK;
+        pw_status s;
         if (chat) {
+            /* the prompt and system text stay text: only the template's
+             * markers become special tokens */
             pw_chat_message msgs[2];
             int nm = 0;
             if (o->system) msgs[nm++] = (pw_chat_message){"system", o->system};
             msgs[nm++] = (pw_chat_message){"user", o->prompts[i]};
-            s = pw_model_apply_chat_template(model, msgs, nm, true, &formatted);
+            s = pw_model_tokenize_chat(model, msgs, nm, true, o->add_bos, &ids, &n);
+        } else {
+            s = pw_model_tokenize(model, o->prompts[i], o->add_bos, &ids, &n);
         }
-        if (s == PW_OK)
-            s = pw_model_tokenize(model, formatted ? formatted : o->prompts[i], o->add_bos, &ids, &n);
-        free(formatted);
         if (s == PW_OK) s = pw_engine_add_request(engine, ids, n, o->tokens, &o->sp, &reqs[i].id);
         reqs[i].prev = n > 0 && ids ? ids[n - 1] : -1;
         free(ids);
@@ -224,7 +224,7 @@ static int take_tokens(pw_model *model, pw_engine *engine, run_request *reqs, in
             append_text(r, piece);
             if (out->stream_one) {
                 fputs(piece, stdout);
-                fflush(stdout);
+                pw_cli_flush_stdout();
             }
         }
         r->prev = toks[k].token;
@@ -247,7 +247,7 @@ static int generate(pw_model *model, pw_engine *engine, const run_options *o, bo
     out.live = !out.stream_one && isatty(STDOUT_FILENO);
     if (out.stream_one && !chat) {
         fputs(o->prompts[0], stdout);
-        fflush(stdout);
+        pw_cli_flush_stdout();
     }
     int remaining = o->n_prompts;
     while (remaining > 0) {
@@ -259,7 +259,7 @@ static int generate(pw_model *model, pw_engine *engine, const run_options *o, bo
         if (out.live) out.live_lines = redraw(reqs, o->n_prompts, out.live_lines);
     }
     if (out.stream_one) printf("\n");
-    fflush(stdout);
+    pw_cli_flush_stdout();
     return 0;
 }
 

@@ -31,7 +31,17 @@ static void usage(FILE *f) {
             "  --api-key KEY            require 'Authorization: Bearer KEY' on /v1/*\n"
             "  --mode MODE              auto|none|piecewise|full|full_decode_only (default auto)\n"
             "  --device DEV             cpu|cuda (default cpu)\n"
-            "  --timeout S              close a connection idle for S seconds (default 60)\n"
+            "  --timeout S              close a connection idle for S seconds, or that reads\n"
+            "                           none of its answer for S seconds (default 60)\n"
+            "  --header-timeout S       a request head must arrive within S seconds of its\n"
+            "                           first byte, however it trickles in (default 10)\n"
+            "  --body-timeout S         a request body must arrive within S seconds of its\n"
+            "                           head; later gets 408 (default 30)\n"
+            "  --max-conns N            connections open at once (default 1024)\n"
+            "  --max-conns-per-client N connections per client address that have not sent a\n"
+            "                           whole request yet, idle ones included (default 64);\n"
+            "                           at either limit the oldest such connection (one that\n"
+            "                           has had a second at least) is closed to admit a new one\n"
             "  --ctx N                  context per request (default: the model's, at most 2048)\n"
             "  --max-batched-tokens N   tokens per step, bounds prefill chunks (default 128)\n"
             "  --max-body BYTES         largest request body; larger gets 413 (default 1048576)\n"
@@ -47,8 +57,8 @@ static void usage(FILE *f) {
 
 int pw_cmd_serve(int argc, char **argv) {
     if (pw_cli_wants_help(argc, argv)) usage(stdout);
-    fprintf(stderr, "piecewise serve: this build has no HTTP server: install libmicrohttpd-dev "
-                    "and libcjson-dev (scripts/install-deps.sh), then re-run cmake and rebuild\n");
+    fprintf(stderr, "piecewise serve: this build has no HTTP server: install libcjson-dev "
+                    "(scripts/install-deps.sh), then re-run cmake and rebuild\n");
     return 1;
 }
 
@@ -74,6 +84,10 @@ static int parse_args(int argc, char **argv, serve_options *o) {
     o->http.host = "127.0.0.1";
     o->http.port = 8080;
     o->http.timeout_s = 60;
+    o->http.header_timeout_s = 10;
+    o->http.body_timeout_s = 30;
+    o->http.max_conns = 1024;
+    o->http.max_conns_per_client = 64;
     o->http.max_body = 1 << 20;
     o->cfg.max_num_seqs = 16;
     o->eng.max_queue = 64;
@@ -114,6 +128,18 @@ static int parse_args(int argc, char **argv, serve_options *o) {
         } else if (strcmp(a, "--timeout") == 0) {
             if (pw_cli_int(argc, argv, &i, 1, 86400, &n)) return 2;
             o->http.timeout_s = (unsigned)n;
+        } else if (strcmp(a, "--header-timeout") == 0) {
+            if (pw_cli_int(argc, argv, &i, 1, 86400, &n)) return 2;
+            o->http.header_timeout_s = (unsigned)n;
+        } else if (strcmp(a, "--body-timeout") == 0) {
+            if (pw_cli_int(argc, argv, &i, 1, 86400, &n)) return 2;
+            o->http.body_timeout_s = (unsigned)n;
+        } else if (strcmp(a, "--max-conns") == 0) {
+            if (pw_cli_int(argc, argv, &i, 1, 65536, &n)) return 2;
+            o->http.max_conns = (unsigned)n;
+        } else if (strcmp(a, "--max-conns-per-client") == 0) {
+            if (pw_cli_int(argc, argv, &i, 1, 65536, &n)) return 2;
+            o->http.max_conns_per_client = (unsigned)n;
         } else if (strcmp(a, "--ctx") == 0) {
             if (pw_cli_int(argc, argv, &i, 2, 1 << 20, &o->ctx)) return 2;
         } else if (strcmp(a, "--max-batched-tokens") == 0) {

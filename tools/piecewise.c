@@ -2,6 +2,7 @@
  * concern; each lives in its own file under tools/ or bench/. */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -40,7 +41,7 @@ int pw_cli_wants_help(int argc, char **argv) {
     return 0;
 }
 
-int main(int argc, char **argv) {
+static int run_command(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -60,3 +61,27 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
 }
+
+/* The reason the first failed flush of standard output gave (0: none). */
+static int stdout_errno;
+
+void pw_cli_flush_stdout(void) {
+    errno = 0;
+    if (fflush(stdout) != 0 && !stdout_errno) stdout_errno = errno ? errno : EIO;
+}
+
+/* stdio reports a failed write to standard output (a full disk, /dev/full,
+ * a closed descriptor) only through the stream's error flag, and a command
+ * that streams text has nothing useful to do about it midway. So it is
+ * checked once, here, after every command (coreutils' close_stdout): output
+ * that was lost never ends in exit status 0. */
+static int check_stdout(int rc) {
+    pw_cli_flush_stdout();
+    if (!ferror(stdout)) return rc;
+    int e = stdout_errno;
+    fprintf(stderr, "piecewise: error writing standard output%s%s\n", e ? ": " : "",
+            e ? strerror(e) : "");
+    return rc ? rc : 1;
+}
+
+int main(int argc, char **argv) { return check_stdout(run_command(argc, argv)); }

@@ -1,7 +1,9 @@
 /* piecewise serve: an OpenAI-compatible HTTP server. Internal interfaces
  * between its modules:
  *
- *   serve_http.c     libmicrohttpd glue: routing, bodies, auth, responses
+ *   serve_http.c     the HTTP/1.1 server: connections, limits, routing,
+ *                    bodies, auth, responses
+ *   serve_framing.c  strict request framing (heads, chunked bodies)
  *   serve_request.c  JSON request parsing and validation, response bodies
  *   serve_engine.c   the one engine thread and the queue HTTP threads feed
  *   serve_metrics.c  counters and histograms, Prometheus text
@@ -26,8 +28,23 @@
 double serve_now(void);
 
 void serve_metrics_init(void);
+/* Request accounting: every request whose head was read is received once
+ * and then either answered with a status (its whole answer written) or
+ * cancelled (the client went away first). */
+void serve_metrics_received(void);
 void serve_metrics_request(int http_status);
+void serve_metrics_request_cancelled(void);
+/* The engine dropped a job whose client went away. */
 void serve_metrics_cancelled(void);
+/* Connections the server closed to protect itself. */
+typedef enum serve_drop_reason {
+    SERVE_DROP_EVICTED,        /* made room for a new connection */
+    SERVE_DROP_REFUSED,        /* no room: every connection was answering a request */
+    SERVE_DROP_HEADER_TIMEOUT, /* the request head took longer than --header-timeout */
+    SERVE_DROP_BODY_TIMEOUT,   /* the body took longer than --body-timeout */
+    SERVE_DROP_N
+} serve_drop_reason;
+void serve_metrics_connection_dropped(serve_drop_reason why);
 void serve_metrics_ttft(double seconds);
 void serve_metrics_itl(double seconds);
 /* Per step (engine thread): the mode it ran in, real and padded tokens. */
@@ -131,6 +148,10 @@ typedef struct serve_http_options {
     int port;
     const char *api_key; /* NULL: no auth */
     unsigned timeout_s;  /* idle connection timeout */
+    unsigned header_timeout_s; /* a request head, from its first byte */
+    unsigned body_timeout_s;   /* a request body, from the end of its head */
+    unsigned max_conns;        /* connections open at once */
+    unsigned max_conns_per_client; /* per address, not yet sending a whole request */
     size_t max_body;     /* bytes; larger -> 413 */
     int64_t max_model_len;
     const char *model_name;

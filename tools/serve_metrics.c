@@ -30,13 +30,19 @@ typedef struct histogram {
 static const double ttft_bounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
 static const double itl_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1};
 
-#define N_STATUS 9
-static const int tracked_status[N_STATUS] = {200, 400, 401, 404, 405, 413, 429, 500, 503};
+#define N_STATUS 11
+static const int tracked_status[N_STATUS] = {200, 400, 401, 404, 405, 408,
+                                             413, 429, 431, 500, 503};
+static const char *const drop_names[SERVE_DROP_N] = {"evicted", "refused", "header_timeout",
+                                                     "body_timeout"};
 
 static struct {
     pthread_mutex_t mu;
+    int64_t received;
     int64_t requests[N_STATUS + 1]; /* last: other */
-    int64_t cancelled;
+    int64_t cancelled;        /* requests whose client went away */
+    int64_t engine_cancelled; /* jobs the engine dropped for that */
+    int64_t dropped[SERVE_DROP_N];
     histogram ttft, itl;
     int64_t real_tokens[3], padded_tokens[3];
     pw_engine_stats engine;
@@ -61,9 +67,28 @@ void serve_metrics_request(int http_status) {
     pthread_mutex_unlock(&M.mu);
 }
 
-void serve_metrics_cancelled(void) {
+void serve_metrics_received(void) {
+    pthread_mutex_lock(&M.mu);
+    M.received++;
+    pthread_mutex_unlock(&M.mu);
+}
+
+void serve_metrics_request_cancelled(void) {
     pthread_mutex_lock(&M.mu);
     M.cancelled++;
+    pthread_mutex_unlock(&M.mu);
+}
+
+void serve_metrics_cancelled(void) {
+    pthread_mutex_lock(&M.mu);
+    M.engine_cancelled++;
+    pthread_mutex_unlock(&M.mu);
+}
+
+void serve_metrics_connection_dropped(serve_drop_reason why) {
+    if ((int)why < 0 || why >= SERVE_DROP_N) return;
+    pthread_mutex_lock(&M.mu);
+    M.dropped[why]++;
     pthread_mutex_unlock(&M.mu);
 }
 
@@ -157,17 +182,32 @@ static const char *const mode_names[3] = {"none", "piecewise", "full"};
 char *serve_metrics_render(void) {
     sbuf b = {0};
     pthread_mutex_lock(&M.mu);
-    sb_printf(&b, "# HELP piecewise_requests_total HTTP requests answered, by status code.\n"
+    sb_printf(&b,
+              "# HELP piecewise_requests_received_total HTTP requests whose head was read; each "
+              "is then answered (piecewise_requests_total) or cancelled.\n"
+              "# TYPE piecewise_requests_received_total counter\n"
+              "piecewise_requests_received_total %" PRId64 "\n",
+              M.received);
+    sb_printf(&b, "# HELP piecewise_requests_total HTTP requests answered in full, by status code.\n"
                   "# TYPE piecewise_requests_total counter\n");
     for (int i = 0; i < N_STATUS; i++)
         sb_printf(&b, "piecewise_requests_total{code=\"%d\"} %" PRId64 "\n", tracked_status[i],
                   M.requests[i]);
     sb_printf(&b, "piecewise_requests_total{code=\"other\"} %" PRId64 "\n", M.requests[N_STATUS]);
     sb_printf(&b,
-              "# HELP piecewise_requests_cancelled_total Requests cancelled because the client "
-              "disconnected.\n# TYPE piecewise_requests_cancelled_total counter\n"
-              "piecewise_requests_cancelled_total %" PRId64 "\n",
-              M.cancelled);
+              "# HELP piecewise_requests_cancelled_total Requests whose client went away before "
+              "its whole answer was sent.\n# TYPE piecewise_requests_cancelled_total counter\n"
+              "piecewise_requests_cancelled_total %" PRId64 "\n"
+              "# HELP piecewise_engine_cancelled_total Jobs the engine dropped because their "
+              "client went away.\n# TYPE piecewise_engine_cancelled_total counter\n"
+              "piecewise_engine_cancelled_total %" PRId64 "\n",
+              M.cancelled, M.engine_cancelled);
+    sb_printf(&b, "# HELP piecewise_connections_dropped_total Connections the server closed to "
+                  "protect itself, by reason.\n"
+                  "# TYPE piecewise_connections_dropped_total counter\n");
+    for (int i = 0; i < SERVE_DROP_N; i++)
+        sb_printf(&b, "piecewise_connections_dropped_total{reason=\"%s\"} %" PRId64 "\n",
+                  drop_names[i], M.dropped[i]);
     sb_printf(&b,
               "# HELP piecewise_requests_running Requests in the engine.\n"
               "# TYPE piecewise_requests_running gauge\npiecewise_requests_running %" PRId64 "\n"

@@ -167,8 +167,10 @@ static bool message_content(const cJSON *content, int index, char **out, serve_e
     return true;
 }
 
-/* The chat template applied to "messages". *out is malloc'ed. */
-static bool chat_prompt(const pw_model *m, const cJSON *root, char **out, serve_error *err) {
+/* "messages" through the chat template into p->prompt: the template's
+ * markers are special tokens, the contents plain text (so a message cannot
+ * close its turn or forge another). */
+static bool chat_prompt(const pw_model *m, const cJSON *root, serve_params *p, serve_error *err) {
     const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");
     if (!msgs) {
         serve_error_set(err, 400, "invalid_request_error", "messages", "missing_required_parameter",
@@ -214,7 +216,7 @@ static bool chat_prompt(const pw_model *m, const cJSON *root, char **out, serve_
         ok = false;
     }
     if (ok) {
-        pw_status s = pw_model_apply_chat_template(m, cm, n, true, out);
+        pw_status s = pw_model_tokenize_chat(m, cm, n, true, true, &p->prompt, &p->n_prompt);
         if (s != PW_OK) {
             serve_error_set(err, 400, "invalid_request_error", "messages", NULL, "%s",
                             pw_last_error());
@@ -246,8 +248,69 @@ static bool completion_prompt(const cJSON *root, char **out, serve_error *err) {
     return true;
 }
 
+/* The index, in document order and counting object keys, of the first
+ * JSON string in the body that holds a NUL (the escape \u0000, or a raw 0
+ * byte, which cJSON lets through); -1 if none. The body parsed as JSON.
+ * cJSON keeps strings NUL-terminated, so such a string would silently end
+ * at the NUL: a prompt "hi\u0000 and a long tail" would be read as "hi". */
+static int64_t first_string_with_nul(const char *body, size_t len) {
+    int64_t index = -1;
+    bool in_string = false;
+    for (size_t i = 0; i < len; i++) {
+        char c = body[i];
+        if (!in_string) {
+            if (c == '"') {
+                in_string = true;
+                index++;
+            }
+        } else if (c == '"') {
+            in_string = false;
+        } else if (c == '\0') {
+            return index;
+        } else if (c == '\\' && i + 1 < len) {
+            i++;
+            if (body[i] == 'u' && len - i > 4 && memcmp(body + i + 1, "0000", 4) == 0) return index;
+        }
+    }
+    return -1;
+}
+
+/* Walks the strings of a parsed value in document order (an object's key
+ * before its value) to the one numbered target, and writes where it is as
+ * a parameter path (messages[0].content). True once found. */
+/* As long as serve_error's param. */
+#define SERVE_PARAM_MAX ((int)sizeof(((serve_error *)0)->param))
+
+typedef struct string_finder {
+    int64_t target, seen;
+    char path[SERVE_PARAM_MAX];
+} string_finder;
+
+static bool find_string(const cJSON *v, const char *path, string_finder *f) {
+    if (cJSON_IsString(v)) {
+        if (f->seen++ != f->target) return false;
+        snprintf(f->path, sizeof f->path, "%s", path);
+        return true;
+    }
+    int i = 0;
+    for (const cJSON *c = v->child; c; c = c->next, i++) {
+        char sub[SERVE_PARAM_MAX];
+        if (cJSON_IsObject(v)) {
+            snprintf(sub, sizeof sub, "%s%s%s", path, path[0] ? "." : "", c->string ? c->string : "");
+            if (f->seen++ == f->target) { /* the key itself */
+                snprintf(f->path, sizeof f->path, "%s", sub);
+                return true;
+            }
+        } else {
+            snprintf(sub, sizeof sub, "%s[%d]", path, i);
+        }
+        if (find_string(c, sub, f)) return true;
+    }
+    return false;
+}
+
 /* The body as a JSON value: valid UTF-8, one JSON value, nothing after it
- * but whitespace. NULL (with err set) otherwise. */
+ * but whitespace, no NUL in any string. NULL (with err set) otherwise. */
 static cJSON *parse_body(const char *body, size_t len, serve_error *err) {
     if (!serve_utf8_valid(body, len)) {
         serve_error_set(err, 400, "invalid_request_error", NULL, "invalid_utf8",
@@ -265,9 +328,22 @@ static cJSON *parse_body(const char *body, size_t len, serve_error *err) {
                 break;
             }
     }
-    if (!root)
+    if (!root) {
         serve_error_set(err, 400, "invalid_request_error", NULL, "invalid_json",
                         "the request body is not valid JSON");
+        return NULL;
+    }
+    int64_t nul = first_string_with_nul(body, len);
+    if (nul >= 0) {
+        /* refused rather than cut short at the NUL or sent on as a token */
+        string_finder f = {.target = nul};
+        if (!find_string(root, "", &f)) snprintf(f.path, sizeof f.path, "(a string)");
+        serve_error_set(err, 400, "invalid_request_error", f.path, "invalid_value",
+                        "'%s' contains a NUL character (\\u0000), which piecewise does not "
+                        "accept in text", f.path);
+        cJSON_Delete(root);
+        return NULL;
+    }
     return root;
 }
 
@@ -306,18 +382,19 @@ static bool parse_options(const cJSON *root, serve_kind kind, request_options *o
     return ok;
 }
 
-/* The prompt text (chat messages through the template, or the completion
- * prompt) tokenized into p->prompt. */
+/* The prompt tokenized into p->prompt: chat messages through the template
+ * (their text never becomes special tokens), or the completion prompt,
+ * whose special-token text does become the tokens: its writer formats the
+ * whole prompt. */
 static bool tokenize_prompt(const pw_model *m, serve_kind kind, const cJSON *root, serve_params *p,
                             serve_error *err) {
+    if (kind == SERVE_CHAT) return chat_prompt(m, root, p, err);
     char *text = NULL;
-    bool ok = kind == SERVE_CHAT ? chat_prompt(m, root, &text, err)
-                                 : completion_prompt(root, &text, err);
+    bool ok = completion_prompt(root, &text, err);
     if (ok) {
         pw_status s = pw_model_tokenize(m, text, true, &p->prompt, &p->n_prompt);
         if (s != PW_OK) {
-            serve_error_set(err, 400, "invalid_request_error",
-                            kind == SERVE_CHAT ? "messages" : "prompt", NULL, "%s",
+            serve_error_set(err, 400, "invalid_request_error", "prompt", NULL, "%s",
                             pw_last_error());
             pw_clear_error();
             ok = false;

@@ -1,6 +1,6 @@
 /* Where the f32 decode matmul's time goes as its weights outgrow L1 and
- * L2: the stories260K question (BENCHMARKS.md, "Session 8: the f32 decode
- * matmul against its ceiling"). Built as build/pw_kbench_f32_decode:
+ * L2: the stories260K question (BENCHMARKS.md, "f32 decode matmul
+ * (stories260K)"). Built as build/pw_kbench_f32_decode:
  *
  *   build/pw_kbench_f32_decode [reps]
  *
@@ -18,7 +18,7 @@
  * data to 32 bytes; every stories260K weight the matmul reads is at 32 mod
  * 64), so no 32-byte load crosses a cache line. The "16 mod 64" column
  * shows what malloc's 16-byte alignment costs (every other load split
- * over two lines); session 7's figures were taken that way by mistake.
+ * over two lines), which the engine never sees.
  *
  * Two references beside it: "stream", one pass of 256-bit fmas over the
  * same bytes in address order with eight accumulators (no columns, no

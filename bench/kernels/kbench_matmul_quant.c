@@ -1,6 +1,6 @@
 /* A microbenchmark of the quantized matmul's copies on SmolLM2-135M's
- * shapes, for A/B comparisons of kernel changes (BENCHMARKS.md, "AVX2 Q4_1
- * kernels (session 6)"). Built as build/pw_kbench_matmul_quant:
+ * shapes, for A/B comparisons of kernel changes (BENCHMARKS.md, "Kernel
+ * microbenchmarks"). Built as build/pw_kbench_matmul_quant:
  *
  *   build/pw_kbench_matmul_quant [avx2|avx-vnni|avx512-vnni|generic] [reps] [filter]
  *

@@ -60,7 +60,10 @@ PW_API const pw_model_info *pw_model_get_info(const pw_model *m);
  * written: a prefill chunk computes one row of logits, not one per token. */
 PW_API pw_status pw_model_build_ir(const pw_model *m, pw_ir **out);
 
-/* Tokenizer from the GGUF metadata. *ids is malloc'ed; free() it. */
+/* Tokenizer from the GGUF metadata. *ids is malloc'ed; free() it. The
+ * text of a special token (<|im_start|>, <end_of_turn>, ...) becomes that
+ * token, so the text is trusted: a whole prompt its writer formatted. Chat
+ * messages go through pw_model_tokenize_chat instead. */
 PW_API pw_status pw_model_tokenize(const pw_model *m, const char *text, bool add_bos, int32_t **ids,
                                    int64_t *n);
 /* The text of one token, for streaming (byte tokens give their byte). The
@@ -72,8 +75,9 @@ PW_API int32_t pw_model_eos(const pw_model *m);
 PW_API bool pw_model_is_end_of_generation(const pw_model *m, int32_t token);
 
 /* Chat templates (tokenizer.chat_template): the chatml family (SmolLM2,
- * with the template's default system prompt) and llama2 [INST]. Others are
- * PW_ERR_UNSUPPORTED; a model without a template is PW_ERR_NOT_FOUND. */
+ * with the template's default system prompt), Gemma and llama2 [INST].
+ * Others are PW_ERR_UNSUPPORTED; a model without a template is
+ * PW_ERR_NOT_FOUND. */
 typedef struct pw_chat_message {
     const char *role; /* "system", "user" or "assistant" */
     const char *content;
@@ -81,15 +85,29 @@ typedef struct pw_chat_message {
 
 PW_API bool pw_model_has_chat_template(const pw_model *m);
 /* The conversation as prompt text (*out malloc'ed; free() it), ending with
- * the assistant's turn opener when add_generation_prompt. */
+ * the assistant's turn opener when add_generation_prompt. For display:
+ * pw_model_tokenize of this text would turn special-token text inside a
+ * message into the token; pw_model_tokenize_chat does not. */
 PW_API pw_status pw_model_apply_chat_template(const pw_model *m, const pw_chat_message *msgs, int n,
                                               bool add_generation_prompt, char **out);
+/* The conversation as prompt tokens (*ids malloc'ed; free() it): the
+ * template's own markers are special tokens and message contents are
+ * plain text, so a message holding "<|im_end|>" or "<start_of_turn>" gets
+ * the tokens of that text and cannot close its turn or open another.
+ * add_bos as for pw_model_tokenize. */
+PW_API pw_status pw_model_tokenize_chat(const pw_model *m, const pw_chat_message *msgs, int n,
+                                        bool add_generation_prompt, bool add_bos, int32_t **ids,
+                                        int64_t *n_ids);
 /* The text that follows an assistant answer to add the next user turn:
  * closes the answer (unless it ended with its end-of-turn token,
  * answer_closed) and opens the assistant's reply. For multi-turn chat that
  * keeps the KV cache. */
 PW_API pw_status pw_model_chat_next_turn(const pw_model *m, const char *user, bool answer_closed,
                                          char **out);
+/* The same as tokens, the user text plain as in pw_model_tokenize_chat. */
+PW_API pw_status pw_model_tokenize_chat_next_turn(const pw_model *m, const char *user,
+                                                  bool answer_closed, int32_t **ids,
+                                                  int64_t *n_ids);
 
 /* ------------------------------------------------------------------------ */
 /* Engine                                                                    */

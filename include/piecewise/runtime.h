@@ -189,6 +189,16 @@ PW_API void pw_graph_wrapper_free(pw_graph_wrapper *w);
  * On success *out holds a new reference. */
 PW_API pw_status pw_graph_wrapper_call(pw_graph_wrapper *w, const pw_value *args, int nargs,
                                        pw_value *out);
+/* pw_graph_wrapper_call with the mode and descriptor given instead of read
+ * from the forward context: the wrapper passes through unless mode is its
+ * own, else replays desc's graph or captures one. The thread's context is
+ * neither read nor changed, so a runnable that reads it (or nested
+ * wrappers called with pw_graph_wrapper_call) still sees whatever the
+ * caller pushed; pw_module_run (piecewise/module.h) makes the whole chain
+ * explicit. A mode outside the enum or a NULL desc is PW_ERR_INVALID_ARG. */
+PW_API pw_status pw_graph_wrapper_call_as(pw_graph_wrapper *w, pw_runtime_mode mode,
+                                          const pw_batch_desc *desc, const pw_value *args,
+                                          int nargs, pw_value *out);
 /* The wrapper as a callable (user = w), so wrappers nest and plug into
  * anything that takes a pw_callable. */
 PW_API pw_callable pw_graph_wrapper_as_callable(pw_graph_wrapper *w);

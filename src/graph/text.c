@@ -1,12 +1,17 @@
 /* The graph text format (docs/graph-format.md): parser and canonical printer. */
 #include "graph_internal.h"
 
+#include "core/file.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
 
 /* Deepest nesting of lists/tuples in one argument. */
 #define PW_IR_MAX_NESTING 32
+/* A model's whole forward pass is tens of KB of text (Gemma 3: 26 KB), so
+ * a graph file larger than this is not a graph (docs/graph-format.md). */
+#define PW_IR_MAX_FILE_BYTES ((size_t)64 << 20)
 
 /* ---- printing -------------------------------------------------------------------------- */
 
@@ -759,21 +764,10 @@ pw_status pw_ir_parse(const char *text, size_t len, pw_ir **out) {
 
 pw_status pw_ir_parse_file(const char *path, pw_ir **out) {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return pw_error(PW_ERR_IO, "cannot open graph file %s", path);
-    pw_sb sb = {0};
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) pw_sb_append(&sb, buf, n);
-    bool err = ferror(f);
-    fclose(f);
-    if (err) {
-        pw_sb_discard(&sb);
-        return pw_error(PW_ERR_IO, "error reading %s", path);
-    }
-    size_t len = sb.len;
     char *text;
-    PW_TRY(pw_sb_finish(&sb, &text));
+    size_t len;
+    PW_TRY(pw_file_read_all(path, "graph file", PW_FILE_FOLLOW_LINKS, PW_IR_MAX_FILE_BYTES, &text,
+                            &len));
     pw_status s = pw_ir_parse(text, len, out);
     pw_host_free(text);
     if (s != PW_OK) return pw_error_context(s, "%s", path);

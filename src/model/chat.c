@@ -10,7 +10,13 @@
  *            by a blank line; contents are trimmed). A gemma3 file without
  *            tokenizer.chat_template gets it too: Gemma's GGUFs often lack one.
  * Any other template is PW_ERR_UNSUPPORTED naming what was seen; callers
- * fall back to raw prompts. */
+ * fall back to raw prompts.
+ *
+ * Formatting records where the template's own markers (<|im_start|>,
+ * <end_of_turn>, <s>, ...) are, and the token entry points
+ * (pw_model_tokenize_chat*) make only those special tokens: message text
+ * is plain text, so a message holding "<|im_end|>" cannot close its turn
+ * or forge another. */
 #include "model/llama.h"
 
 #include <string.h>
@@ -19,11 +25,19 @@
 
 typedef enum chat_family { CHAT_NONE = 0, CHAT_CHATML, CHAT_LLAMA2, CHAT_GEMMA } chat_family;
 
+/* The formatted conversation and where its markers are. */
 typedef struct text_buf {
     char *s;
     size_t len, cap;
+    pw_token_span *markers;
+    int64_t n_markers, cap_markers;
     pw_status status;
 } text_buf;
+
+static void text_buf_free(text_buf *b) {
+    pw_host_free(b->s);
+    pw_host_free(b->markers);
+}
 
 static void put(text_buf *b, const char *s) {
     if (b->status != PW_OK) return;
@@ -41,6 +55,24 @@ static void put(text_buf *b, const char *s) {
     }
     memcpy(b->s + b->len, s, n + 1);
     b->len += n;
+}
+
+/* Appends one of the template's markers: a special token, unlike the
+ * message text around it. */
+static void put_marker(text_buf *b, const char *marker) {
+    if (b->status != PW_OK) return;
+    if (b->n_markers == b->cap_markers) {
+        int64_t cap = b->cap_markers ? 2 * b->cap_markers : 16;
+        pw_token_span *p = pw_host_realloc(b->markers, (size_t)cap * sizeof *p);
+        if (!p) {
+            b->status = PW_ERR_OOM;
+            return;
+        }
+        b->markers = p;
+        b->cap_markers = cap;
+    }
+    b->markers[b->n_markers++] = (pw_token_span){b->len, strlen(marker)};
+    put(b, marker);
 }
 
 /* The literal default system prompt of a chatml template, e.g.
@@ -129,18 +161,24 @@ static pw_status check_messages(const pw_chat_message *msgs, int n) {
 static void format_chatml(text_buf *b, const char *default_system, const pw_chat_message *msgs,
                           int n, bool add_generation_prompt) {
     if (strcmp(msgs[0].role, "system") != 0 && default_system[0]) {
-        put(b, "<|im_start|>system\n");
+        put_marker(b, "<|im_start|>");
+        put(b, "system\n");
         put(b, default_system);
-        put(b, "<|im_end|>\n");
+        put_marker(b, "<|im_end|>");
+        put(b, "\n");
     }
     for (int i = 0; i < n; i++) {
-        put(b, "<|im_start|>");
+        put_marker(b, "<|im_start|>");
         put(b, msgs[i].role);
         put(b, "\n");
         put(b, msgs[i].content);
-        put(b, "<|im_end|>\n");
+        put_marker(b, "<|im_end|>");
+        put(b, "\n");
     }
-    if (add_generation_prompt) put(b, "<|im_start|>assistant\n");
+    if (add_generation_prompt) {
+        put_marker(b, "<|im_start|>");
+        put(b, "assistant\n");
+    }
 }
 
 /* Without BOS: the tokenizer adds it. */
@@ -151,7 +189,7 @@ static void format_llama2(text_buf *b, const pw_chat_message *msgs, int n) {
     bool first = true;
     for (; i < n; i++) {
         if (strcmp(msgs[i].role, "user") == 0) {
-            if (!first) put(b, "<s>");
+            if (!first) put_marker(b, "<s>");
             put(b, "[INST] ");
             if (system && first) {
                 put(b, "<<SYS>>\n");
@@ -164,7 +202,8 @@ static void format_llama2(text_buf *b, const pw_chat_message *msgs, int n) {
         } else if (strcmp(msgs[i].role, "assistant") == 0) {
             put(b, " ");
             put(b, msgs[i].content);
-            put(b, " </s>");
+            put(b, " ");
+            put_marker(b, "</s>");
         }
     }
 }
@@ -195,73 +234,140 @@ static void format_gemma(text_buf *b, const pw_chat_message *msgs, int n,
     if (strcmp(msgs[0].role, "system") == 0) system = msgs[i++].content;
     for (bool first = true; i < n; i++, first = false) {
         bool model = strcmp(msgs[i].role, "assistant") == 0;
-        put(b, model ? "<start_of_turn>model\n" : "<start_of_turn>user\n");
+        put_marker(b, "<start_of_turn>");
+        put(b, model ? "model\n" : "user\n");
         if (first && system) {
             put_trimmed(b, system);
             put(b, "\n\n");
         }
         put_trimmed(b, msgs[i].content);
-        put(b, "<end_of_turn>\n");
+        put_marker(b, "<end_of_turn>");
+        put(b, "\n");
     }
-    if (add_generation_prompt) put(b, "<start_of_turn>model\n");
+    if (add_generation_prompt) {
+        put_marker(b, "<start_of_turn>");
+        put(b, "model\n");
+    }
+}
+
+/* The whole conversation formatted into b (freed by the caller). */
+static pw_status format_conversation(const pw_model *m, const pw_chat_message *msgs, int n,
+                                     bool add_generation_prompt, text_buf *b) {
+    PW_TRY(check_messages(msgs, n));
+    chat_family family;
+    char system[CHAT_MAX_SYSTEM];
+    PW_TRY(detect(m, &family, system, sizeof system));
+    if (family == CHAT_CHATML) format_chatml(b, system, msgs, n, add_generation_prompt);
+    else if (family == CHAT_GEMMA) format_gemma(b, msgs, n, add_generation_prompt);
+    else format_llama2(b, msgs, n);
+    if (b->status != PW_OK)
+        return pw_error(b->status, "chat: out of memory formatting the conversation");
+    return PW_OK;
+}
+
+/* The text after an assistant answer that adds the next user turn. */
+static pw_status format_next_turn(const pw_model *m, const char *user, bool answer_closed,
+                                  text_buf *b) {
+    if (!user) return pw_error(PW_ERR_INVALID_ARG, "chat: no user message");
+    chat_family family;
+    char system[CHAT_MAX_SYSTEM];
+    PW_TRY(detect(m, &family, system, sizeof system));
+    if (family == CHAT_CHATML) {
+        if (!answer_closed) put_marker(b, "<|im_end|>");
+        put(b, "\n");
+        put_marker(b, "<|im_start|>");
+        put(b, "user\n");
+        put(b, user);
+        put_marker(b, "<|im_end|>");
+        put(b, "\n");
+        put_marker(b, "<|im_start|>");
+        put(b, "assistant\n");
+    } else if (family == CHAT_GEMMA) {
+        if (!answer_closed) put_marker(b, "<end_of_turn>");
+        put(b, "\n");
+        put_marker(b, "<start_of_turn>");
+        put(b, "user\n");
+        put_trimmed(b, user);
+        put_marker(b, "<end_of_turn>");
+        put(b, "\n");
+        put_marker(b, "<start_of_turn>");
+        put(b, "model\n");
+    } else {
+        if (!answer_closed) {
+            put(b, " ");
+            put_marker(b, "</s>");
+        }
+        put_marker(b, "<s>");
+        put(b, "[INST] ");
+        put(b, user);
+        put(b, " [/INST]");
+    }
+    if (b->status != PW_OK) return pw_error(b->status, "chat: out of memory");
+    return PW_OK;
+}
+
+/* The formatted text as a malloc'ed string, as the public API promises. */
+static pw_status text_out(const text_buf *b, char **out) {
+    *out = malloc(b->len + 1);
+    if (!*out) return pw_error(PW_ERR_OOM, "chat: out of memory");
+    memcpy(*out, b->s ? b->s : "", b->len);
+    (*out)[b->len] = '\0';
+    return PW_OK;
+}
+
+/* The formatted text as tokens: the markers special, the rest plain text. */
+static pw_status tokens_out(const pw_model *m, const text_buf *b, bool add_bos, int32_t **ids,
+                            int64_t *n_ids) {
+    int32_t *tmp = NULL;
+    int64_t n = 0;
+    PW_TRY(pw_tokenizer_encode_marked(m->tokenizer, b->s ? b->s : "", b->len, b->markers,
+                                      b->n_markers, add_bos ? PW_TOKENIZE_ADD_BOS : 0u, &tmp, &n));
+    pw_status s = pw_model_ids_to_caller(tmp, n, ids);
+    if (s == PW_OK) *n_ids = n;
+    return s;
 }
 
 pw_status pw_model_apply_chat_template(const pw_model *m, const pw_chat_message *msgs, int n,
                                        bool add_generation_prompt, char **out) {
     *out = NULL;
-    PW_TRY(check_messages(msgs, n));
-    chat_family family;
-    char system[CHAT_MAX_SYSTEM];
-    PW_TRY(detect(m, &family, system, sizeof system));
     text_buf b = {0};
-    if (family == CHAT_CHATML) format_chatml(&b, system, msgs, n, add_generation_prompt);
-    else if (family == CHAT_GEMMA) format_gemma(&b, msgs, n, add_generation_prompt);
-    else format_llama2(&b, msgs, n);
-    if (b.status != PW_OK) {
-        pw_host_free(b.s);
-        return pw_error(b.status, "chat: out of memory formatting the conversation");
-    }
-    *out = malloc(b.len + 1);
-    if (!*out) {
-        pw_host_free(b.s);
-        return pw_error(PW_ERR_OOM, "chat: out of memory");
-    }
-    memcpy(*out, b.s ? b.s : "", b.len + 1);
-    pw_host_free(b.s);
-    return PW_OK;
+    pw_status s = format_conversation(m, msgs, n, add_generation_prompt, &b);
+    if (s == PW_OK) s = text_out(&b, out);
+    text_buf_free(&b);
+    return s;
+}
+
+pw_status pw_model_tokenize_chat(const pw_model *m, const pw_chat_message *msgs, int n,
+                                 bool add_generation_prompt, bool add_bos, int32_t **ids,
+                                 int64_t *n_ids) {
+    *ids = NULL;
+    *n_ids = 0;
+    text_buf b = {0};
+    pw_status s = format_conversation(m, msgs, n, add_generation_prompt, &b);
+    if (s == PW_OK) s = tokens_out(m, &b, add_bos, ids, n_ids);
+    text_buf_free(&b);
+    return s;
 }
 
 pw_status pw_model_chat_next_turn(const pw_model *m, const char *user, bool answer_closed,
                                   char **out) {
     *out = NULL;
-    if (!user) return pw_error(PW_ERR_INVALID_ARG, "chat: no user message");
-    chat_family family;
-    char system[CHAT_MAX_SYSTEM];
-    PW_TRY(detect(m, &family, system, sizeof system));
     text_buf b = {0};
-    if (family == CHAT_CHATML) {
-        put(&b, answer_closed ? "\n" : "<|im_end|>\n");
-        put(&b, "<|im_start|>user\n");
-        put(&b, user);
-        put(&b, "<|im_end|>\n<|im_start|>assistant\n");
-    } else if (family == CHAT_GEMMA) {
-        put(&b, answer_closed ? "\n" : "<end_of_turn>\n");
-        put(&b, "<start_of_turn>user\n");
-        put_trimmed(&b, user);
-        put(&b, "<end_of_turn>\n<start_of_turn>model\n");
-    } else {
-        put(&b, answer_closed ? "<s>[INST] " : " </s><s>[INST] ");
-        put(&b, user);
-        put(&b, " [/INST]");
-    }
-    if (b.status != PW_OK) {
-        pw_host_free(b.s);
-        return pw_error(b.status, "chat: out of memory");
-    }
-    *out = malloc(b.len + 1);
-    if (*out) memcpy(*out, b.s, b.len + 1);
-    pw_host_free(b.s);
-    return *out ? PW_OK : pw_error(PW_ERR_OOM, "chat: out of memory");
+    pw_status s = format_next_turn(m, user, answer_closed, &b);
+    if (s == PW_OK) s = text_out(&b, out);
+    text_buf_free(&b);
+    return s;
+}
+
+pw_status pw_model_tokenize_chat_next_turn(const pw_model *m, const char *user,
+                                           bool answer_closed, int32_t **ids, int64_t *n_ids) {
+    *ids = NULL;
+    *n_ids = 0;
+    text_buf b = {0};
+    pw_status s = format_next_turn(m, user, answer_closed, &b);
+    if (s == PW_OK) s = tokens_out(m, &b, false, ids, n_ids);
+    text_buf_free(&b);
+    return s;
 }
 
 bool pw_model_is_end_of_generation(const pw_model *m, int32_t token) {

@@ -71,72 +71,49 @@ static pw_status resolve_op(void *user, const char *target, pw_callable *out) {
     return pw_op_resolve(&e->env, target, out);
 }
 
-static pw_status run_piece(void *user, const pw_value *args, int nargs, pw_value *out) {
-    pw_piece *p = user;
-    if (p->engine->distinct) return pw_engine_distinct_run(p->engine, p, args, nargs, out);
-    return pw_plan_run(p->plan, NULL, 0, args, nargs, out);
-}
-
-static pw_status run_forward_plan(void *user, const pw_value *args, int nargs, pw_value *out) {
+static pw_status run_forward_plain(void *user, const pw_value *args, int nargs, pw_value *out) {
     pw_engine *e = user;
-    return pw_plan_run(e->stitch_plan, e->submods, e->n_submods, args, nargs, out);
+    return e->forward_plain.fn(e->forward_plain.user, args, nargs, out);
 }
 
-static pw_status run_forward(void *user, const pw_value *args, int nargs, pw_value *out) {
+/* Distinct-piece capture and the graph cache see every run of a piece and
+ * of the whole forward (engine_distinct.c). */
+static pw_status interpose(void *user, int piece, pw_callable plain, const pw_value *args,
+                           int nargs, pw_value *out) {
     pw_engine *e = user;
-    if (e->distinct) return pw_engine_forward_hooked(e, run_forward_plan, args, nargs, out);
-    return run_forward_plan(user, args, nargs, out);
+    if (piece != PW_MODULE_FORWARD)
+        return pw_engine_distinct_run(e, &e->pieces[piece], args, nargs, out);
+    e->forward_plain = plain;
+    return pw_engine_forward_hooked(e, run_forward_plain, args, nargs, out);
 }
 
-static pw_status compile_model(pw_engine *e) {
-    PW_TRY(pw_model_build_ir(e->model, &e->ir));
+static pw_status compile_model(pw_engine *e, const pw_dispatcher_config *dc) {
+    pw_ir *ir = NULL;
+    PW_TRY(pw_model_build_ir(e->model, &ir));
     const char *const *split_ops;
     int n_split_ops = pw_op_splitting_names(&split_ops);
-    PW_TRY(pw_split(e->ir, split_ops, n_split_ops, &e->split));
-    PW_TRY(pw_check_split_for_replay(e->split));
-    pw_plan_options opts = {0};
-    opts.resolve_op = resolve_op;
-    opts.user = e;
-    PW_TRY(pw_plan_build(e->split, &opts, &e->stitch_plan));
-
-    int n = pw_plan_num_submodules(e->stitch_plan);
-    e->n_submods = n;
-    e->submods = pw_host_calloc((size_t)n, sizeof *e->submods);
-    e->pieces = pw_host_calloc((size_t)n, sizeof *e->pieces);
-    if (!e->submods || !e->pieces) return PW_ERR_OOM;
-    int last_piece = -1;
-    for (int i = 0; i < n; i++)
-        if (!pw_plan_submodule_inlined(e->stitch_plan, i)) last_piece = i;
-    for (int i = 0; i < n; i++) {
-        if (pw_plan_submodule_inlined(e->stitch_plan, i)) continue;
-        const char *name = pw_plan_submodule_name(e->stitch_plan, i);
-        const pw_ir *sub = pw_ir_find_subgraph(e->split, name);
-        if (!sub) return pw_error(PW_ERR_INTERNAL, "split graph lacks submodule '%s'", name);
-        pw_piece *p = &e->pieces[i];
-        p->engine = e;
-        PW_TRY(pw_plan_build(sub, &opts, &p->plan));
-        pw_callable runnable = {run_piece, p, pw_ir_name(sub)};
-        pw_wrapper_options wo;
-        pw_wrapper_options_init(&wo);
-        wo.name = name;
-        wo.gc_disable = true;
-        wo.weak_ref_output = (i == last_piece);
-        wo.debug_log = (i == 0);
-        PW_TRY(pw_graph_wrapper_new(runnable, PW_MODE_PIECEWISE, e->stream, e->graph_pool, &wo,
-                                    &p->wrapper));
-        e->submods[i] = pw_graph_wrapper_as_callable(p->wrapper);
-        e->n_pieces++;
-    }
-    PW_TRY(pw_engine_distinct_init(e));
-    pw_callable fwd = {run_forward, e, "forward"};
-    pw_wrapper_options wo;
-    pw_wrapper_options_init(&wo);
-    wo.name = "forward";
-    wo.gc_disable = true;
-    wo.verify_capture = e->cfg.verify_capture;
-    wo.perturb = e->cfg.verify_capture ? pw_engine_perturb_metadata : NULL;
-    wo.perturb_user = e;
-    return pw_graph_wrapper_new(fwd, PW_MODE_FULL, e->stream, e->graph_pool, &wo, &e->full);
+    pw_module_options mo;
+    pw_module_options_init(&mo);
+    mo.name = "forward";
+    mo.dispatcher = dc;
+    mo.verify_capture = e->cfg.verify_capture;
+    mo.perturb = e->cfg.verify_capture ? pw_engine_perturb_metadata : NULL;
+    mo.perturb_user = e;
+    mo.interpose = e->distinct ? interpose : NULL;
+    mo.interpose_user = e;
+    pw_op_resolver resolver = {resolve_op, e};
+    pw_status s = pw_module_new(ir, split_ops, n_split_ops, resolver, e->stream, e->graph_pool,
+                                &mo, &e->module);
+    pw_ir_free(ir);
+    PW_TRY(s);
+    e->dispatcher = pw_module_dispatcher(e->module);
+    e->split = pw_module_split_graph(e->module);
+    e->stitch_plan = pw_module_stitch_plan(e->module);
+    e->n_submods = pw_module_num_submodules(e->module);
+    e->pieces = pw_host_calloc((size_t)e->n_submods + 1, sizeof *e->pieces);
+    if (!e->pieces) return PW_ERR_OOM;
+    for (int i = 0; i < e->n_submods; i++) e->pieces[i].plan = pw_module_piece_plan(e->module, i);
+    return pw_engine_distinct_init(e);
 }
 
 /* ---- persistent buffers and KV cache ---------------------------------------------------- */
@@ -161,11 +138,9 @@ pw_status pw_engine_perturb_metadata(void *user, int round) {
 
 /* ---- forward ------------------------------------------------------------------------------ */
 
-/* Runs the model on the first n_padded tokens of the persistent buffers
- * under (mode, desc). *logits is a new reference. */
-static pw_status forward(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc *desc,
-                         int64_t n_padded, pw_value *logits) {
-    *logits = pw_value_none();
+/* Stages the first n_padded rows of the host per-step buffers to the
+ * device and makes the forward's token-id argument that many rows. */
+static pw_status prepare_inputs(pw_engine *e, int64_t n_padded) {
     PW_TRY(pw_engine_stage_inputs(e, n_padded));
     if (!e->run.ids_slice || pw_tensor_dim(e->run.ids_slice, 0) != n_padded) {
         pw_tensor *ids = NULL;
@@ -174,22 +149,30 @@ static pw_status forward(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc
         e->run.ids_slice = ids;
     }
     e->weights.params[0] = pw_value_tensor(e->run.ids_slice); /* the weights were filled in once */
-    pw_forward_context ctx = {mode, *desc, e->run.dev.meta};
-    pw_status s = pw_forward_context_push(&ctx);
-    if (s == PW_OK) {
-        s = pw_graph_wrapper_call(e->full, e->weights.params, e->weights.n_params, logits);
-        pw_forward_context_pop();
-    }
-    return s;
+    return PW_OK;
 }
 
-static pw_status capture_forward(void *user, pw_runtime_mode mode, const pw_batch_desc *desc) {
+/* Runs the model on the first n_padded tokens of the persistent buffers
+ * under (mode, desc). *logits is a new reference. */
+static pw_status forward(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc *desc,
+                         int64_t n_padded, pw_value *logits) {
+    *logits = pw_value_none();
+    PW_TRY(prepare_inputs(e, n_padded));
+    return pw_module_run(e->module, mode, desc, e->run.dev.meta, e->weights.params,
+                         e->weights.n_params, logits);
+}
+
+/* A capture's inputs: an all-padding batch of desc's size, which samples
+ * nothing. */
+static pw_status capture_inputs(void *user, pw_runtime_mode mode, const pw_batch_desc *desc,
+                                const pw_value **args, int *nargs) {
     pw_engine *e = user;
+    (void)mode;
     pw_step_inputs_pad(&e->run.host, 0, desc->num_tokens);
-    e->run.host.n_sample_rows = 0; /* an all-padding batch samples nothing */
-    pw_value logits;
-    PW_TRY(forward(e, mode, desc, desc->num_tokens, &logits));
-    pw_value_release(logits);
+    e->run.host.n_sample_rows = 0;
+    PW_TRY(prepare_inputs(e, desc->num_tokens));
+    *args = e->weights.params;
+    *nargs = e->weights.n_params;
     return PW_OK;
 }
 
@@ -208,7 +191,7 @@ static pw_status capture_all(pw_engine *e) {
     engine_capture_options(e, &co);
     pw_capture_report rep;
     pw_graph_cache_load(e);
-    PW_TRY(pw_capture_all(e->dispatcher, capture_forward, e, &co, &rep));
+    PW_TRY(pw_module_capture(e->module, capture_inputs, e, &co, &rep));
     e->stats.graphs_captured = rep.graphs_captured;
     e->stats.capture_seconds = rep.seconds;
     pw_engine_distinct_counts(e, &e->stats.graphs_patched, &e->stats.pieces_patched_in_full,
@@ -248,7 +231,7 @@ static pw_status plan_graph_memory(pw_engine *e, size_t *bytes) {
         engine_capture_options(e, &co);
         /* the dry run's addresses are a shadow's: no program is recorded from it */
         if (e->distinct) e->distinct->planning = true;
-        s = pw_capture_plan(e->dispatcher, capture_forward, e, &co, &rep);
+        s = pw_module_plan_capture(e->module, capture_inputs, e, &co, &rep);
         if (e->distinct) e->distinct->planning = false;
     }
     pw_pool_free(shadow_kv);
@@ -382,17 +365,9 @@ static void lazy_free(pw_engine *e) {
     e->lazy = NULL;
 }
 
-/* The wrapper whose entry says whether (mode, desc) is captured. */
-static pw_graph_wrapper *unit_wrapper(const pw_engine *e, pw_runtime_mode mode) {
-    if (mode == PW_MODE_FULL) return e->full;
-    for (int i = 0; i < e->n_submods; i++)
-        if (e->pieces[i].wrapper) return e->pieces[i].wrapper;
-    return NULL;
-}
-
 static bool unit_captured(const pw_engine *e, pw_runtime_mode mode, const pw_batch_desc *desc) {
-    pw_graph_wrapper *w = unit_wrapper(e, mode);
-    return w && pw_graph_wrapper_has_graph(w, desc);
+    pw_capture_item item = {mode, *desc};
+    return pw_module_has_graphs(e->module, &item);
 }
 
 static lazy_unit *unit_find(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc *desc) {
@@ -403,21 +378,14 @@ static lazy_unit *unit_find(pw_engine *e, pw_runtime_mode mode, const pw_batch_d
 }
 
 static size_t unit_bytes(const pw_engine *e, pw_runtime_mode mode, const pw_batch_desc *desc) {
-    if (mode == PW_MODE_FULL) return pw_graph_wrapper_graph_bytes(e->full, desc);
-    size_t total = 0;
-    for (int i = 0; i < e->n_submods; i++)
-        if (e->pieces[i].wrapper) total += pw_graph_wrapper_graph_bytes(e->pieces[i].wrapper, desc);
-    return total;
+    pw_capture_item item = {mode, *desc};
+    return pw_module_graph_bytes(e->module, &item);
 }
 
 static pw_status unit_evict(pw_engine *e, size_t index) {
     lazy_unit u = e->lazy->units[index];
-    if (u.mode == PW_MODE_FULL) {
-        PW_TRY(pw_graph_wrapper_remove(e->full, &u.desc));
-    } else {
-        for (int i = 0; i < e->n_submods; i++)
-            if (e->pieces[i].wrapper) PW_TRY(pw_graph_wrapper_remove(e->pieces[i].wrapper, &u.desc));
-    }
+    pw_capture_item item = {u.mode, u.desc};
+    PW_TRY(pw_module_remove_graphs(e->module, &item));
     e->lazy->units[index] = e->lazy->units[--e->lazy->n];
     e->stats.graph_bytes -= u.bytes;
     e->stats.graphs_evicted++;
@@ -463,9 +431,10 @@ static pw_status capture_lazily(pw_engine *e, pw_runtime_mode mode, const pw_bat
     co.print_totals = false;
     pw_capture_item item = {mode, *desc};
     double t0 = now_seconds();
-    PW_TRY(pw_capture_one(capture_forward, e, &co, &item));
+    PW_TRY(pw_module_capture_one(e->module, &item, capture_inputs, e, &co));
     e->stats.capture_seconds += now_seconds() - t0;
-    e->stats.graphs_captured += mode == PW_MODE_FULL ? 1 : (uint64_t)e->n_pieces;
+    e->stats.graphs_captured +=
+        mode == PW_MODE_FULL ? 1 : (uint64_t)pw_module_num_pieces(e->module);
     e->stats.lazy_captured++;
     lazy_unit u = {mode, *desc, unit_bytes(e, mode, desc), ++lz->clock};
     lz->units[lz->n++] = u;
@@ -572,13 +541,12 @@ pw_status pw_engine_new(pw_model *m, const pw_engine_config *cfg_in, pw_engine *
     pw_status s = pw_stream_new(e->cfg.device, &e->stream);
     if (s == PW_OK) s = pw_pool_new(e->cfg.device, "activations", &e->act_pool);
     if (s == PW_OK) s = pw_pool_new(e->cfg.device, "graphs", &e->graph_pool);
-    if (s == PW_OK) s = pw_dispatcher_new(&dc, &e->dispatcher);
     if (s == PW_OK) s = pw_scheduler_init(&e->sched, cfg.max_num_seqs, cfg.max_num_batched_tokens);
     if (s == PW_OK)
         s = pw_kv_blocks_init(&e->kv, cfg.max_num_seqs, cfg.block_size, e->cfg.max_model_len);
     if (s == PW_OK) s = pw_engine_distinct_new(e);
     if (s == PW_OK) s = pw_engine_alloc_buffers(e);
-    if (s == PW_OK) s = compile_model(e);
+    if (s == PW_OK) s = compile_model(e, &dc);
     if (s == PW_OK) s = size_kv_cache(e);
     if (s == PW_OK) s = capture_all(e);
     if (s != PW_OK) {
@@ -598,19 +566,8 @@ void pw_engine_free(pw_engine *e) {
     pw_engine_verify_free(e);
     pw_engine_distinct_free(e);
     lazy_free(e);
-    pw_graph_wrapper_free(e->full);
-    if (e->pieces) {
-        for (int i = 0; i < e->n_submods; i++) {
-            pw_graph_wrapper_free(e->pieces[i].wrapper);
-            pw_plan_free(e->pieces[i].plan);
-        }
-    }
-    pw_plan_free(e->stitch_plan);
-    pw_ir_free(e->split);
-    pw_ir_free(e->ir);
+    pw_module_free(e->module);
     pw_host_free(e->pieces);
-    pw_host_free(e->submods);
-    pw_dispatcher_free(e->dispatcher);
     pw_engine_free_buffers(e);
     pw_scheduler_free(&e->sched);
     pw_kv_blocks_free(&e->kv);

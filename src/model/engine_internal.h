@@ -10,9 +10,7 @@ typedef struct prob_index_scratch prob_index_scratch;
 typedef struct pw_engine pw_engine;
 
 typedef struct pw_piece {
-    pw_plan *plan;
-    pw_graph_wrapper *wrapper;
-    pw_engine *engine;
+    const pw_plan *plan; /* the module's; NULL for a splitting submodule */
     int group; /* engine_distinct.c: index of the first piece with the same IR; -1: alone */
 } pw_piece;
 
@@ -72,15 +70,17 @@ struct pw_engine {
     pw_pool *persistent; /* weight copies and per-step buffers: as long as the engine */
     pw_pool *kv_pool;    /* the paged KV cache, alone, so its reservation is exact */
     pw_op_env env;
-    pw_dispatcher *dispatcher;
 
-    /* compiled model */
-    pw_ir *ir, *split;
-    pw_plan *stitch_plan;
+    /* The compiled model: split, stitching, wrappers and dispatcher. */
+    pw_module *module;
+    /* Views of the module: its dispatcher, split graph and stitching plan,
+     * and per submodule its plan and distinct-capture group. */
+    pw_dispatcher *dispatcher;
+    const pw_ir *split;
+    const pw_plan *stitch_plan;
     pw_piece *pieces; /* indexed like the plan's submodules; inlined ones empty */
-    pw_callable *submods;
-    int n_submods, n_pieces;
-    pw_graph_wrapper *full;
+    int n_submods;
+    pw_callable forward_plain; /* the stitched forward, as the module runs it */
 
     pw_engine_stats stats;
     struct pw_engine_verify *verify; /* engine_verify.c; NULL: off */

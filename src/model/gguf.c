@@ -7,6 +7,7 @@
  * short; their callers prefix the field ("gguf: kv 3 'general.name'"). */
 #include "model/gguf.h"
 
+#include "core/file.h"
 #include "internal.h"
 
 #include <errno.h>
@@ -482,18 +483,12 @@ pw_status pw_gguf_open_memory(const void *data, size_t size, pw_gguf **out) {
 pw_status pw_gguf_open(const char *path, pw_gguf **out) {
     if (!path || !out) return pw_error(PW_ERR_INVALID_ARG, "gguf: open needs a path and an output");
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return pw_error(PW_ERR_IO, "gguf: cannot open '%s': %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return pw_error(PW_ERR_IO, "gguf: cannot stat '%s': %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return pw_error(PW_ERR_IO, "gguf: '%s' is not a regular file", path);
-    }
+    /* mapped, not read: the parse touches only the pages it proves exist,
+     * the magic first; the size bound is what a mapping can address */
+    int fd;
+    uint64_t fsize;
+    PW_TRY(pw_file_open_regular(path, "gguf", PW_FILE_FOLLOW_LINKS, (uint64_t)PTRDIFF_MAX, &fd,
+                                &fsize));
     pw_gguf *g = pw_host_calloc(1, sizeof *g);
     if (!g) {
         close(fd);
@@ -501,7 +496,7 @@ pw_status pw_gguf_open(const char *path, pw_gguf **out) {
     }
     static const uint8_t empty[1];
     g->base = empty;
-    g->size = (size_t)st.st_size;
+    g->size = (size_t)fsize;
     if (g->size > 0) {
         void *m = mmap(NULL, g->size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) {
@@ -509,7 +504,7 @@ pw_status pw_gguf_open(const char *path, pw_gguf **out) {
             close(fd);
             pw_host_free(g);
             return pw_error(PW_ERR_IO, "gguf: cannot map '%s' (%zu bytes): %s", path,
-                            (size_t)st.st_size, strerror(e));
+                            (size_t)fsize, strerror(e));
         }
         g->mapping = m;
         g->base = m;

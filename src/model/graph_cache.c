@@ -7,6 +7,8 @@
  * writing process is ever used. */
 #include "model/graph_cache.h"
 
+#include "core/file.h"
+
 #include "model/engine_internal.h"
 #include "model/gguf.h"
 #include "ops/kernel_args.h"
@@ -462,6 +464,23 @@ static bool validate_program(pw_program *p, const pw_graph_cache_env *env, const
     return ok;
 }
 
+/* The header: magic, format, a reserved word, the fingerprint. The reader
+ * checks it before reading the rest of a file. */
+#define CACHE_HEADER_BYTES 24
+
+static bool header_ok(const unsigned char *h, const pw_graph_cache_env *env, char *why, size_t cap) {
+    if (memcmp(h, CACHE_MAGIC, 8) != 0) return snprintf(why, cap, "not a graph cache file"), false;
+    uint32_t format;
+    uint64_t fp;
+    memcpy(&format, h + 8, 4);
+    memcpy(&fp, h + 16, 8);
+    if (format != CACHE_FORMAT)
+        return snprintf(why, cap, "format %u, this library reads %d", format, CACHE_FORMAT), false;
+    if (!env->any_fingerprint && fp != env->fingerprint)
+        return snprintf(why, cap, "written for another model, configuration or build"), false;
+    return true;
+}
+
 pw_status pw_graph_cache_parse(const void *data, size_t size, const pw_graph_cache_env *env,
                                pw_program **out, size_t *n_dropped, char *why, size_t why_cap) {
     *out = NULL;
@@ -473,16 +492,9 @@ pw_status pw_graph_cache_parse(const void *data, size_t size, const pw_graph_cac
     memcpy(&sum, (const char *)data + size - 8, 8);
     if (!env->any_checksum && fnv1a(FNV_BASIS, data, size - 8) != sum)
         return snprintf(why, why_cap, "checksum mismatch (truncated or corrupt)"), PW_ERR_PARSE;
-    reader r = {(const unsigned char *)data + 8, size - 16, false};
-    uint32_t format = get_u32(&r);
-    (void)get_u32(&r);
-    if (format != CACHE_FORMAT)
-        return snprintf(why, why_cap, "format %u, this library reads %d", format, CACHE_FORMAT),
-               PW_ERR_PARSE;
-    uint64_t fp = get_u64(&r);
-    if (!env->any_fingerprint && fp != env->fingerprint)
-        return snprintf(why, why_cap, "written for another model, configuration or build"),
-               PW_ERR_PARSE;
+    if (!header_ok(data, env, why, why_cap)) return PW_ERR_PARSE;
+    reader r = {(const unsigned char *)data + CACHE_HEADER_BYTES, size - CACHE_HEADER_BYTES - 8,
+                false};
     uint64_t n_regions = get_u64(&r);
     if (r.bad || n_regions > r.left / 8)
         return snprintf(why, why_cap, "truncated region table"), PW_ERR_PARSE;
@@ -590,25 +602,45 @@ static uint64_t fingerprint(const pw_engine *e) {
     return h;
 }
 
-static pw_status read_file(const char *path, unsigned char **out, size_t *size) {
+/* Reads the cache file: a regular file, never through a link, whose header
+ * is checked before the rest is read. PW_ERR_NOT_FOUND when there is none
+ * yet; otherwise on failure why says what was wrong with it. */
+static pw_status read_file(const char *path, const pw_graph_cache_env *env, unsigned char **out,
+                           size_t *size, char *why, size_t cap) {
     *out = NULL;
     *size = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return errno == ENOENT ? PW_ERR_NOT_FOUND : PW_ERR_IO;
-    pw_status st = PW_OK;
+    struct stat st;
+    if (lstat(path, &st) != 0 && errno == ENOENT) return PW_ERR_NOT_FOUND;
+    int fd;
+    uint64_t fsize;
+    pw_status s = pw_file_open_regular(path, "graph cache", PW_FILE_NO_LINKS, CACHE_MAX_FILE_BYTES,
+                                       &fd, &fsize);
+    if (s != PW_OK) return snprintf(why, cap, "%s", pw_last_error()), s;
+    unsigned char head[CACHE_HEADER_BYTES];
     unsigned char *buf = NULL;
-    long len = -1;
-    if (fseek(f, 0, SEEK_END) == 0) len = ftell(f);
-    if (len < 0 || (size_t)len > CACHE_MAX_FILE_BYTES || fseek(f, 0, SEEK_SET) != 0) st = PW_ERR_IO;
-    if (st == PW_OK && !(buf = pw_host_alloc((size_t)len + 1))) st = PW_ERR_OOM;
-    if (st == PW_OK && fread(buf, 1, (size_t)len, f) != (size_t)len) st = PW_ERR_IO;
-    fclose(f);
-    if (st != PW_OK) {
+    if (fsize < CACHE_HEADER_BYTES + 8) {
+        snprintf(why, cap, "not a graph cache file");
+        s = PW_ERR_PARSE;
+    } else if ((s = pw_file_read_exact(fd, head, sizeof head, "graph cache", path)) != PW_OK) {
+        snprintf(why, cap, "%s", pw_last_error());
+    } else if (!header_ok(head, env, why, cap)) {
+        s = PW_ERR_PARSE;
+    } else if (!(buf = pw_host_alloc((size_t)fsize))) {
+        snprintf(why, cap, "out of host memory");
+        s = PW_ERR_OOM;
+    } else {
+        memcpy(buf, head, sizeof head);
+        s = pw_file_read_exact(fd, buf + sizeof head, (size_t)fsize - sizeof head, "graph cache",
+                               path);
+        if (s != PW_OK) snprintf(why, cap, "%s", pw_last_error());
+    }
+    close(fd);
+    if (s != PW_OK) {
         pw_host_free(buf);
-        return st;
+        return s;
     }
     *out = buf;
-    *size = (size_t)len;
+    *size = (size_t)fsize;
     return PW_OK;
 }
 
@@ -618,23 +650,22 @@ void pw_graph_cache_load(pw_engine *e) {
     uint64_t fp = fingerprint(e);
     snprintf(d->cache_path, sizeof d->cache_path, "%s/graphs-%016" PRIx64 ".pwgc",
              e->cfg.graph_cache_dir, fp);
+    pw_graph_cache_env env = {fp, false, d->regions, d->n_regions, false, false,
+                              pw_kernel_set_for(e->cfg.device)};
     unsigned char *data = NULL;
     size_t size = 0;
-    pw_status st = read_file(d->cache_path, &data, &size);
+    char why[320];
+    pw_status st = read_file(d->cache_path, &env, &data, &size, why, sizeof why);
     if (st == PW_ERR_NOT_FOUND) {
         pw_log_info("graph cache: no %s yet; capturing, and writing it", d->cache_path);
         return;
     }
     if (st != PW_OK) {
-        pw_log_warn("graph cache: cannot read %s (%s); capturing", d->cache_path,
-                    pw_status_name(st));
+        pw_log_warn("graph cache: %s ignored (%s); capturing", d->cache_path, why);
         return;
     }
-    pw_graph_cache_env env = {fp, false, d->regions, d->n_regions, false, false,
-                              pw_kernel_set_for(e->cfg.device)};
     pw_program *list = NULL;
     size_t dropped = 0;
-    char why[320];
     st = pw_graph_cache_parse(data, size, &env, &list, &dropped, why, sizeof why);
     pw_host_free(data);
     if (st != PW_OK) {
@@ -677,17 +708,30 @@ void pw_graph_cache_store(pw_engine *e) {
         pw_log_warn("graph cache: out of host memory writing %s", d->cache_path);
         return;
     }
-    (void)mkdir(e->cfg.graph_cache_dir, 0777); /* may exist; a failure shows at fopen */
+    (void)mkdir(e->cfg.graph_cache_dir, 0777); /* may exist; a failure shows below */
+    /* The temporary file is created new (never through a link or over
+     * anything already there), written, synced, then renamed over the old
+     * file: a reader sees the old file or the whole new one. Anything at
+     * the final name but a regular file was not put there by a writer. */
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", d->cache_path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    bool ok = f && fwrite(img, 1, size, f) == size;
-    if (f && fclose(f) != 0) ok = false;
-    /* rename is atomic: a reader sees the old file or the whole new one */
-    if (ok && rename(tmp, d->cache_path) != 0) ok = false;
-    if (!ok) {
-        pw_log_warn("graph cache: cannot write %s: %s", d->cache_path, strerror(errno));
-        (void)remove(tmp);
+    struct stat st;
+    int fd = -1;
+    pw_status s = PW_OK;
+    if (lstat(d->cache_path, &st) == 0 && !S_ISREG(st.st_mode))
+        s = pw_error(PW_ERR_IO, "graph cache: '%s' is not a regular file (a link?); left alone",
+                     d->cache_path);
+    if (s == PW_OK) s = pw_file_create_new(tmp, "graph cache", &fd);
+    bool created = s == PW_OK;
+    if (s == PW_OK) s = pw_file_write_all_sync(fd, img, size, "graph cache", tmp);
+    if (fd >= 0 && close(fd) != 0 && s == PW_OK)
+        s = pw_error(PW_ERR_IO, "graph cache: error closing '%s': %s", tmp, strerror(errno));
+    if (s == PW_OK && rename(tmp, d->cache_path) != 0)
+        s = pw_error(PW_ERR_IO, "graph cache: cannot rename '%s' to '%s': %s", tmp, d->cache_path,
+                     strerror(errno));
+    if (s != PW_OK) {
+        pw_log_warn("graph cache: %s not written: %s", d->cache_path, pw_last_error());
+        if (created) (void)unlink(tmp); /* ours: unlink removes a name, never a link's target */
     } else {
         pw_log_info("graph cache: wrote %s (%zu bytes)", d->cache_path, size);
     }

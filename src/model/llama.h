@@ -60,6 +60,10 @@ pw_status pw_model_load_weight(pw_model *m, const char *name, int64_t d0, int64_
 pw_status pw_model_load_embeddings(pw_model *m, bool keep_quantized);
 pw_status pw_model_load_head(pw_model *m, bool keep_quantized);
 
+/* Moves pw_host_alloc'ed ids into a new malloc'ed array for the public
+ * API (host_ids is freed either way). */
+pw_status pw_model_ids_to_caller(int32_t *host_ids, int64_t n, int32_t **ids);
+
 /* Gemma 3 (gemma3.c). */
 pw_status pw_gemma3_read_hparams(pw_model *m);
 pw_status pw_gemma3_load_weights(pw_model *m);

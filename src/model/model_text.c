@@ -3,6 +3,18 @@
 
 #include <string.h>
 
+pw_status pw_model_ids_to_caller(int32_t *host_ids, int64_t n, int32_t **ids) {
+    /* hand the caller a malloc'ed array, as the public API promises */
+    *ids = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    if (!*ids) {
+        pw_host_free(host_ids);
+        return pw_error(PW_ERR_OOM, "tokenize: out of memory");
+    }
+    memcpy(*ids, host_ids, (size_t)n * sizeof(int32_t));
+    pw_host_free(host_ids);
+    return PW_OK;
+}
+
 pw_status pw_model_tokenize(const pw_model *m, const char *text, bool add_bos, int32_t **ids,
                             int64_t *n) {
     *ids = NULL;
@@ -11,15 +23,10 @@ pw_status pw_model_tokenize(const pw_model *m, const char *text, bool add_bos, i
     unsigned flags = PW_TOKENIZE_PARSE_SPECIAL;
     if (add_bos) flags |= PW_TOKENIZE_ADD_BOS;
     int32_t *tmp = NULL;
-    PW_TRY(pw_tokenizer_encode(m->tokenizer, text, strlen(text), flags, &tmp, n));
-    /* hand the caller a malloc'ed array, as the public API promises */
-    *ids = malloc((size_t)(*n ? *n : 1) * sizeof(int32_t));
-    if (!*ids) {
-        pw_host_free(tmp);
-        return pw_error(PW_ERR_OOM, "tokenize: out of memory");
-    }
-    memcpy(*ids, tmp, (size_t)*n * sizeof(int32_t));
-    pw_host_free(tmp);
+    int64_t count = 0;
+    PW_TRY(pw_tokenizer_encode(m->tokenizer, text, strlen(text), flags, &tmp, &count));
+    PW_TRY(pw_model_ids_to_caller(tmp, count, ids));
+    *n = count;
     return PW_OK;
 }
 

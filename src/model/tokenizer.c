@@ -32,27 +32,102 @@ static void vocab_insert(pw_tokenizer *t, int32_t id) {
 
 /* ---- encode ------------------------------------------------------------------------- */
 
+static bool is_special_type(uint8_t type) {
+    return type == PW_TOKEN_CONTROL || type == PW_TOKEN_USER_DEFINED;
+}
+
+/* What encoding one text carries along: ids so far, the merge scratch,
+ * whether the next plain text follows a special token (SentencePiece then
+ * prefixes a space), and the USER_DEFINED ids plain text must not become
+ * (a chat template's own markers). */
+typedef struct encoder {
+    const pw_tokenizer *t;
+    merge_state m;
+    id_list out;
+    bool after_special;
+    bool control; /* CONTROL tokens match in plain text (PW_TOKENIZE_PARSE_SPECIAL) */
+    const int32_t *denied;
+    int64_t n_denied;
+} encoder;
+
+static bool is_denied(const encoder *e, int32_t id) {
+    for (int64_t i = 0; i < e->n_denied; i++)
+        if (e->denied[i] == id) return true;
+    return false;
+}
+
 /* The longest special token whose text starts at text[pos], or -1. As in
  * llama.cpp, USER_DEFINED tokens (Gemma's whitespace runs and HTML tags)
- * are always matched and CONTROL tokens only when `control`. */
-static int32_t match_special(const pw_tokenizer *t, const char *text, size_t pos, size_t len,
-                             bool control) {
+ * are always matched and CONTROL tokens only when e->control. */
+static int32_t match_special(const encoder *e, const char *text, size_t pos, size_t len) {
+    const pw_tokenizer *t = e->t;
     uint8_t first = (uint8_t)text[pos];
     for (int32_t k = t->special_begin[first]; k < t->special_begin[first + 1]; k++) {
         int32_t id = t->specials[k];
-        if (!control && t->types[id] != PW_TOKEN_USER_DEFINED) continue;
+        if (!e->control && t->types[id] != PW_TOKEN_USER_DEFINED) continue;
         size_t sl = t->text_len[id];
-        if (sl <= len - pos && memcmp(text + pos, t->text[id], sl) == 0) return id;
+        if (sl <= len - pos && memcmp(text + pos, t->text[id], sl) == 0 && !is_denied(e, id))
+            return id;
     }
     return -1;
 }
 
-static pw_status encode_fragment(const pw_tokenizer *t, merge_state *m, const char *text,
-                                 size_t len, bool after_special, id_list *out) {
+static pw_status encode_fragment(encoder *e, const char *text, size_t len) {
     if (len == 0) return PW_OK;
+    const pw_tokenizer *t = e->t;
     if (t->kind == PW_TOKENIZER_SPM)
-        return pw_tok_spm_encode_text(t, m, text, len, t->add_space_prefix && after_special, out);
-    return pw_tok_bpe_encode_fragment(t, m, text, len, out);
+        return pw_tok_spm_encode_text(t, &e->m, text, len, t->add_space_prefix && e->after_special,
+                                      &e->out);
+    return pw_tok_bpe_encode_fragment(t, &e->m, text, len, &e->out);
+}
+
+static pw_status push_special(encoder *e, int32_t id) {
+    e->after_special = true;
+    return pw_tok_push_id(&e->out, id);
+}
+
+/* Encodes len bytes of text, the special tokens match_special finds
+ * splitting it into fragments. */
+static pw_status encode_text(encoder *e, const char *text, size_t len) {
+    size_t frag = 0;
+    for (size_t pos = 0; pos < len;) {
+        int32_t special = match_special(e, text, pos, len);
+        if (special < 0) {
+            pos++;
+            continue;
+        }
+        PW_TRY(encode_fragment(e, text + frag, pos - frag));
+        PW_TRY(push_special(e, special));
+        pos += e->t->text_len[special];
+        frag = pos;
+    }
+    return encode_fragment(e, text + frag, len - frag);
+}
+
+static pw_status encoder_start(encoder *e, const pw_tokenizer *t, unsigned flags) {
+    memset(e, 0, sizeof *e);
+    e->t = t;
+    e->control = (flags & PW_TOKENIZE_PARSE_SPECIAL) != 0;
+    /* As llama.cpp: the text starts "after a special token", so it gets the
+     * SentencePiece space prefix, and so does text after each special. */
+    e->after_special = true;
+    return (flags & PW_TOKENIZE_ADD_BOS) && t->bos >= 0 ? pw_tok_push_id(&e->out, t->bos) : PW_OK;
+}
+
+/* Hands the ids over (an empty result still gets an array) or frees them. */
+static pw_status encoder_finish(encoder *e, pw_status s, int32_t **ids, int64_t *n_ids) {
+    pw_tok_merge_state_free(&e->m);
+    if (s == PW_OK && !e->out.ids) {
+        e->out.ids = pw_host_alloc(sizeof *e->out.ids);
+        if (!e->out.ids) s = pw_error(PW_ERR_OOM, "tokenizer: out of memory");
+    }
+    if (s != PW_OK) {
+        pw_host_free(e->out.ids);
+        return s;
+    }
+    *ids = e->out.ids;
+    *n_ids = e->out.n;
+    return PW_OK;
 }
 
 pw_status pw_tokenizer_encode(const pw_tokenizer *t, const char *text, size_t len,
@@ -61,46 +136,63 @@ pw_status pw_tokenizer_encode(const pw_tokenizer *t, const char *text, size_t le
         return pw_error(PW_ERR_INVALID_ARG, "tokenizer: encode needs a tokenizer, text and outputs");
     *ids = NULL;
     *n_ids = 0;
-    id_list out = {0};
-    merge_state m = {0};
-    pw_status s = PW_OK;
-    if ((flags & PW_TOKENIZE_ADD_BOS) && t->bos >= 0) s = pw_tok_push_id(&out, t->bos);
-    /* As llama.cpp: the text starts "after a special token", so it gets the
-     * SentencePiece space prefix, and so does text after each special. */
-    bool after_special = true;
-    size_t frag = 0;
-    for (size_t pos = 0; s == PW_OK && pos < len;) {
-        int32_t special = match_special(t, text, pos, len, (flags & PW_TOKENIZE_PARSE_SPECIAL) != 0);
-        if (special < 0) {
-            pos++;
-            continue;
-        }
-        s = encode_fragment(t, &m, text + frag, pos - frag, after_special, &out);
-        if (s == PW_OK) s = pw_tok_push_id(&out, special);
-        after_special = true;
-        pos += t->text_len[special];
-        frag = pos;
+    encoder e;
+    pw_status s = encoder_start(&e, t, flags);
+    if (s == PW_OK) s = encode_text(&e, text, len);
+    return encoder_finish(&e, s, ids, n_ids);
+}
+
+/* The special token whose text is exactly the span, or -1. */
+static int32_t span_token(const pw_tokenizer *t, const char *text, pw_token_span sp) {
+    int32_t id = vocab_lookup(t, text + sp.start, sp.len);
+    return id >= 0 && is_special_type(t->types[id]) ? id : -1;
+}
+
+pw_status pw_tokenizer_encode_marked(const pw_tokenizer *t, const char *text, size_t len,
+                                     const pw_token_span *specials, int64_t n_specials,
+                                     unsigned flags, int32_t **ids, int64_t *n_ids) {
+    if (!t || (!text && len) || (!specials && n_specials) || n_specials < 0 || !ids || !n_ids)
+        return pw_error(PW_ERR_INVALID_ARG, "tokenizer: encode needs a tokenizer, text, spans "
+                        "and outputs");
+    *ids = NULL;
+    *n_ids = 0;
+    for (int64_t i = 0; i < n_specials; i++) {
+        size_t floor = i > 0 ? specials[i - 1].start + specials[i - 1].len : 0;
+        if (specials[i].len == 0 || specials[i].start < floor || specials[i].len > len ||
+            specials[i].start > len - specials[i].len)
+            return pw_error(PW_ERR_INVALID_ARG, "tokenizer: special span %" PRId64 " [%zu, +%zu) "
+                            "is empty, out of order or outside the %zu bytes of text", i,
+                            specials[i].start, specials[i].len, len);
     }
-    if (s == PW_OK) s = encode_fragment(t, &m, text + frag, len - frag, after_special, &out);
-    pw_tok_merge_state_free(&m);
-    if (s == PW_OK && !out.ids) {
-        out.ids = pw_host_alloc(sizeof *out.ids);
-        if (!out.ids) s = pw_error(PW_ERR_OOM, "tokenizer: out of memory");
+    /* The spans' tokens, which plain text may not become even where they
+     * are USER_DEFINED (always matched otherwise). */
+    int32_t *denied = pw_host_alloc((size_t)(n_specials ? n_specials : 1) * sizeof *denied);
+    if (!denied) return pw_error(PW_ERR_OOM, "tokenizer: out of memory");
+    int64_t n_denied = 0;
+    for (int64_t i = 0; i < n_specials; i++) {
+        int32_t id = span_token(t, text, specials[i]);
+        if (id >= 0) denied[n_denied++] = id;
     }
-    if (s != PW_OK) {
-        pw_host_free(out.ids);
-        return s;
+    encoder e;
+    pw_status s = encoder_start(&e, t, flags & ~(unsigned)PW_TOKENIZE_PARSE_SPECIAL);
+    e.denied = denied;
+    e.n_denied = n_denied;
+    /* A span that is not a special token stays in the plain text around it,
+     * as it would be without the span. */
+    size_t plain = 0;
+    for (int64_t i = 0; s == PW_OK && i < n_specials; i++) {
+        int32_t id = span_token(t, text, specials[i]);
+        if (id < 0) continue;
+        s = encode_text(&e, text + plain, specials[i].start - plain);
+        if (s == PW_OK) s = push_special(&e, id);
+        plain = specials[i].start + specials[i].len;
     }
-    *ids = out.ids;
-    *n_ids = out.n;
-    return PW_OK;
+    if (s == PW_OK) s = encode_text(&e, text + plain, len - plain);
+    pw_host_free(denied);
+    return encoder_finish(&e, s, ids, n_ids);
 }
 
 /* ---- decode ----------------------------------------------------------------------- */
-
-static bool is_special_type(uint8_t type) {
-    return type == PW_TOKEN_CONTROL || type == PW_TOKEN_USER_DEFINED;
-}
 
 pw_status pw_tokenizer_decode_token(const pw_tokenizer *t, int32_t prev_id, int32_t id,
                                     const char **piece, size_t *len) {

@@ -10,9 +10,13 @@
  *            into words, each word's bytes are mapped to printable code
  *            points, and merges apply in rank order (tokenizer.ggml.merges).
  *
- * With PW_TOKENIZE_PARSE_SPECIAL, the text of CONTROL and USER_DEFINED
- * tokens (<s>, <|im_start|>, ...) is recognized where it appears literally
- * and becomes that single token, which chat templates rely on.
+ * With PW_TOKENIZE_PARSE_SPECIAL, the text of CONTROL tokens (<s>,
+ * <|im_start|>, ...) is recognized where it appears literally and becomes
+ * that single token; without it that text is plain text. USER_DEFINED
+ * tokens (Gemma's whitespace runs and HTML tags) match either way, as in
+ * llama.cpp. Text that mixes a template's markers with user text (a chat
+ * prompt) goes through pw_tokenizer_encode_marked instead, so that only the
+ * markers become special tokens.
  * docs/gguf.md lists the details and the approximations. */
 #ifndef PW_MODEL_TOKENIZER_H
 #define PW_MODEL_TOKENIZER_H
@@ -71,6 +75,25 @@ unsigned pw_tokenizer_default_flags(const pw_tokenizer *t);
  * non-NULL even when empty). */
 pw_status pw_tokenizer_encode(const pw_tokenizer *t, const char *text, size_t len,
                               unsigned flags, int32_t **ids, int64_t *n_ids);
+
+/* A byte range [start, start + len) of a text. */
+typedef struct pw_token_span {
+    size_t start, len;
+} pw_token_span;
+
+/* Encodes len bytes of text in which only the spans listed in specials
+ * (ascending, non-empty, not overlapping) are special tokens: each span
+ * whose bytes are exactly a CONTROL or USER_DEFINED token's text becomes
+ * that token. Everything else is plain text, encoded as by
+ * pw_tokenizer_encode without PW_TOKENIZE_PARSE_SPECIAL, except that it
+ * never becomes one of the spans' tokens (even a USER_DEFINED one). A span
+ * that is not a special token's text stays plain text. flags: only
+ * PW_TOKENIZE_ADD_BOS counts. Chat templates mark their own markers this
+ * way, so message text cannot open or close a turn. Bad spans are
+ * PW_ERR_INVALID_ARG. */
+pw_status pw_tokenizer_encode_marked(const pw_tokenizer *t, const char *text, size_t len,
+                                     const pw_token_span *specials, int64_t n_specials,
+                                     unsigned flags, int32_t **ids, int64_t *n_ids);
 
 /* The bytes one token contributes to the output, for streaming. prev_id is
  * the token before it (-1 at the start): for "llama" vocabularies the

@@ -720,25 +720,20 @@ static pw_status capture(pw_graph_wrapper *w, wrapper_entry *e, const pw_value *
 
 /* ---- call -------------------------------------------------------------------------- */
 
-pw_status pw_graph_wrapper_call(pw_graph_wrapper *w, const pw_value *args, int nargs,
-                                pw_value *out) {
-    *out = pw_value_none();
-    const pw_forward_context *ctx = pw_forward_context_current();
-    if (PW_UNLIKELY(!ctx))
-        return pw_error(PW_ERR_STATE,
-                        "graph wrapper '%s': no forward context is set on this thread (push one "
-                        "with pw_forward_context_push around the model call)",
-                        w->name);
-    if (ctx->mode != w->mode) {
+/* The one body behind both calls: only where mode and descriptor come from
+ * differs, so the explicit call adds nothing to the context's hot path. */
+static inline pw_status wrapper_call_as(pw_graph_wrapper *w, pw_runtime_mode mode,
+                                        const pw_batch_desc *desc, const pw_value *args,
+                                        int nargs, pw_value *out) {
+    if (mode != w->mode) {
         /* NONE (warm-up, eager) or another wrapper's mode: this is how a FULL
          * wrapper and the PIECEWISE wrappers inside it each act only in their
          * own mode. */
         counter_bump(&w->counters.pass_throughs);
         return w->runnable.fn(w->runnable.user, args, nargs, out);
     }
-    pw_batch_desc desc = ctx->desc;
-    uint64_t h = pw_batch_desc_hash(&desc);
-    wrapper_entry *e = entry_find(w, &desc, h);
+    uint64_t h = pw_batch_desc_hash(desc);
+    wrapper_entry *e = entry_find(w, desc, h);
     if (PW_LIKELY(e && e->graph)) {
         if (w->check_addresses) PW_TRY(check_addresses(w, e, args, nargs));
         PW_TRY(pw_graph_replay(e->graph, w->stream));
@@ -746,6 +741,31 @@ pw_status pw_graph_wrapper_call(pw_graph_wrapper *w, const pw_value *args, int n
         *out = pw_value_retain(e->output);
         return PW_OK;
     }
-    if (!e) PW_TRY(entry_insert(w, &desc, h, &e));
+    if (!e) PW_TRY(entry_insert(w, desc, h, &e));
     return capture(w, e, args, nargs, out);
+}
+
+pw_status pw_graph_wrapper_call(pw_graph_wrapper *w, const pw_value *args, int nargs,
+                                pw_value *out) {
+    *out = pw_value_none();
+    const pw_forward_context *ctx = pw_forward_context_current();
+    if (PW_UNLIKELY(!ctx))
+        return pw_error(PW_ERR_STATE,
+                        "graph wrapper '%s': no forward context is set on this thread (push one "
+                        "with pw_forward_context_push around the model call, or call "
+                        "pw_graph_wrapper_call_as)",
+                        w->name);
+    return wrapper_call_as(w, ctx->mode, &ctx->desc, args, nargs, out);
+}
+
+pw_status pw_graph_wrapper_call_as(pw_graph_wrapper *w, pw_runtime_mode mode,
+                                   const pw_batch_desc *desc, const pw_value *args, int nargs,
+                                   pw_value *out) {
+    *out = pw_value_none();
+    if (PW_UNLIKELY((unsigned)mode >= PW_RUNTIME_MODE_COUNT_ || !desc))
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "graph wrapper '%s': call_as needs a valid runtime mode (got %d) and a "
+                        "descriptor",
+                        w->name, (int)mode);
+    return wrapper_call_as(w, mode, desc, args, nargs, out);
 }

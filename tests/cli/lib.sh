@@ -12,3 +12,19 @@ expect_fail() {
     echo "FAIL: piecewise $* -> exit $rc (want $code), stderr: $(cat "$tmp/err")"; fail=1
   fi
 }
+
+# skip_part REASON: one part of the test cannot run (a model or a tool is
+# missing). The rest still runs, and finish then reports a skip (exit 77,
+# CTest's SKIP_RETURN_CODE), never a pass.
+skipped=0
+skip_part() {
+  echo "SKIP (part): $*"; skipped=1
+}
+
+# finish NAME: the exit status: 1 if a check failed, 77 if a part was
+# skipped, 0 otherwise.
+finish() {
+  if [ "$fail" -ne 0 ]; then exit 1; fi
+  if [ "$skipped" -ne 0 ]; then echo "SKIP: $1: some parts could not run (see above)"; exit 77; fi
+  echo "$1: all checks passed"; exit 0
+}

@@ -26,7 +26,7 @@ if [ -f "$model" ]; then
   expect_fail 2 "exceeds the context" bench model "$model" --tokens 100000
   if ! "$bin" bench model "$model" --batch 1,2 --threads 1,2 --tokens 4 --repeats 1 --json >"$tmp/json" 2>"$tmp/err"; then
     echo "FAIL: short run: $(cat "$tmp/err")"; fail=1
-  elif command -v python3 >/dev/null; then
+  else
     python3 - "$tmp/json" <<'PY' || fail=1
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -59,7 +59,7 @@ PY
   # --lean: FULL decode at every thread count and prefill, nothing else
   if ! "$bin" bench model "$model" --batch 1,2 --threads 1,2 --tokens 4 --repeats 1 --lean --json >"$tmp/lean" 2>"$tmp/err"; then
     echo "FAIL: lean run: $(cat "$tmp/err")"; fail=1
-  elif command -v python3 >/dev/null; then
+  else
     python3 - "$tmp/lean" <<'PY' || fail=1
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -74,6 +74,6 @@ PY
   "$bin" bench model "$model" --batch 1 --tokens 4 --repeats 1 --lean | grep -q "lean: FULL decode and prefill only" \
     || { echo "FAIL: lean table"; fail=1; }
 else
-  echo "stories260K not found: short run skipped"
+  skip_part "stories260K.gguf not found: the short runs"
 fi
-exit $fail
+finish cli_bench_model

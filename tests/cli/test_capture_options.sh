@@ -48,6 +48,6 @@ if not (p > 0 and p == r):
     sys.exit(1)
 PY
 else
-  echo "stories260K.gguf not found: skipping the model checks"
+  skip_part "stories260K.gguf not found: the model checks"
 fi
-exit $fail
+finish cli_capture_options

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # piecewise chat: usage errors, a model without a chat template, and (when
-# SmolLM2 has been fetched) two turns over one KV cache.
+# SmolLM2 has been fetched) two turns over one KV cache and a line with a
+# NUL byte refused without losing the next one.
 set -u
 bin=$1
 shared="${PW_SHARED_DIR:-../shared}"
@@ -14,14 +15,21 @@ smol="${PW_SMOLLM2_GGUF:-${PW_SOURCE_DIR:-.}/models/SmolLM2-135M-Instruct.Q4_1.g
 if [ -f "$shared/models/stories260K.gguf" ]; then
   echo hi | "$bin" chat "$shared/models/stories260K.gguf" >"$tmp/out" 2>"$tmp/err"; rc=$?
   [ $rc -eq 1 ] && grep -q "no chat template" "$tmp/err" || { echo "FAIL: chat on a model without template: $rc $(cat "$tmp/err")"; fail=1; }
+else
+  skip_part "stories260K.gguf not found: a model without a chat template"
 fi
 if [ -f "$smol" ]; then
   printf 'What is the capital of France?\nAnd of Italy?\n/quit\n' | "$bin" chat "$smol" -n 24 >"$tmp/out" 2>"$tmp/err" \
     || { echo "FAIL: chat run: $(cat "$tmp/err")"; fail=1; }
   grep -q "Paris" "$tmp/out" || { echo "FAIL: first answer lacks Paris: $(cat "$tmp/out")"; fail=1; }
   grep -q "Rome" "$tmp/out" || { echo "FAIL: second turn lacks Rome: $(cat "$tmp/out")"; fail=1; }
+  # a NUL byte would cut the message short: the line is refused whole, the
+  # session goes on, and the next line is answered
+  printf 'What is the capital of France?\0 Ignore that.\nWhat is the capital of France?\n/quit\n' \
+    | "$bin" chat "$smol" -n 16 >"$tmp/out" 2>"$tmp/err" || { echo "FAIL: chat with a NUL: $(cat "$tmp/err")"; fail=1; }
+  grep -q "a message cannot hold a NUL byte; ignored" "$tmp/err" || { echo "FAIL: NUL line not refused: $(cat "$tmp/err")"; fail=1; }
+  [ "$(grep -c "Paris" "$tmp/out")" -eq 1 ] || { echo "FAIL: the line after a NUL line is not answered once: $(cat "$tmp/out")"; fail=1; }
 else
-  echo "SmolLM2 not fetched: two-turn chat check skipped"
+  skip_part "SmolLM2-135M-Instruct.Q4_1.gguf not fetched: the two-turn chat"
 fi
-[ $fail -eq 0 ] && echo "cli_chat: all checks passed"
-exit $fail
+finish cli_chat

@@ -40,6 +40,6 @@ if [ -f "$model" ]; then
   [ "$out" = "$ref" ] || { echo "FAIL: a damaged cache changed the text"; fail=1; }
   grep -q "ignored (checksum mismatch" "$tmp/err" || { echo "FAIL: no warning for a damaged cache: $(cat "$tmp/err")"; fail=1; }
 else
-  echo "stories260K.gguf not found: skipping the runs"
+  skip_part "stories260K.gguf not found: the runs"
 fi
-exit $fail
+finish cli_graph_cache

@@ -49,7 +49,6 @@ if [ -f "$model" ]; then
   for i in 1 2 3; do grep -q "^\[$i\] " "$tmp/out" || { echo "FAIL: no answer [$i]"; fail=1; }; done
   grep -q "graphs captured" "$tmp/err" || { echo "FAIL: no summary line"; fail=1; }
 else
-  echo "stories260K.gguf not found: golden CLI checks skipped"
+  skip_part "stories260K.gguf not found: the golden CLI checks"
 fi
-[ $fail -eq 0 ] && echo "cli_run: all checks passed"
-exit $fail
+finish cli_run

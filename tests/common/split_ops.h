@@ -1,5 +1,5 @@
 /* The splitting ops of the graphs the tests read: the model's attention
- * (the op table's splitting op) and vLLM's two, as the seed graphs name
+ * (the op table's splitting op) and vLLM's two, as vLLM's graphs name
  * them. pw_split takes them as a parameter: the graph layer knows no op
  * names. */
 #ifndef PW_TEST_SPLIT_OPS_H

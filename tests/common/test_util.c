@@ -2,17 +2,40 @@
 
 int pw_test_failures = 0;
 int pw_test_checks = 0;
+int pw_test_skipped_parts = 0;
 
 int pw_test_finish(const char *name) {
     if (pw_test_failures) {
         fprintf(stderr, "%s: %d of %d checks FAILED\n", name, pw_test_failures, pw_test_checks);
         return 1;
     }
+    /* A part that could not run makes the whole test a skip, never a pass. */
+    if (pw_test_skipped_parts) {
+        printf("SKIP: %s: %d checks passed, %d part(s) skipped (see above)\n", name,
+               pw_test_checks, pw_test_skipped_parts);
+        return 77;
+    }
+    /* A test that checked nothing proved nothing: it must check or skip. */
+    if (pw_test_checks == 0) {
+        fprintf(stderr, "%s: no checks were made (a test that cannot run must skip)\n", name);
+        return 1;
+    }
     printf("%s: all %d checks passed\n", name, pw_test_checks);
     return 0;
 }
 
+void pw_test_skip_part(const char *what) {
+    printf("SKIP (part): %s\n", what);
+    pw_test_skipped_parts++;
+}
+
 void pw_test_skip(const char *reason) {
+    /* a check that failed before the skip still fails the test */
+    if (pw_test_failures) {
+        fprintf(stderr, "%d of %d checks FAILED before the skip (%s)\n", pw_test_failures,
+                pw_test_checks, reason);
+        exit(1);
+    }
     printf("SKIP: %s\n", reason);
     exit(77);
 }
@@ -43,6 +66,19 @@ const char *pw_test_shared_path(const char *rel, char *buf, size_t cap) {
 #endif
     if (!dir) return NULL;
     snprintf(buf, cap, "%s/%s", dir, rel);
+    FILE *f = fopen(buf, "rb");
+    if (!f) return NULL;
+    fclose(f);
+    return buf;
+}
+
+const char *pw_test_model_path(const char *env, const char *file, char *buf, size_t cap) {
+    const char *path = getenv(env);
+    if (path) {
+        snprintf(buf, cap, "%s", path);
+    } else {
+        snprintf(buf, cap, "%s/../../models/%s", PW_TEST_DATA_DIR, file);
+    }
     FILE *f = fopen(buf, "rb");
     if (!f) return NULL;
     fclose(f);

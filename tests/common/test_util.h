@@ -12,6 +12,7 @@
 
 extern int pw_test_failures;
 extern int pw_test_checks;
+extern int pw_test_skipped_parts;
 
 #define CHECK(cond)                                                                            \
     do {                                                                                       \
@@ -68,10 +69,21 @@ extern int pw_test_checks;
         }                                                                                      \
     } while (0)
 
-/* Prints a summary and returns the process exit code. */
+/* Prints a summary and returns the process exit code: 1 when a check failed
+ * or when no check was made (a test that cannot run calls pw_test_skip), 77
+ * (CTest's skip code) when a part was skipped, 0 otherwise. */
 int pw_test_finish(const char *name);
-/* Prints "SKIP: reason" and exits 77 (CTest's skip code). */
+/* Prints "SKIP: reason" and exits 77 (CTest's skip code), or exits 1 when a
+ * check has already failed. */
 void pw_test_skip(const char *reason);
+/* Records that one part of the test could not run (a model or tool is
+ * missing) and says which: the other parts still run, and pw_test_finish
+ * then reports a skip instead of a pass. */
+void pw_test_skip_part(const char *what);
+/* The fetched model `file` under models/, or the path in the environment
+ * variable `env` (PW_SMOLLM2_GGUF, PW_GEMMA3_GGUF) when set; NULL when that
+ * file cannot be read. */
+const char *pw_test_model_path(const char *env, const char *file, char *buf, size_t cap);
 /* Reads a whole file; NULL if absent. */
 char *pw_test_read_file(const char *path, size_t *len);
 /* Path to ../shared/<rel>, or NULL if that file is absent. Env PW_SHARED_DIR wins. */

@@ -37,7 +37,6 @@ int main(void) {
                 "CUBLAS_STATUS_NOT_INITIALIZED");
     /* Loaded once: a second call (even naming another library) is a no-op. */
     CHECK_OK(pw_cuda_blas_load("libpw-no-such-cublas.so.0"));
-    printf("ok\n");
-    return 0;
+    return pw_test_finish("cuda_blas_load");
 }
 #endif

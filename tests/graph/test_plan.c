@@ -118,9 +118,9 @@ static void test_liveness_plan_text(void) {
     pw_ir_free(g);
 }
 
-static void test_seed_plan(void) {
+static void test_vllm_plan(void) {
     char path[1024];
-    snprintf(path, sizeof path, "%s/graphs/seed_L2.txt", PW_TEST_DATA_DIR);
+    snprintf(path, sizeof path, "%s/graphs/vllm_L2.txt", PW_TEST_DATA_DIR);
     pw_ir *g = NULL;
     CHECK_OK(pw_ir_parse_file(path, &g));
     pw_plan *p = NULL;
@@ -135,7 +135,7 @@ static void test_seed_plan(void) {
     CHECK(!pw_plan_submodule_inlined(p, 0) && !pw_plan_submodule_inlined(p, 4));
     char outline[8192];
     plan_outline(p, outline, sizeof outline);
-    /* the seed frees getitem_2..4 after the inlined attention, and submod_0
+    /* vLLM's code frees getitem_2..4 after the inlined attention, and submod_0
      * after its last getitem; attention's unused result goes at once */
     CHECK(strstr(outline, "GETITEM %getitem_4\nFREE %submod_0\nCALL %submod_1.attn_result\n"
                           "FREE %getitem_2\nFREE %getitem_3\nFREE %getitem_4\n"
@@ -365,7 +365,7 @@ static void test_run_errors(void) {
 int main(void) {
     CHECK_OK(pw_pool_new(PW_DEVICE_CPU, "toy", &toy.pool));
     test_liveness_plan_text();
-    test_seed_plan();
+    test_vllm_plan();
     test_shared_outputs();
     test_inlining();
     test_build_errors();

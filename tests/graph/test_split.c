@@ -1,4 +1,4 @@
-/* The splitter's rules (DESIGN §2.7). */
+/* The splitter's rules (pw_split, include/piecewise/graph.h). */
 #include "graph/graph_internal.h"
 #include "split_ops.h"
 #include "test_util.h"
@@ -119,7 +119,7 @@ static void test_synthetic_shape(void) {
             CHECK_STREQ(pw_ir_name(sub), name);
             CHECK_EQ_INT(pw_ir_is_splitting(sub), i % 2 == 1);
         }
-        /* like the seed: each piece but the last hands five values on */
+        /* as in vLLM's split: each piece but the last hands five values on */
         int getitems = 0;
         for (int i = 0; i < pw_ir_num_nodes(s); i++) getitems += pw_ir_node_kind_of(s, i) == PW_IR_GETITEM;
         CHECK_EQ_INT(getitems, 5 * layers);

@@ -4,7 +4,11 @@
 #include "split_ops.h"
 #include "test_util.h"
 
-static const char *const corpus[] = {"seed_L2.txt", "features.txt", "llama_tiny.txt",
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *const corpus[] = {"vllm_L2.txt", "features.txt", "llama_tiny.txt",
                                      "consecutive_attention.txt"};
 
 static char *print_ir(const pw_ir *g) {
@@ -42,9 +46,9 @@ static void test_corpus_round_trip(void) {
     }
 }
 
-static void test_seed_structure(void) {
+static void test_vllm_structure(void) {
     char path[1024];
-    snprintf(path, sizeof path, "%s/graphs/seed_L2.txt", PW_TEST_DATA_DIR);
+    snprintf(path, sizeof path, "%s/graphs/vllm_L2.txt", PW_TEST_DATA_DIR);
     pw_ir *g = NULL;
     CHECK_OK(pw_ir_parse_file(path, &g));
     if (!g) return;
@@ -162,7 +166,37 @@ static void test_parse_errors(void) {
     deep[n] = 0;
     pw_ir *g = NULL;
     CHECK_ERR(pw_ir_parse(deep, (size_t)-1, &g), PW_ERR_PARSE, "nested deeper than 32");
-    CHECK_ERR(pw_ir_parse_file("/nonexistent/graph.txt", &g), PW_ERR_IO, "cannot open graph file");
+    CHECK_ERR(pw_ir_parse_file("/nonexistent/graph.txt", &g), PW_ERR_IO,
+              "graph file: cannot open '/nonexistent/graph.txt'");
+}
+
+/* Only a regular file is read, and only up to the limit: a FIFO with no
+ * writer neither blocks the open nor the read, a device is never read
+ * (/dev/zero would never end), a file past 64 MiB is refused unread. */
+static void test_files_that_are_not_graphs(void) {
+    pw_ir *g = NULL;
+    char dir[] = "/tmp/pw_test_text_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char fifo[64], big[64];
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    snprintf(big, sizeof big, "%s/big.txt", dir);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    CHECK_ERR(pw_ir_parse_file(fifo, &g), PW_ERR_IO, "is not a regular file (it is a FIFO)");
+    CHECK_ERR(pw_ir_parse_file("/dev/zero", &g), PW_ERR_IO,
+              "is not a regular file (it is a character device)");
+    CHECK_ERR(pw_ir_parse_file(dir, &g), PW_ERR_IO, "is not a regular file (it is a directory)");
+    FILE *f = fopen(big, "wb");
+    CHECK(f != NULL);
+    if (f) {
+        CHECK(fseeko(f, ((off_t)64 << 20) + 1, SEEK_SET) == 0); /* sparse: no disk used */
+        CHECK(fputc('\n', f) != EOF);
+        CHECK(fclose(f) == 0);
+    }
+    CHECK_ERR(pw_ir_parse_file(big, &g), PW_ERR_IO, "larger than the 67108864-byte limit");
+    CHECK(g == NULL);
+    unlink(fifo);
+    unlink(big);
+    rmdir(dir);
 }
 
 static void test_validation_errors(void) {
@@ -216,10 +250,11 @@ static void test_dot(void) {
 
 int main(void) {
     test_corpus_round_trip();
-    test_seed_structure();
+    test_vllm_structure();
     test_generated_round_trip();
     test_floats();
     test_parse_errors();
+    test_files_that_are_not_graphs();
     test_validation_errors();
     test_dot();
     return pw_test_finish("graph_text");

@@ -22,6 +22,5 @@ int main(void) {
     if (pw_k_isa_int8_runs(PW_K_INT8_AVX512VNNI))
         printf("AVX-512 VNNI CPU: the AVX2 copy chosen all the same\n");
     CHECK(pw_k_isa_int8_runs(PW_K_INT8_AVX2));
-    printf("ok\n");
-    return 0;
+    return pw_test_finish("kernels_isa_cap");
 }

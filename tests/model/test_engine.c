@@ -184,8 +184,8 @@ static void check_warmups_change_nothing(pw_model *m) {
 static void test_stories260k(void) {
     char path[1024];
     if (!pw_test_shared_path("models/stories260K.gguf", path, sizeof path)) {
-        printf("stories260K.gguf not found under ../shared/models: skipping the golden and "
-               "real-model mode tests\n");
+        pw_test_skip_part("stories260K.gguf not found under ../shared/models: the golden and "
+                          "real-model mode tests");
         return;
     }
     pw_model *m;

@@ -193,17 +193,19 @@ int main(void) {
         if (m) check_model(m, "stories260K", sizes, (int)PW_ARRAY_LEN(sizes), true);
         pw_model_free(m);
     } else {
-        printf("stories260K.gguf not found under ../shared/models: skipped\n");
+        pw_test_skip_part("stories260K.gguf not found under ../shared/models");
     }
-    const char *smol = PW_TEST_DATA_DIR "/../../models/SmolLM2-135M-Instruct.Q4_1.gguf";
-    if (access(smol, R_OK) == 0) {
+    char smol_buf[4096];
+    const char *smol = pw_test_model_path("PW_SMOLLM2_GGUF", "SmolLM2-135M-Instruct.Q4_1.gguf",
+                                          smol_buf, sizeof smol_buf);
+    if (smol) {
         m = NULL;
         CHECK_OK(pw_model_load(smol, &m));
         static const int64_t smol_sizes[] = {1, 4, 16};
         if (m) check_model(m, "SmolLM2-135M", smol_sizes, 3, true);
         pw_model_free(m);
     } else {
-        printf("SmolLM2 not found under models/: skipped\n");
+        pw_test_skip_part("SmolLM2-135M-Instruct.Q4_1.gguf not fetched (scripts/fetch-model.sh)");
     }
     return pw_test_finish("model_engine_distinct");
 }

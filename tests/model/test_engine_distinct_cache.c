@@ -266,9 +266,12 @@ int main(void) {
 
     /* SmolLM2 (quantized, 30 layers) when models/ has it: cold, then warm
      * with every graph from the file checked against a real capture */
-    const char *smol = PW_TEST_DATA_DIR "/../../models/SmolLM2-135M-Instruct.Q4_1.gguf";
+    char smol_buf[4096];
+    const char *smol = pw_test_model_path("PW_SMOLLM2_GGUF", "SmolLM2-135M-Instruct.Q4_1.gguf",
+                                          smol_buf, sizeof smol_buf);
     pw_model *sm = NULL;
-    if (access(smol, R_OK) == 0 && pw_model_load(smol, &sm) == PW_OK) {
+    if (smol) CHECK_OK(pw_model_load(smol, &sm));
+    if (sm) {
         int32_t sref[2][MAX_OUT], sgot[2][MAX_OUT];
         e = NULL;
         CHECK_OK(make_engine(sm, PW_GRAPH_NONE, NULL, false, false, 4, &e));
@@ -288,8 +291,8 @@ int main(void) {
             pw_engine_free(e);
         }
         pw_model_free(sm);
-    } else {
-        printf("SmolLM2 not found under models/: skipped\n");
+    } else if (!smol) {
+        pw_test_skip_part("SmolLM2-135M-Instruct.Q4_1.gguf not fetched (scripts/fetch-model.sh)");
     }
 
     /* clean up both folders */

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#define SMOLLM2_PATH PW_TEST_DATA_DIR "/../../models/SmolLM2-135M-Instruct.Q4_1.gguf"
 #define N_REQ 4
 #define MAX_NEW 12
 
@@ -164,7 +163,9 @@ static void check_replay_and_padding(pw_model *m) {
 
 static void test_file(const char *path, const char *label, bool every_mode) {
     if (!path || access(path, R_OK) != 0) {
-        printf("%s not found: skipping it\n", label);
+        char what[256];
+        snprintf(what, sizeof what, "%s not found", label);
+        pw_test_skip_part(what);
         return;
     }
     pw_model *m = NULL;
@@ -192,6 +193,9 @@ int main(void) {
     char shared[1024];
     test_file(pw_test_shared_path("models/stories260K.gguf", shared, sizeof shared), "stories260K",
               true);
-    test_file(SMOLLM2_PATH, "SmolLM2", false);
+    char smol[4096];
+    test_file(pw_test_model_path("PW_SMOLLM2_GGUF", "SmolLM2-135M-Instruct.Q4_1.gguf", smol,
+                                 sizeof smol),
+              "SmolLM2", false);
     return pw_test_finish("model_engine_lazy");
 }

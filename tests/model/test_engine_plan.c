@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#define SMOLLM2_PATH PW_TEST_DATA_DIR "/../../models/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 static void base_config(pw_engine_config *cfg, pw_graph_mode mode) {
     pw_engine_config_init(cfg);
@@ -172,8 +171,10 @@ static void test_tiny(void) {
 }
 
 static void test_file(const char *path, const char *label) {
-    if (access(path, R_OK) != 0) {
-        printf("%s not found: skipping its prediction checks\n", label);
+    if (!path || access(path, R_OK) != 0) {
+        char what[256];
+        snprintf(what, sizeof what, "%s not found: its prediction checks", label);
+        pw_test_skip_part(what);
         return;
     }
     pw_model *m = NULL;
@@ -186,8 +187,10 @@ static void test_file(const char *path, const char *label) {
 int main(void) {
     test_tiny();
     char path[1024];
-    if (pw_test_shared_path("models/stories260K.gguf", path, sizeof path))
-        test_file(path, "stories260K");
-    test_file(SMOLLM2_PATH, "SmolLM2");
+    test_file(pw_test_shared_path("models/stories260K.gguf", path, sizeof path), "stories260K");
+    char smol[4096];
+    test_file(pw_test_model_path("PW_SMOLLM2_GGUF", "SmolLM2-135M-Instruct.Q4_1.gguf", smol,
+                                 sizeof smol),
+              "SmolLM2");
     return pw_test_finish("model_engine_plan");
 }

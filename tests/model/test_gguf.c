@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static pw_gguf_writer *new_writer(void) {
@@ -315,14 +316,30 @@ static void test_open_errors(void) {
     if (fd >= 0) {
         close(fd);
         CHECK_ERR(pw_gguf_open(path, &g), PW_ERR_FORMAT, "file size 0");
+        /* a link to a model is followed: the file it names is what counts */
+        char link[64];
+        snprintf(link, sizeof link, "%s.link", path);
+        CHECK(symlink(path, link) == 0);
+        CHECK_ERR(pw_gguf_open(link, &g), PW_ERR_FORMAT, "file size 0");
+        unlink(link);
         unlink(path);
     }
+    /* a FIFO with no writer: refused at once, not waited on */
+    char dir[] = "/tmp/pw_test_gguf_fifo_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char fifo[64];
+    snprintf(fifo, sizeof fifo, "%s/model.gguf", dir);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    CHECK_ERR(pw_gguf_open(fifo, &g), PW_ERR_IO, "is not a regular file (it is a FIFO)");
+    unlink(fifo);
+    rmdir(dir);
+    CHECK_ERR(pw_gguf_open("/dev/zero", &g), PW_ERR_IO, "(it is a character device)");
 }
 
 static void test_stories260k(void) {
     char path[1024];
     if (!pw_test_shared_path("models/stories260K.gguf", path, sizeof path)) {
-        printf("note: ../shared/models/stories260K.gguf absent; skipping its checks\n");
+        pw_test_skip_part("../shared/models/stories260K.gguf absent: its checks");
         return;
     }
     pw_gguf *g = NULL;

@@ -17,7 +17,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define GEMMA_PATH PW_TEST_DATA_DIR "/../../models/gemma-3-270m-q4_k_m.gguf"
 #define CLI_PATH PW_BINARY_DIR "/piecewise"
 
 /* The CLI's stdout for `piecewise inspect path` in a new buffer, or NULL. */
@@ -77,7 +76,7 @@ static pw_dtype tiny_types(const char *name, pw_dtype weight_dtype, void *user) 
 
 static bool cli_present(void) {
     if (access(CLI_PATH, X_OK) == 0) return true;
-    printf("%s not built: skipping the CLI checks\n", CLI_PATH);
+    pw_test_skip_part(CLI_PATH " not built: the CLI checks");
     return false;
 }
 
@@ -123,13 +122,14 @@ static void test_tiny_inspect(void) {
 }
 
 static void test_gemma(void) {
-    if (access(GEMMA_PATH, R_OK) != 0) {
-        printf("%s absent (scripts/fetch-model.sh gemma3-270m): skipping the Gemma checks\n",
-               GEMMA_PATH);
+    char gemma[4096];
+    if (!pw_test_model_path("PW_GEMMA3_GGUF", "gemma-3-270m-q4_k_m.gguf", gemma, sizeof gemma)) {
+        pw_test_skip_part("gemma-3-270m-q4_k_m.gguf not fetched (scripts/fetch-model.sh "
+                          "gemma3-270m): the Gemma checks");
         return;
     }
     pw_gguf *g = NULL;
-    CHECK_OK(pw_gguf_open(GEMMA_PATH, &g));
+    CHECK_OK(pw_gguf_open(gemma, &g));
     if (!g) return;
     const char *arch = NULL;
     CHECK_OK(pw_gguf_get_string(g, "general.architecture", &arch));
@@ -159,7 +159,7 @@ static void test_gemma(void) {
 
     if (cli_present()) {
         int rc = -1;
-        char *out = inspect_output(GEMMA_PATH, &rc);
+        char *out = inspect_output(gemma, &rc);
         CHECK(out != NULL);
         CHECK_EQ_INT(rc, 0);
         int missing = 0;
@@ -179,7 +179,7 @@ static void test_gemma(void) {
 
     pw_model *m = NULL;
     /* the gemma3 architecture loads (tests/model/test_gemma3.c runs it) */
-    CHECK_OK(pw_model_load(GEMMA_PATH, &m));
+    CHECK_OK(pw_model_load(gemma, &m));
     if (m) CHECK_STREQ(pw_model_get_info(m)->arch, "gemma3");
     pw_model_free(m);
 }

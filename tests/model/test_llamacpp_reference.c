@@ -1,4 +1,4 @@
-/* piecewise against llama.cpp on real GGUF files (issue 17, correctness).
+/* piecewise against llama.cpp on real GGUF files (correctness).
  *
  * tests/data/llamacpp/<model stem>.json holds, for one model file, what
  * llama.cpp's llama-server gave (scripts/llamacpp-reference.py says exactly
@@ -22,7 +22,7 @@
  *      wherever that margin is at least NEAR_TIE_LOGITS. This covers the
  *      steps after a near-tie too.
  *
- * Why the near-tie is 0.75 logits and not the issue's 0.02: two correct
+ * Why the near-tie is 0.75 logits and not the strict 0.02: two correct
  * implementations that quantize activations to 8 bits (llama.cpp does, for
  * Q4_1/Q8_0 weights; so does piecewise) differ by more. Measured on
  * SmolLM2-135M-Instruct Q4_1 along the 232 reference steps: llama.cpp
@@ -32,13 +32,13 @@
  * piecewise moves it by median 0.085, max 0.51 (6 steps, margins up to
  * 0.08). At 0.02 the greedy comparison failed on 2 of 8 prompts, at steps
  * where llama.cpp disagrees with itself the same way. The json keeps the
- * issue's 0.02 (near_tie_margin) as a fact about the reference; this test
+ * strict 0.02 (near_tie_margin) as a fact about the reference; this test
  * compares at the noise floor, with headroom, and prints for each prompt
- * whether the issue's 0.02 rule holds (NONE mode; reported, not asserted). llama.cpp's own builds differ
+ * whether the strict 0.02 rule holds (NONE mode; reported, not asserted). llama.cpp's own builds differ
  * as much: the references come from its AVX-512 build, and the same
  * version's AVX2 build first differs from them at 5 of 8 prompts per model
- * at margins of 0.046-0.184 (BENCHMARKS.md, "Session 7: llama.cpp against
- * itself"; scripts/llamacpp-reference-diff.py).
+ * at margins of 0.046-0.184 (BENCHMARKS.md, "Correctness against
+ * llama.cpp"; scripts/llamacpp-reference-diff.py).
  *
  * A model piecewise cannot load yet (PW_ERR_UNSUPPORTED: an architecture or
  * weight type it does not read) is skipped with the loader's message, as
@@ -59,8 +59,8 @@
 /* See the comment at the top for how these were measured. */
 #define NEAR_TIE_LOGITS 0.75
 #define MEAN_ERROR_LOGITS 0.2
-/* The issue's near-tie, whose verdict per prompt is printed. */
-#define ISSUE_NEAR_TIE 0.02
+/* The strict near-tie, whose verdict per prompt is printed. */
+#define STRICT_NEAR_TIE 0.02
 
 #ifndef PW_HAVE_CJSON
 int main(void) {
@@ -333,10 +333,10 @@ static pw_status continue_all(pw_model *m, pw_graph_mode mode, const reference_r
     return s;
 }
 
-/* Issue 17's own rule, reported and not asserted (see the top): does
+/* The strict rule, reported and not asserted (see the top): does
  * `got` (n tokens) equal the reference up to its first step of margin
  * below near_tie_margin? Prints the verdict and returns it. */
-static bool report_issue_rule(const reference_run *r, int index, const char *stem,
+static bool report_strict_rule(const reference_run *r, int index, const char *stem,
                               const int32_t *got, int64_t n, double rule) {
     int64_t diff = -1, tie = -1;
     for (int64_t s = 0; s < r->n_tokens && diff < 0; s++)
@@ -486,7 +486,7 @@ static void check_greedy(pw_model *m, const cJSON *greedy, const char *stem) {
                 print_ids("piecewise", got, n);
             }
         }
-        if (out[0][i]) rule_met += report_issue_rule(r, i, stem, out[0][i], n_out[0][i], ISSUE_NEAR_TIE);
+        if (out[0][i]) rule_met += report_strict_rule(r, i, stem, out[0][i], n_out[0][i], STRICT_NEAR_TIE);
         matched += all_match;
         total += steps;
         printf("%s: prompt %d: %lld of %lld steps compared%s\n", stem, i, (long long)steps,
@@ -495,9 +495,9 @@ static void check_greedy(pw_model *m, const cJSON *greedy, const char *stem) {
     printf("%s: greedy: %lld of %d prompts equal llama.cpp up to the first near-tie "
            "(margin < %.2f; %lld steps) in NONE, PIECEWISE and FULL\n",
            stem, (long long)matched, n_runs, NEAR_TIE_LOGITS, (long long)total);
-    printf("%s: issue 17's rule (near-tie below %.2f, reported, not asserted): met on %lld of %d "
+    printf("%s: the strict rule (near-tie below %.2f, reported, not asserted): met on %lld of %d "
            "prompts\n",
-           stem, ISSUE_NEAR_TIE, (long long)rule_met, n_runs);
+           stem, STRICT_NEAR_TIE, (long long)rule_met, n_runs);
     int64_t forced = 0;
     double sum_error = 0;
     for (int i = 0; i < n_runs; i++) check_forced(m, &runs[i], i, stem, &forced, &sum_error);
@@ -557,22 +557,26 @@ static bool check_reference(const char *json_path, const char *models_dir) {
         snprintf(path, sizeof path, "%s", own);
     else
         snprintf(path, sizeof path, "%s/%s", models_dir, stem);
+    char why[4096 + 512];
     if (access(path, R_OK) != 0) {
-        printf("%s: skipped: %s cannot be read (scripts/fetch-model.sh fetches it)\n", stem,
-               path);
+        snprintf(why, sizeof why, "%s: %s cannot be read (scripts/fetch-model.sh fetches it)",
+                 stem, path);
+        pw_test_skip_part(why);
         goto done;
     }
     char hex[65];
     CHECK(file_sha256(path, hex));
     if (strcmp(hex, sha->valuestring) != 0) {
-        printf("%s: skipped: %s has sha256 %s, the reference was made from %s\n", stem, path, hex,
-               sha->valuestring);
+        snprintf(why, sizeof why, "%s: %s has sha256 %s, the reference was made from %s", stem,
+                 path, hex, sha->valuestring);
+        pw_test_skip_part(why);
         goto done;
     }
     pw_model *m = NULL;
     pw_status s = pw_model_load(path, &m);
     if (s == PW_ERR_UNSUPPORTED) {
-        printf("%s: skipped: piecewise cannot load it yet: %s\n", stem, pw_last_error());
+        snprintf(why, sizeof why, "%s: piecewise cannot load it: %s", stem, pw_last_error());
+        pw_test_skip_part(why);
         fflush(stdout);
         goto done;
     }

@@ -150,6 +150,17 @@ static void test_tiny_spm(void) {
     ENCODE(t, "<s>hi</s>", PW_TOKENIZE_PARSE_SPECIAL, 1, ID_H, CHAR('i'), 2);
     ENCODE(t, "<s>hi</s>", 0, ID_SP, CHAR('<'), CHAR('s'), CHAR('>'), CHAR('h'), CHAR('i'), CHAR('<'),
            CHAR('/'), CHAR('s'), CHAR('>'));
+    /* Marked spans (a chat template's markers) are the only specials; the
+     * text after each gets the space prefix, as after a parsed special. */
+    const pw_token_span marks[] = {{0, 3}, {9, 4}};
+    int32_t *marked = NULL;
+    int64_t n_marked = -1;
+    CHECK_OK(pw_tokenizer_encode_marked(t, "<s>hi<s> </s>a", 14, marks, 2, PW_TOKENIZE_ADD_BOS,
+                                        &marked, &n_marked));
+    const int32_t want_marked[] = {1, 1, ID_H, CHAR('i'), CHAR('<'), CHAR('s'), CHAR('>'), ID_SP,
+                                   2, ID_A};
+    CHECK(n_marked == 10 && memcmp(marked, want_marked, sizeof want_marked) == 0);
+    pw_host_free(marked);
     /* <unk> is UNKNOWN, not CONTROL: never matched as a special. */
     ENCODE(t, "<unk>", PW_TOKENIZE_PARSE_SPECIAL, ID_SP, CHAR('<'), CHAR('u'), CHAR('n'),
            CHAR('k'), CHAR('>'));

@@ -202,6 +202,76 @@ static void test_gpt2_vocab(void) {
     owned_free(&o);
 }
 
+static void check_marked(const pw_tokenizer *t, const char *text, const pw_token_span *spans,
+                         int64_t n_spans, unsigned flags, const int32_t *want, int64_t n_want) {
+    int32_t *ids = NULL;
+    int64_t n = -1;
+    CHECK_OK(pw_tokenizer_encode_marked(t, text, strlen(text), spans, n_spans, flags, &ids, &n));
+    pw_test_checks++;
+    if (!(n == n_want && memcmp(ids, want, (size_t)n * sizeof *ids) == 0)) {
+        pw_test_failures++;
+        fprintf(stderr, "encode_marked \"%s\": got", text);
+        for (int64_t i = 0; i < n; i++) fprintf(stderr, " %d", ids[i]);
+        fprintf(stderr, "\n");
+    }
+    pw_host_free(ids);
+}
+#define MARKED(t, text, spans, flags, ...)                                                     \
+    do {                                                                                       \
+        const int32_t want_[] = {__VA_ARGS__};                                                 \
+        check_marked(t, text, spans, (int64_t)PW_ARRAY_LEN(spans), flags, want_,               \
+                     (int64_t)PW_ARRAY_LEN(want_));                                            \
+    } while (0)
+
+/* Only the marked spans become special tokens: the same text elsewhere
+ * (a chat message holding "<|im_end|>") is plain text, even a USER_DEFINED
+ * token when the markers use it. */
+static void test_marked_specials(void) {
+    owned o = {0};
+    CHECK_OK(build(NULL, NULL, true, &o));
+    pw_tokenizer *t = o.t;
+    if (!t) {
+        owned_free(&o);
+        return;
+    }
+    /* <|im_start|>is<|im_end|><tool><|im_end|>: markers at 0 and at the end */
+    const char *text = "<|im_start|>is<|im_end|><tool><|im_end|>";
+    const pw_token_span ends[] = {{0, 12}, {30, 10}};
+    MARKED(t, text, ends, 0, ID_IM_START, ID_IS, B('<'), B('|'), B('i'), B('m'), B('_'), B('e'),
+           B('n'), B('d'), B('|'), B('>'), ID_TOOL, ID_IM_END);
+    /* PARSE_SPECIAL does not reach the plain text. */
+    MARKED(t, text, ends, PW_TOKENIZE_PARSE_SPECIAL | PW_TOKENIZE_ADD_BOS, ID_IM_START, ID_IS,
+           B('<'), B('|'), B('i'), B('m'), B('_'), B('e'), B('n'), B('d'), B('|'), B('>'),
+           ID_TOOL, ID_IM_END);
+    /* A USER_DEFINED marker: the same text unmarked is plain. */
+    const pw_token_span tool[] = {{0, 6}};
+    MARKED(t, "<tool>is<tool>", tool, 0, ID_TOOL, ID_IS, B('<'), B('t'), B('o'), B('o'), B('l'),
+           B('>'));
+    /* A span that is no special token stays in the plain text around it:
+     * "is" still merges across the span's edge. */
+    const pw_token_span not_special[] = {{0, 1}};
+    MARKED(t, "is", not_special, 0, ID_IS);
+    /* No spans at all: plain text, like encode without PARSE_SPECIAL. */
+    int32_t *ids = NULL;
+    int64_t n = -1;
+    CHECK_OK(pw_tokenizer_encode_marked(t, "<|im_end|>", 10, NULL, 0, 0, &ids, &n));
+    CHECK_EQ_INT(n, 10);
+    pw_host_free(ids);
+    /* Bad spans: overlapping, past the end, empty. */
+    const pw_token_span overlap[] = {{0, 12}, {11, 2}};
+    const pw_token_span past[] = {{30, 11}};
+    const pw_token_span empty[] = {{3, 0}};
+    CHECK_ERR(pw_tokenizer_encode_marked(t, text, strlen(text), overlap, 2, 0, &ids, &n),
+              PW_ERR_INVALID_ARG, "special span 1");
+    CHECK_ERR(pw_tokenizer_encode_marked(t, text, strlen(text), past, 1, 0, &ids, &n),
+              PW_ERR_INVALID_ARG, "outside the 40 bytes");
+    CHECK_ERR(pw_tokenizer_encode_marked(t, text, strlen(text), empty, 1, 0, &ids, &n),
+              PW_ERR_INVALID_ARG, "is empty");
+    CHECK_ERR(pw_tokenizer_encode_marked(t, text, 3, NULL, 1, 0, &ids, &n), PW_ERR_INVALID_ARG,
+              "encode needs");
+    owned_free(&o);
+}
+
 static void test_smollm_digits(void) {
     owned o = {0};
     CHECK_OK(build("smollm", NULL, true, &o));
@@ -326,6 +396,7 @@ static void test_missing_byte(void) {
 }
 
 int main(void) {
+    test_marked_specials();
     test_gpt2_vocab();
     test_smollm_digits();
     test_pretokenizer_references();

@@ -51,8 +51,8 @@ int main(void) {
     const char *path = getenv("PW_SMOLLM2_GGUF");
     if (!path) path = SMOLLM2_DEFAULT_PATH;
     if (access(path, R_OK) != 0)
-        pw_test_skip("models/SmolLM2-135M-Instruct.Q4_1.gguf has not been fetched (see issue 8; "
-                     "or set PW_SMOLLM2_GGUF); SmolLM2 tokenizer references not checked");
+        pw_test_skip("models/SmolLM2-135M-Instruct.Q4_1.gguf has not been fetched (run "
+                     "scripts/fetch-model.sh, or set PW_SMOLLM2_GGUF); SmolLM2 tokenizer references not checked");
     pw_gguf *g = NULL;
     pw_tokenizer *t = NULL;
     CHECK_OK(pw_gguf_open(path, &g));

@@ -359,7 +359,7 @@ static void test_debug_address_check(void) {
     pw_value mixed[2] = {pw_value_tensor(x), pw_value_int(3)};
     CHECK_OK(pw_graph_wrapper_call(checked, mixed, 2, &out));
     pw_value_release(out);
-    /* With the check off, a moved input replays silently (the seed's
+    /* With the check off, a moved input replays silently (vLLM's
      * non-debug behaviour). */
     CHECK_OK(call1(unchecked, moved, &out));
     pw_value_release(out);
@@ -767,11 +767,63 @@ static void test_out_of_memory_paths(void) {
     toy_env_free(&env);
 }
 
+/* The explicit call: mode and descriptor as arguments, no forward context
+ * needed, and a pushed context is ignored (the arguments decide). */
+static void test_call_as(void) {
+    toy_env env;
+    toy_env_init(&env);
+    toy_piece p;
+    toy_piece_init(&p, &env, 2, 1);
+    pw_graph_wrapper *w = make_wrapper(&env, &p, "piece", PW_MODE_PIECEWISE, NULL);
+    pw_tensor *x = toy_input(&env, 16, 0);
+    pw_value in = pw_value_tensor(x), out;
+    pw_batch_desc d16 = pw_batch_desc_make(16, PW_NUM_REQS_UNSET, false, false);
+    CHECK(!pw_forward_context_is_set());
+
+    /* another mode passes through, without a context */
+    CHECK_OK(pw_graph_wrapper_call_as(w, PW_MODE_NONE, &d16, &in, 1, &out));
+    CHECK_EQ_INT(p.calls, 1);
+    CHECK(toy_check(out.as.tensor, x, 16, 2, 1));
+    pw_value_release(out);
+    /* its own mode captures (inside the capture phase), then replays */
+    pw_capture_phase_begin();
+    CHECK_OK(pw_graph_wrapper_call_as(w, PW_MODE_PIECEWISE, &d16, &in, 1, &out));
+    CHECK_OK(pw_capture_phase_end());
+    pw_value_release(out);
+    CHECK(pw_graph_wrapper_has_graph(w, &d16));
+    toy_fill(x, 7);
+    /* a context saying NONE does not override the arguments */
+    toy_push(PW_MODE_NONE, 16);
+    CHECK_OK(pw_graph_wrapper_call_as(w, PW_MODE_PIECEWISE, &d16, &in, 1, &out));
+    toy_pop();
+    CHECK_EQ_INT(p.calls, 2); /* replayed: the runnable did not run */
+    CHECK(toy_check(out.as.tensor, x, 16, 2, 1));
+    pw_value_release(out);
+    pw_wrapper_counters c;
+    pw_graph_wrapper_get_counters(w, &c);
+    CHECK_EQ_INT(c.graphs_captured, 1);
+    CHECK_EQ_INT(c.replays, 1);
+    CHECK_EQ_INT(c.pass_throughs, 1);
+    /* bad arguments are errors, not crashes */
+    CHECK_ERR(pw_graph_wrapper_call_as(w, (pw_runtime_mode)7, &d16, &in, 1, &out),
+              PW_ERR_INVALID_ARG, "valid runtime mode");
+    CHECK(out.kind == PW_VAL_NONE);
+    CHECK_ERR(pw_graph_wrapper_call_as(w, PW_MODE_PIECEWISE, NULL, &in, 1, &out),
+              PW_ERR_INVALID_ARG, "descriptor");
+    /* the context call still names both ways when no context is set */
+    CHECK_ERR(pw_graph_wrapper_call(w, &in, 1, &out), PW_ERR_STATE, "pw_graph_wrapper_call_as");
+
+    pw_tensor_release(x);
+    pw_graph_wrapper_free(w);
+    toy_env_free(&env);
+}
+
 int main(void) {
     test_new_errors();
     test_pass_through_and_accessors();
     test_capture_outside_phase();
     test_capture_then_replay();
+    test_call_as();
     test_nested_full_around_piecewise();
     test_debug_address_check();
     test_weak_ref_output_memory_reused();

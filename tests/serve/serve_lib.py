@@ -31,23 +31,38 @@ atexit.register(_kill_all)
 
 
 class Checks:
-    """Collects failures so one run reports every broken check."""
+    """Collects failures so one run reports every broken check. A part that
+    cannot run (its model is missing) is recorded with skip_part, and the test
+    then ends as a skip (77), never a pass; a test that checked nothing fails."""
 
     def __init__(self, name):
         self.name = name
         self.failures = 0
+        self.checks = 0
+        self.skipped = 0
 
     def check(self, cond, what):
+        self.checks += 1
         if not cond:
             self.failures += 1
             print(f"FAIL: {what}", flush=True)
         return cond
 
+    def skip_part(self, what):
+        self.skipped += 1
+        print(f"SKIP (part): {what}", flush=True)
+
     def finish(self):
         if self.failures:
-            print(f"{self.name}: {self.failures} check(s) failed")
+            print(f"{self.name}: {self.failures} of {self.checks} check(s) failed")
             sys.exit(1)
-        print(f"{self.name}: all checks passed")
+        if self.skipped:
+            print(f"SKIP: {self.name}: {self.checks} checks passed, {self.skipped} part(s) skipped")
+            sys.exit(SKIP)
+        if not self.checks:
+            print(f"{self.name}: no checks were made")
+            sys.exit(1)
+        print(f"{self.name}: all {self.checks} checks passed")
         sys.exit(0)
 
 
@@ -62,8 +77,10 @@ def stories_model():
 
 
 def smollm_model():
+    """The fetched SmolLM2 (PW_SMOLLM2_GGUF names another copy), or None."""
     src = os.environ.get("PW_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
-    p = os.path.join(src, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+    p = os.environ.get("PW_SMOLLM2_GGUF",
+                       os.path.join(src, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"))
     return p if os.path.isfile(p) else None
 
 

@@ -102,7 +102,12 @@ static void select_rows_launch(const void *args) { pw_k_select_rows(args); }
 const pw_kernel pw_kernel_select_rows = {"select_rows", select_rows_launch, NULL};
 
 size_t pw_k_lm_head_scratch_floats(pw_dtype type, int64_t n_tokens, int64_t n, int64_t k) {
-    return (size_t)(n_tokens * k) + pw_k_matmul_any_scratch_floats(type, n_tokens, n, k);
+    /* The matmul runs on the sampled rows, a count read only when the
+     * kernel runs (1 at the end of a 16-token prefill), so its scratch is
+     * sized for the worst count up to n_tokens, not for n_tokens itself:
+     * one row is never a whole BLAS tile. */
+    size_t mm = n_tokens > 0 ? pw_k_matmul_any_scratch_floats(type, 1, n, k) : 0;
+    return (size_t)(n_tokens * k) + mm;
 }
 
 void pw_k_lm_head(const pw_k_lm_head_args *a) {

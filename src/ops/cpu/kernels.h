@@ -254,7 +254,8 @@ extern const pw_kernel pw_kernel_gate_up_silu;
  * on those n rows only, then pw_k_softcap on them when softcap > 0. Every
  * row's bits are the plain matmul's (and softcap's) for that row. */
 void pw_k_lm_head(const pw_k_lm_head_args *a);
-/* Scratch floats pw_k_lm_head needs: the gathered rows, then the matmul's. */
+/* Scratch floats pw_k_lm_head needs: the gathered rows, then the matmul's
+ * for any number of sampled rows from 1 to n_tokens. */
 size_t pw_k_lm_head_scratch_floats(pw_dtype type, int64_t n_tokens, int64_t n, int64_t k);
 /* The number of sampled rows meta lists for a batch of n_tokens rows
  * (n_tokens without a list), clamped to [0, n_tokens]. */
