@@ -13,55 +13,16 @@
 #include "model/engine_internal.h"
 
 #include "model/graph_cache.h"
-#include "model/piece_program.h"
 #include "model/sampler.h"
 
 #include <inttypes.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
-
-#define ENGINE_DEFAULT_MAX_SEQS 64
-#define ENGINE_DEFAULT_BATCHED_TOKENS 128
-#define ENGINE_DEFAULT_MAX_MODEL_LEN 2048
-#define ENGINE_DEFAULT_BLOCK_SIZE 16
-#define ENGINE_DEFAULT_KV_POSITIONS 16384
 
 static double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-const char *pw_capture_policy_name(pw_capture_policy p) {
-    switch (p) {
-    case PW_CAPTURE_EAGER: return "eager";
-    case PW_CAPTURE_LAZY: return "lazy";
-    default: return "?";
-    }
-}
-
-pw_status pw_capture_policy_parse(const char *name, pw_capture_policy *out) {
-    for (int p = 0; p < PW_CAPTURE_POLICY_COUNT_; p++)
-        if (name && strcasecmp(name, pw_capture_policy_name((pw_capture_policy)p)) == 0) {
-            *out = (pw_capture_policy)p;
-            return PW_OK;
-        }
-    return pw_error(PW_ERR_PARSE, "unknown capture policy '%s' (expected eager or lazy)",
-                    name ? name : "(null)");
-}
-
-void pw_engine_config_init(pw_engine_config *cfg) {
-    memset(cfg, 0, sizeof *cfg);
-    cfg->mode = PW_GRAPH_MODE_DEFAULT;
-    cfg->max_num_seqs = ENGINE_DEFAULT_MAX_SEQS;
-    cfg->max_num_batched_tokens = ENGINE_DEFAULT_BATCHED_TOKENS;
-    cfg->block_size = ENGINE_DEFAULT_BLOCK_SIZE;
-    cfg->kv_cache_positions = ENGINE_DEFAULT_KV_POSITIONS;
-    cfg->warmups = 1;
-    cfg->progress = PW_PROGRESS_AUTO;
-    cfg->print_capture_totals = true;
-    cfg->capture_distinct = true;
 }
 
 /* ---- compilation: graph -> split -> plans -> wrappers ------------------------------- */
@@ -483,52 +444,15 @@ static void lazy_route(pw_engine *e, int64_t nt, bool uniform, pw_runtime_mode *
 
 /* ---- engine lifecycle ------------------------------------------------------------------------ */
 
-static pw_status check_config(const pw_engine_config *c) {
-    if (c->max_num_seqs < 1)
-        return pw_error(PW_ERR_INVALID_ARG, "max_num_seqs must be >= 1 (got %" PRId64 ")",
-                        c->max_num_seqs);
-    if (c->max_num_batched_tokens < c->max_num_seqs)
-        return pw_error(PW_ERR_INVALID_ARG,
-                        "max_num_batched_tokens (%" PRId64 ") must be >= max_num_seqs (%" PRId64
-                        ")",
-                        c->max_num_batched_tokens, c->max_num_seqs);
-    if (c->block_size < 1 || c->block_size > 1024)
-        return pw_error(PW_ERR_INVALID_ARG, "block_size must be in [1, 1024] (got %" PRId64 ")",
-                        c->block_size);
-    if (c->max_model_len < 0)
-        return pw_error(PW_ERR_INVALID_ARG, "max_model_len must be >= 0 (got %" PRId64 ")",
-                        c->max_model_len);
-    if (c->warmups < 0)
-        return pw_error(PW_ERR_INVALID_ARG, "warmups must be >= 0 (got %d)", c->warmups);
-    if ((unsigned)c->capture_policy >= PW_CAPTURE_POLICY_COUNT_)
-        return pw_error(PW_ERR_INVALID_ARG, "unknown capture policy %d", (int)c->capture_policy);
-    if (c->graph_budget && c->capture_policy != PW_CAPTURE_LAZY)
-        return pw_error(PW_ERR_INVALID_ARG,
-                        "a graph budget needs lazy capture (graphs captured at start-up are "
-                        "never evicted)");
-    pw_device_caps caps; /* refuses an unknown or unavailable device, with the reason */
-    PW_TRY(pw_device_get_caps(c->device, &caps));
-    if ((unsigned)c->mode >= PW_GRAPH_MODE_COUNT_)
-        return pw_error(PW_ERR_INVALID_ARG, "unknown graph mode %d", (int)c->mode);
-    return PW_OK;
-}
-
 pw_status pw_engine_new(pw_model *m, const pw_engine_config *cfg_in, pw_engine **out) {
     *out = NULL;
     if (!m) return pw_error(PW_ERR_INVALID_ARG, "pw_engine_new: model is NULL");
     pw_engine_config cfg;
-    if (cfg_in) cfg = *cfg_in;
-    else pw_engine_config_init(&cfg);
-    const pw_model_info *in = pw_model_get_info(m);
-    PW_TRY(check_config(&cfg));
+    PW_TRY(pw_engine_config_resolve(cfg_in, pw_model_get_info(m), &cfg));
     pw_engine *e = pw_host_calloc(1, sizeof *e);
     if (!e) return PW_ERR_OOM;
     e->model = m;
     e->cfg = cfg;
-    e->cfg.max_model_len = cfg.max_model_len ? cfg.max_model_len : in->context;
-    if (!cfg.max_model_len && e->cfg.max_model_len > ENGINE_DEFAULT_MAX_MODEL_LEN)
-        e->cfg.max_model_len = ENGINE_DEFAULT_MAX_MODEL_LEN;
-    if (e->cfg.kv_cache_positions <= 0) e->cfg.kv_cache_positions = ENGINE_DEFAULT_KV_POSITIONS;
 
     pw_dispatcher_config dc;
     pw_dispatcher_config_init(&dc);
@@ -543,7 +467,7 @@ pw_status pw_engine_new(pw_model *m, const pw_engine_config *cfg_in, pw_engine *
     if (s == PW_OK) s = pw_pool_new(e->cfg.device, "graphs", &e->graph_pool);
     if (s == PW_OK) s = pw_scheduler_init(&e->sched, cfg.max_num_seqs, cfg.max_num_batched_tokens);
     if (s == PW_OK)
-        s = pw_kv_blocks_init(&e->kv, cfg.max_num_seqs, cfg.block_size, e->cfg.max_model_len);
+        s = pw_kv_blocks_init(&e->kv, cfg.max_num_seqs, cfg.block_size, cfg.max_model_len);
     if (s == PW_OK) s = pw_engine_distinct_new(e);
     if (s == PW_OK) s = pw_engine_alloc_buffers(e);
     if (s == PW_OK) s = compile_model(e, &dc);
@@ -576,122 +500,6 @@ void pw_engine_free(pw_engine *e) {
     pw_stream_free(e->stream);
     pw_host_free(e);
 }
-
-/* ---- requests ----------------------------------------------------------------------------------- */
-
-static pw_status ensure_capacity(pw_request *r, int64_t n) {
-    if (n <= r->cap) return PW_OK;
-    int64_t cap = r->cap ? r->cap : 64;
-    while (cap < n) cap *= 2;
-    int32_t *t = pw_host_realloc(r->tokens, (size_t)cap * sizeof(int32_t));
-    if (!t) return PW_ERR_OOM;
-    r->tokens = t;
-    r->cap = cap;
-    return PW_OK;
-}
-
-static pw_status check_tokens(const pw_engine *e, const int32_t *tokens, int64_t n) {
-    int64_t vocab = pw_model_get_info(e->model)->vocab;
-    for (int64_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= vocab)
-            return pw_error(PW_ERR_INVALID_ARG, "token %" PRId64 " is %d, outside the vocabulary [0, %" PRId64 ")",
-                            i, tokens[i], vocab);
-    return PW_OK;
-}
-
-pw_status pw_engine_add_request(pw_engine *e, const int32_t *prompt, int64_t n_prompt,
-                                int64_t max_new_tokens, const pw_sampling_params *sp,
-                                int64_t *id) {
-    if (id) *id = -1;
-    if (!prompt || n_prompt < 1) return pw_error(PW_ERR_INVALID_ARG, "the prompt is empty");
-    if (max_new_tokens < 1)
-        return pw_error(PW_ERR_INVALID_ARG, "max_new_tokens must be >= 1 (got %" PRId64 ")",
-                        max_new_tokens);
-    /* compared by subtraction: the sum of two user values may overflow */
-    if (n_prompt > e->cfg.max_model_len || max_new_tokens > e->cfg.max_model_len - n_prompt)
-        return pw_error(PW_ERR_INVALID_ARG,
-                        "prompt of %" PRId64 " tokens plus %" PRId64
-                        " new tokens exceeds the context of %" PRId64 " tokens",
-                        n_prompt, max_new_tokens, e->cfg.max_model_len);
-    if (pw_kv_blocks_for(&e->kv, n_prompt + max_new_tokens) > e->kv.num_blocks)
-        return pw_error(PW_ERR_INVALID_ARG, "request needs more KV cache than the engine has");
-    PW_TRY(check_tokens(e, prompt, n_prompt));
-    pw_request *r = pw_scheduler_free_slot(&e->sched);
-    if (!r)
-        return pw_error(PW_ERR_STATE, "all %" PRId64 " request slots are in use (max_num_seqs)",
-                        e->cfg.max_num_seqs);
-    PW_TRY(ensure_capacity(r, n_prompt + max_new_tokens));
-    memcpy(r->tokens, prompt, (size_t)n_prompt * sizeof(int32_t));
-    r->n_tokens = n_prompt;
-    r->n_prompt = n_prompt;
-    r->n_computed = 0;
-    r->limit = n_prompt + max_new_tokens;
-    r->finished = false;
-    r->admitted = false;
-    r->sp = sp ? *sp : (pw_sampling_params){0};
-    r->id = e->sched.next_id++;
-    r->rng = pw_sampler_seed(r->sp.seed, r->id);
-    if (id) *id = r->id;
-    return PW_OK;
-}
-
-pw_status pw_engine_continue_request(pw_engine *e, int64_t id, const int32_t *tokens, int64_t n,
-                                     int64_t max_new_tokens) {
-    pw_request *r = pw_scheduler_find(&e->sched, id);
-    if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
-    if (!r->finished) return pw_error(PW_ERR_STATE, "request %" PRId64 " is still running", id);
-    if (n < 1 || max_new_tokens < 1)
-        return pw_error(PW_ERR_INVALID_ARG, "continue needs tokens and max_new_tokens >= 1");
-    int64_t room = e->cfg.max_model_len - r->n_tokens;
-    if (n > room || max_new_tokens > room - n)
-        return pw_error(PW_ERR_INVALID_ARG,
-                        "conversation of %" PRId64 " tokens plus %" PRId64 " new and %" PRId64
-                        " to generate would exceed the context of %" PRId64 " tokens",
-                        r->n_tokens, n, max_new_tokens, e->cfg.max_model_len);
-    PW_TRY(check_tokens(e, tokens, n));
-    PW_TRY(ensure_capacity(r, r->n_tokens + n + max_new_tokens));
-    PW_TRY(pw_kv_blocks_reserve(&e->kv, r->slot, r->n_tokens + n + max_new_tokens));
-    memcpy(r->tokens + r->n_tokens, tokens, (size_t)n * sizeof(int32_t));
-    r->n_tokens += n;
-    r->limit = r->n_tokens + max_new_tokens;
-    r->finished = false;
-    return PW_OK;
-}
-
-pw_status pw_engine_cancel_request(pw_engine *e, int64_t id) {
-    pw_request *r = pw_scheduler_find(&e->sched, id);
-    if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
-    r->finished = true;
-    return pw_engine_release_request(e, id);
-}
-
-pw_status pw_engine_release_request(pw_engine *e, int64_t id) {
-    pw_request *r = pw_scheduler_find(&e->sched, id);
-    if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
-    if (!r->finished) return pw_error(PW_ERR_STATE, "request %" PRId64 " is still running", id);
-    pw_kv_blocks_release(&e->kv, r->slot);
-    r->id = -1;
-    r->admitted = false;
-    return PW_OK;
-}
-
-pw_status pw_engine_request_output(const pw_engine *e, int64_t id, const int32_t **tokens,
-                                   int64_t *n) {
-    const pw_request *r = pw_scheduler_find(&e->sched, id);
-    if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
-    *tokens = r->tokens + r->n_prompt;
-    *n = r->n_tokens - r->n_prompt;
-    return PW_OK;
-}
-
-pw_status pw_engine_last_logits(const pw_engine *e, int64_t id, const float **logits) {
-    const pw_request *r = pw_scheduler_find(&e->sched, id);
-    if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
-    *logits = e->run.last_logits + r->slot * pw_model_get_info(e->model)->vocab;
-    return PW_OK;
-}
-
-bool pw_engine_has_work(const pw_engine *e) { return pw_scheduler_has_work(&e->sched); }
 
 /* ---- one step ------------------------------------------------------------------------------------ */
 

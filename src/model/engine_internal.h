@@ -89,6 +89,12 @@ struct pw_engine {
                                             capture nor the graph cache is on */
 };
 
+/* engine_config.c: *out is `given` (the defaults when NULL), checked, with
+ * the defaults that depend on the model resolved (max_model_len,
+ * kv_cache_positions). */
+pw_status pw_engine_config_resolve(const pw_engine_config *given, const pw_model_info *in,
+                                   pw_engine_config *out);
+
 pw_status pw_engine_init_op_env(pw_engine *e);
 
 /* The weights and the run state (engine_buffers.c): host arrays, device
