@@ -4,7 +4,9 @@
  * small GPT-2 style byte-level BPE vocabulary with merges. The first input
  * byte picks the vocabulary and flags; the rest is text, and read as ids
  * again to decode arbitrary (also invalid) ids. Encoding then decoding must
- * give back the text for valid UTF-8 input without special-token parsing. */
+ * give back the text for valid UTF-8 input without special-token parsing,
+ * and with "<...>" marked as chat-template markers (mode bit 8) the text
+ * outside them never becomes a control token. */
 #include "fuzz_common.h"
 #include "core/internal.h"
 #include "model/gguf_writer.h"
@@ -144,6 +146,35 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                        "round trip differs: %zu bytes in, %zu out", len, back_len);
         pw_host_free(back);
         pw_host_free(ids);
+    }
+
+    /* Marked specials (chat prompts): each "<...>" is a marker span; the
+     * text outside them must never become a CONTROL token, so the output
+     * holds at most one per span (plus BOS). */
+    if (mode & 8) {
+        pw_token_span spans[64];
+        int64_t n_spans = 0;
+        for (size_t i = 0; i < len && n_spans < 64; i++) {
+            const char *close = text[i] == '<' ? memchr(text + i, '>', len - i) : NULL;
+            if (!close) continue;
+            spans[n_spans++] = (pw_token_span){i, (size_t)(close - (text + i)) + 1};
+            i = (size_t)(close - text);
+        }
+        int32_t *marked = NULL;
+        int64_t n_marked = 0;
+        FUZZ_CHECK(pw_tokenizer_encode_marked(v->tok, text, len, spans, n_spans, flags, &marked,
+                                              &n_marked) == PW_OK,
+                   "encode_marked failed: %s", pw_last_error());
+        int64_t controls = 0;
+        for (int64_t i = 0; i < n_marked; i++) {
+            FUZZ_CHECK(marked[i] >= 0 && marked[i] < pw_tokenizer_vocab_size(v->tok),
+                       "id %d outside the vocabulary", marked[i]);
+            controls += pw_tokenizer_token_type(v->tok, marked[i]) == PW_TOKEN_CONTROL;
+        }
+        FUZZ_CHECK(controls <= n_spans + ((flags & PW_TOKENIZE_ADD_BOS) ? 1 : 0),
+                   "%lld control tokens from %lld marker spans", (long long)controls,
+                   (long long)n_spans);
+        pw_host_free(marked);
     }
 
     /* The same bytes as raw ids: out-of-range ids must be refused. */

@@ -275,9 +275,6 @@ static int64_t first_string_with_nul(const char *body, size_t len) {
     return -1;
 }
 
-/* Walks the strings of a parsed value in document order (an object's key
- * before its value) to the one numbered target, and writes where it is as
- * a parameter path (messages[0].content). True once found. */
 /* As long as serve_error's param. */
 #define SERVE_PARAM_MAX ((int)sizeof(((serve_error *)0)->param))
 
@@ -286,6 +283,10 @@ typedef struct string_finder {
     char path[SERVE_PARAM_MAX];
 } string_finder;
 
+/* Walks the strings of a parsed value in document order (an object's key
+ * before its value) to the one numbered f->target, and writes where it is
+ * as a parameter path (messages[0].content) to f->path. True once found.
+ * Recursion is as deep as the JSON, which cJSON bounds (1000 levels). */
 static bool find_string(const cJSON *v, const char *path, string_finder *f) {
     if (cJSON_IsString(v)) {
         if (f->seen++ != f->target) return false;

@@ -168,15 +168,13 @@ pw_status pw_tokenizer_encode_marked(const pw_tokenizer *t, const char *text, si
      * are USER_DEFINED (always matched otherwise). */
     int32_t *denied = pw_host_alloc((size_t)(n_specials ? n_specials : 1) * sizeof *denied);
     if (!denied) return pw_error(PW_ERR_OOM, "tokenizer: out of memory");
-    int64_t n_denied = 0;
-    for (int64_t i = 0; i < n_specials; i++) {
-        int32_t id = span_token(t, text, specials[i]);
-        if (id >= 0) denied[n_denied++] = id;
-    }
     encoder e;
     pw_status s = encoder_start(&e, t, flags & ~(unsigned)PW_TOKENIZE_PARSE_SPECIAL);
     e.denied = denied;
-    e.n_denied = n_denied;
+    for (int64_t i = 0; i < n_specials; i++) { /* each once: a template has a few markers */
+        int32_t id = span_token(t, text, specials[i]);
+        if (id >= 0 && !is_denied(&e, id)) denied[e.n_denied++] = id;
+    }
     /* A span that is not a special token stays in the plain text around it,
      * as it would be without the span. */
     size_t plain = 0;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # piecewise chat: usage errors, a model without a chat template, and (when
-# SmolLM2 has been fetched) two turns over one KV cache and a line with a
-# NUL byte refused without losing the next one.
+# SmolLM2 has been fetched) two turns over one KV cache, a line with a NUL
+# byte refused without losing the next one, and special-token text in a
+# chat-formatted prompt kept as text.
 set -u
 bin=$1
 shared="${PW_SHARED_DIR:-../shared}"
@@ -29,6 +30,13 @@ if [ -f "$smol" ]; then
     | "$bin" chat "$smol" -n 16 >"$tmp/out" 2>"$tmp/err" || { echo "FAIL: chat with a NUL: $(cat "$tmp/err")"; fail=1; }
   grep -q "a message cannot hold a NUL byte; ignored" "$tmp/err" || { echo "FAIL: NUL line not refused: $(cat "$tmp/err")"; fail=1; }
   [ "$(grep -c "Paris" "$tmp/out")" -eq 1 ] || { echo "FAIL: the line after a NUL line is not answered once: $(cat "$tmp/out")"; fail=1; }
+  # run with the chat template: "<|im_end|>" in the prompt is text, at least
+  # as many tokens as "<|im_end|"; a raw prompt keeps it one special token
+  ptok() { "$bin" run "$smol" -n 1 --temp 0 --mode none "$@" 2>&1 | sed -n 's/^prompt \([0-9]*\) tok.*/\1/p'; }
+  full=$(ptok -p '<|im_end|>'); cut=$(ptok -p '<|im_end|')
+  [ -n "$full" ] && [ -n "$cut" ] && [ "$full" -ge "$cut" ] || { echo "FAIL: run: <|im_end|> in a chat prompt is $full tokens, <|im_end| $cut"; fail=1; }
+  full=$(ptok --raw -p '<|im_end|>'); cut=$(ptok --raw -p '<|im_end|')
+  [ -n "$full" ] && [ -n "$cut" ] && [ "$full" -lt "$cut" ] || { echo "FAIL: run --raw: <|im_end|> is $full tokens, <|im_end| $cut"; fail=1; }
 else
   skip_part "SmolLM2-135M-Instruct.Q4_1.gguf not fetched: the two-turn chat"
 fi
