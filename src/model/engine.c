@@ -1,15 +1,15 @@
-/* The engine: compiles a model into a stitching plan and pieces, captures
- * graphs, and runs batches of requests through them.
+/* The engine: builds a piecewise module from the model's graph, sizes
+ * memory, captures graphs, and runs batches of requests through them.
  *
- * One step:
+ * One step (pw_engine_step):
  *   1. schedule: one token per decoding request, then prefill chunks up to
- *      max_num_batched_tokens;
- *   2. write token ids and attention metadata into persistent buffers;
- *   3. dispatch: pad to a capture size and pick NONE, PIECEWISE or FULL;
- *   4. push the forward context and call the FULL wrapper, which replays,
- *      captures or passes through to the stitching plan, whose PIECEWISE
- *      wrappers do the same for each piece, with attention eager between;
- *   5. sample from the logits of each request's last scheduled token. */
+ *      max_num_batched_tokens, written into the persistent per-step buffers;
+ *   2. dispatch: pad to a capture size and pick NONE, PIECEWISE or FULL;
+ *   3. forward: the module's FULL wrapper replays, captures or passes
+ *      through to the stitching plan, whose PIECEWISE wrappers do the same
+ *      for each piece, with attention eager between (the bitwise canary,
+ *      when on, runs it again eagerly and compares);
+ *   4. sample from the logits of each request's last scheduled token. */
 #include "model/engine_internal.h"
 
 #include "model/graph_cache.h"
@@ -527,10 +527,6 @@ static pw_status fetch_logits(pw_engine *e, const pw_tensor *logits) {
     return pw_stream_synchronize(e->stream);
 }
 
-static bool is_eos(const pw_engine *e, int32_t tok) {
-    return pw_model_is_end_of_generation(e->model, tok);
-}
-
 /* Advances every scheduled request past its tokens and samples the next
  * token of each whose pending tokens all ran, from its last_logits row.
  * Returns the number of new tokens (in e->run.step_tokens). */
@@ -546,7 +542,7 @@ static int64_t sample_scheduled(pw_engine *e, int64_t *prompt_tokens) {
         const float *row = e->run.last_logits + r->slot * vocab;
         int32_t tok = pw_sample(row, vocab, &r->sp, &r->rng, e->run.sample_scratch);
         r->tokens[r->n_tokens++] = tok;
-        r->finished = is_eos(e, tok) || r->n_tokens >= r->limit;
+        r->finished = pw_model_is_end_of_generation(e->model, tok) || r->n_tokens >= r->limit;
         e->run.step_tokens[n_new++] = (pw_step_token){r->id, tok, r->finished};
     }
     return n_new;
