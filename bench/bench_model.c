@@ -33,7 +33,7 @@
 #include "cli.h"
 #include "cli_args.h"
 
-#include "piecewise.h"
+#include "piecewise_llm.h"
 
 #include <dirent.h>
 #include <errno.h>

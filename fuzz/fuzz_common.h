@@ -6,7 +6,7 @@
 #ifndef PW_FUZZ_COMMON_H
 #define PW_FUZZ_COMMON_H
 
-#include "piecewise.h"
+#include "piecewise_llm.h"
 
 #include <stdint.h>
 #include <stdio.h>

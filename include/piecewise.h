@@ -15,8 +15,10 @@
  *   backend  streams: eager launch, capture into a device graph, replay
  *   graph    IR, text format, splitter, stitching plan and C emission
  *   runtime  modes, batch descriptors, forward context, graph wrapper, dispatcher,
- *            piecewise modules (graph -> split -> stitching -> wrappers; module.h)
- *   libpiecewise-llm (links libpiecewise; model.h)
+ *            relocation of recorded launches (relocate.h), piecewise modules
+ *            (graph -> split -> stitching -> wrappers; module.h)
+ *   libpiecewise-llm (links libpiecewise; piecewise_llm.h, which includes
+ *   this header and piecewise/model.h)
  *   ops      op table, CPU and CUDA kernels
  *   model    GGUF, tokenizer, Llama graph, KV cache, engine
  */
@@ -309,6 +311,22 @@ typedef struct pw_callable {
  * persistent buffer, never passed by value. */
 typedef void (*pw_cpu_kernel_fn)(const void *args);
 
+/* Largest number of address words in one kernel's arguments. */
+#define PW_KERNEL_MAX_ADDRESSES 16
+
+/* Where a kernel's argument bytes hold addresses: the byte offsets of its
+ * pointer fields. Relocation (piecewise/relocate.h) rewrites exactly these
+ * words when it moves a recorded launch onto other buffers, and a stored
+ * graph keeps exactly these as (region, offset); every other byte is a
+ * value and is copied as it is. Declare it where the argument struct is
+ * declared, from the same field list (the ops layer generates both from
+ * one table per kernel), so that no address can be left out. */
+typedef struct pw_kernel_args {
+    size_t size;      /* bytes of the argument struct */
+    int n_addresses;
+    uint16_t addresses[PW_KERNEL_MAX_ADDRESSES]; /* byte offsets of the address words */
+} pw_kernel_args;
+
 /* A kernel as a stream launches it. Streams run what they are given by
  * pointer and never look a kernel up by name: a CPU stream calls `cpu`, a
  * CUDA stream `cuda` (its backend's launcher), and refuses a kernel whose
@@ -316,8 +334,10 @@ typedef void (*pw_cpu_kernel_fn)(const void *args);
  * tables) fills the entry of its own device. `name` is for messages. */
 typedef struct pw_kernel {
     const char *name;
-    pw_cpu_kernel_fn cpu; /* NULL: not a CPU kernel */
-    const void *cuda;     /* a CUDA backend launcher; NULL: not a CUDA kernel */
+    pw_cpu_kernel_fn cpu;       /* NULL: not a CPU kernel */
+    const void *cuda;           /* a CUDA backend launcher; NULL: not a CUDA kernel */
+    const pw_kernel_args *args; /* its address words; NULL: its launches are never relocated
+                                   (a capture that launches it is always made for real) */
 } pw_kernel;
 
 typedef struct pw_stream pw_stream;
@@ -408,10 +428,12 @@ PW_API pw_pool *pw_graph_pool(const pw_graph *g);
 }
 #endif
 
-/* Each layer above the core declares its public API in its own header. */
+/* Each layer above the core declares its public API in its own header.
+ * The LLM API (libpiecewise-llm) is not part of this umbrella: its users
+ * include piecewise_llm.h. */
 #include "piecewise/graph.h"
 #include "piecewise/runtime.h"
+#include "piecewise/relocate.h"
 #include "piecewise/module.h"
-#include "piecewise/model.h"
 
 #endif /* PIECEWISE_H */

@@ -4,9 +4,12 @@
 # and static:
 #   capture  the capture layer only (libpiecewise): must not need
 #            libpiecewise-llm or BLAS;
-#   llm      the model layer (libpiecewise-llm, which brings libpiecewise):
-#            a model error read back through pw_last_error, which lives in
-#            libpiecewise, so both libraries share one error slot.
+#   llm      the model layer (libpiecewise-llm, which brings libpiecewise;
+#            header piecewise_llm.h): a model error read back through
+#            pw_last_error, which lives in libpiecewise, so both libraries
+#            share one error slot.
+# and checks that piecewise.h alone does not declare the LLM API: a program
+# that includes only it and calls the engine fails to compile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=$(cd "${1:-build}" && pwd)
@@ -34,7 +37,7 @@ int main(void) {
 }
 C
 cat > "$work/llm.c" <<'C'
-#include <piecewise.h>
+#include <piecewise_llm.h>
 #include <stdio.h>
 #include <string.h>
 int main(void) {
@@ -54,6 +57,14 @@ int main(void) {
 C
 
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
+
+# The LLM API through the capture library's header alone: a compile error.
+sed 's/#include <piecewise_llm.h>/#include <piecewise.h>/' "$work/llm.c" > "$work/llm_wrong.c"
+if cc -std=c11 -Werror=implicit-function-declaration -c "$work/llm_wrong.c" \
+     $(pkg-config --cflags piecewise) -o "$work/llm_wrong.o" 2>/dev/null; then
+  echo "FAIL: piecewise.h declares the LLM API (pw_model, pw_engine)" >&2
+  exit 1
+fi
 export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 # The capture-only program must not load the LLM library or BLAS.

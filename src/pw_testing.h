@@ -7,8 +7,7 @@
 #ifndef PW_TESTING_H
 #define PW_TESTING_H
 
-#include "piecewise.h"
-#include "piecewise/model.h"
+#include "piecewise_llm.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -3,7 +3,7 @@
 #ifndef PW_CLI_H
 #define PW_CLI_H
 
-#include "piecewise.h"
+#include "piecewise_llm.h"
 
 typedef int (*pw_cli_fn)(int argc, char **argv);
 

@@ -3,7 +3,7 @@
 #ifndef PW_CLI_ARGS_H
 #define PW_CLI_ARGS_H
 
-#include "piecewise.h"
+#include "piecewise_llm.h"
 
 /* The value after argv[*i] (advances *i), or NULL with a message. */
 const char *pw_cli_value(int argc, char **argv, int *i);

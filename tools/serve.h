@@ -13,7 +13,7 @@
 #ifndef PW_SERVE_H
 #define PW_SERVE_H
 
-#include "piecewise.h"
+#include "piecewise_llm.h"
 
 #include <pthread.h>
 #include <stdbool.h>

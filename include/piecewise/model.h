@@ -1,4 +1,5 @@
-/* piecewise public API: model layer. Included by piecewise.h; may be included alone.
+/* piecewise public API: model layer, libpiecewise-llm. Included by
+ * piecewise_llm.h (the LLM users' umbrella header); may be included alone.
  *
  *   model   a Llama-family model from a GGUF file: hyperparameters, weights
  *           (dequantized to f32 where no kernel takes the stored type),
@@ -6,9 +7,7 @@
  *   engine  several requests at once: paged KV cache, chunked prefill mixed
  *           with decode, the dispatcher padding each batch to a capture
  *           size, graphs captured at start-up, sampling */
-/* piecewise.h first, outside the guard: it includes every layer header in
- * order, this one included, so whichever header comes first the
- * declarations appear lowest layer first. */
+/* The capture library's API first: this layer builds on it. */
 #include "piecewise.h"
 
 #ifndef PIECEWISE_MODEL_H

@@ -232,7 +232,10 @@ PW_API pw_status pw_graph_wrappers_clear_all(void);
 /* Number of live wrappers (all threads). */
 PW_API size_t pw_graph_wrappers_count(void);
 
-/* Totals over all wrappers since start or the last reset. */
+/* Totals over all wrappers of the process since start or the last reset.
+ * Several models capturing on several threads all add to them: the counts
+ * of one model are its wrappers' (pw_graph_wrapper_get_counters) and its
+ * capture driver's reports. */
 PW_API void pw_counters_get(pw_wrapper_counters *out);
 PW_API void pw_counters_reset(void);
 
@@ -330,7 +333,8 @@ PW_API void pw_capture_options_init(pw_capture_options *opts);
 typedef struct pw_capture_report {
     size_t descriptors;       /* descriptors captured */
     size_t warmup_runs;       /* eager warm-up runs made (0 where the device needs none) */
-    uint64_t graphs_captured; /* graphs kept by all wrappers during the run */
+    uint64_t graphs_captured; /* graphs kept by the captures of this run (on the calling
+                                 thread; another thread's captures are not counted) */
     double seconds;
     size_t pool_reserved;     /* graph pool bytes reserved at the end (0 without a pool) */
     size_t pool_peak_allocated;
@@ -355,7 +359,8 @@ PW_API pw_status pw_capture_one(pw_forward_fn fwd, void *user, const pw_capture_
 /* What a dry run of the capture list found. */
 typedef struct pw_capture_plan_report {
     size_t descriptors;         /* descriptors of the capture list */
-    uint64_t graphs;            /* graphs the dry run recorded (and freed) */
+    uint64_t graphs;            /* graphs the dry run recorded (and freed); its own only,
+                                   as pw_capture_report.graphs_captured */
     size_t graph_pool_bytes;    /* bytes the real capture will reserve in the graph pool */
     size_t graph_pool_segments; /* segments it will reserve them in */
     double seconds;

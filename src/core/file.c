@@ -1,9 +1,9 @@
 /* Opening, reading and creating files without trusting what is at the path
- * (file.h). The type is checked with fstat on the descriptor that is then
+ * (include/piecewise/extend.h). The type is checked with fstat on the descriptor that is then
  * read, never on the path before opening it, so nothing can be swapped in
  * between; O_NONBLOCK makes the open of a FIFO return at once instead of
  * waiting for a writer. */
-#include "file.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -34,9 +34,4 @@
 
 #define PW_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
-/* A function of libpiecewise's own modules that libpiecewise-llm calls
- * too: exported from the shared library, declared only in src/ headers,
- * never part of the public API (tests/api/check_exports.py lists them). */
-#define PW_INTERNAL_API PW_API
-
 #endif

@@ -1,7 +1,6 @@
 /* The graph text format (docs/graph-format.md): parser and canonical printer. */
 #include "graph_internal.h"
 
-#include "core/file.h"
 
 #include <ctype.h>
 #include <errno.h>

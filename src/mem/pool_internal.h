@@ -53,15 +53,16 @@ bool pw_mem_dry_run_active(void);
 void pw_pool_graph_ref(pw_pool *pool);
 void pw_pool_graph_unref(pw_pool *pool);
 /* True if ptr lies inside one of the pool's segments. */
-PW_INTERNAL_API bool pw_pool_owns(const pw_pool *pool, const void *ptr);
+bool pw_pool_owns(const pw_pool *pool, const void *ptr);
 
 /* An observer of this thread's successful allocations and releases in one
  * pool: alloc is true with the bytes asked for and the block, false with
- * the block given back. Distinct-piece capture records a piece capture's
- * allocation sequence with it, to repeat that sequence for the pieces it
- * patches (the pool is deterministic, so the same sequence from the same
- * state gives the same blocks). fn NULL stops observing. */
+ * the block given back. Relocation (runtime/relocate.c) records a capture's
+ * allocation sequence with it, to repeat that sequence when it runs the
+ * program (the pool is deterministic, so the same sequence from the same
+ * state gives the same blocks), and lists persistent regions with it. One
+ * observer per thread; fn NULL stops observing. */
 typedef void (*pw_pool_observer_fn)(void *user, bool alloc, size_t bytes, void *ptr);
-PW_INTERNAL_API void pw_pool_observe(pw_pool *pool, pw_pool_observer_fn fn, void *user);
+void pw_pool_observe(pw_pool *pool, pw_pool_observer_fn fn, void *user);
 
 #endif

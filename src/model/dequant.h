@@ -21,7 +21,7 @@
 #ifndef PW_MODEL_DEQUANT_H
 #define PW_MODEL_DEQUANT_H
 
-#include "piecewise.h"
+#include "piecewise_llm.h"
 
 #define PW_QK 32 /* elements per quantized block */
 

@@ -7,7 +7,6 @@
  * short; their callers prefix the field ("gguf: kv 3 'general.name'"). */
 #include "model/gguf.h"
 
-#include "core/file.h"
 #include "internal.h"
 
 #include <errno.h>

@@ -17,7 +17,7 @@
 #ifndef PW_MODEL_GGUF_H
 #define PW_MODEL_GGUF_H
 
-#include "piecewise.h"
+#include "piecewise_llm.h"
 
 #define PW_GGUF_MAGIC "GGUF"
 #define PW_GGUF_DEFAULT_ALIGNMENT 32

@@ -5,6 +5,7 @@
 #define PW_MODEL_MODEL_IR_H
 
 #include "internal.h"
+#include "piecewise_llm.h"
 #include "ops/ops.h"
 #include "piecewise/graph.h"
 

@@ -2,6 +2,7 @@
 #define PW_MODEL_SAMPLER_H
 
 #include "internal.h"
+#include "piecewise_llm.h"
 
 typedef struct prob_index_scratch prob_index_scratch; /* pw_sampler_scratch_bytes(vocab) */
 

@@ -17,6 +17,7 @@
 #define PW_OPS_KERNEL_ARGS_H
 
 #include "piecewise.h"
+#include "ops/op_table.h"
 
 #include <stdint.h>
 
@@ -31,75 +32,109 @@ extern "C" {
 #pragma GCC diagnostic error "-Wpadded"
 #endif
 
-typedef struct pw_k_embedding_args {
-    float *out;           /* [n_tokens][dim] */
-    const int32_t *ids;   /* [n_tokens], persistent */
-    const float *table;   /* [vocab][dim] */
-    int64_t n_tokens, vocab, dim;
-} pw_k_embedding_args;
+/* ---- the argument structs and their address words, declared once ---------------------
+ *
+ * Each kernel's argument struct is a field table, PW_K_FIELDS_<KERNEL>(A, V, S):
+ * A(S, type, name) declares an address word (a pointer the kernel reads or
+ * writes through), V(S, type, name) a value (a count, a constant, a dtype).
+ * PW_K_ARGS_STRUCT makes the struct from the table, and the kernel-set
+ * registry (ops/kernel_sets.c) makes from the same table the argument
+ * layout every pw_kernel carries (pw_kernel.args: which bytes are
+ * addresses), which relocation (include/piecewise/relocate.h) and the graph
+ * cache read. There is no second list to keep: a field is an address or a
+ * value where it is declared, and kernel_sets.c refuses at compile time a
+ * value field whose type is not a number (so a pointer cannot be declared
+ * as a value) and an address field that is one. */
+#define PW_K_FIELD_(S, type, name) type name;
+#define PW_K_ARGS_STRUCT(tname, FIELDS)                                                        \
+    typedef struct tname {                                                                     \
+        FIELDS(PW_K_FIELD_, PW_K_FIELD_, tname)                                                \
+    } tname;
 
-typedef struct pw_k_embedding_quant_args {
-    float *out;            /* [n_tokens][dim] */
-    const int32_t *ids;    /* [n_tokens], persistent */
-    const void *table;     /* [vocab][dim / 32] blocks of type */
-    int64_t n_tokens, vocab, dim;
-    pw_dtype type;
-    int32_t zero_pad;     /* always 0: no padding bytes (see the top) */
-} pw_k_embedding_quant_args;
+#define PW_K_FIELDS_EMBEDDING(A, V, S)                                                         \
+    A(S, float *, out)         /* [n_tokens][dim] */                                           \
+    A(S, const int32_t *, ids) /* [n_tokens], persistent */                                    \
+    A(S, const float *, table) /* [vocab][dim] */                                              \
+    V(S, int64_t, n_tokens)                                                                    \
+    V(S, int64_t, vocab)                                                                       \
+    V(S, int64_t, dim)
+PW_K_ARGS_STRUCT(pw_k_embedding_args, PW_K_FIELDS_EMBEDDING)
 
-typedef struct pw_k_rms_norm_args {
-    float *y;           /* [n_tokens][dim] */
-    float *residual;    /* [n_tokens][dim]; only for the fused add variant */
-    const float *x;     /* [n_tokens][dim] */
-    const float *w;     /* [dim] */
-    int64_t n_tokens, dim;
-    float eps;
-    int32_t zero_pad;     /* always 0: no padding bytes (see the top) */
-} pw_k_rms_norm_args;
+#define PW_K_FIELDS_EMBEDDING_QUANT(A, V, S)                                                   \
+    A(S, float *, out)         /* [n_tokens][dim] */                                           \
+    A(S, const int32_t *, ids) /* [n_tokens], persistent */                                    \
+    A(S, const void *, table)  /* [vocab][dim / 32] blocks of type */                          \
+    V(S, int64_t, n_tokens)                                                                    \
+    V(S, int64_t, vocab)                                                                       \
+    V(S, int64_t, dim)                                                                         \
+    V(S, pw_dtype, type)                                                                       \
+    V(S, int32_t, zero_pad)    /* always 0: no padding bytes (see the top) */
+PW_K_ARGS_STRUCT(pw_k_embedding_quant_args, PW_K_FIELDS_EMBEDDING_QUANT)
 
-typedef struct pw_k_matmul_args {
-    float *y;          /* [n_tokens][n] */
-    const float *x;    /* [n_tokens][k] */
-    const float *w;    /* [n][k] */
-    float *scratch;    /* persistent, pw_k_matmul_scratch_floats() floats, or NULL */
-    int64_t n_tokens, n, k;
-} pw_k_matmul_args;
+#define PW_K_FIELDS_RMS_NORM(A, V, S)                                                          \
+    A(S, float *, y)        /* [n_tokens][dim] */                                              \
+    A(S, float *, residual) /* [n_tokens][dim]; only for the fused add variant */              \
+    A(S, const float *, x)  /* [n_tokens][dim] */                                              \
+    A(S, const float *, w)  /* [dim] */                                                        \
+    V(S, int64_t, n_tokens)                                                                    \
+    V(S, int64_t, dim)                                                                         \
+    V(S, float, eps)                                                                           \
+    V(S, int32_t, zero_pad) /* always 0: no padding bytes (see the top) */
+PW_K_ARGS_STRUCT(pw_k_rms_norm_args, PW_K_FIELDS_RMS_NORM)
 
-typedef struct pw_k_matmul_quant_args {
-    float *y;          /* [n_tokens][n] */
-    const float *x;    /* [n_tokens][k] */
-    const void *w;     /* [n][k / block] blocks of type */
-    int64_t n_tokens, n, k;
-    pw_dtype type;     /* a type pw_k_quant_supported takes */
-    int32_t zero_pad;     /* always 0: no padding bytes (see the top) */
-} pw_k_matmul_quant_args;
+#define PW_K_FIELDS_MATMUL(A, V, S)                                                            \
+    A(S, float *, y)        /* [n_tokens][n] */                                                \
+    A(S, const float *, x)  /* [n_tokens][k] */                                                \
+    A(S, const float *, w)  /* [n][k] */                                                       \
+    A(S, float *, scratch)  /* persistent, pw_k_matmul_scratch_floats() floats, or NULL */     \
+    V(S, int64_t, n_tokens)                                                                    \
+    V(S, int64_t, n)                                                                           \
+    V(S, int64_t, k)
+PW_K_ARGS_STRUCT(pw_k_matmul_args, PW_K_FIELDS_MATMUL)
 
-typedef struct pw_k_rope_args {
-    float *out;                 /* [n_tokens][n_heads*head_dim]; may equal x */
-    const float *x;             /* [n_tokens][n_heads*head_dim] */
-    const int32_t *positions;   /* [n_tokens], persistent */
-    const float *table;         /* pw_k_rope_table layout */
-    int64_t n_tokens, n_heads, head_dim, max_pos;
-} pw_k_rope_args;
+#define PW_K_FIELDS_MATMUL_QUANT(A, V, S)                                                      \
+    A(S, float *, y)        /* [n_tokens][n] */                                                \
+    A(S, const float *, x)  /* [n_tokens][k] */                                                \
+    A(S, const void *, w)   /* [n][k / block] blocks of type */                                \
+    V(S, int64_t, n_tokens)                                                                    \
+    V(S, int64_t, n)                                                                           \
+    V(S, int64_t, k)                                                                           \
+    V(S, pw_dtype, type)    /* a type pw_k_quant_supported takes */                            \
+    V(S, int32_t, zero_pad) /* always 0: no padding bytes (see the top) */
+PW_K_ARGS_STRUCT(pw_k_matmul_quant_args, PW_K_FIELDS_MATMUL_QUANT)
 
-typedef struct pw_k_silu_args {
-    float *out;          /* [n_tokens][f] (silu_mul: n elements) */
-    const float *a;      /* silu_and_mul: gate_up [n_tokens][2f]; silu_mul: a [n] */
-    const float *b;      /* silu_mul only: [n] */
-    int64_t n_tokens, f; /* silu_mul: n = n_tokens * f */
-} pw_k_silu_args;
+#define PW_K_FIELDS_ROPE(A, V, S)                                                              \
+    A(S, float *, out)               /* [n_tokens][n_heads*head_dim]; may equal x */           \
+    A(S, const float *, x)           /* [n_tokens][n_heads*head_dim] */                        \
+    A(S, const int32_t *, positions) /* [n_tokens], persistent */                              \
+    A(S, const float *, table)       /* pw_k_rope_table layout */                              \
+    V(S, int64_t, n_tokens)                                                                    \
+    V(S, int64_t, n_heads)                                                                     \
+    V(S, int64_t, head_dim)                                                                    \
+    V(S, int64_t, max_pos)
+PW_K_ARGS_STRUCT(pw_k_rope_args, PW_K_FIELDS_ROPE)
 
-typedef struct pw_k_add_args {
-    float *out;
-    const float *a, *b;
-    int64_t n;
-} pw_k_add_args;
+#define PW_K_FIELDS_SILU(A, V, S)                                                              \
+    A(S, float *, out)      /* [n_tokens][f] (silu_mul: n elements) */                         \
+    A(S, const float *, a)  /* silu_and_mul: gate_up [n_tokens][2f]; silu_mul: a [n] */        \
+    A(S, const float *, b)  /* silu_mul only: [n] */                                           \
+    V(S, int64_t, n_tokens) /* silu_mul: n = n_tokens * f */                                   \
+    V(S, int64_t, f)
+PW_K_ARGS_STRUCT(pw_k_silu_args, PW_K_FIELDS_SILU)
 
-typedef struct pw_k_argmax_args {
-    int32_t *out;          /* [n_tokens] */
-    const float *logits;   /* [n_tokens][vocab] */
-    int64_t n_tokens, vocab;
-} pw_k_argmax_args;
+#define PW_K_FIELDS_ADD(A, V, S)                                                               \
+    A(S, float *, out)                                                                         \
+    A(S, const float *, a)                                                                     \
+    A(S, const float *, b)                                                                     \
+    V(S, int64_t, n)
+PW_K_ARGS_STRUCT(pw_k_add_args, PW_K_FIELDS_ADD)
+
+#define PW_K_FIELDS_ARGMAX(A, V, S)                                                            \
+    A(S, int32_t *, out)        /* [n_tokens] */                                               \
+    A(S, const float *, logits) /* [n_tokens][vocab] */                                        \
+    V(S, int64_t, n_tokens)                                                                    \
+    V(S, int64_t, vocab)
+PW_K_ARGS_STRUCT(pw_k_argmax_args, PW_K_FIELDS_ARGMAX)
 
 /* Per-step metadata. The engine rewrites the buffers these pointers name
  * before every step; the struct itself lives in persistent memory and the
@@ -124,82 +159,111 @@ typedef struct pw_attn_meta {
  * for a token never depends on its batch. */
 #define PW_K_ATTN_SCORE_CHUNK 256
 
-typedef struct pw_k_attention_args {
-    float *out;                /* [n_tokens][n_heads*head_dim], written (padding rows zeroed) */
-    const float *q;            /* [n_tokens][q_stride], heads at q + h*head_dim */
-    const float *k, *v;        /* [n_tokens][kv_stride] */
-    float *k_cache, *v_cache;  /* [num_blocks][block_size][n_kv_heads][head_dim] */
-    const pw_attn_meta *meta;  /* persistent */
-    int64_t n_tokens, n_heads, n_kv_heads, head_dim;
-    int64_t q_stride, kv_stride; /* row strides in elements */
-    int64_t num_blocks, max_seqs;
-    /* Sliding window: a token at position p attends to positions
-     * (p - window, p] only; 0 attends to all of 0..p. A launch constant:
-     * what varies per step (p) is read from meta->positions. */
-    int64_t window;
-    float scale;               /* score scale; 0: 1/sqrt(head_dim) */
-    int32_t zero_pad;     /* always 0: no padding bytes (see the top) */
-} pw_k_attention_args;
+#define PW_K_FIELDS_ATTENTION(A, V, S)                                                                 \
+    A(S, float *, out)               /* [n_tokens][n_heads*head_dim], written (padding rows zeroed) */ \
+    A(S, const float *, q)           /* [n_tokens][q_stride], heads at q + h*head_dim */               \
+    A(S, const float *, k)           /* [n_tokens][kv_stride] */                                       \
+    A(S, const float *, v)                                                                             \
+    A(S, float *, k_cache)           /* [num_blocks][block_size][n_kv_heads][head_dim] */              \
+    A(S, float *, v_cache)                                                                             \
+    A(S, const pw_attn_meta *, meta) /* persistent */                                                  \
+    V(S, int64_t, n_tokens)                                                                            \
+    V(S, int64_t, n_heads)                                                                             \
+    V(S, int64_t, n_kv_heads)                                                                          \
+    V(S, int64_t, head_dim)                                                                            \
+    V(S, int64_t, q_stride)          /* row strides in elements */                                     \
+    V(S, int64_t, kv_stride)                                                                           \
+    V(S, int64_t, num_blocks)                                                                          \
+    V(S, int64_t, max_seqs)                                                                            \
+    /* Sliding window: a token at position p attends to positions                                      \
+     * (p - window, p] only; 0 attends to all of 0..p. A launch constant:                               \
+     * what varies per step (p) is read from meta->positions. */                                        \
+    V(S, int64_t, window)                                                                              \
+    V(S, float, scale)               /* score scale; 0: 1/sqrt(head_dim) */                            \
+    V(S, int32_t, zero_pad)          /* always 0: no padding bytes (see the top) */
+PW_K_ARGS_STRUCT(pw_k_attention_args, PW_K_FIELDS_ATTENTION)
 
-typedef struct pw_k_sum_rms_norm_args {
-    float *y, *sum;       /* [n_tokens][dim] */
-    const float *a, *b;   /* [n_tokens][dim] */
-    const float *w;       /* [dim] */
-    int64_t n_tokens, dim;
-    float eps;
-    int32_t zero_pad;     /* always 0: no padding bytes (see the top) */
-} pw_k_sum_rms_norm_args;
+#define PW_K_FIELDS_SUM_RMS_NORM(A, V, S)                                                      \
+    A(S, float *, y)        /* [n_tokens][dim] */                                              \
+    A(S, float *, sum)                                                                         \
+    A(S, const float *, a)  /* [n_tokens][dim] */                                              \
+    A(S, const float *, b)                                                                     \
+    A(S, const float *, w)  /* [dim] */                                                        \
+    V(S, int64_t, n_tokens)                                                                    \
+    V(S, int64_t, dim)                                                                         \
+    V(S, float, eps)                                                                           \
+    V(S, int32_t, zero_pad) /* always 0: no padding bytes (see the top) */
+PW_K_ARGS_STRUCT(pw_k_sum_rms_norm_args, PW_K_FIELDS_SUM_RMS_NORM)
 
-typedef struct pw_k_qkv_rope_args {
-    float *q, *k, *v;           /* [n_tokens][n_heads*head_dim], [n_tokens][n_kv_heads*head_dim] x2 */
-    const float *x;             /* [n_tokens][dim] */
-    const void *wq, *wk, *wv;   /* [rows][dim] of their types */
-    pw_dtype tq, tk, tv;
-    int32_t zero_pad;     /* always 0: no padding bytes (see the top) */
-    float *scratch;             /* persistent, the largest pw_k_matmul_any_scratch_floats, or NULL */
-    const int32_t *positions;   /* [n_tokens], persistent */
-    const float *rope_table;    /* pw_k_rope_table layout */
-    int64_t n_tokens, dim, n_heads, n_kv_heads, head_dim, max_pos;
-} pw_k_qkv_rope_args;
+#define PW_K_FIELDS_QKV_ROPE(A, V, S)                                                                       \
+    A(S, float *, q)                 /* [n_tokens][n_heads*head_dim], [n_tokens][n_kv_heads*head_dim] x2 */ \
+    A(S, float *, k)                                                                                        \
+    A(S, float *, v)                                                                                        \
+    A(S, const float *, x)           /* [n_tokens][dim] */                                                  \
+    A(S, const void *, wq)           /* [rows][dim] of their types */                                       \
+    A(S, const void *, wk)                                                                                  \
+    A(S, const void *, wv)                                                                                  \
+    V(S, pw_dtype, tq)                                                                                      \
+    V(S, pw_dtype, tk)                                                                                      \
+    V(S, pw_dtype, tv)                                                                                      \
+    V(S, int32_t, zero_pad)          /* always 0: no padding bytes (see the top) */                         \
+    A(S, float *, scratch)           /* persistent, the largest pw_k_matmul_any_scratch_floats, or NULL */  \
+    A(S, const int32_t *, positions) /* [n_tokens], persistent */                                           \
+    A(S, const float *, rope_table)  /* pw_k_rope_table layout */                                           \
+    V(S, int64_t, n_tokens)                                                                                 \
+    V(S, int64_t, dim)                                                                                      \
+    V(S, int64_t, n_heads)                                                                                  \
+    V(S, int64_t, n_kv_heads)                                                                               \
+    V(S, int64_t, head_dim)                                                                                 \
+    V(S, int64_t, max_pos)
+PW_K_ARGS_STRUCT(pw_k_qkv_rope_args, PW_K_FIELDS_QKV_ROPE)
 
-typedef struct pw_k_gate_up_silu_args {
-    float *out;                 /* [n_tokens][f] */
-    const float *x;             /* [n_tokens][dim] */
-    const void *w_gate, *w_up;  /* [f][dim] of their types */
-    pw_dtype t_gate, t_up;
-    float *up;                  /* persistent scratch, [n_tokens][f] */
-    float *scratch;             /* persistent, the larger pw_k_matmul_any_scratch_floats, or NULL */
-    int64_t n_tokens, dim, f;
-} pw_k_gate_up_silu_args;
+#define PW_K_FIELDS_GATE_UP_SILU(A, V, S)                                                           \
+    A(S, float *, out)         /* [n_tokens][f] */                                                  \
+    A(S, const float *, x)     /* [n_tokens][dim] */                                                \
+    A(S, const void *, w_gate) /* [f][dim] of their types */                                        \
+    A(S, const void *, w_up)                                                                        \
+    V(S, pw_dtype, t_gate)                                                                          \
+    V(S, pw_dtype, t_up)                                                                            \
+    A(S, float *, up)          /* persistent scratch, [n_tokens][f] */                              \
+    A(S, float *, scratch)     /* persistent, the larger pw_k_matmul_any_scratch_floats, or NULL */ \
+    V(S, int64_t, n_tokens)                                                                         \
+    V(S, int64_t, dim)                                                                              \
+    V(S, int64_t, f)
+PW_K_ARGS_STRUCT(pw_k_gate_up_silu_args, PW_K_FIELDS_GATE_UP_SILU)
 
 /* out = gelu_tanh(a) * b over n elements (GeGLU); out may alias a or b. */
-typedef struct pw_k_gelu_mul_args {
-    float *out;
-    const float *a, *b;
-    int64_t n;
-} pw_k_gelu_mul_args;
+#define PW_K_FIELDS_GELU_MUL(A, V, S)                                                          \
+    A(S, float *, out)                                                                         \
+    A(S, const float *, a)                                                                     \
+    A(S, const float *, b)                                                                     \
+    V(S, int64_t, n)
+PW_K_ARGS_STRUCT(pw_k_gelu_mul_args, PW_K_FIELDS_GELU_MUL)
 
 /* In place on x [n_tokens][n_heads*head_dim]: each head's row RMS-normed
  * with w [head_dim], then rotated NeoX style (pair i is (i, i + head_dim/2))
  * by the rope table (pw_k_rope_table layout) at positions[t]. */
-typedef struct pw_k_head_norm_rope_args {
-    float *x;
-    const float *w;             /* [head_dim] */
-    const int32_t *positions;   /* [n_tokens], persistent */
-    const float *table;         /* pw_k_rope_table layout */
-    int64_t n_tokens, n_heads, head_dim, max_pos;
-    float eps;
-    int32_t zero_pad;     /* always 0: no padding bytes (see the top) */
-} pw_k_head_norm_rope_args;
+#define PW_K_FIELDS_HEAD_NORM_ROPE(A, V, S)                                                    \
+    A(S, float *, x)                                                                           \
+    A(S, const float *, w)           /* [head_dim] */                                          \
+    A(S, const int32_t *, positions) /* [n_tokens], persistent */                              \
+    A(S, const float *, table)       /* pw_k_rope_table layout */                              \
+    V(S, int64_t, n_tokens)                                                                    \
+    V(S, int64_t, n_heads)                                                                     \
+    V(S, int64_t, head_dim)                                                                    \
+    V(S, int64_t, max_pos)                                                                     \
+    V(S, float, eps)                                                                           \
+    V(S, int32_t, zero_pad)          /* always 0: no padding bytes (see the top) */
+PW_K_ARGS_STRUCT(pw_k_head_norm_rope_args, PW_K_FIELDS_HEAD_NORM_ROPE)
 
 /* scale: out = x * s; softcap: out = s * tanh(x / s). out may alias x. */
-typedef struct pw_k_scale_args {
-    float *out;
-    const float *x;
-    int64_t n;
-    float s;
-    int32_t zero_pad;     /* always 0: no padding bytes (see the top) */
-} pw_k_scale_args;
+#define PW_K_FIELDS_SCALE(A, V, S)                                                             \
+    A(S, float *, out)                                                                         \
+    A(S, const float *, x)                                                                     \
+    V(S, int64_t, n)                                                                           \
+    V(S, float, s)                                                                             \
+    V(S, int32_t, zero_pad) /* always 0: no padding bytes (see the top) */
+PW_K_ARGS_STRUCT(pw_k_scale_args, PW_K_FIELDS_SCALE)
 
 /* The LM head on the sampled rows: y[i] = x[rows[i]] w^T for the first
  * n = *meta->n_sample_rows entries of meta->sample_rows (every row when
@@ -207,116 +271,66 @@ typedef struct pw_k_scale_args {
  * Rows of y past n are not written. The count is read at run time, so one
  * recorded launch serves every step of its padded size. scratch holds the
  * gathered rows, [n_tokens][k], then the matmul's own scratch. */
-typedef struct pw_k_lm_head_args {
-    float *y;                  /* [n_tokens][n], first n_sample rows written */
-    const float *x;            /* [n_tokens][k] */
-    const void *w;             /* [n][k] of type */
-    float *scratch;            /* pw_k_lm_head_scratch_floats() floats */
-    const pw_attn_meta *meta;  /* persistent; NULL: every row */
-    int64_t n_tokens, n, k;
-    pw_dtype type;
-    float softcap;             /* 0: none */
-} pw_k_lm_head_args;
+#define PW_K_FIELDS_LM_HEAD(A, V, S)                                                           \
+    A(S, float *, y)                 /* [n_tokens][n], first n_sample rows written */          \
+    A(S, const float *, x)           /* [n_tokens][k] */                                       \
+    A(S, const void *, w)            /* [n][k] of type */                                      \
+    A(S, float *, scratch)           /* pw_k_lm_head_scratch_floats() floats */                \
+    A(S, const pw_attn_meta *, meta) /* persistent; NULL: every row */                         \
+    V(S, int64_t, n_tokens)                                                                    \
+    V(S, int64_t, n)                                                                           \
+    V(S, int64_t, k)                                                                           \
+    V(S, pw_dtype, type)                                                                       \
+    V(S, float, softcap)             /* 0: none */
+PW_K_ARGS_STRUCT(pw_k_lm_head_args, PW_K_FIELDS_LM_HEAD)
 
 /* out[i] = x[rows[i]] for the sampled rows (as lm_head), zeros for the
  * rest of the n_tokens rows: the unfused LM head's gather. */
-typedef struct pw_k_select_rows_args {
-    float *out;                /* [n_tokens][width] */
-    const float *x;            /* [n_tokens][width] */
-    const pw_attn_meta *meta;  /* persistent; NULL: every row */
-    int64_t n_tokens, width;
-} pw_k_select_rows_args;
+#define PW_K_FIELDS_SELECT_ROWS(A, V, S)                                                       \
+    A(S, float *, out)               /* [n_tokens][width] */                                   \
+    A(S, const float *, x)           /* [n_tokens][width] */                                   \
+    A(S, const pw_attn_meta *, meta) /* persistent; NULL: every row */                         \
+    V(S, int64_t, n_tokens)                                                                    \
+    V(S, int64_t, width)
+PW_K_ARGS_STRUCT(pw_k_select_rows_args, PW_K_FIELDS_SELECT_ROWS)
 
-/* ---- pointer fields: which argument words are addresses --------------------------------
- *
- * Distinct-piece capture (src/model/engine_distinct.c) patches the addresses
- * of one layer's recorded launches into another layer's, and a graph stored
- * on disk keeps them as (region, offset): both need to know exactly which
- * bytes of a launch's arguments are pointers. PW_K_POINTERS_<KERNEL>(F)
- * calls F(args struct, field) for every pointer field of that kernel's
- * struct; PW_KERNEL_ARG_LAYOUTS(X) calls X(KERNEL, args struct) for every
- * kernel of the op table. A field added to a struct above that holds an
- * address must be listed here; a patched graph that missed one differs from
- * a real capture, which verify_capture reports. */
-#define PW_K_POINTERS_EMBEDDING(F)                                                             \
-    F(pw_k_embedding_args, out) F(pw_k_embedding_args, ids) F(pw_k_embedding_args, table)
-#define PW_K_POINTERS_EMBEDDING_QUANT(F)                                                       \
-    F(pw_k_embedding_quant_args, out) F(pw_k_embedding_quant_args, ids)                        \
-    F(pw_k_embedding_quant_args, table)
-#define PW_K_POINTERS_RMS_NORM(F)                                                              \
-    F(pw_k_rms_norm_args, y) F(pw_k_rms_norm_args, residual) F(pw_k_rms_norm_args, x)          \
-    F(pw_k_rms_norm_args, w)
-#define PW_K_POINTERS_ADD_RMS_NORM(F) PW_K_POINTERS_RMS_NORM(F)
-#define PW_K_POINTERS_MATMUL(F)                                                                \
-    F(pw_k_matmul_args, y) F(pw_k_matmul_args, x) F(pw_k_matmul_args, w)                       \
-    F(pw_k_matmul_args, scratch)
-#define PW_K_POINTERS_MATMUL_QUANT(F)                                                          \
-    F(pw_k_matmul_quant_args, y) F(pw_k_matmul_quant_args, x) F(pw_k_matmul_quant_args, w)
-#define PW_K_POINTERS_ROPE(F)                                                                  \
-    F(pw_k_rope_args, out) F(pw_k_rope_args, x) F(pw_k_rope_args, positions)                  \
-    F(pw_k_rope_args, table)
-#define PW_K_POINTERS_SILU_AND_MUL(F)                                                          \
-    F(pw_k_silu_args, out) F(pw_k_silu_args, a) F(pw_k_silu_args, b)
-#define PW_K_POINTERS_SILU_MUL(F) PW_K_POINTERS_SILU_AND_MUL(F)
-#define PW_K_POINTERS_ADD(F) F(pw_k_add_args, out) F(pw_k_add_args, a) F(pw_k_add_args, b)
-#define PW_K_POINTERS_ARGMAX(F) F(pw_k_argmax_args, out) F(pw_k_argmax_args, logits)
-#define PW_K_POINTERS_ATTENTION(F)                                                             \
-    F(pw_k_attention_args, out) F(pw_k_attention_args, q) F(pw_k_attention_args, k)            \
-    F(pw_k_attention_args, v) F(pw_k_attention_args, k_cache)                                 \
-    F(pw_k_attention_args, v_cache) F(pw_k_attention_args, meta)
-#define PW_K_POINTERS_SUM_RMS_NORM(F)                                                          \
-    F(pw_k_sum_rms_norm_args, y) F(pw_k_sum_rms_norm_args, sum) F(pw_k_sum_rms_norm_args, a)   \
-    F(pw_k_sum_rms_norm_args, b) F(pw_k_sum_rms_norm_args, w)
-#define PW_K_POINTERS_QKV_ROPE(F)                                                              \
-    F(pw_k_qkv_rope_args, q) F(pw_k_qkv_rope_args, k) F(pw_k_qkv_rope_args, v)                 \
-    F(pw_k_qkv_rope_args, x) F(pw_k_qkv_rope_args, wq) F(pw_k_qkv_rope_args, wk)               \
-    F(pw_k_qkv_rope_args, wv) F(pw_k_qkv_rope_args, scratch)                                  \
-    F(pw_k_qkv_rope_args, positions) F(pw_k_qkv_rope_args, rope_table)
-#define PW_K_POINTERS_GELU_MUL(F)                                                              \
-    F(pw_k_gelu_mul_args, out) F(pw_k_gelu_mul_args, a) F(pw_k_gelu_mul_args, b)
-#define PW_K_POINTERS_HEAD_NORM_ROPE(F)                                                        \
-    F(pw_k_head_norm_rope_args, x) F(pw_k_head_norm_rope_args, w)                             \
-    F(pw_k_head_norm_rope_args, positions) F(pw_k_head_norm_rope_args, table)
-#define PW_K_POINTERS_LM_HEAD(F)                                                               \
-    F(pw_k_lm_head_args, y) F(pw_k_lm_head_args, x) F(pw_k_lm_head_args, w)                    \
-    F(pw_k_lm_head_args, scratch) F(pw_k_lm_head_args, meta)
-#define PW_K_POINTERS_SELECT_ROWS(F)                                                           \
-    F(pw_k_select_rows_args, out) F(pw_k_select_rows_args, x) F(pw_k_select_rows_args, meta)
-#define PW_K_POINTERS_SCALE(F) F(pw_k_scale_args, out) F(pw_k_scale_args, x)
-#define PW_K_POINTERS_SOFTCAP(F) PW_K_POINTERS_SCALE(F)
-#define PW_K_POINTERS_GATE_UP_SILU(F)                                                          \
-    F(pw_k_gate_up_silu_args, out) F(pw_k_gate_up_silu_args, x)                               \
-    F(pw_k_gate_up_silu_args, w_gate) F(pw_k_gate_up_silu_args, w_up)                         \
-    F(pw_k_gate_up_silu_args, up) F(pw_k_gate_up_silu_args, scratch)
-
+/* Every kernel of the op table (ops/op_table.h) with its argument struct
+ * and field table: X(KERNEL, args struct, field table). Kernels that share
+ * a struct share its table. */
 /* clang-format off */
-#define PW_KERNEL_ARG_LAYOUTS(X)                                                               \
-    X(EMBEDDING,       pw_k_embedding_args)                                                    \
-    X(EMBEDDING_QUANT, pw_k_embedding_quant_args)                                              \
-    X(RMS_NORM,        pw_k_rms_norm_args)                                                     \
-    X(ADD_RMS_NORM,    pw_k_rms_norm_args)                                                     \
-    X(MATMUL,          pw_k_matmul_args)                                                       \
-    X(MATMUL_QUANT,    pw_k_matmul_quant_args)                                                 \
-    X(ROPE,            pw_k_rope_args)                                                         \
-    X(SILU_AND_MUL,    pw_k_silu_args)                                                         \
-    X(SILU_MUL,        pw_k_silu_args)                                                         \
-    X(ADD,             pw_k_add_args)                                                          \
-    X(ARGMAX,          pw_k_argmax_args)                                                       \
-    X(ATTENTION,       pw_k_attention_args)                                                    \
-    X(SUM_RMS_NORM,    pw_k_sum_rms_norm_args)                                                 \
-    X(QKV_ROPE,        pw_k_qkv_rope_args)                                                     \
-    X(GATE_UP_SILU,    pw_k_gate_up_silu_args)                                                 \
-    X(GELU_MUL,        pw_k_gelu_mul_args)                                                     \
-    X(HEAD_NORM_ROPE,  pw_k_head_norm_rope_args)                                               \
-    X(SCALE,           pw_k_scale_args)                                                        \
-    X(SOFTCAP,         pw_k_scale_args)                                                        \
-    X(LM_HEAD,         pw_k_lm_head_args)                                                      \
-    X(SELECT_ROWS,     pw_k_select_rows_args)
+#define PW_KERNEL_ARG_TABLES(X)                                                                \
+    X(EMBEDDING, pw_k_embedding_args, PW_K_FIELDS_EMBEDDING)                                   \
+    X(EMBEDDING_QUANT, pw_k_embedding_quant_args, PW_K_FIELDS_EMBEDDING_QUANT)                 \
+    X(RMS_NORM, pw_k_rms_norm_args, PW_K_FIELDS_RMS_NORM)                                      \
+    X(ADD_RMS_NORM, pw_k_rms_norm_args, PW_K_FIELDS_RMS_NORM)                                  \
+    X(MATMUL, pw_k_matmul_args, PW_K_FIELDS_MATMUL)                                            \
+    X(MATMUL_QUANT, pw_k_matmul_quant_args, PW_K_FIELDS_MATMUL_QUANT)                          \
+    X(ROPE, pw_k_rope_args, PW_K_FIELDS_ROPE)                                                  \
+    X(SILU_AND_MUL, pw_k_silu_args, PW_K_FIELDS_SILU)                                          \
+    X(SILU_MUL, pw_k_silu_args, PW_K_FIELDS_SILU)                                              \
+    X(ADD, pw_k_add_args, PW_K_FIELDS_ADD)                                                     \
+    X(ARGMAX, pw_k_argmax_args, PW_K_FIELDS_ARGMAX)                                            \
+    X(ATTENTION, pw_k_attention_args, PW_K_FIELDS_ATTENTION)                                   \
+    X(SUM_RMS_NORM, pw_k_sum_rms_norm_args, PW_K_FIELDS_SUM_RMS_NORM)                          \
+    X(QKV_ROPE, pw_k_qkv_rope_args, PW_K_FIELDS_QKV_ROPE)                                      \
+    X(GATE_UP_SILU, pw_k_gate_up_silu_args, PW_K_FIELDS_GATE_UP_SILU)                          \
+    X(GELU_MUL, pw_k_gelu_mul_args, PW_K_FIELDS_GELU_MUL)                                      \
+    X(HEAD_NORM_ROPE, pw_k_head_norm_rope_args, PW_K_FIELDS_HEAD_NORM_ROPE)                    \
+    X(SCALE, pw_k_scale_args, PW_K_FIELDS_SCALE)                                               \
+    X(SOFTCAP, pw_k_scale_args, PW_K_FIELDS_SCALE)                                             \
+    X(LM_HEAD, pw_k_lm_head_args, PW_K_FIELDS_LM_HEAD)                                         \
+    X(SELECT_ROWS, pw_k_select_rows_args, PW_K_FIELDS_SELECT_ROWS)
 /* clang-format on */
 
 #if defined(__GNUC__) && !defined(__CUDACC__)
 #pragma GCC diagnostic pop
 #endif
+
+/* The argument layout of every kernel id (ops/kernel_sets.c), generated from
+ * the field tables; PW_K_ARGS(KERNEL) is the one a kernel of that id
+ * carries in its pw_kernel.args. */
+extern const pw_kernel_args pw_kernel_arg_tables[PW_KERNEL_COUNT_];
+#define PW_K_ARGS(id) (&pw_kernel_arg_tables[PW_KERNEL_##id])
 
 #ifdef __cplusplus
 }

@@ -36,18 +36,9 @@ const pw_kernel_set *pw_kernel_set_for(pw_device device);
 /* "matmul", "qkv_rope", ...: the kernel table's name of id; NULL when out of range. */
 const char *pw_kernel_id_name(int id);
 
-/* Where a kernel's argument struct holds addresses (ops/kernel_args.h,
- * PW_KERNEL_ARG_LAYOUTS): its size and the byte offsets of its pointer
- * fields, in field order. The same for every kernel set. */
-#define PW_KERNEL_MAX_POINTERS 12
-typedef struct pw_kernel_arg_layout {
-    size_t size;
-    int n_pointers;
-    uint16_t pointers[PW_KERNEL_MAX_POINTERS];
-} pw_kernel_arg_layout;
-
-/* The layout of kernel id's arguments; NULL when id is out of range. */
-const pw_kernel_arg_layout *pw_kernel_arg_layout_of(int id);
+/* The argument layout of kernel id (the one its kernels carry as
+ * pw_kernel.args); NULL when id is out of range. */
+const pw_kernel_args *pw_kernel_args_of(int id);
 
 /* The id of kernel k in set, or -1 when the set has no such kernel. */
 int pw_kernel_set_find(const pw_kernel_set *set, const pw_kernel *k);

@@ -29,33 +29,48 @@ const char *pw_kernel_id_name(int id) {
     return id >= 0 && id < PW_KERNEL_COUNT_ ? kernel_names[id] : NULL;
 }
 
-/* ---- argument layouts --------------------------------------------------------------- */
+/* ---- argument layouts: from the field tables of ops/kernel_args.h ------------------------ */
 
-#define LAYOUT_OFFSET_(type, field) (uint16_t) offsetof(type, field),
-#define LAYOUT_COUNT_(type, field) +1
-#define LAYOUT_(id, type)                                                                      \
-    [PW_KERNEL_##id] = {sizeof(type), 0 PW_K_POINTERS_##id(LAYOUT_COUNT_),                     \
-                        {PW_K_POINTERS_##id(LAYOUT_OFFSET_)}},
-static const pw_kernel_arg_layout arg_layouts[PW_KERNEL_COUNT_] = {PW_KERNEL_ARG_LAYOUTS(LAYOUT_)};
+#define ADDRESS_OFFSET_(S, type, name) (uint16_t) offsetof(S, name),
+#define ADDRESS_COUNT_(S, type, name) +1
+#define SKIP_(S, type, name)
+#define LAYOUT_(id, S, FIELDS)                                                                 \
+    [PW_KERNEL_##id] = {sizeof(S), 0 FIELDS(ADDRESS_COUNT_, SKIP_, S),                         \
+                        {FIELDS(ADDRESS_OFFSET_, SKIP_, S)}},
+const pw_kernel_args pw_kernel_arg_tables[PW_KERNEL_COUNT_] = {PW_KERNEL_ARG_TABLES(LAYOUT_)};
 #undef LAYOUT_
-#undef LAYOUT_COUNT_
-#undef LAYOUT_OFFSET_
 
-/* Every kernel of the op table has a layout, and no list outgrows the array. */
-#define LAYOUT_CHECK_(id, type)                                                                \
-    _Static_assert(0 PW_K_POINTERS_##id(LAYOUT_COUNT_CHECK_) <= PW_KERNEL_MAX_POINTERS,         \
-                   "too many pointer fields in " #type);
-#define LAYOUT_COUNT_CHECK_(type, field) +1
-PW_KERNEL_ARG_LAYOUTS(LAYOUT_CHECK_)
-#undef LAYOUT_COUNT_CHECK_
-#undef LAYOUT_CHECK_
-#define LAYOUT_ONE_(id, type) +1
-_Static_assert(0 PW_KERNEL_ARG_LAYOUTS(LAYOUT_ONE_) == PW_KERNEL_COUNT_,
-               "PW_KERNEL_ARG_LAYOUTS must list every kernel of PW_KERNEL_TABLE");
-#undef LAYOUT_ONE_
+/* What the tables declare is what the structs hold: a value field must be
+ * a number, so an address cannot be declared as a value and be left out of
+ * the layout, and an address field must be a pointer. Every kernel of the
+ * op table has a table, and none outgrows PW_KERNEL_MAX_ADDRESSES. */
+#define IS_NUMBER_(S, name)                                                                    \
+    _Generic(((S *)0)->name, int64_t: 1, int32_t: 1, float: 1, double: 1, pw_dtype: 1, default: 0)
+#define CHECK_VALUE_(S, type, name)                                                            \
+    _Static_assert(IS_NUMBER_(S, name), #S "." #name " is declared a value (V) but is not a "   \
+                                        "number: declare an address with A");
+#define CHECK_ADDRESS_(S, type, name)                                                          \
+    _Static_assert(!IS_NUMBER_(S, name) && sizeof(((S *)0)->name) == sizeof(void *),           \
+                   #S "." #name " is declared an address (A) but is not a pointer");
+#define CHECK_(id, S, FIELDS)                                                                  \
+    FIELDS(CHECK_ADDRESS_, CHECK_VALUE_, S)                                                    \
+    _Static_assert(0 FIELDS(ADDRESS_COUNT_, SKIP_, S) <= PW_KERNEL_MAX_ADDRESSES,              \
+                   "too many address fields in " #S);
+PW_KERNEL_ARG_TABLES(CHECK_)
+#undef CHECK_
+#undef CHECK_ADDRESS_
+#undef CHECK_VALUE_
+#undef IS_NUMBER_
+#undef SKIP_
+#undef ADDRESS_COUNT_
+#undef ADDRESS_OFFSET_
+#define ONE_(id, S, FIELDS) +1
+_Static_assert(0 PW_KERNEL_ARG_TABLES(ONE_) == PW_KERNEL_COUNT_,
+               "PW_KERNEL_ARG_TABLES must list every kernel of PW_KERNEL_TABLE");
+#undef ONE_
 
-const pw_kernel_arg_layout *pw_kernel_arg_layout_of(int id) {
-    return id >= 0 && id < PW_KERNEL_COUNT_ ? &arg_layouts[id] : NULL;
+const pw_kernel_args *pw_kernel_args_of(int id) {
+    return id >= 0 && id < PW_KERNEL_COUNT_ ? &pw_kernel_arg_tables[id] : NULL;
 }
 
 int pw_kernel_set_find(const pw_kernel_set *set, const pw_kernel *k) {

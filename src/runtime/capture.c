@@ -147,8 +147,8 @@ pw_status pw_capture_all(const pw_dispatcher *d, pw_forward_fn fwd, void *user,
     const pw_capture_item *items = pw_dispatcher_capture_list(d, &n);
     bool bar = opts->progress == PW_PROGRESS_ON ||
                (opts->progress == PW_PROGRESS_AUTO && isatty(STDERR_FILENO));
-    pw_wrapper_counters before, after;
-    pw_counters_get(&before);
+    pw_capture_tally before, after;
+    pw_capture_tally_get(&before);
     double t0 = now_seconds();
     pw_status s = PW_OK;
     size_t warmup_runs = 0;
@@ -160,7 +160,7 @@ pw_status pw_capture_all(const pw_dispatcher *d, pw_forward_fn fwd, void *user,
     if (s != PW_OK) return s;
 
     double seconds = now_seconds() - t0;
-    pw_counters_get(&after);
+    pw_capture_tally_get(&after);
     pw_capture_report report;
     fill_report(opts, n, warmup_runs, after.graphs_captured - before.graphs_captured, seconds, &report);
     pw_log_info("%s (%zu descriptors)", report.summary, n);
@@ -225,8 +225,8 @@ pw_status pw_capture_plan(const pw_dispatcher *d, pw_forward_fn fwd, void *user,
 
     size_t n = 0;
     const pw_capture_item *items = pw_dispatcher_capture_list(d, &n);
-    pw_wrapper_counters before, after;
-    pw_counters_get(&before);
+    pw_capture_tally before, after;
+    pw_capture_tally_get(&before);
     double t0 = now_seconds();
     size_t warmup_runs = 0;
     /* No warm-ups: they compute, and a dry run computes nothing. */
@@ -236,7 +236,7 @@ pw_status pw_capture_plan(const pw_dispatcher *d, pw_forward_fn fwd, void *user,
     pw_mem_dry_run_end();
     pw_pool_stats st;
     pw_pool_get_stats(pool, &st);
-    pw_counters_get(&after);
+    pw_capture_tally_get(&after);
     double seconds = now_seconds() - t0;
     if (s != PW_OK) {
         pw_error_context(s, "capture_plan (dry run)");

@@ -13,4 +13,11 @@ const pw_forward_context *pw_forward_context_current(void);
  * returned; the others are cleared regardless. */
 pw_status pw_graph_wrappers_clear_pool(const pw_pool *pool);
 
+/* Captures the wrappers made on the calling thread since it started. */
+typedef struct pw_capture_tally {
+    uint64_t captures_attempted;
+    uint64_t graphs_captured;
+} pw_capture_tally;
+void pw_capture_tally_get(pw_capture_tally *out);
+
 #endif

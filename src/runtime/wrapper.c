@@ -13,6 +13,8 @@
  * replay returns new references to those same aliases. */
 #include "runtime/runtime_internal.h"
 
+#include "backend/graph_record.h"
+
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -71,6 +73,14 @@ static pw_graph_wrapper *registry_head;
 static size_t registry_count;
 static pw_wrapper_counters retired_counters; /* of wrappers already freed */
 static pw_wrapper_counters counters_baseline; /* totals at the last reset */
+
+/* What wrappers captured on this thread: a capture runs on the thread that
+ * calls the wrapper, so the capture driver reads the difference across its
+ * run and counts exactly its own captures, whatever other threads capture
+ * meanwhile. */
+static _Thread_local pw_capture_tally thread_tally;
+
+void pw_capture_tally_get(pw_capture_tally *out) { *out = thread_tally; }
 
 static inline void counter_bump(atomic_uint_least64_t *c) {
     atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
@@ -526,57 +536,12 @@ static pw_status capture_once(pw_graph_wrapper *w, const pw_value *args, int nar
     return s;
 }
 
-/* The kernels and argument bytes of a recording, kept after its graph is freed. */
-typedef struct launch_snapshot {
-    size_t n;
-    const pw_kernel **kernels;
-    size_t *offsets; /* n + 1 offsets into bytes */
-    unsigned char *bytes;
-} launch_snapshot;
-
-static void snapshot_free(launch_snapshot *s) {
-    pw_host_free(s->kernels);
-    pw_host_free(s->offsets);
-    pw_host_free(s->bytes);
-    memset(s, 0, sizeof *s);
-}
-
-static pw_status snapshot_take(const pw_graph *g, launch_snapshot *s) {
-    memset(s, 0, sizeof *s);
-    size_t n = pw_graph_num_launches(g), total = 0;
-    s->kernels = pw_host_alloc((n ? n : 1) * sizeof *s->kernels);
-    s->offsets = pw_host_alloc((n + 1) * sizeof *s->offsets);
-    if (!s->kernels || !s->offsets) goto oom;
-    for (size_t i = 0; i < n; i++) {
-        const void *args;
-        size_t nb;
-        (void)pw_graph_launch_at(g, i, &s->kernels[i], &args, &nb); /* i < n: cannot fail */
-        s->offsets[i] = total;
-        total += nb;
-    }
-    s->offsets[n] = total;
-    s->bytes = pw_host_alloc(total ? total : 1);
-    if (!s->bytes) goto oom;
-    for (size_t i = 0; i < n; i++) {
-        const pw_kernel *k;
-        const void *args;
-        size_t nb;
-        (void)pw_graph_launch_at(g, i, &k, &args, &nb);
-        if (nb) memcpy(s->bytes + s->offsets[i], args, nb);
-    }
-    s->n = n;
-    return PW_OK;
-oom:
-    snapshot_free(s);
-    return PW_ERR_OOM;
-}
-
 static const char *kernel_label(const pw_kernel *k) {
     return k && k->name ? k->name : "(unnamed)";
 }
 
 /* Compares a first recording with a second one, launch by launch. */
-static pw_status snapshot_compare(const launch_snapshot *a, const pw_graph *b) {
+static pw_status snapshot_compare(const pw_launch_copy *a, const pw_graph *b) {
     size_t nb_launches = pw_graph_num_launches(b);
     size_t common = a->n < nb_launches ? a->n : nb_launches;
     for (size_t i = 0; i < common; i++) {
@@ -632,7 +597,7 @@ static size_t pool_reserved(pw_pool *pool) {
  * same addresses. */
 static pw_status capture_verified(pw_graph_wrapper *w, const pw_value *args, int nargs,
                                   pw_graph **graph, pw_value *output, pw_value *weak) {
-    launch_snapshot prev = {0};
+    pw_launch_copy prev = {0};
     bool have_prev = false;
     pw_status s = PW_OK;
     for (int round = 0; round < PW_VERIFY_MAX_ROUNDS; round++) {
@@ -658,12 +623,12 @@ static pw_status capture_verified(pw_graph_wrapper *w, const pw_value *args, int
                          PW_VERIFY_MAX_ROUNDS);
             break;
         }
-        s = snapshot_take(*graph, &prev);
+        s = pw_launch_copy_take(*graph, NULL, 0, pw_graph_num_launches(*graph), &prev);
         /* A round that grew the pool ran on a smaller pool than the next one
          * will, so its addresses differ for a harmless reason: it only sizes
          * the pool, and the next round becomes the reference. */
         have_prev = s == PW_OK && !pool_grew;
-        if (!have_prev) snapshot_free(&prev);
+        if (!have_prev) pw_launch_copy_free(&prev);
         pw_value_release(*output);
         pw_value_release(*weak);
         pw_graph_free(*graph);
@@ -671,7 +636,7 @@ static pw_status capture_verified(pw_graph_wrapper *w, const pw_value *args, int
         *graph = NULL;
         if (s != PW_OK) break;
     }
-    snapshot_free(&prev);
+    pw_launch_copy_free(&prev);
     if (s != PW_OK) {
         pw_value_release(*output);
         pw_value_release(*weak);
@@ -685,6 +650,7 @@ static pw_status capture_verified(pw_graph_wrapper *w, const pw_value *args, int
 static pw_status capture(pw_graph_wrapper *w, wrapper_entry *e, const pw_value *args, int nargs,
                          pw_value *out) {
     counter_bump(&w->counters.captures_attempted);
+    thread_tally.captures_attempted++;
     char d[PW_BATCH_DESC_FORMAT_CAP];
     if (!pw_capture_phase_active())
         return pw_error(PW_ERR_CAPTURE,
@@ -714,6 +680,7 @@ static pw_status capture(pw_graph_wrapper *w, wrapper_entry *e, const pw_value *
     e->output = weak;
     w->n_graphs++;
     counter_bump(&w->counters.graphs_captured);
+    thread_tally.graphs_captured++;
     *out = output;
     return PW_OK;
 }

@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """Each shared library exports exactly the API: nothing extra, nothing missing.
 
-Declared: every function declared with PW_API in the public headers
-(include/), plus the PW_INTERNAL_API functions of src/ headers, which
-libpiecewise exports for libpiecewise-llm only. Exported: `nm -D
---defined-only` of each library. Checks:
+Declared: every function declared with PW_API in the installed public
+headers (include/). Exported: `nm -D --defined-only` of each library.
+Checks:
   - every function declaration in include/ carries PW_API;
+  - no header under src/ marks a function for export (PW_API): what
+    libpiecewise-llm calls of libpiecewise is public API;
   - the libraries export only declared functions, and no data;
   - every declared function is exported by exactly one library;
-  - PW_INTERNAL_API functions come from libpiecewise;
-  - piecewise/model.h is libpiecewise-llm's; piecewise.h, graph.h and
-    runtime.h are libpiecewise's (the capture library needs no model code).
+  - piecewise/model.h is libpiecewise-llm's; piecewise.h, graph.h,
+    runtime.h, relocate.h, graph_cache.h and module.h are libpiecewise's
+    (the capture library needs no model code).
 
 Usage: check_exports.py --source DIR [--nm NM] [--not-built DIR ...]
                         capture=LIB.so llm=LIB.so
@@ -36,7 +37,7 @@ def header_functions(path, marker):
                 m = DECL_START.match(line[len(marker) + 1:])
                 if m:
                     marked[m.group(1)] = lineno
-            elif line.startswith(SKIP) or line.startswith(("PW_API", "PW_INTERNAL_API")):
+            elif line.startswith(SKIP) or line.startswith("PW_API"):
                 continue
             else:
                 m = DECL_START.match(line)
@@ -64,7 +65,7 @@ def main():
     ap.add_argument("--nm", default="nm")
     ap.add_argument("--not-built", action="append", default=[], metavar="DIR",
                     help="a src/ folder this build leaves out (e.g. src/backend/cuda): "
-                         "its PW_INTERNAL_API functions are not expected")
+                         "not scanned")
     ap.add_argument("libs", nargs=2, metavar="NAME=LIB")
     args = ap.parse_args()
     libs = dict(spec.split("=", 1) for spec in args.libs)
@@ -83,7 +84,6 @@ def main():
                 api[name] = rel
             for lineno, name in unmarked:
                 errors.append("include/%s:%d: %s is declared without PW_API" % (rel, lineno, name))
-    internal = {}
     skipped = [os.path.normpath(os.path.join(args.source, d)) for d in args.not_built]
     for dirpath, _, files in os.walk(os.path.join(args.source, "src")):
         if any(os.path.normpath(dirpath).startswith(d) for d in skipped):
@@ -91,8 +91,9 @@ def main():
         for f in sorted(files):
             if f.endswith(".h"):
                 path = os.path.join(dirpath, f)
-                for name in header_functions(path, "PW_INTERNAL_API")[0]:
-                    internal[name] = os.path.relpath(path, args.source)
+                for name, lineno in header_functions(path, "PW_API")[0].items():
+                    errors.append("%s:%d: %s is marked PW_API in a header that is not installed"
+                                  % (os.path.relpath(path, args.source), lineno, name))
     if len(api) < 50:
         errors.append("only %d PW_API functions found under %s: the parser is broken" % (len(api), inc))
 
@@ -103,7 +104,7 @@ def main():
         for sym in sorted(other):
             errors.append("%s exports data or another non-function symbol: %s"
                           % (os.path.basename(lib), sym))
-        for sym in sorted(funcs - set(api) - set(internal)):
+        for sym in sorted(funcs - set(api)):
             errors.append("%s exports %s, which no public header declares with PW_API"
                           % (os.path.basename(lib), sym))
     cap, llm = exported["capture"], exported["llm"]
@@ -112,24 +113,20 @@ def main():
     for sym in sorted(set(api) - cap - llm):
         errors.append("%s (include/%s) is declared with PW_API but neither library exports it"
                       % (sym, api[sym]))
-    for sym in sorted(internal):
-        if sym not in cap:
-            errors.append("%s (%s, PW_INTERNAL_API) is not exported by libpiecewise"
-                          % (sym, internal[sym]))
     for sym, header in sorted(api.items()):
         if header == "piecewise/model.h" and sym in cap:
             errors.append("%s (include/%s) comes from libpiecewise, not libpiecewise-llm"
                           % (sym, header))
-        if header in ("piecewise/graph.h", "piecewise/runtime.h") and sym in llm:
+        if header in ("piecewise/graph.h", "piecewise/runtime.h", "piecewise/relocate.h",
+                      "piecewise/graph_cache.h", "piecewise/module.h") and sym in llm:
             errors.append("%s (include/%s) comes from libpiecewise-llm: the capture library "
                           "lacks it" % (sym, header))
         if header == "piecewise.h" and sym in llm:
             errors.append("%s (include/piecewise.h) comes from libpiecewise-llm: a program "
                          "linking only libpiecewise cannot call it" % sym)
 
-    print("%d PW_API functions (%d from libpiecewise, %d from libpiecewise-llm), "
-          "%d PW_INTERNAL_API" % (len(api), len(cap & set(api)), len(llm & set(api)),
-                                   len(internal)))
+    print("%d PW_API functions (%d from libpiecewise, %d from libpiecewise-llm)"
+          % (len(api), len(cap & set(api)), len(llm & set(api))))
     for e in errors:
         print("FAIL: " + e)
     if errors:

@@ -4,7 +4,7 @@
 #ifndef PW_TEST_ENGINE_RUNS_H
 #define PW_TEST_ENGINE_RUNS_H
 
-#include "piecewise/model.h"
+#include "piecewise_llm.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,8 @@
-/* What distinct-piece capture needs from the layers below the model:
+/* What relocation (runtime/relocate.c) needs from the layers below it:
  *  - the open recording of a CPU capture can be read launch by launch and
  *    rewound (backend/graph_record.h), with clear errors outside a capture
- *    or out of range;
+ *    or out of range, and a range of launches of an open recording or of a
+ *    finished graph copied by one function;
  *  - a pool observer sees exactly its pool's allocations and releases
  *    (mem/pool_internal.h);
  *  - the pool's choice among equal free blocks is the lowest address
@@ -22,7 +23,7 @@ static void add_kernel(const void *p) {
     const add_args *a = p;
     *a->x += a->v;
 }
-static const pw_kernel k_add = {"add", add_kernel, NULL};
+static const pw_kernel k_add = {"add", add_kernel, NULL, NULL};
 
 static void test_recording(void) {
     pw_stream *s = NULL;
@@ -59,11 +60,32 @@ static void test_recording(void) {
     CHECK_OK(pw_launch(s, &k_add, &ten, sizeof ten));
     CHECK_OK(pw_stream_capture_launch_at(s, 1, &k, &args, &nb));
     CHECK(((const add_args *)args)->v == 10.0f);
+    /* launches [1, 2) of the open recording */
+    pw_launch_copy copy;
+    CHECK_OK(pw_launch_copy_take(NULL, s, 1, 2, &copy));
+    CHECK_EQ_INT((int64_t)copy.n, 1);
+    if (copy.n == 1) {
+        CHECK(copy.kernels[0] == &k_add);
+        CHECK_EQ_INT((int64_t)copy.offsets[1], (int64_t)sizeof(add_args));
+        CHECK(((const add_args *)copy.bytes)->v == 10.0f);
+    }
+    pw_launch_copy_free(&copy);
+    CHECK(copy.kernels == NULL && copy.n == 0);
+    CHECK_ERR(pw_launch_copy_take(NULL, s, 1, 3, &copy), PW_ERR_INVALID_ARG,
+              "copy of launches [1, 3) of a recording of 2");
     pw_graph *g = NULL;
     CHECK_OK(pw_stream_end_capture(s, &g));
     CHECK_EQ_INT((int64_t)pw_stream_capture_num_launches(s), 0);
     if (g) {
         CHECK_EQ_INT((int64_t)pw_graph_num_launches(g), 2);
+        /* the whole finished graph */
+        CHECK_OK(pw_launch_copy_take(g, NULL, 0, 2, &copy));
+        CHECK_EQ_INT((int64_t)copy.n, 2);
+        if (copy.n == 2) {
+            CHECK(((const add_args *)(copy.bytes + copy.offsets[0]))->v == 1.0f);
+            CHECK(((const add_args *)(copy.bytes + copy.offsets[1]))->v == 10.0f);
+        }
+        pw_launch_copy_free(&copy);
         CHECK_OK(pw_graph_replay(g, s));
         CHECK(x == 11.0f);
         pw_graph_free(g);

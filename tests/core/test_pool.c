@@ -172,7 +172,7 @@ static void test_host_oom_sweep(void) {
 }
 
 static void noop_kernel(const void *a) { (void)a; }
-static const pw_kernel k_noop = {"noop", noop_kernel, NULL};
+static const pw_kernel k_noop = {"noop", noop_kernel, NULL, NULL};
 
 static void test_trim_rules(void) {
     pw_pool *pool;

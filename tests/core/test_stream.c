@@ -14,7 +14,7 @@ static void scale_kernel(const void *p) {
     const scale_args *a = p;
     for (int i = 0; i < a->n; i++) a->y[i] = a->x[i] * a->factor + 1.0f;
 }
-static const pw_kernel k_scale = {"scale", scale_kernel, NULL};
+static const pw_kernel k_scale = {"scale", scale_kernel, NULL, NULL};
 
 typedef struct sum_args {
     const float *x;
@@ -28,7 +28,7 @@ static void sum_kernel(const void *p) {
     for (int i = 0; i < a->n; i++) s += a->x[i];
     *a->out = s;
 }
-static const pw_kernel k_sum = {"sum", sum_kernel, NULL};
+static const pw_kernel k_sum = {"sum", sum_kernel, NULL, NULL};
 
 #define N 100
 
@@ -135,7 +135,7 @@ static void test_capture_errors(void) {
     /* misuse */
     CHECK_ERR(pw_stream_end_capture(s, &g), PW_ERR_CAPTURE, "no capture is open");
     CHECK_ERR(pw_stream_begin_capture(s, NULL), PW_ERR_INVALID_ARG, "pool is NULL");
-    static const pw_kernel no_cpu = {"gpu_only", NULL, NULL};
+    static const pw_kernel no_cpu = {"gpu_only", NULL, NULL, NULL};
     CHECK_ERR(pw_launch(s, &no_cpu, &a, sizeof a), PW_ERR_INVALID_ARG, "gpu_only");
     char big[PW_MAX_KERNEL_ARG_BYTES + 1];
     CHECK_ERR(pw_launch(s, &k_scale, big, sizeof big), PW_ERR_INVALID_ARG, "argument bytes");

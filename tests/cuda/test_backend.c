@@ -117,7 +117,7 @@ static void test_capture_errors(void) {
     CHECK_ERR(pw_stream_copy_h2d(g.s, dev, pageable, sizeof pageable), PW_ERR_CAPTURE, "pageable");
     CHECK_ERR(pw_stream_end_capture(g.s, &graph), PW_ERR_CAPTURE, "pool");
 
-    pw_kernel nameless = {"no_such_kernel", NULL, NULL};
+    pw_kernel nameless = {"no_such_kernel", NULL, NULL, NULL};
     CHECK_ERR(pw_launch(g.s, &nameless, NULL, 0), PW_ERR_UNSUPPORTED, "no CUDA implementation");
     /* Kernels are bound by pointer: the CPU "add" is not found by its name. */
     CHECK_ERR(pw_launch(g.s, &pw_kernel_add, NULL, 0), PW_ERR_UNSUPPORTED,

@@ -1,6 +1,7 @@
 /* The engine on CUDA: stories260K greedy tokens equal the CPU's, logits
  * agree within a stated tolerance, and FULL, PIECEWISE and NONE give the
  * same tokens. Skips, saying so, without a GPU or the CUDA backend. */
+#include "piecewise_llm.h"
 #include "test_util.h"
 
 #include <math.h>

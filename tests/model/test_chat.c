@@ -1,6 +1,7 @@
 /* Chat templates: chatml with the template's default system prompt,
  * llama2, a template piecewise does not know, and none at all; as tokens,
  * only the template's markers are special, never message text. */
+#include "piecewise_llm.h"
 #include "test_util.h"
 #include "internal.h"
 

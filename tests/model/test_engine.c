@@ -8,6 +8,7 @@
  *    was with them forced;
  *  - a random-weight model written by the tests' own GGUF writer runs the
  *    same checks without ../shared. */
+#include "piecewise_llm.h"
 #include "test_util.h"
 #include "internal.h"
 

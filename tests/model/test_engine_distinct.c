@@ -13,6 +13,7 @@
  *  - a random model with 6 layers and one with mixed weight types (a layer
  *    whose weights have another type is captured for real), stories260K and
  *    SmolLM2 when ../shared or models/ have them. */
+#include "piecewise_llm.h"
 #include "engine_runs.h"
 #include "test_util.h"
 #include "internal.h"

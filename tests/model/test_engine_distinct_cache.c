@@ -1,4 +1,4 @@
-/* The graph cache (src/model/graph_cache.c, docs/graph-cache.md):
+/* The graph cache (src/runtime/graph_cache.c, src/model/engine_cache.c, docs/graph-cache.md):
  *  - a first engine with graph_cache_dir writes one file; a second engine
  *    with the same model and configuration makes every graph from it (no
  *    plan runs: graphs_from_cache counts them all) and gives the same tokens
@@ -11,6 +11,7 @@
  *    captures; a program whose kernel id the set lacks is dropped alone and
  *    captured, the others still come from the file;
  *  - another configuration (capture sizes) writes another file. */
+#include "piecewise_llm.h"
 #include "engine_runs.h"
 #include "test_util.h"
 #include "internal.h"
@@ -222,18 +223,17 @@ int main(void) {
         pw_engine *probe = NULL;
         CHECK_OK(make_engine(m, PW_GRAPH_FULL_AND_PIECEWISE, NULL, true, false, 4, &probe));
         if (probe) {
-            pw_graph_cache_env env = {0, true, NULL, 0, true, false, pw_kernel_set_for(PW_DEVICE_CPU)};
-            pw_program *list = NULL;
-            size_t dropped = 0;
+            const pw_kernel *table[PW_KERNEL_COUNT_];
+            pw_graph_cache_kernels(PW_DEVICE_CPU, table);
+            pw_graph_cache_spec spec = {0, NULL, table, PW_KERNEL_COUNT_,
+                                        PW_GRAPH_CACHE_ANY_FINGERPRINT | PW_GRAPH_CACHE_ANY_REGIONS};
+            pw_graph_cache_entry *entries = NULL;
+            size_t n_programs = 0, dropped = 0;
             char why[256];
-            CHECK_OK(pw_graph_cache_parse(good, size, &env, &list, &dropped, why, sizeof why));
+            CHECK_OK(pw_graph_cache_parse(good, size, &spec, &entries, &n_programs, &dropped, why,
+                                          sizeof why));
             CHECK_EQ_INT((int64_t)dropped, 0);
-            size_t n_programs = 0;
-            for (pw_program *p = list, *next; p; p = next) {
-                next = p->next;
-                n_programs++;
-                pw_program_free(p);
-            }
+            pw_graph_cache_entries_free(entries, n_programs);
             CHECK(n_programs > 0);
             /* corrupt the first program's first kernel id and fix the checksum */
             memcpy(bad, good, size);
@@ -248,13 +248,12 @@ int main(void) {
             uint64_t h = 0xcbf29ce484222325ull;
             for (size_t i = 0; i + 8 < size; i++) h = (h ^ bad[i]) * 0x100000001b3ull;
             memcpy(bad + size - 8, &h, 8);
-            list = NULL;
-            CHECK_OK(pw_graph_cache_parse(bad, size, &env, &list, &dropped, why, sizeof why));
+            size_t n_left = 0;
+            CHECK_OK(pw_graph_cache_parse(bad, size, &spec, &entries, &n_left, &dropped, why,
+                                          sizeof why));
             CHECK_EQ_INT((int64_t)dropped, 1);
-            for (pw_program *p = list, *next; p; p = next) {
-                next = p->next;
-                pw_program_free(p);
-            }
+            CHECK_EQ_INT((int64_t)n_left, (int64_t)n_programs - 1);
+            pw_graph_cache_entries_free(entries, n_left);
             spit(file, bad, size);
             uint64_t w = warm_graphs(m, dir2, ref);
             CHECK(w > 0 && w < warm);

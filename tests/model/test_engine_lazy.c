@@ -6,6 +6,7 @@
  *  - a graph budget frees the least recently used descriptors;
  *  - every fallback is counted, and tokens equal eager capture's in every
  *    mode (random tiny model; stories260K and SmolLM2 when present). */
+#include "piecewise_llm.h"
 #include "test_util.h"
 #include "internal.h"
 

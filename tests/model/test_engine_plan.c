@@ -7,6 +7,7 @@
  *    predicted graphs leave, and a budget too small for one block is refused
  *    with the figures;
  *  - tokens do not change when the KV cache was sized from a budget. */
+#include "piecewise_llm.h"
 #include "test_util.h"
 #include "internal.h"
 

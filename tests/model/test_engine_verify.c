@@ -3,6 +3,7 @@
  * bit. A healthy engine never differs (and its tokens are unchanged); a
  * fault planted in a replayed graph's output is found, counted and
  * described (mode, descriptor, row). Runs on a tiny random model. */
+#include "piecewise_llm.h"
 #include "test_util.h"
 #include "internal.h"
 

@@ -10,6 +10,7 @@
  * The llama.cpp figures are from tests/data/llamacpp/gemma-3-270m-q4_k_m.json
  * (scripts/llamacpp-reference.py: llama-server 0.3.36, greedy, top-2
  * logprob margins): a few are written out here. */
+#include "piecewise_llm.h"
 #include "test_util.h"
 #include "internal.h"
 #include "model/llama.h"

@@ -2,6 +2,7 @@
  * PW_ERR_FORMAT (or UNSUPPORTED) and a message naming the key and the
  * file, leaving nothing behind. The files are written with the GGUF
  * writer: the metadata of Gemma 3 270M, one key removed or changed. */
+#include "piecewise_llm.h"
 #include "test_util.h"
 #include "internal.h"
 #include "model/gguf_writer.h"

@@ -6,6 +6,7 @@
  * greedy generation, and the tokens are identical in NONE, PIECEWISE and
  * FULL and whatever else is in the batch. The head size (24) is not
  * dim / heads (16), as in Gemma. */
+#include "piecewise_llm.h"
 #include "test_util.h"
 #include "internal.h"
 #include "model/gguf_writer.h"

@@ -1,6 +1,7 @@
 /* GGUF reader and writer: a write-read round trip of every metadata type
  * and every tensor type, typed getters and their errors, mmap from a file,
  * the tiny Llama helper, and stories260K when ../shared has it. */
+#include "piecewise_llm.h"
 #include "internal.h"
 #include "model/dequant.h"
 #include "model/gguf.h"

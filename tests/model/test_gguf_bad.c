@@ -2,6 +2,7 @@
  * types, dims and offsets, and random byte flips. Each must give a clear
  * error (status and a message naming the field), never a crash. Buffers
  * are malloc'd to their exact size so ASan catches any read past the end. */
+#include "piecewise_llm.h"
 #include "internal.h"
 #include "model/gguf.h"
 #include "model/gguf_writer.h"

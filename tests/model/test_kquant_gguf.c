@@ -3,6 +3,7 @@
  * exact bytes; the reader's block and size checks hold for the 256-value
  * blocks (a dim 0 that is not whole blocks, data running past the end);
  * the types piecewise still does not read are refused naming them. */
+#include "piecewise_llm.h"
 #include "test_util.h"
 #include "internal.h"
 

@@ -5,6 +5,7 @@
  * it (skipped, saying so, otherwise); the Gemma file's tensor table is also
  * checked through the reader, and loading it for a run names the
  * unsupported architecture. */
+#include "piecewise_llm.h"
 #include "test_util.h"
 #include "internal.h"
 

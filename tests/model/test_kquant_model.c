@@ -11,6 +11,7 @@
  * model gives exactly the tokens of the f32 twin in every mode; the test
  * first proves, tensor by tensor through the reader, that the twin holds
  * the dequantized values. */
+#include "piecewise_llm.h"
 #include "test_util.h"
 #include "internal.h"
 

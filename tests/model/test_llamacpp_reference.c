@@ -44,6 +44,7 @@
  * weight type it does not read) is skipped with the loader's message, as
  * is a json whose model is absent. The test is skipped when no model is
  * checked at all, or when piecewise was built without cJSON. */
+#include "piecewise_llm.h"
 #include "test_util.h"
 #include "internal.h"
 #include "model/gguf.h"

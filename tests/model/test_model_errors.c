@@ -1,4 +1,5 @@
 /* Bad models and bad requests: each gets a clear error, never a crash. */
+#include "piecewise_llm.h"
 #include "test_util.h"
 #include "internal.h"
 

@@ -9,6 +9,7 @@
 #include "pw_config.h"
 #include "test_util.h"
 
+#include <stddef.h>
 #include <string.h>
 
 static void test_ops_have_names_and_bind(void) {
@@ -49,7 +50,9 @@ static void test_splitting_set(void) {
     CHECK(!pw_op_is_splitting("matmul"));
 }
 
-/* A set's kernels belong to its device, under the kernel table's names. */
+/* A set's kernels belong to its device, under the kernel table's names,
+ * and each carries the argument layout of its id (pw_kernel.args, generated
+ * from the field table of its struct), which relocation reads. */
 static void check_set(const pw_kernel_set *set, bool cpu) {
     for (int id = 0; id < PW_KERNEL_COUNT_; id++) {
         const pw_kernel *k = set->entries[id].kernel;
@@ -58,8 +61,34 @@ static void check_set(const pw_kernel_set *set, bool cpu) {
             continue;
         }
         CHECK_STREQ(k->name, pw_kernel_id_name(id));
+        CHECK(k->args != NULL && k->args == pw_kernel_args_of(id));
         CHECK(cpu ? k->cpu != NULL && k->cuda == NULL : k->cpu == NULL && k->cuda != NULL);
     }
+}
+
+/* Layouts generated from the field tables: spot checks against the structs. */
+static void test_arg_layouts(void) {
+    const pw_kernel_args *mm = pw_kernel_args_of(PW_KERNEL_MATMUL);
+    CHECK(mm != NULL);
+    if (mm) {
+        CHECK_EQ_INT(mm->size, sizeof(pw_k_matmul_args));
+        CHECK_EQ_INT(mm->n_addresses, 4); /* y, x, w, scratch */
+        CHECK_EQ_INT(mm->addresses[0], offsetof(pw_k_matmul_args, y));
+        CHECK_EQ_INT(mm->addresses[3], offsetof(pw_k_matmul_args, scratch));
+    }
+    const pw_kernel_args *at = pw_kernel_args_of(PW_KERNEL_ATTENTION);
+    CHECK(at != NULL);
+    if (at) {
+        CHECK_EQ_INT(at->n_addresses, 7); /* out, q, k, v, k_cache, v_cache, meta */
+        CHECK_EQ_INT(at->addresses[6], offsetof(pw_k_attention_args, meta));
+    }
+    for (int id = 0; id < PW_KERNEL_COUNT_; id++) {
+        const pw_kernel_args *a = pw_kernel_args_of(id);
+        CHECK(a != NULL && a->size > 0 && a->size <= PW_MAX_KERNEL_ARG_BYTES);
+        for (int w = 0; a && w < a->n_addresses; w++)
+            CHECK(a->addresses[w] + sizeof(void *) <= a->size);
+    }
+    CHECK(pw_kernel_args_of(-1) == NULL && pw_kernel_args_of(PW_KERNEL_COUNT_) == NULL);
 }
 
 static void test_kernel_sets(void) {
@@ -107,6 +136,7 @@ static void test_host_helpers(void) {
 int main(void) {
     test_ops_have_names_and_bind();
     test_splitting_set();
+    test_arg_layouts();
     test_kernel_sets();
     test_host_helpers();
     return pw_test_finish("model_op_table");

@@ -1,4 +1,5 @@
 /* Sampling: greedy ties, temperature, top-k, top-p, seeded determinism. */
+#include "piecewise_llm.h"
 #include "test_util.h"
 #include "internal.h"
 

@@ -2,6 +2,7 @@
  * template applies, and a greedy answer is deterministic and identical in
  * NONE, PIECEWISE and FULL. Skips, saying so, when scripts/fetch-model.sh
  * has not been run (or PW_SMOLLM2_GGUF names another copy). */
+#include "piecewise_llm.h"
 #include "test_util.h"
 #include "internal.h"
 

@@ -1,6 +1,7 @@
 /* SentencePiece ("llama") tokenizer on the tiny Llama vocabulary from the
  * tests' GGUF writer, with ids derived by hand from its merge list, and
  * every error path of building a tokenizer from metadata. */
+#include "piecewise_llm.h"
 #include "internal.h"
 #include "model/gguf.h"
 #include "model/gguf_writer.h"

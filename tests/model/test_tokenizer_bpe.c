@@ -8,6 +8,7 @@
  *                            ByteLevel(add_prefix_space=False)])      (smollm)
  * .pre_tokenize_str(s), with the character offsets turned into byte
  * offsets. */
+#include "piecewise_llm.h"
 #include "internal.h"
 #include "model/gguf.h"
 #include "model/gguf_writer.h"

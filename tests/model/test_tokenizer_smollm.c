@@ -12,6 +12,7 @@
  *
  *   python3 tests/data/tokenizer/reference_ids.py bpe \
  *       models/SmolLM2-135M-Instruct.Q4_1.gguf "Hello, world!" ... */
+#include "piecewise_llm.h"
 #include "internal.h"
 #include "model/gguf.h"
 #include "model/tokenizer.h"

@@ -13,6 +13,7 @@
  * encode() ported to Python (tests/data/tokenizer/llama2c_encode.py) over
  * ../shared/models/tok512.bin, the same vocabulary in llama2.c's format.
  * Both put BOS (1) first when asked, as llama.cpp does for this model. */
+#include "piecewise_llm.h"
 #include "internal.h"
 #include "model/gguf.h"
 #include "model/tokenizer.h"

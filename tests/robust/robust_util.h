@@ -4,6 +4,7 @@
 #ifndef PW_ROBUST_UTIL_H
 #define PW_ROBUST_UTIL_H
 
+#include "piecewise_llm.h"
 #include "test_util.h"
 #include "internal.h"
 

@@ -6,6 +6,7 @@
  * until N is past the last allocation and the run succeeds. Leaks on these
  * paths are caught by LeakSanitizer in the sanitized builds. Afterwards a
  * normal run still works and gives the same tokens as before. */
+#include "piecewise_llm.h"
 #include "robust_util.h"
 
 /* Far above the allocations one run makes; reaching it means the hook is

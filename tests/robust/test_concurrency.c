@@ -11,6 +11,7 @@
  *      buffer) run concurrently too.
  * With stories260K the tokens must also be its golden continuation; without
  * it a tiny random model from the GGUF writer is used. */
+#include "piecewise_llm.h"
 #include "robust_util.h"
 
 #include <pthread.h>

@@ -2,6 +2,7 @@
  * call that failed, plus a replay of every committed seed and reproducer
  * (fuzz/corpus/<target>, fuzz/regressions/<target>) through the parsers, so
  * ordinary and sanitized builds re-check them without libFuzzer. */
+#include "piecewise_llm.h"
 #include "split_ops.h"
 #include "test_util.h"
 #include "internal.h"
@@ -127,15 +128,16 @@ static pw_status replay_gguf(const char *data, size_t len) {
 }
 
 static pw_status replay_graph_cache(const char *data, size_t len) {
-    pw_graph_cache_env env = {0, true, NULL, 0, true, true, pw_kernel_set_for(PW_DEVICE_CPU)};
-    pw_program *list = NULL;
-    size_t dropped = 0;
+    const pw_kernel *table[PW_KERNEL_COUNT_];
+    pw_graph_cache_kernels(PW_DEVICE_CPU, table);
+    pw_graph_cache_spec spec = {0, NULL, table, PW_KERNEL_COUNT_,
+                                PW_GRAPH_CACHE_ANY_FINGERPRINT | PW_GRAPH_CACHE_ANY_REGIONS |
+                                    PW_GRAPH_CACHE_ANY_CHECKSUM};
+    pw_graph_cache_entry *entries = NULL;
+    size_t n = 0, dropped = 0;
     char why[320];
-    pw_status s = pw_graph_cache_parse(data, len, &env, &list, &dropped, why, sizeof why);
-    for (pw_program *p = list, *next; p; p = next) {
-        next = p->next;
-        pw_program_free(p);
-    }
+    pw_status s = pw_graph_cache_parse(data, len, &spec, &entries, &n, &dropped, why, sizeof why);
+    pw_graph_cache_entries_free(entries, n);
     return s;
 }
 

@@ -122,7 +122,7 @@ static void count_kernel(const void *p) {
     (void)p;
     g_model->eager_launches_run++;
 }
-static const pw_kernel k_count = {"count", count_kernel, NULL};
+static const pw_kernel k_count = {"count", count_kernel, NULL, NULL};
 
 static pw_status piece_fn(void *user, const pw_value *args, int nargs, pw_value *out) {
     toy_model *m = g_model;

@@ -43,8 +43,8 @@ static void by_value_kernel(const void *p) {
     for (int64_t i = 0; i < a->n; i++) a->y[i] = a->scale * a->x[i];
 }
 
-static const pw_kernel k_by_pointer = {"scale_by_pointer", by_pointer_kernel, NULL};
-static const pw_kernel k_by_value = {"scale_by_value", by_value_kernel, NULL};
+static const pw_kernel k_by_pointer = {"scale_by_pointer", by_pointer_kernel, NULL, NULL};
+static const pw_kernel k_by_value = {"scale_by_value", by_value_kernel, NULL, NULL};
 
 typedef enum variant {
     SAFE,           /* per-step value read through a pointer */

@@ -212,7 +212,7 @@ static void negate_kernel(const void *p) {
     for (int64_t i = 0; i < a->n; i++) a->y[i] = -a->y[i];
 }
 
-static const pw_kernel k_negate = {"negate", negate_kernel, NULL};
+static const pw_kernel k_negate = {"negate", negate_kernel, NULL, NULL};
 
 static pw_status nested_forward(void *user, const pw_value *args, int nargs, pw_value *out) {
     nested_model *m = user;

@@ -41,7 +41,7 @@ static void axpb_kernel(const void *p) {
     for (int64_t i = 0; i < a->n; i++) a->y[i] = a->a * a->x[i] + a->b;
 }
 
-static const pw_kernel k_axpb = {"axpb", axpb_kernel, NULL};
+static const pw_kernel k_axpb = {"axpb", axpb_kernel, NULL, NULL};
 
 typedef struct toy_piece {
     toy_env *env;

@@ -372,6 +372,55 @@ pw_status pw_stream_capture_rewind(pw_stream *s, size_t n) {
     return PW_OK;
 }
 
+/* The one copy of a range of launches: relocation describes a recording
+ * with it and checks one, the wrapper's verify_capture compares two. */
+static pw_status launch_at(const pw_graph *g, const pw_stream *s, size_t i, const pw_kernel **k,
+                           const void **args, size_t *nb) {
+    return g ? pw_graph_launch_at(g, i, k, args, nb) : pw_stream_capture_launch_at(s, i, k, args, nb);
+}
+
+pw_status pw_launch_copy_take(const pw_graph *g, const pw_stream *s, size_t n0, size_t n1,
+                              pw_launch_copy *out) {
+    memset(out, 0, sizeof *out);
+    size_t have = g ? pw_graph_num_launches(g) : pw_stream_capture_num_launches(s);
+    if (n0 > n1 || n1 > have)
+        return pw_error(PW_ERR_INVALID_ARG, "copy of launches [%zu, %zu) of a recording of %zu",
+                        n0, n1, have);
+    size_t n = n1 - n0, total = 0;
+    out->kernels = pw_host_calloc(n ? n : 1, sizeof *out->kernels);
+    out->offsets = pw_host_calloc(n + 1, sizeof *out->offsets);
+    if (!out->kernels || !out->offsets) goto oom;
+    for (size_t i = 0; i < n; i++) {
+        const void *a;
+        size_t nb;
+        (void)launch_at(g, s, n0 + i, &out->kernels[i], &a, &nb); /* in range: cannot fail */
+        out->offsets[i] = total;
+        total += nb;
+    }
+    out->offsets[n] = total;
+    out->bytes = pw_host_alloc(total ? total : 1);
+    if (!out->bytes) goto oom;
+    for (size_t i = 0; i < n; i++) {
+        const pw_kernel *k;
+        const void *a;
+        size_t nb;
+        (void)launch_at(g, s, n0 + i, &k, &a, &nb);
+        if (nb) memcpy(out->bytes + out->offsets[i], a, nb);
+    }
+    out->n = n;
+    return PW_OK;
+oom:
+    pw_launch_copy_free(out);
+    return PW_ERR_OOM;
+}
+
+void pw_launch_copy_free(pw_launch_copy *c) {
+    pw_host_free(c->kernels);
+    pw_host_free(c->offsets);
+    pw_host_free(c->bytes);
+    memset(c, 0, sizeof *c);
+}
+
 /* ---- copies and memset ------------------------------------------------------------------ */
 
 /* On the CPU a copy is a memcpy kernel: eager it runs at once, during a
@@ -405,7 +454,7 @@ static const pw_kernel copy_kernels[] = {
     [PW_COPY_D2H] = {"copy_d2h", copy_kernel, NULL},
     [PW_COPY_D2D] = {"copy_d2d", copy_kernel, NULL},
 };
-static const pw_kernel memset_kernel_def = {"memset", memset_kernel, NULL};
+static const pw_kernel memset_kernel_def = {"memset", memset_kernel, NULL, NULL};
 
 static const char *copy_name(pw_copy_kind kind) { return copy_kernels[kind].name; }
 

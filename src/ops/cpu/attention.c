@@ -61,4 +61,4 @@ void pw_k_attention(const pw_k_attention_args *a) {
 }
 
 static void attention_launch(const void *args) { pw_k_attention(args); }
-const pw_kernel pw_kernel_attention = {"attention", attention_launch, NULL};
+const pw_kernel pw_kernel_attention = {"attention", attention_launch, NULL, PW_K_ARGS(ATTENTION)};

@@ -25,7 +25,7 @@ static void embedding_launch(const void *args) {
     const pw_k_embedding_args *a = args;
     pw_k_embedding(a->out, a->ids, a->table, a->n_tokens, a->vocab, a->dim);
 }
-const pw_kernel pw_kernel_embedding = {"embedding", embedding_launch, NULL};
+const pw_kernel pw_kernel_embedding = {"embedding", embedding_launch, NULL, PW_K_ARGS(EMBEDDING)};
 
 /* ---- rms_norm --------------------------------------------------------------------- */
 
@@ -81,8 +81,9 @@ static void add_rms_norm_launch(const void *args) {
     const pw_k_rms_norm_args *a = args;
     pw_k_add_rms_norm(a->y, a->residual, a->x, a->w, a->n_tokens, a->dim, a->eps);
 }
-const pw_kernel pw_kernel_rms_norm = {"rms_norm", rms_norm_launch, NULL};
-const pw_kernel pw_kernel_add_rms_norm = {"add_rms_norm", add_rms_norm_launch, NULL};
+const pw_kernel pw_kernel_rms_norm = {"rms_norm", rms_norm_launch, NULL, PW_K_ARGS(RMS_NORM)};
+const pw_kernel pw_kernel_add_rms_norm = {"add_rms_norm", add_rms_norm_launch, NULL,
+                                          PW_K_ARGS(ADD_RMS_NORM)};
 
 /* ---- rope -------------------------------------------------------------------------------- */
 
@@ -153,7 +154,7 @@ static void rope_launch(const void *args) {
     const pw_k_rope_args *a = args;
     pw_k_rope(a->out, a->x, a->positions, a->table, a->n_tokens, a->n_heads, a->head_dim, a->max_pos);
 }
-const pw_kernel pw_kernel_rope = {"rope", rope_launch, NULL};
+const pw_kernel pw_kernel_rope = {"rope", rope_launch, NULL, PW_K_ARGS(ROPE)};
 
 /* ---- silu_and_mul ------------------------------------------------------------------------- */
 
@@ -193,8 +194,9 @@ static void silu_mul_launch(const void *args) {
     const pw_k_silu_args *a = args;
     pw_k_silu_mul(a->out, a->a, a->b, a->n_tokens * a->f);
 }
-const pw_kernel pw_kernel_silu_and_mul = {"silu_and_mul", silu_and_mul_launch, NULL};
-const pw_kernel pw_kernel_silu_mul = {"silu_mul", silu_mul_launch, NULL};
+const pw_kernel pw_kernel_silu_and_mul = {"silu_and_mul", silu_and_mul_launch, NULL,
+                                          PW_K_ARGS(SILU_AND_MUL)};
+const pw_kernel pw_kernel_silu_mul = {"silu_mul", silu_mul_launch, NULL, PW_K_ARGS(SILU_MUL)};
 
 /* ---- add --------------------------------------------------------------------------------- */
 
@@ -210,7 +212,7 @@ static void add_launch(const void *args) {
     const pw_k_add_args *a = args;
     pw_k_add(a->out, a->a, a->b, a->n);
 }
-const pw_kernel pw_kernel_add = {"add", add_launch, NULL};
+const pw_kernel pw_kernel_add = {"add", add_launch, NULL, PW_K_ARGS(ADD)};
 
 /* ---- argmax ------------------------------------------------------------------------------ */
 
@@ -258,7 +260,7 @@ static void argmax_launch(const void *args) {
     const pw_k_argmax_args *a = args;
     pw_k_argmax(a->out, a->logits, a->n_tokens, a->vocab);
 }
-const pw_kernel pw_kernel_argmax = {"argmax", argmax_launch, NULL};
+const pw_kernel pw_kernel_argmax = {"argmax", argmax_launch, NULL, PW_K_ARGS(ARGMAX)};
 
 /* ---- Gemma: gelu_mul, head_norm_rope, scale, softcap ----------------------------------- */
 
@@ -293,7 +295,7 @@ static void gelu_mul_launch(const void *args) {
     const pw_k_gelu_mul_args *a = args;
     pw_k_gelu_mul(a->out, a->a, a->b, a->n);
 }
-const pw_kernel pw_kernel_gelu_mul = {"gelu_mul", gelu_mul_launch, NULL};
+const pw_kernel pw_kernel_gelu_mul = {"gelu_mul", gelu_mul_launch, NULL, PW_K_ARGS(GELU_MUL)};
 
 /* NeoX rotation of one head row in place: pair i is (x[i], x[i + half]),
  * each output one product pair and one add or subtract (no fused
@@ -322,7 +324,8 @@ void pw_k_head_norm_rope(const pw_k_head_norm_rope_args *a) {
 }
 
 static void head_norm_rope_launch(const void *args) { pw_k_head_norm_rope(args); }
-const pw_kernel pw_kernel_head_norm_rope = {"head_norm_rope", head_norm_rope_launch, NULL};
+const pw_kernel pw_kernel_head_norm_rope = {"head_norm_rope", head_norm_rope_launch, NULL,
+                                            PW_K_ARGS(HEAD_NORM_ROPE)};
 
 void pw_k_scale(float *out, const float *x, int64_t n, float s) {
     for (int64_t i = 0; i < n; i++) out[i] = x[i] * s;
@@ -340,5 +343,5 @@ static void softcap_launch(const void *args) {
     const pw_k_scale_args *a = args;
     pw_k_softcap(a->out, a->x, a->n, a->s);
 }
-const pw_kernel pw_kernel_scale = {"scale", scale_launch, NULL};
-const pw_kernel pw_kernel_softcap = {"softcap", softcap_launch, NULL};
+const pw_kernel pw_kernel_scale = {"scale", scale_launch, NULL, PW_K_ARGS(SCALE)};
+const pw_kernel pw_kernel_softcap = {"softcap", softcap_launch, NULL, PW_K_ARGS(SOFTCAP)};

@@ -24,7 +24,8 @@ static void sum_rms_norm_launch(const void *args) {
     const pw_k_sum_rms_norm_args *a = args;
     pw_k_sum_rms_norm(a->y, a->sum, a->a, a->b, a->w, a->n_tokens, a->dim, a->eps);
 }
-const pw_kernel pw_kernel_sum_rms_norm = {"sum_rms_norm", sum_rms_norm_launch, NULL};
+const pw_kernel pw_kernel_sum_rms_norm = {"sum_rms_norm", sum_rms_norm_launch, NULL,
+                                          PW_K_ARGS(SUM_RMS_NORM)};
 
 void pw_k_matmul_any(float *y, const float *x, const void *w, pw_dtype type, int64_t n_tokens,
                      int64_t n, int64_t k, float *scratch) {
@@ -55,7 +56,7 @@ void pw_k_qkv_rope(const pw_k_qkv_rope_args *a) {
 }
 
 static void qkv_rope_launch(const void *args) { pw_k_qkv_rope(args); }
-const pw_kernel pw_kernel_qkv_rope = {"qkv_rope", qkv_rope_launch, NULL};
+const pw_kernel pw_kernel_qkv_rope = {"qkv_rope", qkv_rope_launch, NULL, PW_K_ARGS(QKV_ROPE)};
 
 void pw_k_gate_up_silu(const pw_k_gate_up_silu_args *a) {
     if (pw_k_quant_share_activations((const pw_dtype[]){a->t_gate, a->t_up}, 2)) {
@@ -71,7 +72,8 @@ void pw_k_gate_up_silu(const pw_k_gate_up_silu_args *a) {
 }
 
 static void gate_up_silu_launch(const void *args) { pw_k_gate_up_silu(args); }
-const pw_kernel pw_kernel_gate_up_silu = {"gate_up_silu", gate_up_silu_launch, NULL};
+const pw_kernel pw_kernel_gate_up_silu = {"gate_up_silu", gate_up_silu_launch, NULL,
+                                          PW_K_ARGS(GATE_UP_SILU)};
 
 /* ---- the LM head on the sampled rows ----------------------------------------------------- */
 
@@ -99,7 +101,8 @@ void pw_k_select_rows(const pw_k_select_rows_args *a) {
 }
 
 static void select_rows_launch(const void *args) { pw_k_select_rows(args); }
-const pw_kernel pw_kernel_select_rows = {"select_rows", select_rows_launch, NULL};
+const pw_kernel pw_kernel_select_rows = {"select_rows", select_rows_launch, NULL,
+                                         PW_K_ARGS(SELECT_ROWS)};
 
 size_t pw_k_lm_head_scratch_floats(pw_dtype type, int64_t n_tokens, int64_t n, int64_t k) {
     /* The matmul runs on the sampled rows, a count read only when the
@@ -129,4 +132,4 @@ void pw_k_lm_head(const pw_k_lm_head_args *a) {
 }
 
 static void lm_head_launch(const void *args) { pw_k_lm_head(args); }
-const pw_kernel pw_kernel_lm_head = {"lm_head", lm_head_launch, NULL};
+const pw_kernel pw_kernel_lm_head = {"lm_head", lm_head_launch, NULL, PW_K_ARGS(LM_HEAD)};

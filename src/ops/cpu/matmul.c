@@ -144,4 +144,4 @@ static void matmul_launch(const void *args) {
     const pw_k_matmul_args *a = args;
     pw_k_matmul(a->y, a->x, a->w, a->n_tokens, a->n, a->k, a->scratch);
 }
-const pw_kernel pw_kernel_matmul = {"matmul", matmul_launch, NULL};
+const pw_kernel pw_kernel_matmul = {"matmul", matmul_launch, NULL, PW_K_ARGS(MATMUL)};

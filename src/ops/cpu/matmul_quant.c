@@ -316,7 +316,8 @@ static void matmul_quant_launch(const void *args) {
     const pw_k_matmul_quant_args *a = args;
     pw_k_matmul_quant(a->y, a->x, a->w, a->type, a->n_tokens, a->n, a->k);
 }
-const pw_kernel pw_kernel_matmul_quant = {"matmul_quant", matmul_quant_launch, NULL};
+const pw_kernel pw_kernel_matmul_quant = {"matmul_quant", matmul_quant_launch, NULL,
+                                          PW_K_ARGS(MATMUL_QUANT)};
 
 /* ---- embedding ----------------------------------------------------------- */
 
@@ -369,4 +370,5 @@ static void embedding_quant_launch(const void *args) {
     const pw_k_embedding_quant_args *a = args;
     pw_k_embedding_quant(a->out, a->ids, a->table, a->type, a->n_tokens, a->vocab, a->dim);
 }
-const pw_kernel pw_kernel_embedding_quant = {"embedding_quant", embedding_quant_launch, NULL};
+const pw_kernel pw_kernel_embedding_quant = {"embedding_quant", embedding_quant_launch, NULL,
+                                             PW_K_ARGS(EMBEDDING_QUANT)};

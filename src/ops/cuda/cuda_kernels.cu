@@ -483,17 +483,20 @@ static const pw_cuda_kernel_impl impl_argmax = {launch_argmax};
 static const pw_cuda_kernel_impl impl_attention = {launch_attention};
 static const pw_cuda_kernel_impl impl_select_rows = {launch_select_rows};
 
-static const pw_kernel k_embedding = {"embedding", NULL, &impl_embedding};
-static const pw_kernel k_rms_norm = {"rms_norm", NULL, &impl_rms_norm};
-static const pw_kernel k_add_rms_norm = {"add_rms_norm", NULL, &impl_add_rms_norm};
-static const pw_kernel k_matmul = {"matmul", NULL, &impl_matmul};
-static const pw_kernel k_rope = {"rope", NULL, &impl_rope};
-static const pw_kernel k_silu_and_mul = {"silu_and_mul", NULL, &impl_silu_and_mul};
-static const pw_kernel k_silu_mul = {"silu_mul", NULL, &impl_silu_mul};
-static const pw_kernel k_add = {"add", NULL, &impl_add};
-static const pw_kernel k_argmax = {"argmax", NULL, &impl_argmax};
-static const pw_kernel k_attention = {"attention", NULL, &impl_attention};
-static const pw_kernel k_select_rows = {"select_rows", NULL, &impl_select_rows};
+static const pw_kernel k_embedding = {"embedding", NULL, &impl_embedding, PW_K_ARGS(EMBEDDING)};
+static const pw_kernel k_rms_norm = {"rms_norm", NULL, &impl_rms_norm, PW_K_ARGS(RMS_NORM)};
+static const pw_kernel k_add_rms_norm = {"add_rms_norm", NULL, &impl_add_rms_norm,
+                                         PW_K_ARGS(ADD_RMS_NORM)};
+static const pw_kernel k_matmul = {"matmul", NULL, &impl_matmul, PW_K_ARGS(MATMUL)};
+static const pw_kernel k_rope = {"rope", NULL, &impl_rope, PW_K_ARGS(ROPE)};
+static const pw_kernel k_silu_and_mul = {"silu_and_mul", NULL, &impl_silu_and_mul,
+                                         PW_K_ARGS(SILU_AND_MUL)};
+static const pw_kernel k_silu_mul = {"silu_mul", NULL, &impl_silu_mul, PW_K_ARGS(SILU_MUL)};
+static const pw_kernel k_add = {"add", NULL, &impl_add, PW_K_ARGS(ADD)};
+static const pw_kernel k_argmax = {"argmax", NULL, &impl_argmax, PW_K_ARGS(ARGMAX)};
+static const pw_kernel k_attention = {"attention", NULL, &impl_attention, PW_K_ARGS(ATTENTION)};
+static const pw_kernel k_select_rows = {"select_rows", NULL, &impl_select_rows,
+                                        PW_K_ARGS(SELECT_ROWS)};
 
 static size_t matmul_scratch(const void *args) {
     const pw_k_matmul_args *a = (const pw_k_matmul_args *)args;
