@@ -1,70 +1,30 @@
-/* The engine: builds a model into a piecewise module (split, stitching
- * plan, one wrapper per piece, the FULL wrapper, the dispatcher), captures
- * its graphs, and runs batches of requests through them.
+/* The engine: builds a piecewise module from the model's graph, sizes
+ * memory, captures graphs, and runs batches of requests through them.
  *
- * One step:
+ * One step (pw_engine_step):
  *   1. schedule: one token per decoding request, then prefill chunks up to
- *      max_num_batched_tokens;
- *   2. write token ids and attention metadata into persistent buffers;
- *   3. route: the dispatcher pads to a capture size and picks NONE,
+ *      max_num_batched_tokens, written into the persistent per-step buffers;
+ *   2. dispatch: the dispatcher pads to a capture size and picks NONE,
  *      PIECEWISE or FULL (consulting the lazy-capture policy, if any);
- *   4. pw_module_run: the FULL wrapper replays, captures or passes through
- *      to the stitching plan, whose PIECEWISE wrappers do the same for each
- *      piece, with attention eager between;
- *   5. sample from the logits of each request's last scheduled token; with
+ *   3. forward: the module's FULL wrapper replays, captures or passes
+ *      through to the stitching plan, whose PIECEWISE wrappers do the same
+ *      for each piece, with attention eager between (the bitwise canary,
+ *      when on, runs it again eagerly and compares);
+ *   4. sample from the logits of each request's last scheduled token; with
  *      lazy capture, capture what the route named. */
 #include "model/engine_internal.h"
 
 #include "model/graph_cache.h"
-#include "model/piece_program.h"
 #include "model/sampler.h"
 
 #include <inttypes.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
-
-#define ENGINE_DEFAULT_MAX_SEQS 64
-#define ENGINE_DEFAULT_BATCHED_TOKENS 128
-#define ENGINE_DEFAULT_MAX_MODEL_LEN 2048
-#define ENGINE_DEFAULT_BLOCK_SIZE 16
-#define ENGINE_DEFAULT_KV_POSITIONS 16384
 
 static double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-const char *pw_capture_policy_name(pw_capture_policy p) {
-    switch (p) {
-    case PW_CAPTURE_EAGER: return "eager";
-    case PW_CAPTURE_LAZY: return "lazy";
-    default: return "?";
-    }
-}
-
-pw_status pw_capture_policy_parse(const char *name, pw_capture_policy *out) {
-    for (int p = 0; p < PW_CAPTURE_POLICY_COUNT_; p++)
-        if (name && strcasecmp(name, pw_capture_policy_name((pw_capture_policy)p)) == 0) {
-            *out = (pw_capture_policy)p;
-            return PW_OK;
-        }
-    return pw_error(PW_ERR_PARSE, "unknown capture policy '%s' (expected eager or lazy)",
-                    name ? name : "(null)");
-}
-
-void pw_engine_config_init(pw_engine_config *cfg) {
-    memset(cfg, 0, sizeof *cfg);
-    cfg->mode = PW_GRAPH_MODE_DEFAULT;
-    cfg->max_num_seqs = ENGINE_DEFAULT_MAX_SEQS;
-    cfg->max_num_batched_tokens = ENGINE_DEFAULT_BATCHED_TOKENS;
-    cfg->block_size = ENGINE_DEFAULT_BLOCK_SIZE;
-    cfg->kv_cache_positions = ENGINE_DEFAULT_KV_POSITIONS;
-    cfg->warmups = 1;
-    cfg->progress = PW_PROGRESS_AUTO;
-    cfg->print_capture_totals = true;
-    cfg->capture_distinct = true;
 }
 
 /* ---- compilation: graph -> split -> plans -> wrappers ------------------------------- */
@@ -127,15 +87,17 @@ pw_status pw_engine_perturb_metadata(void *user, int round) {
     pw_engine *e = user;
     /* Different per-step values in every persistent buffer: a kernel that
      * baked any of them into its launch arguments shows up as a diff. */
-    for (int64_t t = 0; t < e->max_tokens; t++) {
-        e->positions[t] = (int32_t)(round * 3 + t % 5);
-        e->token_seq[t] = (int32_t)(round % 2);
-        e->input_ids[t] = (int32_t)(round + 1);
-        e->slot_mapping[t] = -1;
-        e->sample_rows[t] = (int32_t)((t + round) % e->max_tokens);
+    pw_step_inputs *h = &e->run.host;
+    const int64_t rows = h->max_tokens;
+    for (int64_t t = 0; t < rows; t++) {
+        h->positions[t] = (int32_t)(round * 3 + t % 5);
+        h->token_seq[t] = (int32_t)(round % 2);
+        h->input_ids[t] = (int32_t)(round + 1);
+        h->slot_mapping[t] = -1;
+        h->sample_rows[t] = (int32_t)((t + round) % rows);
     }
-    e->n_sample_rows = (int32_t)e->max_tokens; /* clamped to each launch's rows */
-    PW_TRY(pw_engine_stage_inputs(e, e->max_tokens));
+    h->n_sample_rows = (int32_t)rows; /* clamped to each launch's rows */
+    PW_TRY(pw_engine_stage_inputs(e, rows));
     return pw_stream_synchronize(e->stream);
 }
 
@@ -145,13 +107,13 @@ pw_status pw_engine_perturb_metadata(void *user, int round) {
  * device and makes the forward's token-id argument that many rows. */
 static pw_status prepare_inputs(pw_engine *e, int64_t n_padded) {
     PW_TRY(pw_engine_stage_inputs(e, n_padded));
-    if (!e->ids_slice || pw_tensor_dim(e->ids_slice, 0) != n_padded) {
+    if (!e->run.ids_slice || pw_tensor_dim(e->run.ids_slice, 0) != n_padded) {
         pw_tensor *ids = NULL;
-        PW_TRY(pw_tensor_slice0(e->ids_tensor, 0, n_padded, &ids));
-        pw_tensor_release(e->ids_slice);
-        e->ids_slice = ids;
+        PW_TRY(pw_tensor_slice0(e->run.ids_tensor, 0, n_padded, &ids));
+        pw_tensor_release(e->run.ids_slice);
+        e->run.ids_slice = ids;
     }
-    e->params[0] = pw_value_tensor(e->ids_slice); /* the weights were filled in once */
+    e->weights.params[0] = pw_value_tensor(e->run.ids_slice); /* the weights were filled in once */
     return PW_OK;
 }
 
@@ -161,7 +123,8 @@ static pw_status forward(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc
                          int64_t n_padded, pw_value *logits) {
     *logits = pw_value_none();
     PW_TRY(prepare_inputs(e, n_padded));
-    return pw_module_run(e->module, mode, desc, e->dev.meta, e->params, e->n_params, logits);
+    return pw_module_run(e->module, mode, desc, e->run.dev.meta, e->weights.params,
+                         e->weights.n_params, logits);
 }
 
 /* A capture's inputs: an all-padding batch of desc's size, which samples
@@ -170,11 +133,11 @@ static pw_status capture_inputs(void *user, pw_runtime_mode mode, const pw_batch
                                 const pw_value **args, int *nargs) {
     pw_engine *e = user;
     (void)mode;
-    pw_schedule_fill_padding(e, 0, desc->num_tokens);
-    e->n_sample_rows = 0;
+    pw_step_inputs_pad(&e->run.host, 0, desc->num_tokens);
+    e->run.host.n_sample_rows = 0;
     PW_TRY(prepare_inputs(e, desc->num_tokens));
-    *args = e->params;
-    *nargs = e->n_params;
+    *args = e->weights.params;
+    *nargs = e->weights.n_params;
     return PW_OK;
 }
 
@@ -224,9 +187,9 @@ static const char *fmt_bytes(size_t bytes, char *buf, size_t cap) {
 static pw_status plan_graph_memory(pw_engine *e, size_t *bytes) {
     *bytes = 0;
     pw_pool *shadow_kv = NULL;
-    PW_TRY(pw_pool_new(e->device, "kv cache (planning)", &shadow_kv));
+    PW_TRY(pw_pool_new(e->cfg.device, "kv cache (planning)", &shadow_kv));
     pw_status s = pw_pool_set_shadow(shadow_kv, true);
-    if (s == PW_OK) s = pw_engine_alloc_kv_cache(e, shadow_kv, e->blocks_per_seq);
+    if (s == PW_OK) s = pw_engine_alloc_kv_cache(e, shadow_kv, e->kv.blocks_per_seq);
     pw_capture_plan_report rep;
     if (s == PW_OK) {
         pw_capture_options co;
@@ -238,7 +201,7 @@ static pw_status plan_graph_memory(pw_engine *e, size_t *bytes) {
     }
     pw_pool_free(shadow_kv);
     const pw_model_info *in = pw_model_get_info(e->model);
-    for (int64_t l = 0; l < in->n_layers; l++) e->k_cache[l] = e->v_cache[l] = NULL;
+    for (int64_t l = 0; l < in->n_layers; l++) e->run.k_cache[l] = e->run.v_cache[l] = NULL;
     if (s == PW_OK) *bytes = rep.graph_pool_bytes;
     return s;
 }
@@ -247,7 +210,7 @@ static pw_status plan_graph_memory(pw_engine *e, size_t *bytes) {
  * allocation against a shadow pool, so segment rounding is included. */
 static pw_status kv_reserved_bytes(const pw_engine *e, int64_t num_blocks, size_t *out) {
     pw_pool *p = NULL;
-    PW_TRY(pw_pool_new(e->device, "kv cache (sizing)", &p));
+    PW_TRY(pw_pool_new(e->cfg.device, "kv cache (sizing)", &p));
     pw_status s = pw_pool_set_shadow(p, true);
     void *ptr;
     if (s == PW_OK) s = pw_pool_alloc(p, pw_engine_kv_cache_bytes(e, num_blocks), &ptr);
@@ -261,9 +224,9 @@ static pw_status kv_reserved_bytes(const pw_engine *e, int64_t num_blocks, size_
 /* Weights read in place (device copies are in the persistent pool). */
 static size_t weight_bytes_in_place(const pw_engine *e) {
     size_t total = 0;
-    for (int i = 1; i < e->n_params; i++)
-        if (e->params[i].kind == PW_VAL_TENSOR && !e->weights[i])
-            total += pw_tensor_nbytes(e->params[i].as.tensor);
+    for (int i = 1; i < e->weights.n_params; i++)
+        if (e->weights.params[i].kind == PW_VAL_TENSOR && !e->weights.copies[i])
+            total += pw_tensor_nbytes(e->weights.params[i].as.tensor);
     return total;
 }
 
@@ -297,7 +260,7 @@ static pw_status size_kv_cache(pw_engine *e) {
     e->stats.weight_bytes = weight_bytes_in_place(e);
     e->stats.buffer_bytes = ps.reserved;
     int64_t blocks = e->cfg.kv_cache_positions / e->cfg.block_size;
-    if (blocks < e->blocks_per_seq) blocks = e->blocks_per_seq;
+    if (blocks < e->kv.blocks_per_seq) blocks = e->kv.blocks_per_seq;
     char w[32], b[32], g[32], k[32], t[32], u[32];
     if (e->cfg.memory_budget) {
         size_t fixed = e->stats.weight_bytes + e->stats.buffer_bytes + graph_bytes;
@@ -314,12 +277,12 @@ static pw_status size_kv_cache(pw_engine *e) {
                             e->cfg.memory_budget, fmt_bytes(e->cfg.memory_budget, t, sizeof t),
                             e->stats.weight_bytes, e->stats.buffer_bytes, graph_bytes, one_block,
                             fixed + one_block);
-        if (blocks < e->blocks_per_seq)
+        if (blocks < e->kv.blocks_per_seq)
             pw_log_warn("memory budget: the KV cache holds %" PRId64 " positions, fewer than one "
                         "request of max_model_len %" PRId64 " needs",
-                        blocks * e->cfg.block_size, e->max_model_len);
+                        blocks * e->cfg.block_size, e->cfg.max_model_len);
     }
-    PW_TRY(pw_pool_new(e->device, "kv cache", &e->kv_pool));
+    PW_TRY(pw_pool_new(e->cfg.device, "kv cache", &e->kv_pool));
     /* the KV cache blocks are regions too, after the persistent ones */
     pw_engine_regions_observe(e, e->kv_pool, true);
     pw_status kv = pw_engine_alloc_kv_cache(e, e->kv_pool, blocks);
@@ -371,54 +334,15 @@ static pw_status capture_lazily(pw_engine *e, const pw_capture_item *item) {
 
 /* ---- engine lifecycle ------------------------------------------------------------------------ */
 
-static pw_status check_config(const pw_engine_config *c, const pw_model_info *in) {
-    if (c->max_num_seqs < 1)
-        return pw_error(PW_ERR_INVALID_ARG, "max_num_seqs must be >= 1 (got %" PRId64 ")",
-                        c->max_num_seqs);
-    if (c->max_num_batched_tokens < c->max_num_seqs)
-        return pw_error(PW_ERR_INVALID_ARG,
-                        "max_num_batched_tokens (%" PRId64 ") must be >= max_num_seqs (%" PRId64
-                        ")",
-                        c->max_num_batched_tokens, c->max_num_seqs);
-    if (c->block_size < 1 || c->block_size > 1024)
-        return pw_error(PW_ERR_INVALID_ARG, "block_size must be in [1, 1024] (got %" PRId64 ")",
-                        c->block_size);
-    if (c->max_model_len < 0)
-        return pw_error(PW_ERR_INVALID_ARG, "max_model_len must be >= 0 (got %" PRId64 ")",
-                        c->max_model_len);
-    if (c->warmups < 0)
-        return pw_error(PW_ERR_INVALID_ARG, "warmups must be >= 0 (got %d)", c->warmups);
-    if ((unsigned)c->capture_policy >= PW_CAPTURE_POLICY_COUNT_)
-        return pw_error(PW_ERR_INVALID_ARG, "unknown capture policy %d", (int)c->capture_policy);
-    if (c->graph_budget && c->capture_policy != PW_CAPTURE_LAZY)
-        return pw_error(PW_ERR_INVALID_ARG,
-                        "a graph budget needs lazy capture (graphs captured at start-up are "
-                        "never evicted)");
-    pw_device_caps caps; /* refuses an unknown or unavailable device, with the reason */
-    PW_TRY(pw_device_get_caps(c->device, &caps));
-    if ((unsigned)c->mode >= PW_GRAPH_MODE_COUNT_)
-        return pw_error(PW_ERR_INVALID_ARG, "unknown graph mode %d", (int)c->mode);
-    (void)in;
-    return PW_OK;
-}
-
 pw_status pw_engine_new(pw_model *m, const pw_engine_config *cfg_in, pw_engine **out) {
     *out = NULL;
     if (!m) return pw_error(PW_ERR_INVALID_ARG, "pw_engine_new: model is NULL");
     pw_engine_config cfg;
-    if (cfg_in) cfg = *cfg_in;
-    else pw_engine_config_init(&cfg);
-    const pw_model_info *in = pw_model_get_info(m);
-    PW_TRY(check_config(&cfg, in));
+    PW_TRY(pw_engine_config_resolve(cfg_in, pw_model_get_info(m), &cfg));
     pw_engine *e = pw_host_calloc(1, sizeof *e);
     if (!e) return PW_ERR_OOM;
     e->model = m;
     e->cfg = cfg;
-    e->max_model_len = cfg.max_model_len ? cfg.max_model_len : in->context;
-    if (!cfg.max_model_len && e->max_model_len > ENGINE_DEFAULT_MAX_MODEL_LEN)
-        e->max_model_len = ENGINE_DEFAULT_MAX_MODEL_LEN;
-    if (e->cfg.kv_cache_positions <= 0) e->cfg.kv_cache_positions = ENGINE_DEFAULT_KV_POSITIONS;
-    e->max_tokens = cfg.max_num_batched_tokens;
 
     pw_dispatcher_config dc;
     pw_dispatcher_config_init(&dc);
@@ -428,10 +352,12 @@ pw_status pw_engine_new(pw_model *m, const pw_engine_config *cfg_in, pw_engine *
     dc.capture_sizes = cfg.capture_sizes;
     dc.n_capture_sizes = cfg.n_capture_sizes;
 
-    e->device = cfg.device;
-    pw_status s = pw_stream_new(e->device, &e->stream);
-    if (s == PW_OK) s = pw_pool_new(e->device, "activations", &e->act_pool);
-    if (s == PW_OK) s = pw_pool_new(e->device, "graphs", &e->graph_pool);
+    pw_status s = pw_stream_new(e->cfg.device, &e->stream);
+    if (s == PW_OK) s = pw_pool_new(e->cfg.device, "activations", &e->act_pool);
+    if (s == PW_OK) s = pw_pool_new(e->cfg.device, "graphs", &e->graph_pool);
+    if (s == PW_OK) s = pw_scheduler_init(&e->sched, cfg.max_num_seqs, cfg.max_num_batched_tokens);
+    if (s == PW_OK)
+        s = pw_kv_blocks_init(&e->kv, cfg.max_num_seqs, cfg.block_size, cfg.max_model_len);
     if (s == PW_OK) s = pw_engine_distinct_new(e);
     if (s == PW_OK) s = pw_engine_alloc_buffers(e);
     if (s == PW_OK) s = compile_model(e, &dc);
@@ -455,217 +381,58 @@ void pw_engine_free(pw_engine *e) {
     pw_engine_distinct_free(e);
     pw_module_free(e->module);
     pw_host_free(e->pieces);
-    pw_tensor_release(e->ids_slice);
-    pw_tensor_release(e->ids_tensor);
-    for (int i = 0; e->weights && i < e->n_params; i++) pw_tensor_release(e->weights[i]);
-    pw_host_free(e->weights);
-    /* the rope table and step buffers are blocks of e->persistent */
-    pw_pool_free(e->persistent);
-    pw_pool_free(e->kv_pool);
-    pw_host_free(e->k_cache);
-    pw_host_free(e->v_cache);
-    if (e->requests)
-        for (int64_t i = 0; i < e->cfg.max_num_seqs; i++) pw_host_free(e->requests[i].tokens);
-    pw_host_free(e->requests);
-    pw_host_free(e->input_ids);
-    pw_host_free(e->positions);
-    pw_host_free(e->slot_mapping);
-    pw_host_free(e->token_seq);
-    pw_host_free(e->sample_rows);
-    pw_host_free(e->block_tables);
-    pw_host_free(e->free_blocks);
-    pw_host_free(e->step_tokens);
-    pw_host_free(e->sched);
-    pw_host_free(e->last_logits);
-    pw_host_free(e->sample_scratch);
-    pw_host_free(e->params);
-    pw_engine_free_op_env(e);
+    pw_engine_free_buffers(e);
+    pw_scheduler_free(&e->sched);
+    pw_kv_blocks_free(&e->kv);
     pw_pool_free(e->graph_pool);
     pw_pool_free(e->act_pool);
     pw_stream_free(e->stream);
     pw_host_free(e);
 }
 
-/* ---- requests ----------------------------------------------------------------------------------- */
-
-static pw_request *find_request(const pw_engine *e, int64_t id) {
-    for (int64_t i = 0; i < e->cfg.max_num_seqs; i++)
-        if (e->requests[i].id == id) return &e->requests[i];
-    return NULL;
-}
-
-static pw_status ensure_capacity(pw_request *r, int64_t n) {
-    if (n <= r->cap) return PW_OK;
-    size_t cap = (size_t)r->cap;
-    int32_t *t = pw_host_grow(r->tokens, sizeof *t, &cap, (size_t)n, INT64_MAX);
-    if (!t) return PW_ERR_OOM;
-    r->tokens = t;
-    r->cap = (int64_t)cap;
-    return PW_OK;
-}
-
-static pw_status check_tokens(const pw_engine *e, const int32_t *tokens, int64_t n) {
-    int64_t vocab = pw_model_get_info(e->model)->vocab;
-    for (int64_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= vocab)
-            return pw_error(PW_ERR_INVALID_ARG, "token %" PRId64 " is %d, outside the vocabulary [0, %" PRId64 ")",
-                            i, tokens[i], vocab);
-    return PW_OK;
-}
-
-pw_status pw_engine_add_request(pw_engine *e, const int32_t *prompt, int64_t n_prompt,
-                                int64_t max_new_tokens, const pw_sampling_params *sp,
-                                int64_t *id) {
-    if (id) *id = -1;
-    if (!prompt || n_prompt < 1) return pw_error(PW_ERR_INVALID_ARG, "the prompt is empty");
-    if (max_new_tokens < 1)
-        return pw_error(PW_ERR_INVALID_ARG, "max_new_tokens must be >= 1 (got %" PRId64 ")",
-                        max_new_tokens);
-    /* compared by subtraction: the sum of two user values may overflow */
-    if (n_prompt > e->max_model_len || max_new_tokens > e->max_model_len - n_prompt)
-        return pw_error(PW_ERR_INVALID_ARG,
-                        "prompt of %" PRId64 " tokens plus %" PRId64
-                        " new tokens exceeds the context of %" PRId64 " tokens",
-                        n_prompt, max_new_tokens, e->max_model_len);
-    if (pw_kv_blocks_for(e, n_prompt + max_new_tokens) > e->num_blocks)
-        return pw_error(PW_ERR_INVALID_ARG, "request needs more KV cache than the engine has");
-    PW_TRY(check_tokens(e, prompt, n_prompt));
-    pw_request *r = NULL;
-    for (int64_t i = 0; i < e->cfg.max_num_seqs && !r; i++)
-        if (e->requests[i].id < 0 && !e->requests[i].queued_or_live) r = &e->requests[i];
-    if (!r)
-        return pw_error(PW_ERR_STATE, "all %" PRId64 " request slots are in use (max_num_seqs)",
-                        e->cfg.max_num_seqs);
-    PW_TRY(ensure_capacity(r, n_prompt + max_new_tokens));
-    r->slot = r - e->requests;
-    memcpy(r->tokens, prompt, (size_t)n_prompt * sizeof(int32_t));
-    r->n_tokens = n_prompt;
-    r->n_prompt = n_prompt;
-    r->n_computed = 0;
-    r->n_generated = 0;
-    r->max_new = max_new_tokens;
-    r->limit = n_prompt + max_new_tokens;
-    r->finished = false;
-    r->admitted = false;
-    r->queued_or_live = true;
-    r->sp = sp ? *sp : (pw_sampling_params){0};
-    r->id = e->next_id++;
-    r->arrival = r->id;
-    r->rng = pw_sampler_seed(r->sp.seed, r->id);
-    if (id) *id = r->id;
-    return PW_OK;
-}
-
-pw_status pw_engine_continue_request(pw_engine *e, int64_t id, const int32_t *tokens, int64_t n,
-                                     int64_t max_new_tokens) {
-    pw_request *r = find_request(e, id);
-    if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
-    if (!r->finished) return pw_error(PW_ERR_STATE, "request %" PRId64 " is still running", id);
-    if (n < 1 || max_new_tokens < 1)
-        return pw_error(PW_ERR_INVALID_ARG, "continue needs tokens and max_new_tokens >= 1");
-    int64_t room = e->max_model_len - r->n_tokens;
-    if (n > room || max_new_tokens > room - n)
-        return pw_error(PW_ERR_INVALID_ARG,
-                        "conversation of %" PRId64 " tokens plus %" PRId64 " new and %" PRId64
-                        " to generate would exceed the context of %" PRId64 " tokens",
-                        r->n_tokens, n, max_new_tokens, e->max_model_len);
-    PW_TRY(check_tokens(e, tokens, n));
-    PW_TRY(ensure_capacity(r, r->n_tokens + n + max_new_tokens));
-    PW_TRY(pw_kv_blocks_reserve(e, r, r->n_tokens + n + max_new_tokens));
-    memcpy(r->tokens + r->n_tokens, tokens, (size_t)n * sizeof(int32_t));
-    r->n_tokens += n;
-    r->limit = r->n_tokens + max_new_tokens;
-    r->finished = false;
-    return PW_OK;
-}
-
-pw_status pw_engine_cancel_request(pw_engine *e, int64_t id) {
-    pw_request *r = find_request(e, id);
-    if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
-    r->finished = true;
-    return pw_engine_release_request(e, id);
-}
-
-pw_status pw_engine_release_request(pw_engine *e, int64_t id) {
-    pw_request *r = find_request(e, id);
-    if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
-    if (!r->finished) return pw_error(PW_ERR_STATE, "request %" PRId64 " is still running", id);
-    pw_kv_blocks_release(e, r);
-    r->id = -1;
-    r->queued_or_live = false;
-    r->admitted = false;
-    return PW_OK;
-}
-
-pw_status pw_engine_request_output(const pw_engine *e, int64_t id, const int32_t **tokens,
-                                   int64_t *n) {
-    const pw_request *r = find_request(e, id);
-    if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
-    *tokens = r->tokens + r->n_prompt;
-    *n = r->n_tokens - r->n_prompt;
-    return PW_OK;
-}
-
-pw_status pw_engine_last_logits(const pw_engine *e, int64_t id, const float **logits) {
-    const pw_request *r = find_request(e, id);
-    if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
-    *logits = e->last_logits + r->slot * pw_model_get_info(e->model)->vocab;
-    return PW_OK;
-}
-
-bool pw_engine_has_work(const pw_engine *e) {
-    for (int64_t i = 0; i < e->cfg.max_num_seqs; i++)
-        if (e->requests[i].id >= 0 && !e->requests[i].finished) return true;
-    return false;
-}
-
 /* ---- one step ------------------------------------------------------------------------------------ */
 
 /* Copies the logits of every request whose pending tokens all ran (its
  * last scheduled token) into that request's row of last_logits. The LM
- * head computed exactly those rows, in schedule order (e->sample_rows), so
+ * head computed exactly those rows, in schedule order (sample_rows), so
  * the k-th such request's logits are row k. Waits for the copies, which
  * also ends the step's use of the host input arrays, so the next step may
  * rewrite them. */
-static pw_status fetch_logits(pw_engine *e, int64_t ns, const pw_tensor *logits) {
+static pw_status fetch_logits(pw_engine *e, const pw_tensor *logits) {
     int64_t vocab = pw_model_get_info(e->model)->vocab;
     size_t row_bytes = (size_t)vocab * sizeof(float);
     const float *dev = pw_tensor_data(logits);
+    const pw_step_inputs *h = &e->run.host;
     int64_t row = 0;
-    for (int64_t i = 0; i < ns; i++) {
-        const pw_sched *s = &e->sched[i];
+    for (int64_t i = 0; i < e->sched.n_batch; i++) {
+        const pw_scheduled *s = &e->sched.batch[i];
         if (s->r->n_computed + s->count < s->r->n_tokens) continue;
-        if (row >= e->n_sample_rows || e->sample_rows[row] != s->start + s->count - 1)
+        if (row >= h->n_sample_rows || h->sample_rows[row] != s->start + s->count - 1)
             return pw_error(PW_ERR_INTERNAL, "the sampled rows disagree with the schedule");
-        PW_TRY(pw_stream_copy_d2h(e->stream, e->last_logits + s->r->slot * vocab,
+        PW_TRY(pw_stream_copy_d2h(e->stream, e->run.last_logits + s->r->slot * vocab,
                                   dev + row * vocab, row_bytes));
         row++;
     }
     return pw_stream_synchronize(e->stream);
 }
 
-static bool is_eos(const pw_engine *e, int32_t tok) {
-    return pw_model_is_end_of_generation(e->model, tok);
-}
-
 /* Advances every scheduled request past its tokens and samples the next
  * token of each whose pending tokens all ran, from its last_logits row.
- * Returns the number of new tokens (in e->step_tokens). */
-static int64_t sample_scheduled(pw_engine *e, int64_t ns, int64_t *prompt_tokens) {
+ * Returns the number of new tokens (in e->run.step_tokens). */
+static int64_t sample_scheduled(pw_engine *e, int64_t *prompt_tokens) {
     int64_t vocab = pw_model_get_info(e->model)->vocab;
     int64_t n_new = 0;
-    for (int64_t i = 0; i < ns; i++) {
-        pw_sched *s = &e->sched[i];
+    for (int64_t i = 0; i < e->sched.n_batch; i++) {
+        pw_scheduled *s = &e->sched.batch[i];
         pw_request *r = s->r;
         if (r->n_computed < r->n_prompt) *prompt_tokens += s->count;
         r->n_computed += s->count;
         if (r->n_computed < r->n_tokens) continue; /* prefill chunk, more to come */
-        const float *row = e->last_logits + r->slot * vocab;
-        int32_t tok = pw_sample(row, vocab, &r->sp, &r->rng, e->sample_scratch);
+        const float *row = e->run.last_logits + r->slot * vocab;
+        int32_t tok = pw_sample(row, vocab, &r->sp, &r->rng, e->run.sample_scratch);
         r->tokens[r->n_tokens++] = tok;
-        r->n_generated++;
-        r->finished = is_eos(e, tok) || r->n_tokens >= r->limit;
-        e->step_tokens[n_new++] = (pw_step_token){r->id, tok, r->finished};
+        r->finished = pw_model_is_end_of_generation(e->model, tok) || r->n_tokens >= r->limit;
+        e->run.step_tokens[n_new++] = (pw_step_token){r->id, tok, r->finished};
     }
     return n_new;
 }
@@ -685,22 +452,40 @@ static void record_step(pw_engine *e, pw_runtime_mode mode, int64_t n_tokens, in
     }
 }
 
+/* The forward of a step under the bitwise canary (engine_verify.c), which
+ * may run the same batch again eagerly and compare; then the sampled rows'
+ * logits come to the host. Rows [n_tokens, padded) become padding. */
+static pw_status forward_checked(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc *desc,
+                                 int64_t n_tokens) {
+    int64_t padded = desc->num_tokens;
+    pw_step_inputs_pad(&e->run.host, n_tokens, padded);
+    pw_value logits;
+    PW_TRY(forward(e, mode, desc, padded, &logits));
+    pw_status s = logits.kind == PW_VAL_TENSOR
+                      ? PW_OK
+                      : pw_error(PW_ERR_INTERNAL, "the forward returned no logits tensor");
+    if (s == PW_OK) s = pw_engine_verify_step(e, mode, desc, padded, logits.as.tensor, forward);
+    if (s == PW_OK) s = fetch_logits(e, logits.as.tensor);
+    pw_value_release(logits);
+    return s;
+}
+
 pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_out) {
-    *tokens = e->step_tokens;
+    *tokens = e->run.step_tokens;
     *n_out = 0;
-    int64_t ns, nt;
-    bool uniform;
     /* The step timer covers scheduling too: it is per-step work that a
      * decode rate must pay (bench model's figures and llama-bench's tg
      * both count everything between one token and the next). */
     double t0 = now_seconds();
-    PW_TRY(pw_schedule(e, &ns, &nt, &uniform));
+    int64_t nt;
+    bool uniform;
+    PW_TRY(pw_schedule(&e->sched, &e->kv, &e->run.host, &nt, &uniform));
     if (nt == 0) {
-        if (pw_engine_has_work(e))
+        if (pw_scheduler_has_work(&e->sched))
             return pw_error(PW_ERR_STATE,
                             "no request can run: the KV cache is held by finished requests "
                             "(%" PRId64 " of %" PRId64 " blocks free); release them first",
-                            e->n_free_blocks, e->num_blocks);
+                            e->kv.n_free, e->kv.num_blocks);
         return PW_OK;
     }
     pw_route route;
@@ -709,22 +494,9 @@ pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_
     e->stats.lazy_eager += route.kind == PW_ROUTE_EAGER;
     pw_runtime_mode mode = route.mode;
     pw_batch_desc desc = route.desc;
-    int64_t padded = desc.num_tokens;
-    pw_schedule_fill_padding(e, nt, padded);
-    pw_value logits_v;
-    PW_TRY(forward(e, mode, &desc, padded, &logits_v));
-    if (logits_v.kind != PW_VAL_TENSOR) {
-        pw_value_release(logits_v);
-        return pw_error(PW_ERR_INTERNAL, "the forward returned no logits tensor");
-    }
-    pw_status vs = pw_engine_verify_step(e, mode, &desc, e->n_sample_rows, padded,
-                                         logits_v.as.tensor, forward);
-    if (vs != PW_OK) return pw_value_release(logits_v), vs;
-    pw_status st = fetch_logits(e, ns, logits_v.as.tensor);
-    pw_value_release(logits_v);
-    PW_TRY(st);
+    PW_TRY(forward_checked(e, mode, &desc, nt));
     int64_t prompt_tokens = 0;
-    int64_t n_new = sample_scheduled(e, ns, &prompt_tokens);
+    int64_t n_new = sample_scheduled(e, &prompt_tokens);
     /* after the step has used the host arrays: the capture rewrites them */
     if (route.capture.mode != PW_MODE_NONE) PW_TRY(capture_lazily(e, &route.capture));
     record_step(e, mode, nt, n_new, prompt_tokens, now_seconds() - t0);

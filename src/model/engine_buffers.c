@@ -1,38 +1,32 @@
-/* The engine's persistent state, allocated once: host arrays the scheduler
- * writes, and in memory of the engine's device (its persistent pool) the
- * per-step buffers, the attention metadata struct, the rope table and
- * whatever weight copies the device needs; and, sized afterwards (from the
- * memory budget, once graph memory is known), the paged KV cache in a pool
- * of its own. Host data reaches
- * the device through stream copies only, so this code is the same for
- * every device (on the CPU the copies are memcpys). */
+/* The engine's weights and run state, allocated once: host arrays the
+ * scheduler and the sampler write, and in memory of the engine's device
+ * (its persistent pool) the per-step buffers, the attention metadata
+ * struct, the rope tables and whatever weight copies the device needs;
+ * and, sized afterwards (from the memory budget, once graph memory is
+ * known), the paged KV cache in a pool of its own. Host data reaches the
+ * device through stream copies only, so this code is the same for every
+ * device (on the CPU the copies are memcpys). */
 #include "model/engine_internal.h"
 
 #include "model/dequant.h"
 #include "model/sampler.h"
 
+#include <string.h>
+
 static pw_status alloc_host_arrays(pw_engine *e) {
     const pw_model_info *in = pw_model_get_info(e->model);
-    int64_t T = e->max_tokens, S = e->cfg.max_num_seqs;
-    e->input_ids = pw_host_calloc((size_t)T, sizeof(int32_t));
-    e->positions = pw_host_calloc((size_t)T, sizeof(int32_t));
-    e->slot_mapping = pw_host_calloc((size_t)T, sizeof(int32_t));
-    e->token_seq = pw_host_calloc((size_t)T, sizeof(int32_t));
-    e->sample_rows = pw_host_calloc((size_t)T, sizeof(int32_t));
-    e->block_tables = pw_host_calloc((size_t)(S * e->blocks_per_seq), sizeof(int32_t));
-    e->requests = pw_host_calloc((size_t)S, sizeof *e->requests);
-    e->step_tokens = pw_host_calloc((size_t)S, sizeof *e->step_tokens);
-    e->sched = pw_host_calloc((size_t)S, sizeof *e->sched);
-    e->last_logits = pw_host_calloc((size_t)(S * in->vocab), sizeof(float));
-    e->sample_scratch = pw_host_alloc(pw_sampler_scratch_bytes(in->vocab));
-    e->params = pw_host_calloc((size_t)pw_model_num_params(e->model), sizeof(pw_value));
-    e->k_cache = pw_host_calloc((size_t)in->n_layers, sizeof(float *));
-    e->v_cache = pw_host_calloc((size_t)in->n_layers, sizeof(float *));
-    if (!e->input_ids || !e->positions || !e->slot_mapping || !e->token_seq || !e->sample_rows ||
-        !e->block_tables || !e->requests || !e->step_tokens || !e->sched ||
-        !e->last_logits || !e->sample_scratch || !e->params || !e->k_cache || !e->v_cache)
+    int64_t S = e->cfg.max_num_seqs;
+    pw_run_state *r = &e->run;
+    PW_TRY(pw_step_inputs_init(&r->host, e->cfg.max_num_batched_tokens));
+    r->step_tokens = pw_host_calloc((size_t)S, sizeof *r->step_tokens);
+    r->last_logits = pw_host_calloc((size_t)(S * in->vocab), sizeof(float));
+    r->sample_scratch = pw_host_alloc(pw_sampler_scratch_bytes(in->vocab));
+    r->k_cache = pw_host_calloc((size_t)in->n_layers, sizeof(float *));
+    r->v_cache = pw_host_calloc((size_t)in->n_layers, sizeof(float *));
+    e->weights.params = pw_host_calloc((size_t)pw_model_num_params(e->model), sizeof(pw_value));
+    if (!r->step_tokens || !r->last_logits || !r->sample_scratch || !r->k_cache || !r->v_cache ||
+        !e->weights.params)
         return PW_ERR_OOM;
-    for (int64_t i = 0; i < S; i++) e->requests[i].id = -1;
     return PW_OK;
 }
 
@@ -49,49 +43,51 @@ static pw_status device_upload(pw_engine *e, const void *host, size_t bytes, voi
 /* The per-step buffers and the attention metadata struct that points at
  * them, in device memory. */
 static pw_status alloc_step_buffers(pw_engine *e) {
-    size_t tok = (size_t)e->max_tokens * sizeof(int32_t);
-    size_t table = (size_t)(e->cfg.max_num_seqs * e->blocks_per_seq) * sizeof(int32_t);
-    PW_TRY(device_alloc(e, tok, (void **)&e->dev.input_ids));
-    PW_TRY(device_alloc(e, tok, (void **)&e->dev.positions));
-    PW_TRY(device_alloc(e, tok, (void **)&e->dev.slot_mapping));
-    PW_TRY(device_alloc(e, tok, (void **)&e->dev.token_seq));
-    PW_TRY(device_alloc(e, table, (void **)&e->dev.block_tables));
-    PW_TRY(device_alloc(e, tok, (void **)&e->dev.sample_rows));
-    PW_TRY(device_alloc(e, sizeof(int32_t), (void **)&e->dev.n_sample_rows));
-    e->meta.positions = e->dev.positions;
-    e->meta.slot_mapping = e->dev.slot_mapping;
-    e->meta.token_seq = e->dev.token_seq;
-    e->meta.block_tables = e->dev.block_tables;
-    e->meta.max_blocks_per_seq = (int32_t)e->blocks_per_seq;
-    e->meta.block_size = (int32_t)e->cfg.block_size;
-    e->meta.sample_rows = e->dev.sample_rows;
-    e->meta.n_sample_rows = e->dev.n_sample_rows;
-    PW_TRY(device_upload(e, &e->meta, sizeof e->meta, (void **)&e->dev.meta));
-    e->block_tables_dirty = true;
-    int64_t shape[1] = {e->max_tokens};
-    return pw_tensor_wrap(e->dev.input_ids, e->device, PW_I32, 1, shape, &e->ids_tensor);
+    pw_run_state *r = &e->run;
+    int64_t T = e->cfg.max_num_batched_tokens;
+    size_t tok = (size_t)T * sizeof(int32_t);
+    size_t table = (size_t)(e->kv.max_seqs * e->kv.blocks_per_seq) * sizeof(int32_t);
+    PW_TRY(device_alloc(e, tok, (void **)&r->dev.input_ids));
+    PW_TRY(device_alloc(e, tok, (void **)&r->dev.positions));
+    PW_TRY(device_alloc(e, tok, (void **)&r->dev.slot_mapping));
+    PW_TRY(device_alloc(e, tok, (void **)&r->dev.token_seq));
+    PW_TRY(device_alloc(e, table, (void **)&r->dev.block_tables));
+    PW_TRY(device_alloc(e, tok, (void **)&r->dev.sample_rows));
+    PW_TRY(device_alloc(e, sizeof(int32_t), (void **)&r->dev.n_sample_rows));
+    r->meta.positions = r->dev.positions;
+    r->meta.slot_mapping = r->dev.slot_mapping;
+    r->meta.token_seq = r->dev.token_seq;
+    r->meta.block_tables = r->dev.block_tables;
+    r->meta.max_blocks_per_seq = (int32_t)e->kv.blocks_per_seq;
+    r->meta.block_size = (int32_t)e->cfg.block_size;
+    r->meta.sample_rows = r->dev.sample_rows;
+    r->meta.n_sample_rows = r->dev.n_sample_rows;
+    PW_TRY(device_upload(e, &r->meta, sizeof r->meta, (void **)&r->dev.meta));
+    return pw_tensor_wrap(r->dev.input_ids, e->cfg.device, PW_I32, 1, &T, &r->ids_tensor);
 }
 
-/* The rope table. */
+/* The rope tables. */
 static pw_status alloc_rope(pw_engine *e) {
     const pw_model_info *in = pw_model_get_info(e->model);
-    size_t rope_bytes = pw_op_rope_table_floats(e->max_model_len, in->head_dim) * sizeof(float);
+    pw_engine_weights *w = &e->weights;
+    int64_t len = e->cfg.max_model_len;
+    size_t rope_bytes = pw_op_rope_table_floats(len, in->head_dim) * sizeof(float);
     float *rope = pw_host_alloc(rope_bytes);
     if (!rope) return PW_ERR_OOM;
-    pw_op_rope_table(rope, e->max_model_len, in->head_dim, in->rope_theta);
-    pw_status s = device_upload(e, rope, rope_bytes, (void **)&e->rope_table);
+    pw_op_rope_table(rope, len, in->head_dim, in->rope_theta);
+    pw_status s = device_upload(e, rope, rope_bytes, (void **)&w->rope_table);
     /* the copy may read the host table asynchronously */
     if (s == PW_OK) s = pw_stream_synchronize(e->stream);
     /* Sliding-window layers have their own rope base (Gemma 3). */
     const pw_model *m = e->model;
     if (s == PW_OK && m->layer_window) {
-        pw_op_rope_table(rope, e->max_model_len, in->head_dim, m->rope_theta_local);
-        s = device_upload(e, rope, rope_bytes, (void **)&e->rope_table_local);
+        pw_op_rope_table(rope, len, in->head_dim, m->rope_theta_local);
+        s = device_upload(e, rope, rope_bytes, (void **)&w->rope_table_local);
         if (s == PW_OK) s = pw_stream_synchronize(e->stream);
-        e->layer_rope = pw_host_calloc((size_t)in->n_layers, sizeof *e->layer_rope);
-        if (s == PW_OK && !e->layer_rope) s = PW_ERR_OOM;
+        w->layer_rope = pw_host_calloc((size_t)in->n_layers, sizeof *w->layer_rope);
+        if (s == PW_OK && !w->layer_rope) s = PW_ERR_OOM;
         for (int64_t l = 0; s == PW_OK && l < in->n_layers; l++)
-            e->layer_rope[l] = m->layer_window[l] > 0 ? e->rope_table_local : e->rope_table;
+            w->layer_rope[l] = m->layer_window[l] > 0 ? w->rope_table_local : w->rope_table;
     }
     pw_host_free(rope);
     return s;
@@ -116,20 +112,16 @@ size_t pw_engine_kv_cache_bytes(const pw_engine *e, int64_t num_blocks) {
  * of resident memory until used. */
 pw_status pw_engine_alloc_kv_cache(pw_engine *e, pw_pool *pool, int64_t num_blocks) {
     const pw_model_info *in = pw_model_get_info(e->model);
-    e->num_blocks = num_blocks;
     e->env.num_blocks = num_blocks;
-    pw_host_free(e->free_blocks);
-    e->free_blocks = pw_host_calloc((size_t)num_blocks, sizeof(int32_t));
-    if (!e->free_blocks) return PW_ERR_OOM;
-    pw_kv_blocks_init(e);
+    PW_TRY(pw_kv_blocks_reset(&e->kv, num_blocks));
     /* One block for every layer's K and V: one segment, rounded once,
      * instead of a rounding per layer. */
     size_t layer = kv_layer_bytes(e, num_blocks);
     char *base;
     PW_TRY(pw_pool_alloc(pool, pw_engine_kv_cache_bytes(e, num_blocks), (void **)&base));
     for (int64_t l = 0; l < in->n_layers; l++) {
-        e->k_cache[l] = (float *)(base + (size_t)(2 * l) * layer);
-        e->v_cache[l] = (float *)(base + (size_t)(2 * l + 1) * layer);
+        e->run.k_cache[l] = (float *)(base + (size_t)(2 * l) * layer);
+        e->run.v_cache[l] = (float *)(base + (size_t)(2 * l + 1) * layer);
     }
     return PW_OK;
 }
@@ -141,7 +133,7 @@ static pw_status upload_weight(pw_engine *e, const pw_tensor *w, pw_tensor **out
     int nd = pw_tensor_ndim(w);
     for (int i = 0; i < nd; i++) shape[i] = pw_tensor_dim(w, i);
     pw_dtype dt = pw_tensor_dtype(w);
-    bool keep = pw_op_reads_weight_dtype(e->device, dt);
+    bool keep = pw_op_reads_weight_dtype(e->cfg.device, dt);
     PW_TRY(pw_tensor_new(e->persistent, keep ? dt : PW_F32, nd, shape, out));
     size_t bytes = pw_tensor_nbytes(*out);
     float *host = NULL;
@@ -164,22 +156,22 @@ static pw_status upload_weight(pw_engine *e, const pw_tensor *w, pw_tensor **out
  * which never change. Weights already on the engine's device are used in
  * place (the CPU reads the mapped file); others get a device copy. */
 static pw_status bind_params(pw_engine *e) {
-    e->n_params = pw_model_params(e->model, e->params, NULL);
-    e->weights = pw_host_calloc((size_t)e->n_params, sizeof *e->weights);
-    if (!e->weights) return PW_ERR_OOM;
-    for (int i = 1; i < e->n_params; i++) {
-        const pw_tensor *w = e->params[i].as.tensor;
-        if (e->params[i].kind != PW_VAL_TENSOR || pw_tensor_device(w) == e->device) continue;
-        PW_TRY(upload_weight(e, w, &e->weights[i]));
-        e->params[i] = pw_value_tensor(e->weights[i]);
+    pw_engine_weights *w = &e->weights;
+    w->n_params = pw_model_params(e->model, w->params, NULL);
+    w->copies = pw_host_calloc((size_t)w->n_params, sizeof *w->copies);
+    if (!w->copies) return PW_ERR_OOM;
+    for (int i = 1; i < w->n_params; i++) {
+        const pw_tensor *t = w->params[i].as.tensor;
+        if (w->params[i].kind != PW_VAL_TENSOR || pw_tensor_device(t) == e->cfg.device) continue;
+        PW_TRY(upload_weight(e, t, &w->copies[i]));
+        w->params[i] = pw_value_tensor(w->copies[i]);
     }
     return PW_OK;
 }
 
 pw_status pw_engine_alloc_buffers(pw_engine *e) {
-    e->blocks_per_seq = (e->max_model_len + e->cfg.block_size - 1) / e->cfg.block_size;
     PW_TRY(alloc_host_arrays(e));
-    PW_TRY(pw_pool_new(e->device, "engine persistent", &e->persistent));
+    PW_TRY(pw_pool_new(e->cfg.device, "engine persistent", &e->persistent));
     /* the persistent blocks are the regions stored graphs address (engine_distinct.c) */
     pw_engine_regions_observe(e, e->persistent, true);
     pw_status s = alloc_step_buffers(e);
@@ -190,19 +182,43 @@ pw_status pw_engine_alloc_buffers(pw_engine *e) {
     return pw_engine_init_op_env(e);
 }
 
+void pw_engine_free_buffers(pw_engine *e) {
+    pw_engine_weights *w = &e->weights;
+    pw_run_state *r = &e->run;
+    pw_tensor_release(r->ids_slice);
+    pw_tensor_release(r->ids_tensor);
+    for (int i = 0; w->copies && i < w->n_params; i++) pw_tensor_release(w->copies[i]);
+    /* the rope tables, weight copies and step buffers are blocks of e->persistent */
+    pw_pool_free(e->persistent);
+    pw_pool_free(e->kv_pool);
+    pw_host_free(w->copies);
+    pw_host_free(w->params);
+    pw_host_free((void *)w->layer_rope);
+    pw_step_inputs_free(&r->host);
+    pw_host_free(r->k_cache);
+    pw_host_free(r->v_cache);
+    pw_host_free(r->last_logits);
+    pw_host_free(r->sample_scratch);
+    pw_host_free(r->step_tokens);
+    memset(w, 0, sizeof *w);
+    memset(r, 0, sizeof *r);
+    e->persistent = e->kv_pool = NULL;
+}
+
 pw_status pw_engine_stage_inputs(pw_engine *e, int64_t n_tokens) {
+    const pw_step_inputs *h = &e->run.host;
     size_t tok = (size_t)n_tokens * sizeof(int32_t);
-    PW_TRY(pw_stream_copy_h2d(e->stream, e->dev.input_ids, e->input_ids, tok));
-    PW_TRY(pw_stream_copy_h2d(e->stream, e->dev.positions, e->positions, tok));
-    PW_TRY(pw_stream_copy_h2d(e->stream, e->dev.slot_mapping, e->slot_mapping, tok));
-    PW_TRY(pw_stream_copy_h2d(e->stream, e->dev.token_seq, e->token_seq, tok));
-    if (e->n_sample_rows > 0)
-        PW_TRY(pw_stream_copy_h2d(e->stream, e->dev.sample_rows, e->sample_rows,
-                                  (size_t)e->n_sample_rows * sizeof(int32_t)));
-    PW_TRY(pw_stream_copy_h2d(e->stream, e->dev.n_sample_rows, &e->n_sample_rows,
-                              sizeof e->n_sample_rows));
-    if (!e->block_tables_dirty) return PW_OK;
-    e->block_tables_dirty = false;
-    return pw_stream_copy_h2d(e->stream, e->dev.block_tables, e->block_tables,
-                              (size_t)(e->cfg.max_num_seqs * e->blocks_per_seq) * sizeof(int32_t));
+    PW_TRY(pw_stream_copy_h2d(e->stream, e->run.dev.input_ids, h->input_ids, tok));
+    PW_TRY(pw_stream_copy_h2d(e->stream, e->run.dev.positions, h->positions, tok));
+    PW_TRY(pw_stream_copy_h2d(e->stream, e->run.dev.slot_mapping, h->slot_mapping, tok));
+    PW_TRY(pw_stream_copy_h2d(e->stream, e->run.dev.token_seq, h->token_seq, tok));
+    if (h->n_sample_rows > 0)
+        PW_TRY(pw_stream_copy_h2d(e->stream, e->run.dev.sample_rows, h->sample_rows,
+                                  (size_t)h->n_sample_rows * sizeof(int32_t)));
+    PW_TRY(pw_stream_copy_h2d(e->stream, e->run.dev.n_sample_rows, &h->n_sample_rows,
+                              sizeof h->n_sample_rows));
+    if (!e->kv.tables_dirty) return PW_OK;
+    e->kv.tables_dirty = false;
+    return pw_stream_copy_h2d(e->stream, e->run.dev.block_tables, e->kv.tables,
+                              (size_t)(e->kv.max_seqs * e->kv.blocks_per_seq) * sizeof(int32_t));
 }

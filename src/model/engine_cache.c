@@ -23,7 +23,7 @@ static uint64_t fingerprint(const pw_engine *e) {
     uint64_t h = hash_str(PW_FNV1A_BASIS, "piecewise graph cache");
     h = hash_str(h, pw_version());
     char variant[128];
-    pw_kernel_set_variant(e->device, variant, sizeof variant);
+    pw_kernel_set_variant(e->cfg.device, variant, sizeof variant);
     h = hash_str(h, variant);
     /* the model file: its size, its header and tensor table, the first
      * bytes of every tensor */
@@ -45,7 +45,7 @@ static uint64_t fingerprint(const pw_engine *e) {
     /* the engine: its configuration, its capture list, its pieces */
     const pw_engine_config *c = &e->cfg;
     int64_t cfgv[] = {c->device,     c->mode,           c->max_num_seqs, c->max_num_batched_tokens,
-                      c->block_size, c->kv_cache_positions, e->max_model_len, e->max_tokens,
+                      c->block_size, c->kv_cache_positions, c->max_model_len, c->max_num_batched_tokens,
                       e->n_submods};
     h = pw_fnv1a(h, cfgv, sizeof cfgv);
     int n_sizes = 0;
@@ -69,7 +69,7 @@ void pw_graph_cache_kernels(pw_device device, const pw_kernel *table[PW_KERNEL_C
 /* A file names each launch's kernel by its op-table id. */
 static void cache_spec(const pw_engine *e, uint64_t fp,
                        const pw_kernel *table[PW_KERNEL_COUNT_], pw_graph_cache_spec *spec) {
-    pw_graph_cache_kernels(e->device, table);
+    pw_graph_cache_kernels(e->cfg.device, table);
     memset(spec, 0, sizeof *spec);
     spec->fingerprint = fp;
     spec->regions = e->distinct->regions;

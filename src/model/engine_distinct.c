@@ -165,7 +165,7 @@ static const char *program_label(const pw_engine *e, int group, char *buf, size_
 /* False when a launch is not a kernel of the engine's set: the graph cache
  * names kernels by their id in it. */
 static bool in_kernel_set(const pw_engine *e, const pw_reloc_program *code, char *why) {
-    const pw_kernel_set *set = pw_kernel_set_for(e->device);
+    const pw_kernel_set *set = pw_kernel_set_for(e->cfg.device);
     for (size_t i = 0; i < code->n_launches; i++)
         if (pw_kernel_set_find(set, code->kernels[i]) < 0)
             return snprintf(why, PW_RELOC_WHY_CAP, "launch #%zu (kernel %s) is not a kernel of "

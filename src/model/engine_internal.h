@@ -2,34 +2,10 @@
 #define PW_MODEL_ENGINE_INTERNAL_H
 
 #include "model/llama.h"
+#include "model/scheduler.h"
 #include "ops/ops.h"
 
 typedef struct prob_index_scratch prob_index_scratch;
-
-typedef struct pw_request {
-    int64_t id;            /* -1: free slot */
-    int64_t slot;          /* index in requests[], row of block_tables */
-    int64_t arrival;
-    int32_t *tokens;       /* prompt, then generated tokens */
-    int64_t n_tokens, cap;
-    int64_t n_prompt;
-    int64_t n_computed;    /* tokens whose K/V are in the cache */
-    int64_t n_generated;
-    int64_t max_new;
-    int64_t limit;         /* stop when n_tokens reaches this */
-    int64_t n_blocks;      /* KV blocks held */
-    bool finished;
-    bool admitted;         /* KV blocks reserved */
-    bool queued_or_live;
-    pw_sampling_params sp;
-    uint64_t rng;
-} pw_request;
-
-typedef struct pw_sched {
-    pw_request *r;
-    int64_t start; /* first token row in the batch */
-    int64_t count; /* tokens scheduled */
-} pw_sched;
 
 typedef struct pw_engine pw_engine;
 
@@ -38,15 +14,62 @@ typedef struct pw_piece {
     int group; /* engine_distinct.c: index of the first piece with the same IR; -1: alone */
 } pw_piece;
 
+/* What the forward reads and never changes: its arguments (the weights)
+ * and the rope tables. */
+typedef struct pw_engine_weights {
+    pw_value *params;   /* [0] token ids (set per step), then the weights */
+    int n_params;
+    pw_tensor **copies; /* device copies, by parameter index; NULL: used in place */
+    float *rope_table;  /* device */
+    /* Models with per-layer kinds (Gemma 3): the local layers' rope table
+     * (device) and each layer's table; NULL for Llama. */
+    float *rope_table_local;
+    const float **layer_rope; /* host array [n_layers] of device tables */
+} pw_engine_weights;
+
+/* What one step reads and writes. The per-step buffers are persistent:
+ * graphs read them through pointers, so they never move. The scheduler
+ * writes the host side; before each forward it is copied
+ * (pw_stream_copy_h2d) into buffers of the engine's device, which is all
+ * the kernels read. On the CPU the copies are memcpys; the code is the same
+ * for every device. */
+typedef struct pw_run_state {
+    pw_step_inputs host;
+    struct {
+        int32_t *input_ids, *positions, *slot_mapping, *token_seq, *block_tables;
+        int32_t *sample_rows, *n_sample_rows;
+        pw_attn_meta *meta;
+    } dev;
+    pw_attn_meta meta;     /* host copy of *dev.meta (its pointers are device ones) */
+    pw_tensor *ids_tensor; /* over dev.input_ids */
+    /* The first rows of ids_tensor, as many as the last forward's padded
+     * size: kept from step to step (a decode loop runs one padded size over
+     * and over) instead of a new view per step; NULL until the first forward. */
+    pw_tensor *ids_slice;
+    float **k_cache, **v_cache; /* per layer [num_blocks][block_size][n_kv_heads][head_dim] */
+    float *last_logits;         /* [max_num_seqs][vocab] */
+    prob_index_scratch *sample_scratch;
+    pw_step_token *step_tokens; /* [max_num_seqs]: what the last step generated */
+} pw_run_state;
+
+/* The engine's state, split like llama2.c's run.c: the configuration, the
+ * weights and the run state; the scheduler and the KV block allocator, each
+ * with its own state; the device resources; the compiled model and the
+ * capture state around it. */
 struct pw_engine {
     pw_model *model;
-    pw_engine_config cfg;
-    int64_t max_model_len;
-    int64_t max_tokens; /* rows of the persistent token buffers */
+    pw_engine_config cfg; /* as given, with its defaults resolved */
+    pw_engine_weights weights;
+    pw_run_state run;
+    pw_scheduler sched;
+    pw_kv_blocks kv;
 
     pw_stream *stream;
     pw_pool *act_pool;   /* eager activations */
     pw_pool *graph_pool; /* shared by every captured graph */
+    pw_pool *persistent; /* weight copies and per-step buffers: as long as the engine */
+    pw_pool *kv_pool;    /* the paged KV cache, alone, so its reservation is exact */
+    pw_op_env env;
 
     /* The compiled model: split, stitching, wrappers and dispatcher. */
     pw_module *module;
@@ -58,56 +81,6 @@ struct pw_engine {
     pw_piece *pieces; /* indexed like the plan's submodules; inlined ones empty */
     int n_submods;
     pw_callable forward_plain; /* the stitched forward, as the module runs it */
-    pw_value *params; /* [0] token ids (per step), then the weights (fixed) */
-    int n_params;
-
-    /* Persistent per-step buffers: graphs read them through pointers, so
-     * they never move. The scheduler writes the host arrays; before each
-     * forward they are copied (pw_stream_copy_h2d) into buffers of the
-     * engine's device, which is all the kernels read. On the CPU the
-     * copies are memcpys; the code is the same for every device. */
-    int32_t *input_ids, *positions, *slot_mapping, *token_seq, *block_tables; /* host */
-    /* The rows whose logits this step samples (each finishing request's
-     * last scheduled token), ascending, and how many: the LM head computes
-     * only those, and fetch_logits reads them in this order. */
-    int32_t *sample_rows; /* host, [max_tokens] */
-    int32_t n_sample_rows;
-    pw_pool *persistent; /* device memory that lives as long as the engine */
-    pw_pool *kv_pool;    /* the paged KV cache, alone, so its reservation is exact */
-    struct {
-        int32_t *input_ids, *positions, *slot_mapping, *token_seq, *block_tables;
-        int32_t *sample_rows, *n_sample_rows;
-        pw_attn_meta *meta;
-    } dev;
-    pw_attn_meta meta;           /* host copy of *dev.meta (its pointers are device ones) */
-    pw_tensor *ids_tensor;       /* over dev.input_ids */
-    /* The first rows of ids_tensor, as many as the last forward's padded
-     * size: kept from step to step (a decode loop runs one padded size over
-     * and over) instead of a new view per step; NULL until the first forward. */
-    pw_tensor *ids_slice;
-    float **k_cache, **v_cache;  /* per layer [num_blocks][block_size][n_kv_heads][head_dim] */
-    float *rope_table;           /* device */
-    /* Models with per-layer kinds (Gemma 3): the local layers' rope table
-     * (device) and each layer's table; NULL for Llama. */
-    float *rope_table_local;
-    const float **layer_rope;    /* host array [n_layers] of device tables */
-    pw_tensor **weights;         /* device copies, by parameter index; NULL: used in place */
-    pw_op_env env;
-    pw_device device;
-
-    /* KV blocks */
-    int64_t num_blocks, blocks_per_seq;
-    int32_t *free_blocks;
-    int64_t n_free_blocks;
-    bool block_tables_dirty; /* changed since the device copy was staged */
-
-    /* requests */
-    pw_request *requests; /* max_num_seqs slots */
-    int64_t next_id;
-    pw_sched *sched;
-    pw_step_token *step_tokens;
-    float *last_logits; /* [max_num_seqs][vocab] */
-    prob_index_scratch *sample_scratch;
 
     pw_engine_stats stats;
     struct pw_engine_verify *verify; /* engine_verify.c; NULL: off */
@@ -115,14 +88,20 @@ struct pw_engine {
                                             capture nor the graph cache is on */
 };
 
+/* engine_config.c: *out is `given` (the defaults when NULL), checked, with
+ * the defaults that depend on the model resolved (max_model_len,
+ * kv_cache_positions). */
+pw_status pw_engine_config_resolve(const pw_engine_config *given, const pw_model_info *in,
+                                   pw_engine_config *out);
+
 pw_status pw_engine_init_op_env(pw_engine *e);
 
-void pw_engine_free_op_env(pw_engine *e);
-
-/* Persistent buffers (engine_buffers.c): host arrays, device buffers, rope
- * table, weight copies; everything device-side comes from e->persistent,
- * freed with it. The KV cache comes later (pw_engine_alloc_kv_cache). */
+/* The weights and the run state (engine_buffers.c): host arrays, device
+ * buffers, rope tables, weight copies; everything device-side comes from
+ * e->persistent, freed with it. The KV cache comes later
+ * (pw_engine_alloc_kv_cache). free_buffers frees both, and the pools. */
 pw_status pw_engine_alloc_buffers(pw_engine *e);
+void pw_engine_free_buffers(pw_engine *e);
 /* Bytes of the KV cache of num_blocks blocks (every layer's K and V, one
  * allocation). */
 size_t pw_engine_kv_cache_bytes(const pw_engine *e, int64_t num_blocks);
@@ -135,31 +114,16 @@ pw_status pw_engine_alloc_kv_cache(pw_engine *e, pw_pool *pool, int64_t num_bloc
  * read. Runs before the forward, outside any capture. */
 pw_status pw_engine_stage_inputs(pw_engine *e, int64_t n_tokens);
 
-/* KV block allocator (kv_blocks.c). */
-void pw_kv_blocks_init(pw_engine *e);
-int64_t pw_kv_blocks_for(const pw_engine *e, int64_t positions);
-/* True when reserving `positions` for r would succeed (no error is set). */
-bool pw_kv_blocks_fit(const pw_engine *e, const pw_request *r, int64_t positions);
-/* Grows r's blocks to cover `positions`: PW_ERR_INVALID_ARG past
- * max_model_len, PW_ERR_OOM when too few blocks are free. */
-pw_status pw_kv_blocks_reserve(pw_engine *e, pw_request *r, int64_t positions);
-void pw_kv_blocks_release(pw_engine *e, pw_request *r);
-
-/* Scheduler (scheduler.c): fills e->sched and the host per-step arrays;
- * *uniform when every scheduled request decodes exactly one token. */
-pw_status pw_schedule(pw_engine *e, int64_t *n_sched, int64_t *n_tokens, bool *uniform);
-/* Rows [from, to) become padding: no cache write, no attention. */
-void pw_schedule_fill_padding(pw_engine *e, int64_t from, int64_t to);
 pw_status pw_engine_perturb_metadata(void *user, int round);
 
-/* engine_verify.c: the bitwise canary, called by the step after the
- * forward with the forward itself (to re-run eagerly). */
+/* engine_verify.c: the bitwise canary, called after a step's forward with
+ * its logits (the rows of e->run.host's sample_rows) and the forward itself
+ * (to re-run eagerly). */
 typedef pw_status (*pw_engine_forward_fn)(pw_engine *e, pw_runtime_mode mode,
                                           const pw_batch_desc *desc, int64_t n_padded,
                                           pw_value *logits);
 pw_status pw_engine_verify_step(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc *desc,
-                                int64_t n_rows, int64_t n_padded, pw_tensor *logits,
-                                pw_engine_forward_fn forward);
+                                int64_t n_padded, pw_tensor *logits, pw_engine_forward_fn forward);
 void pw_engine_verify_free(pw_engine *e);
 
 /* engine_distinct.c: distinct-piece capture and the graph cache's

@@ -7,28 +7,23 @@ pw_status pw_engine_init_op_env(pw_engine *e) {
     pw_op_env *env = &e->env;
     env->stream = e->stream;
     env->pool = e->act_pool;
-    env->attn_meta = e->dev.meta;
-    env->k_cache = e->k_cache;
-    env->v_cache = e->v_cache;
+    env->attn_meta = e->run.dev.meta;
+    env->k_cache = e->run.k_cache;
+    env->v_cache = e->run.v_cache;
     env->n_layers = (int)in->n_layers;
     env->n_heads = (int)in->n_heads;
     env->n_kv_heads = (int)in->n_kv_heads;
     env->head_dim = (int)in->head_dim;
-    env->num_blocks = e->num_blocks;
+    env->num_blocks = e->kv.num_blocks;
     env->max_seqs = e->cfg.max_num_seqs;
-    env->max_tokens = e->max_tokens;
-    env->rope_table = e->rope_table;
-    env->rope_max_pos = e->max_model_len;
+    env->max_tokens = e->cfg.max_num_batched_tokens;
+    env->rope_table = e->weights.rope_table;
+    env->rope_max_pos = e->cfg.max_model_len;
     env->rms_eps = in->rms_eps;
-    env->positions = e->dev.positions;
+    env->positions = e->run.dev.positions;
     /* Per-layer kinds (Gemma 3): model constants, read at launch. */
-    env->layer_rope_table = e->layer_rope;
+    env->layer_rope_table = e->weights.layer_rope;
     env->layer_window = e->model->layer_window;
     env->attn_scale = e->model->attn_scale;
     return PW_OK;
-}
-
-void pw_engine_free_op_env(pw_engine *e) {
-    pw_host_free((void *)e->layer_rope);
-    e->layer_rope = NULL;
 }

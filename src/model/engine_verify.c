@@ -48,11 +48,11 @@ void pw_engine_verify_free(pw_engine *e) {
 }
 
 pw_status pw_engine_verify_step(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc *desc,
-                                int64_t n_rows, int64_t n_padded, pw_tensor *logits,
-                                pw_engine_forward_fn forward) {
+                                int64_t n_padded, pw_tensor *logits, pw_engine_forward_fn forward) {
     struct pw_engine_verify *v = e->verify;
     /* n_rows: the rows the LM head computed; a step that samples nothing
      * (prefill chunks only) has no logits to compare */
+    const int64_t n_rows = e->run.host.n_sample_rows;
     if (!v || v->every <= 0 || mode == PW_MODE_NONE || n_rows <= 0) return PW_OK;
     if (++v->seen < v->every) return PW_OK;
     v->seen = 0;

@@ -1,89 +1,157 @@
 /* Decode-first scheduling with chunked prefill: one token for every
  * decoding request, then prefill chunks of the oldest requests, within
  * max_num_batched_tokens. The scheduled tokens' ids and attention metadata
- * go into the host side of the engine's persistent per-step buffers. */
-#include "model/engine_internal.h"
+ * go into the host side of the per-step inputs. */
+#include "model/scheduler.h"
 
 #include <stdlib.h>
+#include <string.h>
 
-static int by_arrival(const void *a, const void *b) {
-    const pw_sched *x = a, *y = b;
-    return (x->r->arrival > y->r->arrival) - (x->r->arrival < y->r->arrival);
+pw_status pw_step_inputs_init(pw_step_inputs *in, int64_t max_tokens) {
+    memset(in, 0, sizeof *in);
+    in->max_tokens = max_tokens;
+    size_t T = (size_t)max_tokens;
+    in->input_ids = pw_host_calloc(T, sizeof(int32_t));
+    in->positions = pw_host_calloc(T, sizeof(int32_t));
+    in->slot_mapping = pw_host_calloc(T, sizeof(int32_t));
+    in->token_seq = pw_host_calloc(T, sizeof(int32_t));
+    in->sample_rows = pw_host_calloc(T, sizeof(int32_t));
+    if (!in->input_ids || !in->positions || !in->slot_mapping || !in->token_seq ||
+        !in->sample_rows)
+        return PW_ERR_OOM;
+    return PW_OK;
 }
 
-/* Candidates in e->sched: decoding requests (one pending token) first,
+void pw_step_inputs_free(pw_step_inputs *in) {
+    pw_host_free(in->input_ids);
+    pw_host_free(in->positions);
+    pw_host_free(in->slot_mapping);
+    pw_host_free(in->token_seq);
+    pw_host_free(in->sample_rows);
+    memset(in, 0, sizeof *in);
+}
+
+void pw_step_inputs_pad(pw_step_inputs *in, int64_t from, int64_t to) {
+    /* padding tokens write nothing and attend to nothing */
+    for (int64_t t = from; t < to; t++) {
+        in->input_ids[t] = 0;
+        in->positions[t] = 0;
+        in->slot_mapping[t] = -1;
+        in->token_seq[t] = 0;
+    }
+}
+
+pw_status pw_scheduler_init(pw_scheduler *s, int64_t max_num_seqs,
+                            int64_t max_num_batched_tokens) {
+    memset(s, 0, sizeof *s);
+    s->max_num_seqs = max_num_seqs;
+    s->max_num_batched_tokens = max_num_batched_tokens;
+    s->requests = pw_host_calloc((size_t)max_num_seqs, sizeof *s->requests);
+    s->batch = pw_host_calloc((size_t)max_num_seqs, sizeof *s->batch);
+    if (!s->requests || !s->batch) return PW_ERR_OOM;
+    for (int64_t i = 0; i < max_num_seqs; i++) {
+        s->requests[i].id = -1;
+        s->requests[i].slot = i;
+    }
+    return PW_OK;
+}
+
+void pw_scheduler_free(pw_scheduler *s) {
+    if (s->requests)
+        for (int64_t i = 0; i < s->max_num_seqs; i++) pw_host_free(s->requests[i].tokens);
+    pw_host_free(s->requests);
+    pw_host_free(s->batch);
+    memset(s, 0, sizeof *s);
+}
+
+pw_request *pw_scheduler_find(const pw_scheduler *s, int64_t id) {
+    for (int64_t i = 0; i < s->max_num_seqs; i++)
+        if (s->requests[i].id == id) return &s->requests[i];
+    return NULL;
+}
+
+pw_request *pw_scheduler_free_slot(const pw_scheduler *s) {
+    return pw_scheduler_find(s, -1);
+}
+
+bool pw_scheduler_has_work(const pw_scheduler *s) {
+    for (int64_t i = 0; i < s->max_num_seqs; i++)
+        if (s->requests[i].id >= 0 && !s->requests[i].finished) return true;
+    return false;
+}
+
+/* Ids are given in arrival order: the smaller one is older. */
+static int by_arrival(const void *a, const void *b) {
+    const pw_scheduled *x = a, *y = b;
+    return (x->r->id > y->r->id) - (x->r->id < y->r->id);
+}
+
+/* Candidates in s->batch: decoding requests (one pending token) first,
  * then the prefilling ones, each group oldest first. */
-static int64_t collect_candidates(pw_engine *e) {
+static int64_t collect_candidates(pw_scheduler *s) {
     int64_t ns = 0;
     for (int pass = 0; pass < 2; pass++) {
         int64_t first = ns;
-        for (int64_t i = 0; i < e->cfg.max_num_seqs; i++) {
-            pw_request *r = &e->requests[i];
+        for (int64_t i = 0; i < s->max_num_seqs; i++) {
+            pw_request *r = &s->requests[i];
             if (r->id < 0 || r->finished) continue;
             int64_t pending = r->n_tokens - r->n_computed;
             bool decode = pending == 1;
             if ((pass == 0) != decode) continue;
-            e->sched[ns].r = r;
-            e->sched[ns].count = pending;
+            s->batch[ns].r = r;
+            s->batch[ns].count = pending;
             ns++;
         }
         /* one request (batch-1 decode) is already in order: skip qsort's call */
         if (ns - first > 1)
-            qsort(e->sched + first, (size_t)(ns - first), sizeof *e->sched, by_arrival);
+            qsort(s->batch + first, (size_t)(ns - first), sizeof *s->batch, by_arrival);
     }
     return ns;
 }
 
 /* Writes `count` tokens of r, from its first uncomputed one, at row t0. */
-static void place_tokens(pw_engine *e, const pw_request *r, int64_t t0, int64_t count) {
-    const int32_t *table = &e->block_tables[r->slot * e->blocks_per_seq];
+static void place_tokens(const pw_kv_blocks *kv, pw_step_inputs *in, const pw_request *r,
+                         int64_t t0, int64_t count) {
+    const int32_t *table = pw_kv_blocks_row(kv, r->slot);
+    const int64_t bs = kv->block_size;
     for (int64_t j = 0; j < count; j++) {
         int64_t pos = r->n_computed + j, t = t0 + j;
-        int32_t block = table[pos / e->cfg.block_size];
-        e->input_ids[t] = r->tokens[pos];
-        e->positions[t] = (int32_t)pos;
-        e->slot_mapping[t] = (int32_t)(block * e->cfg.block_size + pos % e->cfg.block_size);
-        e->token_seq[t] = (int32_t)r->slot;
+        int32_t block = table[pos / bs];
+        in->input_ids[t] = r->tokens[pos];
+        in->positions[t] = (int32_t)pos;
+        in->slot_mapping[t] = (int32_t)(block * bs + pos % bs);
+        in->token_seq[t] = (int32_t)r->slot;
     }
 }
 
-pw_status pw_schedule(pw_engine *e, int64_t *n_sched, int64_t *n_tokens, bool *uniform) {
-    int64_t ns = collect_candidates(e);
-    int64_t budget = e->cfg.max_num_batched_tokens, nt = 0, kept = 0;
+pw_status pw_schedule(pw_scheduler *s, pw_kv_blocks *kv, pw_step_inputs *in, int64_t *n_tokens,
+                      bool *uniform) {
+    int64_t ns = collect_candidates(s);
+    int64_t budget = s->max_num_batched_tokens, nt = 0, kept = 0;
     bool all_decode = true;
-    e->n_sample_rows = 0;
+    in->n_sample_rows = 0;
     for (int64_t i = 0; i < ns && budget > 0; i++) {
-        pw_sched *s = &e->sched[i];
-        pw_request *r = s->r;
+        pw_scheduled *b = &s->batch[i];
+        pw_request *r = b->r;
         if (!r->admitted) {
             /* not an error: the request waits until enough blocks are free */
-            if (!pw_kv_blocks_fit(e, r, r->limit)) continue;
-            PW_TRY(pw_kv_blocks_reserve(e, r, r->limit));
+            if (!pw_kv_blocks_fit(kv, r->slot, r->limit)) continue;
+            PW_TRY(pw_kv_blocks_reserve(kv, r->slot, r->limit));
             r->admitted = true;
         }
-        int64_t take = s->count < budget ? s->count : budget;
-        if (take != 1 || s->count != 1) all_decode = false;
+        int64_t take = b->count < budget ? b->count : budget;
+        if (take != 1 || b->count != 1) all_decode = false;
         /* all its pending tokens run: the last one's logits are sampled */
-        if (take == s->count) e->sample_rows[e->n_sample_rows++] = (int32_t)(nt + take - 1);
-        s->count = take;
-        s->start = nt;
-        place_tokens(e, r, nt, take);
+        if (take == b->count) in->sample_rows[in->n_sample_rows++] = (int32_t)(nt + take - 1);
+        b->count = take;
+        b->start = nt;
+        place_tokens(kv, in, r, nt, take);
         nt += take;
         budget -= take;
-        e->sched[kept++] = *s;
+        s->batch[kept++] = *b;
     }
-    *n_sched = kept;
+    s->n_batch = kept;
     *n_tokens = nt;
     *uniform = all_decode && kept > 0;
     return PW_OK;
-}
-
-void pw_schedule_fill_padding(pw_engine *e, int64_t from, int64_t to) {
-    /* padding tokens write nothing and attend to nothing */
-    for (int64_t t = from; t < to; t++) {
-        e->input_ids[t] = 0;
-        e->positions[t] = 0;
-        e->slot_mapping[t] = -1;
-        e->token_seq[t] = 0;
-    }
 }

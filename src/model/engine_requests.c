@@ -1,0 +1,123 @@
+/* The engine's request API: requests enter the scheduler's slots, grow
+ * when a conversation continues, and give their blocks back when
+ * released. */
+#include "model/engine_internal.h"
+
+#include "model/sampler.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+static pw_status ensure_capacity(pw_request *r, int64_t n) {
+    if (n <= r->cap) return PW_OK;
+    size_t cap = (size_t)r->cap;
+    int32_t *t = pw_host_grow(r->tokens, sizeof *t, &cap, (size_t)n, INT64_MAX);
+    if (!t) return PW_ERR_OOM;
+    r->tokens = t;
+    r->cap = (int64_t)cap;
+    return PW_OK;
+}
+
+static pw_status check_tokens(const pw_engine *e, const int32_t *tokens, int64_t n) {
+    int64_t vocab = pw_model_get_info(e->model)->vocab;
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= vocab)
+            return pw_error(PW_ERR_INVALID_ARG,
+                            "token %" PRId64 " is %d, outside the vocabulary [0, %" PRId64 ")", i,
+                            tokens[i], vocab);
+    return PW_OK;
+}
+
+pw_status pw_engine_add_request(pw_engine *e, const int32_t *prompt, int64_t n_prompt,
+                                int64_t max_new_tokens, const pw_sampling_params *sp,
+                                int64_t *id) {
+    if (id) *id = -1;
+    if (!prompt || n_prompt < 1) return pw_error(PW_ERR_INVALID_ARG, "the prompt is empty");
+    if (max_new_tokens < 1)
+        return pw_error(PW_ERR_INVALID_ARG, "max_new_tokens must be >= 1 (got %" PRId64 ")",
+                        max_new_tokens);
+    /* compared by subtraction: the sum of two user values may overflow */
+    if (n_prompt > e->cfg.max_model_len || max_new_tokens > e->cfg.max_model_len - n_prompt)
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "prompt of %" PRId64 " tokens plus %" PRId64
+                        " new tokens exceeds the context of %" PRId64 " tokens",
+                        n_prompt, max_new_tokens, e->cfg.max_model_len);
+    if (pw_kv_blocks_for(&e->kv, n_prompt + max_new_tokens) > e->kv.num_blocks)
+        return pw_error(PW_ERR_INVALID_ARG, "request needs more KV cache than the engine has");
+    PW_TRY(check_tokens(e, prompt, n_prompt));
+    pw_request *r = pw_scheduler_free_slot(&e->sched);
+    if (!r)
+        return pw_error(PW_ERR_STATE, "all %" PRId64 " request slots are in use (max_num_seqs)",
+                        e->cfg.max_num_seqs);
+    PW_TRY(ensure_capacity(r, n_prompt + max_new_tokens));
+    memcpy(r->tokens, prompt, (size_t)n_prompt * sizeof(int32_t));
+    r->n_tokens = n_prompt;
+    r->n_prompt = n_prompt;
+    r->n_computed = 0;
+    r->limit = n_prompt + max_new_tokens;
+    r->finished = false;
+    r->admitted = false;
+    r->sp = sp ? *sp : (pw_sampling_params){0};
+    r->id = e->sched.next_id++;
+    r->rng = pw_sampler_seed(r->sp.seed, r->id);
+    if (id) *id = r->id;
+    return PW_OK;
+}
+
+pw_status pw_engine_continue_request(pw_engine *e, int64_t id, const int32_t *tokens, int64_t n,
+                                     int64_t max_new_tokens) {
+    pw_request *r = pw_scheduler_find(&e->sched, id);
+    if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
+    if (!r->finished) return pw_error(PW_ERR_STATE, "request %" PRId64 " is still running", id);
+    if (n < 1 || max_new_tokens < 1)
+        return pw_error(PW_ERR_INVALID_ARG, "continue needs tokens and max_new_tokens >= 1");
+    int64_t room = e->cfg.max_model_len - r->n_tokens;
+    if (n > room || max_new_tokens > room - n)
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "conversation of %" PRId64 " tokens plus %" PRId64 " new and %" PRId64
+                        " to generate would exceed the context of %" PRId64 " tokens",
+                        r->n_tokens, n, max_new_tokens, e->cfg.max_model_len);
+    PW_TRY(check_tokens(e, tokens, n));
+    PW_TRY(ensure_capacity(r, r->n_tokens + n + max_new_tokens));
+    PW_TRY(pw_kv_blocks_reserve(&e->kv, r->slot, r->n_tokens + n + max_new_tokens));
+    memcpy(r->tokens + r->n_tokens, tokens, (size_t)n * sizeof(int32_t));
+    r->n_tokens += n;
+    r->limit = r->n_tokens + max_new_tokens;
+    r->finished = false;
+    return PW_OK;
+}
+
+pw_status pw_engine_cancel_request(pw_engine *e, int64_t id) {
+    pw_request *r = pw_scheduler_find(&e->sched, id);
+    if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
+    r->finished = true;
+    return pw_engine_release_request(e, id);
+}
+
+pw_status pw_engine_release_request(pw_engine *e, int64_t id) {
+    pw_request *r = pw_scheduler_find(&e->sched, id);
+    if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
+    if (!r->finished) return pw_error(PW_ERR_STATE, "request %" PRId64 " is still running", id);
+    pw_kv_blocks_release(&e->kv, r->slot);
+    r->id = -1;
+    r->admitted = false;
+    return PW_OK;
+}
+
+pw_status pw_engine_request_output(const pw_engine *e, int64_t id, const int32_t **tokens,
+                                   int64_t *n) {
+    const pw_request *r = pw_scheduler_find(&e->sched, id);
+    if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
+    *tokens = r->tokens + r->n_prompt;
+    *n = r->n_tokens - r->n_prompt;
+    return PW_OK;
+}
+
+pw_status pw_engine_last_logits(const pw_engine *e, int64_t id, const float **logits) {
+    const pw_request *r = pw_scheduler_find(&e->sched, id);
+    if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
+    *logits = e->run.last_logits + r->slot * pw_model_get_info(e->model)->vocab;
+    return PW_OK;
+}
+
+bool pw_engine_has_work(const pw_engine *e) { return pw_scheduler_has_work(&e->sched); }
