@@ -1,5 +1,7 @@
 #include "test_util.h"
 
+#include <unistd.h>
+
 int pw_test_failures = 0;
 int pw_test_checks = 0;
 int pw_test_skipped_parts = 0;
@@ -83,4 +85,32 @@ const char *pw_test_model_path(const char *env, const char *file, char *buf, siz
     if (!f) return NULL;
     fclose(f);
     return buf;
+}
+
+const char *pw_test_source_root(char *buf, size_t cap) {
+    /* __FILE__ is <root>/tests/common/test_util.c */
+    snprintf(buf, cap, "%s", __FILE__);
+    for (int i = 0; i < 3; i++) {
+        char *slash = strrchr(buf, '/');
+        if (slash) *slash = '\0';
+    }
+    return buf;
+}
+
+char *pw_test_run_printing(int (*fn)(void), int *rc) {
+    char path[] = "/tmp/pw_test_stdout_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) return NULL;
+    fflush(stdout);
+    int saved = dup(STDOUT_FILENO);
+    dup2(fd, STDOUT_FILENO);
+    *rc = fn();
+    fflush(stdout);
+    dup2(saved, STDOUT_FILENO);
+    close(saved);
+    close(fd);
+    size_t len = 0;
+    char *printed = pw_test_read_file(path, &len);
+    unlink(path);
+    return printed;
 }

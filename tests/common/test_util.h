@@ -86,6 +86,11 @@ void pw_test_skip_part(const char *what);
 const char *pw_test_model_path(const char *env, const char *file, char *buf, size_t cap);
 /* Reads a whole file; NULL if absent. */
 char *pw_test_read_file(const char *path, size_t *len);
+/* The source tree's root (the folder holding tests/), into buf. */
+const char *pw_test_source_root(char *buf, size_t cap);
+/* Runs fn with standard output sent to a temporary file; returns what it
+ * printed (NULL if it could not be captured) and sets *rc to fn's result. */
+char *pw_test_run_printing(int (*fn)(void), int *rc);
 /* Path to ../shared/<rel>, or NULL if that file is absent. Env PW_SHARED_DIR wins. */
 const char *pw_test_shared_path(const char *rel, char *buf, size_t cap);
 

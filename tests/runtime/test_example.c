@@ -8,32 +8,11 @@
 #include "../../examples/wrap_function.c"
 #undef main
 
-static void source_root(char *buf, size_t cap) {
-    /* __FILE__ is <root>/tests/runtime/test_example.c */
-    snprintf(buf, cap, "%s", __FILE__);
-    for (int i = 0; i < 3; i++) {
-        char *slash = strrchr(buf, '/');
-        if (slash) *slash = '\0';
-    }
-}
-
 static void test_example_runs(void) {
-    char out_path[] = "/tmp/pw_example_XXXXXX";
-    int fd = mkstemp(out_path);
-    CHECK(fd >= 0);
-    fflush(stdout);
-    int saved = dup(STDOUT_FILENO);
-    dup2(fd, STDOUT_FILENO);
     pw_counters_reset();
-    int rc = wrap_function_example_main();
-    fflush(stdout);
-    dup2(saved, STDOUT_FILENO);
-    close(saved);
-    close(fd);
+    int rc = -1;
+    char *printed = pw_test_run_printing(wrap_function_example_main, &rc);
     CHECK_EQ_INT(rc, 0);
-    size_t len = 0;
-    char *printed = pw_test_read_file(out_path, &len);
-    unlink(out_path);
     CHECK(printed != NULL);
     if (printed) CHECK_STREQ(printed, "PIECEWISE graph for 8 tokens: y = 1 3 5 7 9\n");
     free(printed);
@@ -46,7 +25,7 @@ static void test_example_runs(void) {
 
 static void test_doc_matches_example(void) {
     char root[1024], path[1200];
-    source_root(root, sizeof root);
+    pw_test_source_root(root, sizeof root);
     snprintf(path, sizeof path, "%s/examples/wrap_function.c", root);
     size_t n_src = 0, n_doc = 0;
     char *src = pw_test_read_file(path, &n_src);

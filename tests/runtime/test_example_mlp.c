@@ -35,32 +35,11 @@ static const char *const EXPECTED =
     " 3 rows mixed   -> PIECEWISE at  8 rows, padded to a captured size: equal to eager\n"
     "lazy: 4 sizes captured, 2 evicted, 2 steps padded, 2 eager\n";
 
-static void source_root(char *buf, size_t cap) {
-    /* __FILE__ is <root>/tests/runtime/test_example_mlp.c */
-    snprintf(buf, cap, "%s", __FILE__);
-    for (int i = 0; i < 3; i++) {
-        char *slash = strrchr(buf, '/');
-        if (slash) *slash = '\0';
-    }
-}
-
 static void test_example_runs(void) {
-    char out_path[] = "/tmp/pw_example_mlp_XXXXXX";
-    int fd = mkstemp(out_path);
-    CHECK(fd >= 0);
-    fflush(stdout);
-    int saved = dup(STDOUT_FILENO);
-    dup2(fd, STDOUT_FILENO);
     pw_counters_reset();
-    int rc = mlp_example_main();
-    fflush(stdout);
-    dup2(saved, STDOUT_FILENO);
-    close(saved);
-    close(fd);
+    int rc = -1;
+    char *printed = pw_test_run_printing(mlp_example_main, &rc);
     CHECK_EQ_INT(rc, 0);
-    size_t len = 0;
-    char *printed = pw_test_read_file(out_path, &len);
-    unlink(out_path);
     CHECK(printed != NULL);
     if (printed) CHECK_STREQ(printed, EXPECTED);
     free(printed);
@@ -74,7 +53,7 @@ static void test_example_runs(void) {
 
 static void test_doc_blocks_are_in_the_example(void) {
     char root[1024], path[1200];
-    source_root(root, sizeof root);
+    pw_test_source_root(root, sizeof root);
     snprintf(path, sizeof path, "%s/examples/mlp.c", root);
     size_t n_src = 0, n_doc = 0;
     char *src = pw_test_read_file(path, &n_src);
