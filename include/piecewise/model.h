@@ -65,9 +65,25 @@ PW_API pw_status pw_model_build_ir(const pw_model *m, pw_ir **out);
  * messages go through pw_model_tokenize_chat instead. */
 PW_API pw_status pw_model_tokenize(const pw_model *m, const char *text, bool add_bos, int32_t **ids,
                                    int64_t *n);
+/* As pw_model_tokenize, but special-token text becomes the special token
+ * only with parse_special; without it the text is plain text (untrusted
+ * text, such as a message, never becomes a control token). */
+PW_API pw_status pw_model_tokenize_text(const pw_model *m, const char *text, bool add_bos,
+                                        bool parse_special, int32_t **ids, int64_t *n);
 /* The text of one token, for streaming (byte tokens give their byte). The
  * pointer stays valid until the next call on this thread. */
 PW_API const char *pw_model_token_text(const pw_model *m, int32_t prev, int32_t token);
+/* The same bytes, whole and with their length (a piece may hold a 0 byte
+ * or be long): *piece is borrowed from the model. prev is the token before
+ * (-1 at the start), which decides a leading space in SentencePiece
+ * vocabularies. An id outside the vocabulary is PW_ERR_INVALID_ARG. */
+PW_API pw_status pw_model_token_piece(const pw_model *m, int32_t prev, int32_t token,
+                                      const char **piece, size_t *len);
+/* ids as text: the pieces of every token (special tokens as their text),
+ * joined. *text is malloc'ed (free() it) and NUL-terminated; *len (may be
+ * NULL) its length, which counts any 0 bytes inside. */
+PW_API pw_status pw_model_detokenize(const pw_model *m, const int32_t *ids, int64_t n,
+                                     char **text, size_t *len);
 PW_API int32_t pw_model_bos(const pw_model *m);
 PW_API int32_t pw_model_eos(const pw_model *m);
 /* EOS and the other end-of-generation tokens (e.g. <|im_end|>). */
@@ -114,12 +130,47 @@ PW_API pw_status pw_model_tokenize_chat_next_turn(const pw_model *m, const char 
 
 typedef struct pw_engine pw_engine;
 
+/* One logit_bias entry: bias is added to the token's logit before sampling. */
+typedef struct pw_logit_bias {
+    int32_t token;
+    float bias; /* -100 to 100 (OpenAI's range): -100 in effect bans the token, 100 forces it */
+} pw_logit_bias;
+
+#define PW_MAX_LOGIT_BIAS 300 /* entries per request (OpenAI's limit) */
+#define PW_MAX_TOP_LOGPROBS 20
+
+/* How a request picks its tokens. Zero-initialised: greedy, nothing reported.
+ * The transforms apply in this order to a copy of the model's logits:
+ * logit_bias, the penalties, then temperature, top-k and top-p. */
 typedef struct pw_sampling_params {
-    float temperature; /* <= 0: greedy */
+    float temperature; /* <= 0: greedy (the argmax of the biased, penalised logits) */
     int32_t top_k;     /* <= 0: off */
     float top_p;       /* >= 1 or <= 0: off */
+    /* The request's random generator starts from this alone: the same
+     * prompt, parameters and seed give the same tokens whatever else the
+     * engine runs and in every run. (A server that wants n different
+     * answers from one seed gives choice i the seed seed + i.) */
     uint64_t seed;
+    /* OpenAI's penalties, -2 to 2 (0: off). Before each sampled token, the
+     * logit of every token that occurs c > 0 times among the request's
+     * generated tokens (not the prompt) loses c * frequency_penalty +
+     * presence_penalty. */
+    float presence_penalty;
+    float frequency_penalty;
+    const pw_logit_bias *logit_bias; /* copied by pw_engine_add_request; tokens distinct or
+                                        not (their biases add up) */
+    int32_t n_logit_bias;            /* 0 to PW_MAX_LOGIT_BIAS */
+    /* Report each generated token's log-probability (pw_step_token.logprob)
+     * and the top_logprobs (0 to PW_MAX_TOP_LOGPROBS) most likely tokens. */
+    bool logprobs;
+    int32_t top_logprobs;
 } pw_sampling_params;
+
+/* A token and its log-probability. */
+typedef struct pw_token_logprob {
+    int32_t token;
+    float logprob;
+} pw_token_logprob;
 
 /* When graphs are captured. */
 typedef enum pw_capture_policy {
@@ -215,6 +266,17 @@ typedef struct pw_step_token {
     int64_t request;
     int32_t token;
     bool finished; /* EOS or token limit reached with this token */
+    /* With sp.logprobs (else 0, 0, NULL): the log-probability of token
+     * under the model's own distribution, log_softmax of its raw logits,
+     * before logit_bias, penalties, temperature, top-k and top-p; and the
+     * n_top (sp.top_logprobs) most likely tokens under the same
+     * distribution, most likely first, ties to the lowest id (borrowed
+     * until the next step). Computed on the host from logits that are
+     * bitwise the same in every mode and batch, in a fixed order, so they
+     * are bitwise reproducible too. */
+    float logprob;
+    int32_t n_top;
+    const pw_token_logprob *top;
 } pw_step_token;
 
 /* Runs one step: schedules decode tokens and prefill chunks, dispatches,

@@ -429,10 +429,12 @@ static int64_t sample_scheduled(pw_engine *e, int64_t *prompt_tokens) {
         r->n_computed += s->count;
         if (r->n_computed < r->n_tokens) continue; /* prefill chunk, more to come */
         const float *row = e->run.last_logits + r->slot * vocab;
-        int32_t tok = pw_sample(row, vocab, &r->sp, &r->rng, e->run.sample_scratch);
-        r->tokens[r->n_tokens++] = tok;
-        r->finished = pw_model_is_end_of_generation(e->model, tok) || r->n_tokens >= r->limit;
-        e->run.step_tokens[n_new++] = (pw_step_token){r->id, tok, r->finished};
+        pw_step_token st = pw_request_sample(r, row, vocab, e->run.sample_scratch);
+        r->tokens[r->n_tokens++] = st.token;
+        r->finished =
+            pw_model_is_end_of_generation(e->model, st.token) || r->n_tokens >= r->limit;
+        st.finished = r->finished;
+        e->run.step_tokens[n_new++] = st;
     }
     return n_new;
 }

@@ -20,7 +20,8 @@ static pw_status alloc_host_arrays(pw_engine *e) {
     PW_TRY(pw_step_inputs_init(&r->host, e->cfg.max_num_batched_tokens));
     r->step_tokens = pw_host_calloc((size_t)S, sizeof *r->step_tokens);
     r->last_logits = pw_host_calloc((size_t)(S * in->vocab), sizeof(float));
-    r->sample_scratch = pw_host_alloc(pw_sampler_scratch_bytes(in->vocab));
+    /* zeroed: the sampler's per-token marks start clear */
+    r->sample_scratch = pw_host_calloc(1, pw_sampler_scratch_bytes(in->vocab));
     r->k_cache = pw_host_calloc((size_t)in->n_layers, sizeof(float *));
     r->v_cache = pw_host_calloc((size_t)in->n_layers, sizeof(float *));
     e->weights.params = pw_host_calloc((size_t)pw_model_num_params(e->model), sizeof(pw_value));

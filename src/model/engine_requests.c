@@ -18,6 +18,35 @@ static pw_status ensure_capacity(pw_request *r, int64_t n) {
     return PW_OK;
 }
 
+/* The sampling parameters a request may carry: finite, within their
+ * documented ranges, every biased token in the vocabulary. */
+static pw_status check_sampling(const pw_engine *e, const pw_sampling_params *sp) {
+    int64_t vocab = pw_model_get_info(e->model)->vocab;
+    if (!(sp->presence_penalty >= -2.0f && sp->presence_penalty <= 2.0f) ||
+        !(sp->frequency_penalty >= -2.0f && sp->frequency_penalty <= 2.0f))
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "presence_penalty %g and frequency_penalty %g must be in [-2, 2]",
+                        (double)sp->presence_penalty, (double)sp->frequency_penalty);
+    if (sp->n_logit_bias < 0 || sp->n_logit_bias > PW_MAX_LOGIT_BIAS ||
+        (sp->n_logit_bias > 0 && !sp->logit_bias))
+        return pw_error(PW_ERR_INVALID_ARG, "logit_bias holds %d entries (at most %d)",
+                        sp->n_logit_bias, PW_MAX_LOGIT_BIAS);
+    for (int32_t i = 0; i < sp->n_logit_bias; i++) {
+        const pw_logit_bias *b = &sp->logit_bias[i];
+        if (b->token < 0 || b->token >= vocab)
+            return pw_error(PW_ERR_INVALID_ARG,
+                            "logit_bias names token %d, outside the vocabulary [0, %" PRId64 ")",
+                            b->token, vocab);
+        if (!(b->bias >= -100.0f && b->bias <= 100.0f))
+            return pw_error(PW_ERR_INVALID_ARG, "logit_bias of token %d is %g; allowed -100 to 100",
+                            b->token, (double)b->bias);
+    }
+    if (sp->top_logprobs < 0 || sp->top_logprobs > PW_MAX_TOP_LOGPROBS)
+        return pw_error(PW_ERR_INVALID_ARG, "top_logprobs is %d; allowed 0 to %d",
+                        sp->top_logprobs, PW_MAX_TOP_LOGPROBS);
+    return PW_OK;
+}
+
 static pw_status check_tokens(const pw_engine *e, const int32_t *tokens, int64_t n) {
     int64_t vocab = pw_model_get_info(e->model)->vocab;
     for (int64_t i = 0; i < n; i++)
@@ -45,6 +74,8 @@ pw_status pw_engine_add_request(pw_engine *e, const int32_t *prompt, int64_t n_p
     if (pw_kv_blocks_for(&e->kv, n_prompt + max_new_tokens) > e->kv.num_blocks)
         return pw_error(PW_ERR_INVALID_ARG, "request needs more KV cache than the engine has");
     PW_TRY(check_tokens(e, prompt, n_prompt));
+    pw_sampling_params given = sp ? *sp : (pw_sampling_params){0};
+    PW_TRY(check_sampling(e, &given));
     pw_request *r = pw_scheduler_free_slot(&e->sched);
     if (!r)
         return pw_error(PW_ERR_STATE, "all %" PRId64 " request slots are in use (max_num_seqs)",
@@ -57,9 +88,15 @@ pw_status pw_engine_add_request(pw_engine *e, const int32_t *prompt, int64_t n_p
     r->limit = n_prompt + max_new_tokens;
     r->finished = false;
     r->admitted = false;
-    r->sp = sp ? *sp : (pw_sampling_params){0};
+    r->sp = given;
+    r->n_bias = given.n_logit_bias;
+    if (r->n_bias)
+        memcpy(r->bias, given.logit_bias, (size_t)r->n_bias * sizeof *r->bias);
+    r->sp.logit_bias = NULL; /* the caller's array need not outlive this call */
     r->id = e->sched.next_id++;
-    r->rng = pw_sampler_seed(r->sp.seed, r->id);
+    /* from the seed alone, never the id: a seeded request is reproducible
+     * whatever ran before it or beside it */
+    r->rng = pw_sampler_seed(r->sp.seed);
     if (id) *id = r->id;
     return PW_OK;
 }

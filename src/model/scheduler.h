@@ -17,8 +17,11 @@ typedef struct pw_request {
     int64_t limit;         /* stop when n_tokens reaches this */
     bool finished;
     bool admitted;         /* KV blocks reserved */
-    pw_sampling_params sp;
+    pw_sampling_params sp; /* sp.logit_bias is NULL: the request's copy is bias[] */
     uint64_t rng;
+    pw_logit_bias bias[PW_MAX_LOGIT_BIAS];
+    int32_t n_bias;
+    pw_token_logprob top[PW_MAX_TOP_LOGPROBS]; /* the last sampled token's top logprobs */
 } pw_request;
 
 /* One request's share of a step: tokens [start, start + count) of the batch. */
