@@ -12,11 +12,19 @@ if(PKG_CONFIG_FOUND)
 endif()
 message(STATUS "piecewise: serve (cJSON) ${PW_HAVE_SERVE}")
 
+# The chat page the server answers at / (tools/page/), embedded in the
+# binary at build time (cmake/pw_embed.cmake): no file is read at run time.
+set(PW_PAGE_FILES index.html chat.js chat.css)
+
 # Links the server's libraries into the CLI target and turns its code on.
 function(pw_serve_link target)
   if(PW_HAVE_SERVE)
     find_package(Threads REQUIRED)
     target_compile_definitions(${target} PRIVATE PW_HAVE_SERVE=1)
     target_link_libraries(${target} PRIVATE PkgConfig::PW_CJSON Threads::Threads)
+    foreach(f ${PW_PAGE_FILES})
+      string(MAKE_C_IDENTIFIER "${f}" name)
+      pw_embed_text(${target} ${PROJECT_SOURCE_DIR}/tools/page/${f} pw_page_${name})
+    endforeach()
   endif()
 endfunction()

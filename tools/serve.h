@@ -7,6 +7,9 @@
  *   serve_request.c  JSON request parsing and validation, response bodies
  *   serve_engine.c   the one engine thread and the queue HTTP threads feed
  *   serve_metrics.c  counters and histograms, Prometheus text
+ *   serve_logprobs.c the logprobs objects of answers
+ *   serve_tokenize.c POST /tokenize and /detokenize
+ *   serve_page.c     the chat page at / (tools/page/, embedded at build time)
  *
  * Only the engine thread calls pw_engine_*; HTTP threads hand it jobs
  * through a mutex/condvar queue and read the text it appends to them. */
@@ -79,7 +82,11 @@ typedef struct serve_params {
     int32_t *prompt; /* token ids, malloc'ed */
     int64_t n_prompt;
     int64_t max_tokens;
+    /* sp.logit_bias points at bias (malloc'ed); sp.seed is the request's
+     * seed, or a random one when it gave none (seeded false) */
     pw_sampling_params sp;
+    pw_logit_bias *bias;
+    bool seeded;
     char *stop[SERVE_MAX_STOP];
     int n_stop;
     bool stream;
@@ -92,8 +99,43 @@ typedef struct serve_params {
 bool serve_parse_request(const pw_model *m, serve_kind kind, const char *body, size_t len,
                          int64_t max_model_len, serve_params *p, serve_error *err);
 void serve_params_free(serve_params *p);
+/* The body as a JSON value (cJSON_Delete it): valid UTF-8, one JSON value,
+ * nothing after it but whitespace, no NUL in any string. NULL (with err
+ * set, 400) otherwise. */
+struct cJSON *serve_parse_body(const char *body, size_t len, serve_error *err);
+
+/* POST /tokenize and /detokenize (serve_tokenize.c), shaped like
+ * llama-server's: the answer's JSON (malloc'ed) in *out, or false with
+ * *err. */
+bool serve_tokenize(const pw_model *m, const char *body, size_t len, char **out,
+                    serve_error *err);
+bool serve_detokenize(const pw_model *m, const char *body, size_t len, char **out,
+                      serve_error *err);
 /* True if s[0..len) is well-formed UTF-8. */
 bool serve_utf8_valid(const char *s, size_t len);
+/* A NUL-terminated copy of s[0..n) (malloc'ed; NULL when memory ran out)
+ * with each malformed byte, and each 0 byte, replaced by U+FFFD: a model
+ * can emit any bytes, and JSON must carry valid text, whole. */
+char *serve_utf8_repair(const char *s, size_t n);
+
+/* ---- logprobs -------------------------------------------------------------------------------- */
+
+/* One generated token's logprobs, as the engine gave them, and where its
+ * text is in the job's text. */
+typedef struct serve_logprob {
+    int32_t token;
+    int32_t prev; /* the token before it: the text of a token depends on it */
+    float logprob;
+    size_t off, len; /* its piece is text[off, off + len) */
+    int32_t n_top;
+    pw_token_logprob top[PW_MAX_TOP_LOGPROBS];
+} serve_logprob;
+
+/* The "logprobs" object of a choice for lp[0..n): chat's {"content": [...],
+ * "refusal": null}, or the completions' {"tokens", "token_logprobs",
+ * "top_logprobs", "text_offset"}. */
+struct cJSON *serve_logprobs_json(const pw_model *m, serve_kind kind, const serve_logprob *lp,
+                                  int64_t n);
 
 /* ---- jobs and the engine thread -------------------------------------------------------------- */
 
@@ -108,6 +150,8 @@ typedef struct serve_job {
     size_t len, cap;
     size_t safe_len;     /* bytes that can be sent: no partial stop string or UTF-8 char */
     int64_t n_completion;
+    serve_logprob *lps;  /* with p.sp.logprobs: one per token of text (malloc'ed) */
+    int64_t n_lps, cap_lps;
     const char *finish_reason; /* "stop", "length", or NULL (error/cancelled) */
     serve_error error;   /* status != 0: failed */
     pthread_cond_t cv;   /* signalled on new text and when done */
@@ -141,6 +185,17 @@ void serve_job_release(serve_job *j);
 void serve_job_wait(serve_job *j, size_t have, double timeout_s);
 void serve_lock(void);
 void serve_unlock(void);
+
+/* ---- the chat page --------------------------------------------------------------------------- */
+
+typedef struct serve_page {
+    const char *content_type;
+    const char *data; /* embedded in the binary */
+    size_t len;
+} serve_page;
+
+/* The embedded file served at path ("/", "/chat.js", "/chat.css"). */
+bool serve_page_find(const char *path, serve_page *out);
 
 /* ---- HTTP ------------------------------------------------------------------------------------ */
 

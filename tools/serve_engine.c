@@ -39,6 +39,7 @@ static void job_unref_locked(serve_job *j) {
     serve_params_free(&j->p);
     pthread_cond_destroy(&j->cv);
     free(j->text);
+    free(j->lps);
     free(j);
 }
 
@@ -154,6 +155,26 @@ static size_t safe_length(const serve_job *j) {
     return safe;
 }
 
+/* Keeps token t's logprobs, its piece at text[off, off + len). */
+static bool record_logprob(serve_job *j, const pw_step_token *t, int32_t prev, size_t off,
+                           size_t len) {
+    size_t cap = (size_t)j->cap_lps;
+    serve_logprob *lp =
+        pw_host_grow(j->lps, sizeof *lp, &cap, (size_t)j->n_lps + 1, SIZE_MAX / sizeof *lp);
+    if (!lp) return false; /* the error is set */
+    j->lps = lp;
+    j->cap_lps = (int64_t)cap;
+    serve_logprob *r = &lp[j->n_lps++];
+    r->token = t->token;
+    r->prev = prev;
+    r->logprob = t->logprob;
+    r->off = off;
+    r->len = len;
+    r->n_top = t->n_top < PW_MAX_TOP_LOGPROBS ? t->n_top : PW_MAX_TOP_LOGPROBS;
+    if (r->n_top > 0) memcpy(r->top, t->top, (size_t)r->n_top * sizeof *r->top);
+    return true;
+}
+
 /* Applies one generated token to its job. Returns true if the job is
  * done, with *reason (left NULL, with j->error set, when it failed); the
  * caller takes it out of the engine and then finishes it (finishing may
@@ -168,10 +189,12 @@ static bool take_token(serve_job *j, const pw_step_token *t, double now, const c
         return true;
     }
     j->n_completion++;
-    const char *piece = pw_model_token_text(E.model, j->prev, t->token);
+    int32_t prev = j->prev;
+    const char *piece = pw_model_token_text(E.model, prev, t->token);
     j->prev = t->token;
     size_t old = j->len;
-    if (!append_text(j, piece, strlen(piece))) { /* fail it rather than answer with a hole */
+    if (!append_text(j, piece, strlen(piece)) || /* fail it rather than answer with a hole */
+        (j->p.sp.logprobs && !record_logprob(j, t, prev, old, j->len - old))) {
         serve_error_set(&j->error, 500, "server_error", NULL, NULL, "%s", pw_last_error());
         pw_clear_error();
         return true;
@@ -187,6 +210,8 @@ static bool take_token(serve_job *j, const pw_step_token *t, double now, const c
     if (cut != SIZE_MAX) {
         j->len = cut;
         j->text[cut] = '\0';
+        /* the tokens of the stop string are not part of the answer */
+        while (j->n_lps > 0 && j->lps[j->n_lps - 1].off >= cut) j->n_lps--;
         *reason = "stop";
         return true;
     }

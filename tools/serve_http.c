@@ -210,7 +210,7 @@ static void count(req *r, int status) {
  * each ending in CRLF (may be NULL). Takes body (malloc'ed). */
 static void respond(req *r, int status, const char *type, char *body, const char *extra) {
     size_t n = body ? strlen(body) : 0;
-    char head[512];
+    char head[1024];
     int hl = snprintf(head, sizeof head,
                       "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s\r\n",
                       status, reason(status), type, n, extra ? extra : "",
@@ -251,32 +251,8 @@ static void send_simple_error(req *r, int status, const char *type, const char *
     send_error(r, &err);
 }
 
-/* A copy of s[0..n) with malformed UTF-8 replaced by U+FFFD (a model can
- * emit any bytes; JSON must carry valid text). */
-static char *valid_utf8(const char *s, size_t n) {
-    char *out = malloc(n * 3 + 1);
-    if (!out) return NULL;
-    size_t o = 0;
-    for (size_t i = 0; i < n;) {
-        unsigned char c = (unsigned char)s[i];
-        size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
-                                  : (c & 0xF8) == 0xF0 ? 4 : 0;
-        if (len && i + len <= n && serve_utf8_valid(s + i, len)) {
-            memcpy(out + o, s + i, len);
-            o += len;
-            i += len;
-        } else {
-            memcpy(out + o, "\xEF\xBF\xBD", 3);
-            o += 3;
-            i++;
-        }
-    }
-    out[o] = '\0';
-    return out;
-}
-
 static void add_text(cJSON *obj, const char *key, const char *s, size_t n) {
-    char *t = valid_utf8(s, n);
+    char *t = serve_utf8_repair(s, n);
     cJSON_AddStringToObject(obj, key, t ? t : "");
     free(t);
 }
@@ -328,9 +304,10 @@ static void push_event(stream_ctx *s, cJSON *root) {
     free(json);
 }
 
-/* One chunk: text delta (may be empty) and finish reason (may be NULL). */
+/* One chunk: text delta (may be empty), the logprobs of its tokens
+ * (lp[0..n_lp); NULL: "logprobs": null) and finish reason (may be NULL). */
 static void push_chunk(stream_ctx *s, const char *text, size_t n, bool with_text,
-                       const char *finish) {
+                       const serve_logprob *lp, int64_t n_lp, const char *finish) {
     bool chat = s->job->p.kind == SERVE_CHAT;
     cJSON *root = response_head(s->r->h, chat ? "chat.completion.chunk" : "text_completion", s->id);
     cJSON *choices = cJSON_AddArrayToObject(root, "choices");
@@ -347,7 +324,9 @@ static void push_chunk(stream_ctx *s, const char *text, size_t n, bool with_text
     } else {
         add_text(ch, "text", text, n);
     }
-    cJSON_AddNullToObject(ch, "logprobs");
+    if (lp) cJSON_AddItemToObject(ch, "logprobs",
+                                  serve_logprobs_json(s->r->h->model, s->job->p.kind, lp, n_lp));
+    else cJSON_AddNullToObject(ch, "logprobs");
     if (finish) cJSON_AddStringToObject(ch, "finish_reason", finish);
     else cJSON_AddNullToObject(ch, "finish_reason");
     push_event(s, root);
@@ -392,6 +371,7 @@ static void stream_job(req *r, serve_job *j, const char *id) {
                       r->close ? "Connection: close\r\n" : "");
     bool ok = send_all(h, r->c->fd, head, (size_t)hl);
     size_t sent = 0;
+    int64_t lp_sent = 0; /* logprobs sent */
     int status = 0;
     while (ok) {
         serve_lock();
@@ -420,12 +400,28 @@ static void stream_job(req *r, serve_job *j, const char *id) {
         const char *finish = j->finish_reason;
         char *text = upto > sent ? malloc(upto - sent) : NULL;
         if (text) memcpy(text, j->text + sent, upto - sent);
-        serve_unlock();
-        if (upto > sent) {
-            if (!s.role_sent && j->p.kind == SERVE_CHAT) push_chunk(&s, "", 0, true, NULL);
-            push_chunk(&s, text ? text : "", text ? upto - sent : 0, true, NULL);
-            sent = upto;
+        /* the logprobs of the tokens whose text is all sent with this
+         * chunk; when done, of every token left (the text sent is final) */
+        int64_t lp_to = lp_sent;
+        while (lp_to < j->n_lps && (done || j->lps[lp_to].off + j->lps[lp_to].len <= upto))
+            lp_to++;
+        serve_logprob *lps = NULL;
+        if (lp_to > lp_sent) {
+            lps = malloc((size_t)(lp_to - lp_sent) * sizeof *lps);
+            if (lps) memcpy(lps, j->lps + lp_sent, (size_t)(lp_to - lp_sent) * sizeof *lps);
+            else lp_to = lp_sent; /* out of memory: sent with a later chunk */
         }
+        serve_unlock();
+        if (upto > sent || lps) {
+            if (!s.role_sent && j->p.kind == SERVE_CHAT)
+                push_chunk(&s, "", 0, true, NULL, 0, NULL);
+            static const serve_logprob none;
+            push_chunk(&s, text ? text : "", text ? upto - sent : 0, true,
+                       j->p.sp.logprobs ? (lps ? lps : &none) : NULL, lp_to - lp_sent, NULL);
+            sent = upto;
+            lp_sent = lp_to;
+        }
+        free(lps);
         free(text);
         if (done) {
             if (err.status) {
@@ -436,7 +432,7 @@ static void stream_job(req *r, serve_job *j, const char *id) {
                 free(e);
                 status = err.status;
             } else if (finish) {
-                push_chunk(&s, "", 0, false, finish);
+                push_chunk(&s, "", 0, false, NULL, 0, finish);
                 if (j->p.include_usage) {
                     bool chat = j->p.kind == SERVE_CHAT;
                     cJSON *root = response_head(
@@ -521,7 +517,10 @@ static void handle_generate(req *r, serve_kind kind) {
         } else {
             add_text(ch, "text", j->text ? j->text : "", j->len);
         }
-        cJSON_AddNullToObject(ch, "logprobs");
+        if (j->p.sp.logprobs)
+            cJSON_AddItemToObject(ch, "logprobs",
+                                  serve_logprobs_json(h->model, kind, j->lps, j->n_lps));
+        else cJSON_AddNullToObject(ch, "logprobs");
         cJSON_AddStringToObject(ch, "finish_reason", j->finish_reason ? j->finish_reason : "stop");
         cJSON_AddItemToObject(root, "usage", usage_json(j));
         send_json(r, 200, root);
@@ -542,17 +541,56 @@ static void handle_models(req *r) {
     send_json(r, 200, root);
 }
 
+/* POST /tokenize, /detokenize: llama-server's shapes (serve_tokenize.c). */
+static void handle_tokens(req *r, bool tokenize) {
+    serve_error err = {0};
+    char *out = NULL;
+    const char *body = r->body ? r->body : "";
+    bool ok = tokenize ? serve_tokenize(r->h->model, body, r->len, &out, &err)
+                       : serve_detokenize(r->h->model, body, r->len, &out, &err);
+    if (ok) respond(r, 200, "application/json", out, NULL);
+    else send_error(r, &err);
+}
+
+/* The chat page's files, with a policy that lets the page load nothing but
+ * itself and talk to nothing but this server: no inline script or style,
+ * no other origin, no framing. */
+static void handle_page(req *r) {
+    serve_page page;
+    if (!serve_page_find(r->head.path, &page)) {
+        send_simple_error(r, 404, "invalid_request_error", "not_found", "no such page");
+        return;
+    }
+    char *body = malloc(page.len + 1);
+    if (!body) {
+        send_simple_error(r, 500, "server_error", NULL, "out of memory");
+        return;
+    }
+    memcpy(body, page.data, page.len + 1);
+    respond(r, 200, page.content_type, body,
+            "Content-Security-Policy: default-src 'none'; script-src 'self'; style-src 'self'; "
+            "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; "
+            "frame-ancestors 'none'\r\n"
+            "X-Content-Type-Options: nosniff\r\nReferrer-Policy: no-referrer\r\n"
+            "Cache-Control: no-cache\r\n");
+}
+
 typedef struct route {
     const char *path;
     const char *method;
-    int kind; /* 0 chat, 1 completions, 2 models, 3 health, 4 metrics */
+    int kind; /* 0 chat, 1 completions, 2 models, 3 health, 4 metrics, 5 tokenize,
+                 6 detokenize, 7 the chat page */
     bool needs_key;
 } route;
 
+/* The page is open even with --api-key: it holds no secret, and asks for
+ * the key itself. */
 static const route routes[] = {
     {"/v1/chat/completions", "POST", 0, true}, {"/v1/completions", "POST", 1, true},
     {"/v1/models", "GET", 2, true},           {"/health", "GET", 3, false},
-    {"/metrics", "GET", 4, false},
+    {"/metrics", "GET", 4, false},            {"/tokenize", "POST", 5, true},
+    {"/detokenize", "POST", 6, true},         {"/", "GET", 7, false},
+    {"/chat.js", "GET", 7, false},            {"/chat.css", "GET", 7, false},
 };
 
 /* "Authorization: Bearer KEY", the scheme in any case (RFC 9110 11.1). */
@@ -618,6 +656,9 @@ static void dispatch(req *r) {
     case 1: handle_generate(r, SERVE_COMPLETION); break;
     case 2: handle_models(r); break;
     case 3: respond(r, 200, "application/json", strdup("{\"status\":\"ok\"}"), NULL); break;
+    case 5: handle_tokens(r, true); break;
+    case 6: handle_tokens(r, false); break;
+    case 7: handle_page(r); break;
     default: {
         char *metrics = serve_metrics_render();
         if (metrics) respond(r, 200, "text/plain; version=0.0.4", metrics, NULL);

@@ -8,9 +8,12 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
 void serve_error_set(serve_error *err, int status, const char *type, const char *param,
                      const char *code, const char *fmt, ...) {
@@ -66,6 +69,31 @@ bool serve_utf8_valid(const char *str, size_t len) {
         i += n + 1;
     }
     return true;
+}
+
+/* A copy of s[0..n) with malformed UTF-8 replaced by U+FFFD (a model can
+ * emit any bytes; JSON must carry valid text). */
+char *serve_utf8_repair(const char *s, size_t n) {
+    char *out = malloc(n * 3 + 1);
+    if (!out) return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
+                                  : (c & 0xF8) == 0xF0 ? 4 : 0;
+        /* a 0 byte would end the C string, and the text with it */
+        if (c && len && i + len <= n && serve_utf8_valid(s + i, len)) {
+            memcpy(out + o, s + i, len);
+            o += len;
+            i += len;
+        } else {
+            memcpy(out + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+        }
+    }
+    out[o] = '\0';
+    return out;
 }
 
 static bool bad(serve_error *err, const char *param, const char *fmt, const char *detail) {
@@ -130,6 +158,78 @@ static bool get_stop(const cJSON *obj, serve_params *p, serve_error *err) {
             return bad(err, "stop", "'%s' must hold non-empty strings%s", "");
         p->stop[p->n_stop++] = strdup(s->valuestring);
     }
+    return true;
+}
+
+/* "logit_bias": an object of at most PW_MAX_LOGIT_BIAS entries, each a
+ * token id in the vocabulary written as a decimal string, to a number
+ * from -100 to 100. */
+static bool get_logit_bias(const pw_model *m, const cJSON *obj, serve_params *p,
+                           serve_error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, "logit_bias");
+    if (!v || cJSON_IsNull(v)) return true;
+    if (!cJSON_IsObject(v))
+        return bad(err, "logit_bias", "'%s' must be an object of token ids to numbers%s", "");
+    int n = cJSON_GetArraySize(v);
+    if (n > PW_MAX_LOGIT_BIAS) {
+        char detail[64];
+        snprintf(detail, sizeof detail, " (%d given; at most %d)", n, PW_MAX_LOGIT_BIAS);
+        return bad(err, "logit_bias", "'%s' has too many entries%s", detail);
+    }
+    if (n == 0) return true;
+    p->bias = calloc((size_t)n, sizeof *p->bias);
+    if (!p->bias) {
+        serve_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+        return false;
+    }
+    int64_t vocab = pw_model_get_info(m)->vocab;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, v) {
+        const char *key = e->string ? e->string : "";
+        size_t kl = strlen(key);
+        bool digits = kl > 0 && kl <= 10;
+        for (size_t i = 0; digits && i < kl; i++) digits = key[i] >= '0' && key[i] <= '9';
+        char detail[96];
+        /* the key is shown only once it is known to be short and plain */
+        if (!digits)
+            return bad(err, "logit_bias", "'%s' keys must be token ids (decimal integers)%s", "");
+        long long id = strtoll(key, NULL, 10);
+        if (id >= vocab) {
+            snprintf(detail, sizeof detail, " (token %lld; the vocabulary has %lld)", id,
+                     (long long)vocab);
+            return bad(err, "logit_bias", "'%s' names a token outside the vocabulary%s", detail);
+        }
+        if (!cJSON_IsNumber(e)) {
+            snprintf(detail, sizeof detail, " (token %lld)", id);
+            return bad(err, "logit_bias", "'%s' values must be numbers%s", detail);
+        }
+        if (!(e->valuedouble >= -100.0 && e->valuedouble <= 100.0)) {
+            snprintf(detail, sizeof detail, " (token %lld: %g; allowed -100 to 100)", id,
+                     e->valuedouble);
+            return bad(err, "logit_bias", "'%s' value is out of range%s", detail);
+        }
+        p->bias[p->sp.n_logit_bias++] = (pw_logit_bias){(int32_t)id, (float)e->valuedouble};
+    }
+    p->sp.logit_bias = p->bias;
+    return true;
+}
+
+/* Chat: "logprobs" (true/false) and "top_logprobs" (0 to 20, only with
+ * logprobs true, as OpenAI requires). Completions: "logprobs", the number
+ * of top alternatives (0 to 20), whose presence asks for logprobs. */
+static bool get_logprobs(const cJSON *obj, serve_kind kind, serve_params *p, serve_error *err) {
+    int64_t top = -1;
+    if (kind == SERVE_COMPLETION) {
+        if (!get_int(obj, "logprobs", 0, PW_MAX_TOP_LOGPROBS, &top, err)) return false;
+        p->sp.logprobs = top >= 0;
+        p->sp.top_logprobs = top > 0 ? (int32_t)top : 0;
+        return true;
+    }
+    if (!get_bool(obj, "logprobs", &p->sp.logprobs, err)) return false;
+    if (!get_int(obj, "top_logprobs", 0, PW_MAX_TOP_LOGPROBS, &top, err)) return false;
+    if (top >= 0 && !p->sp.logprobs)
+        return bad(err, "top_logprobs", "'%s' needs \"logprobs\": true%s", "");
+    p->sp.top_logprobs = top > 0 ? (int32_t)top : 0;
     return true;
 }
 
@@ -303,9 +403,7 @@ static bool find_string(const cJSON *v, const char *path, string_finder *f) {
     return false;
 }
 
-/* The body as a JSON value: valid UTF-8, one JSON value, nothing after it
- * but whitespace, no NUL in any string. NULL (with err set) otherwise. */
-static cJSON *parse_body(const char *body, size_t len, serve_error *err) {
+cJSON *serve_parse_body(const char *body, size_t len, serve_error *err) {
     if (!serve_utf8_valid(body, len)) {
         serve_error_set(err, 400, "invalid_request_error", NULL, "invalid_utf8",
                         "the request body is not valid UTF-8");
@@ -345,14 +443,14 @@ static cJSON *parse_body(const char *body, size_t len, serve_error *err) {
  * max_tokens < 0 means "not given". */
 typedef struct request_options {
     int64_t max_tokens;
-    double temperature, top_p;
-    int64_t top_k, seed;
+    double temperature, top_p, presence_penalty, frequency_penalty;
+    int64_t top_k, seed; /* seed INT64_MIN: not given */
 } request_options;
 
 /* Every option but the prompt: model, n, token limits, sampling, stream,
  * stop and stream_options, checked in that order. */
-static bool parse_options(const cJSON *root, serve_kind kind, request_options *o, serve_params *p,
-                          serve_error *err) {
+static bool parse_options(const pw_model *m, const cJSON *root, serve_kind kind,
+                          request_options *o, serve_params *p, serve_error *err) {
     bool ok = true;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (model && !cJSON_IsString(model) && !cJSON_IsNull(model))
@@ -366,6 +464,10 @@ static bool parse_options(const cJSON *root, serve_kind kind, request_options *o
     if (ok) ok = get_number(root, "top_p", 0, 1, &o->top_p, err);
     if (ok) ok = get_int(root, "top_k", 0, INT32_MAX, &o->top_k, err);
     if (ok) ok = get_int(root, "seed", INT64_MIN / 2, INT64_MAX / 2, &o->seed, err);
+    if (ok) ok = get_number(root, "presence_penalty", -2, 2, &o->presence_penalty, err);
+    if (ok) ok = get_number(root, "frequency_penalty", -2, 2, &o->frequency_penalty, err);
+    if (ok) ok = get_logit_bias(m, root, p, err);
+    if (ok) ok = get_logprobs(root, kind, p, err);
     if (ok) ok = get_bool(root, "stream", &p->stream, err);
     if (ok) ok = get_stop(root, p, err);
     const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
@@ -398,6 +500,18 @@ static bool tokenize_prompt(const pw_model *m, serve_kind kind, const cJSON *roo
     return ok;
 }
 
+/* A seed for a request that gave none: from the kernel's random source,
+ * else the clock and a counter (still different per request). */
+static uint64_t random_seed(void) {
+    uint64_t s;
+    if (getrandom(&s, sizeof s, GRND_NONBLOCK) == (ssize_t)sizeof s) return s;
+    static _Atomic uint64_t counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ((uint64_t)ts.tv_sec * 1000000007ULL) ^ (uint64_t)ts.tv_nsec ^
+           (atomic_fetch_add(&counter, 1) * 0x9E3779B97F4A7C15ULL);
+}
+
 /* The prompt must leave room in the context; max_tokens, when not given,
  * is what is left (at most SERVE_DEFAULT_MAX_TOKENS), and when given must fit. */
 static bool fit_context(serve_kind kind, int64_t max_model_len, const serve_params *p,
@@ -426,7 +540,7 @@ bool serve_parse_request(const pw_model *m, serve_kind kind, const char *body, s
                          int64_t max_model_len, serve_params *p, serve_error *err) {
     memset(p, 0, sizeof *p);
     p->kind = kind;
-    cJSON *root = parse_body(body, len, err);
+    cJSON *root = serve_parse_body(body, len, err);
     if (!root) return false;
     bool ok = true;
     if (!cJSON_IsObject(root)) {
@@ -434,15 +548,20 @@ bool serve_parse_request(const pw_model *m, serve_kind kind, const char *body, s
                         "the request body must be a JSON object");
         ok = false;
     }
-    request_options o = {.max_tokens = -1, .temperature = 1.0, .top_p = 1.0, .top_k = 0, .seed = 0};
-    if (ok) ok = parse_options(root, kind, &o, p, err);
+    request_options o = {.max_tokens = -1, .temperature = 1.0, .top_p = 1.0, .seed = INT64_MIN};
+    if (ok) ok = parse_options(m, root, kind, &o, p, err);
     if (ok) ok = tokenize_prompt(m, kind, root, p, err);
     if (ok) ok = fit_context(kind, max_model_len, p, &o.max_tokens, err);
     p->max_tokens = o.max_tokens;
     p->sp.temperature = (float)o.temperature;
     p->sp.top_p = (float)o.top_p;
     p->sp.top_k = (int32_t)o.top_k;
-    p->sp.seed = (uint64_t)o.seed;
+    p->sp.presence_penalty = (float)o.presence_penalty;
+    p->sp.frequency_penalty = (float)o.frequency_penalty;
+    /* Without a seed an answer is random each time; with one it is the
+     * same every time (the engine's generator starts from it alone). */
+    p->seeded = o.seed != INT64_MIN;
+    p->sp.seed = p->seeded ? (uint64_t)o.seed : random_seed();
     cJSON_Delete(root);
     if (!ok) serve_params_free(p);
     return ok;
@@ -451,6 +570,10 @@ bool serve_parse_request(const pw_model *m, serve_kind kind, const char *body, s
 void serve_params_free(serve_params *p) {
     free(p->prompt);
     p->prompt = NULL;
+    free(p->bias);
+    p->bias = NULL;
+    p->sp.logit_bias = NULL;
+    p->sp.n_logit_bias = 0;
     for (int i = 0; i < p->n_stop; i++) free(p->stop[i]);
     p->n_stop = 0;
 }
