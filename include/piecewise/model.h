@@ -153,7 +153,8 @@ typedef struct pw_sampling_params {
     uint64_t seed;
     /* OpenAI's penalties, -2 to 2 (0: off). Before each sampled token, the
      * logit of every token that occurs c > 0 times among the request's
-     * generated tokens (not the prompt) loses c * frequency_penalty +
+     * tokens after its prompt (what it generated, and the turns that
+     * pw_engine_continue_request appended) loses c * frequency_penalty +
      * presence_penalty. */
     float presence_penalty;
     float frequency_penalty;
