@@ -1,7 +1,7 @@
 """piecewise serve driven by the official openai Python client: model list,
 completions (plain and streaming), 16 concurrent greedy streams each equal
-to the solo answer, and chat (plain and streaming) with SmolLM2 when its
-GGUF is present. Usage: test_openai.py PIECEWISE TINY_MODEL_TOOL WORKDIR"""
+to the solo answer, logprobs, seeds, penalties and logit_bias, and chat
+(plain and streaming, with logprobs) with SmolLM2 when its GGUF is present. Usage: test_openai.py PIECEWISE TINY_MODEL_TOOL WORKDIR"""
 import os
 import sys
 import threading
@@ -50,6 +50,24 @@ for th in threads:
     th.join(300)
 t.check(all(r == solo for r in results), f"16 concurrent greedy streams equal solo: {results}")
 
+# logprobs, seed, penalties and logit_bias through the official client's types
+c = client.completions.create(model=name, prompt="Once upon a time", max_tokens=8, temperature=0,
+                              logprobs=2)
+lp = c.choices[0].logprobs
+t.check(lp is not None and len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs)
+        == len(lp.text_offset) == c.usage.completion_tokens
+        and all(x <= 0 for x in lp.token_logprobs), f"completion logprobs: {lp}")
+streamed = [x for ch in client.completions.create(model=name, prompt="Once upon a time",
+                                                  max_tokens=8, temperature=0, logprobs=2,
+                                                  stream=True)
+            if ch.choices and ch.choices[0].logprobs for x in ch.choices[0].logprobs.token_logprobs]
+t.check(streamed == lp.token_logprobs, f"streamed completion logprobs: {streamed}")
+seeded = [client.completions.create(model=name, prompt="Once upon a time", max_tokens=16,
+                                    temperature=1.0, seed=77, presence_penalty=0.5,
+                                    frequency_penalty=0.5, logit_bias={"5": -100})
+          .choices[0].text for _ in range(2)]
+t.check(seeded[0] == seeded[1], f"seeded completions agree: {seeded}")
+
 try:
     client.completions.create(model=name, prompt="x", max_tokens=0)
     t.check(False, "max_tokens=0 accepted")
@@ -84,6 +102,19 @@ if chat_model:
     t.check(chunks[0].choices[0].delta.role == "assistant", "first chunk carries the role")
     t.check(chunks[-1].usage is not None and chunks[-1].usage.completion_tokens
             == r.usage.completion_tokens, f"usage chunk: {chunks[-1]}")
+    r3 = client.chat.completions.create(model="smollm", messages=msgs, max_tokens=24,
+                                        temperature=0, logprobs=True, top_logprobs=3)
+    content = r3.choices[0].logprobs.content if r3.choices[0].logprobs else []
+    t.check(r3.choices[0].message.content == answer
+            and "".join(e.token for e in content) == answer
+            and b"".join(bytes(e.bytes) for e in content).decode() == answer
+            and all(len(e.top_logprobs) == 3 and e.top_logprobs[0].token == e.token
+                    for e in content), f"chat logprobs: {r3}")
+    lps = [e.logprob for ch in client.chat.completions.create(
+               model="smollm", messages=msgs, max_tokens=24, temperature=0, logprobs=True,
+               top_logprobs=3, stream=True)
+           if ch.choices and ch.choices[0].logprobs for e in ch.choices[0].logprobs.content]
+    t.check(lps == [e.logprob for e in content], f"streamed chat logprobs: {lps}")
     r2 = client.chat.completions.create(model="smollm", messages=msgs, max_completion_tokens=3,
                                         temperature=0)
     t.check(r2.choices[0].finish_reason == "length" and r2.usage.completion_tokens == 3,
