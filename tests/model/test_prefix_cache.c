@@ -8,7 +8,8 @@
  *    the block's tokens and its chain parent to match;
  *  - the engine: a greedy answer, and the logits its first token was
  *    sampled from, are bit for bit the same whether its prefix came from
- *    the cache or was computed, in NONE, PIECEWISE and FULL, with requests
+ *    the cache and the rest was prefilled in chunks, or the whole prompt
+ *    was computed in one step, in NONE, PIECEWISE and FULL, with requests
  *    arriving together (sharing through the wait) or staggered (prefills
  *    mixed with decodes), with a cache small enough to evict, and with
  *    every hash colliding; the hit counters count tokens (stories260K, and
@@ -319,14 +320,18 @@ static void check_engine(pw_model *m, const char *label, int32_t *const *prompts
         if (!every_variant && modes[k] == PW_GRAPH_PIECEWISE) continue;
         run_spec sp = {.mode = modes[k], .block_size = 4, .batched_tokens = 16,
                        .new_tokens = new_tokens};
-        /* the reference: every prompt computed in full, each request on its own */
+        /* the reference: every prompt computed in full in one prefill step,
+         * each request on its own; the runs below prefill in chunks of 16
+         * after a cached prefix */
         memset(&ref.n, 0, sizeof ref.n);
         for (int i = 0; i < n_req; i++) {
+            CHECK(lens[i] <= 128); /* one prefill step */
             static run_result one;
             one.first_logits = ref.first_logits + i * vocab;
             int32_t *const *pi = prompts + i;
             run_spec solo = sp;
             solo.join[0] = 0;
+            solo.batched_tokens = 128; /* the whole prompt in one step: no chunks */
             CHECK_OK(run(m, &solo, pi, lens + i, 1, &one));
             ref.n[i] = one.n[0];
             memcpy(ref.tokens[i], one.tokens[0], sizeof one.tokens[0]);
