@@ -632,6 +632,7 @@ static pw_status items_of(jctx *c, int line, jv in, jv *out) {
     for (int64_t i = 0; st == PW_OK && i < in.u.d->n; i++) {
         jv pair = jv_list();
         if (jv_failed(pair)) st = PW_ERR_OOM;
+        else pair.u.l->tuple = true;
         if (st == PW_OK) st = jlist_push(pair.u.l, jv_retain(in.u.d->keys[i]));
         if (st == PW_OK) st = jlist_push(pair.u.l, jv_retain(in.u.d->vals[i]));
         if (st == PW_OK) st = jlist_push(r.u.l, pair);

@@ -659,6 +659,7 @@ static pw_status eval_inner(jctx *c, scope *s, const node *n, jv *out) {
                 return st;
             }
         }
+        l.u.l->tuple = n->kind == N_TUPLE;
         *out = l;
         return PW_OK;
     }

@@ -57,7 +57,8 @@ struct jstr {
 
 struct jlist {
     int rc;
-    bool lazy; /* a generator in jinja2 (map, select, ...): no len(), no JSON, no indexing */
+    bool lazy;  /* a generator in jinja2 (map, select, ...): no len(), no JSON, no indexing */
+    bool tuple; /* printed as (a, b) */
     int64_t n, cap;
     jv *items;
 };

@@ -863,6 +863,7 @@ static pw_status parse_math1(parser *p, node **out) {
 
 static pw_status parse_compare(parser *p, node **out) {
     PW_TRY(parse_math1(p, out));
+    node *last = NULL; /* the previous comparison of a chain */
     for (;;) {
         int op = accept_op(p, "==") ? OP_EQ : accept_op(p, "!=") ? OP_NE : accept_op(p, "<=") ? OP_LE
                : accept_op(p, ">=") ? OP_GE : accept_op(p, "<") ? OP_LT : accept_op(p, ">") ? OP_GT
@@ -882,7 +883,16 @@ static pw_status parse_compare(parser *p, node **out) {
         }
         node *b;
         PW_TRY(parse_math1(p, &b));
-        PW_TRY(binary(p, op, *out, b, out));
+        if (!last) {
+            PW_TRY(binary(p, op, *out, b, out));
+            last = *out;
+        } else {
+            /* a < b < c is a < b and b < c */
+            node *cmp;
+            PW_TRY(binary(p, op, last->b, b, &cmp));
+            PW_TRY(binary(p, OP_AND, *out, cmp, out));
+            last = cmp;
+        }
     }
 }
 
@@ -1246,7 +1256,7 @@ static pw_status parse_statement(parser *p, const seg *s, node **out) {
  * word. */
 static pw_status parse_body(parser *p, const char *const *stops, nodes *body, const char **stop_word,
                             size_t *stop_len) {
-    int open_line = p->at < p->n_segs ? p->segs[p->at > 0 ? p->at - 1 : 0].line : 0;
+    int open_line = p->at > 0 ? p->segs[p->at - 1].line : 1;
     while (p->at < p->n_segs) {
         const seg *s = &p->segs[p->at++];
         node *n = NULL;
@@ -1276,7 +1286,11 @@ static pw_status parse_body(parser *p, const char *const *stops, nodes *body, co
         }
         PW_TRY(nodes_push(body, n));
     }
-    if (stops) return fail(p, open_line, "'%s' missing at the end of the template", stops[0]);
+    if (stops) {
+        int last = 0;
+        while (stops[last + 1]) last++;
+        return fail(p, open_line, "'%s' missing at the end of the template", stops[last]);
+    }
     return PW_OK;
 }
 

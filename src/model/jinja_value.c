@@ -391,12 +391,12 @@ static void repr_container(jbuf *b, jv v, int depth) {
         return;
     }
     if (v.type == JV_LIST) {
-        put_cstr(b, "[");
+        put_cstr(b, v.u.l->tuple ? "(" : "[");
         for (int64_t i = 0; i < v.u.l->n; i++) {
             if (i) put_cstr(b, ", ");
             jv_repr(b, v.u.l->items[i], depth + 1);
         }
-        put_cstr(b, "]");
+        put_cstr(b, !v.u.l->tuple ? "]" : v.u.l->n == 1 ? ",)" : ")");
     } else if (v.u.d->is_namespace) {
         put_cstr(b, "<Namespace>");
     } else {

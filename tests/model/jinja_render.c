@@ -3,11 +3,13 @@
  *
  *   pw_jinja_render TEMPLATE CONTEXT.json NOW   the output on stdout, or the
  *                                               error on stderr and status 1
- *   pw_jinja_render --gguf-template MODEL.gguf  tokenizer.chat_template
+ *   pw_jinja_render --gguf-template MODEL.gguf  the template the model uses
+ *                                               (pw_chat_template_source)
  *
  * CONTEXT.json is a JSON object: the template's variables. NOW is the time
  * strftime_now formats (seconds since the epoch). */
 #include "internal.h"
+#include "model/chat.h"
 #include "model/gguf.h"
 #include "model/jinja.h"
 
@@ -47,7 +49,7 @@ int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--gguf-template") == 0) {
         pw_gguf *g;
         const char *t;
-        if (pw_gguf_open(argv[2], &g) != PW_OK || pw_gguf_get_string(g, "tokenizer.chat_template", &t) != PW_OK) {
+        if (pw_gguf_open(argv[2], &g) != PW_OK || pw_chat_template_source(g, &t) != PW_OK) {
             fprintf(stderr, "%s\n", pw_last_error());
             return 1;
         }
