@@ -257,11 +257,14 @@ static void add_text(cJSON *obj, const char *key, const char *s, size_t n) {
     free(t);
 }
 
-static cJSON *usage_json(const serve_job *j) {
+/* Usage of a request's n choices: the prompt once, every choice's tokens. */
+static cJSON *usage_json(serve_job *const *jobs, int n) {
+    int64_t completion = 0;
+    for (int i = 0; i < n; i++) completion += jobs[i]->n_completion;
     cJSON *u = cJSON_CreateObject();
-    cJSON_AddNumberToObject(u, "prompt_tokens", (double)j->p.n_prompt);
-    cJSON_AddNumberToObject(u, "completion_tokens", (double)j->n_completion);
-    cJSON_AddNumberToObject(u, "total_tokens", (double)(j->p.n_prompt + j->n_completion));
+    cJSON_AddNumberToObject(u, "prompt_tokens", (double)jobs[0]->p.n_prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", (double)completion);
+    cJSON_AddNumberToObject(u, "total_tokens", (double)(jobs[0]->p.n_prompt + completion));
     return u;
 }
 
@@ -278,9 +281,9 @@ static cJSON *response_head(serve_http *h, const char *object, const char *id) {
 
 typedef struct stream_ctx {
     req *r;
-    serve_job *job;
+    serve_job *job; /* the first choice */
     char id[48];
-    bool role_sent;
+    bool role_sent[SERVE_MAX_CHOICES];
     char *pending; /* SSE bytes of the next chunk */
     size_t pend_len, pend_cap;
     double last_send;
@@ -304,21 +307,22 @@ static void push_event(stream_ctx *s, cJSON *root) {
     free(json);
 }
 
-/* One chunk: text delta (may be empty), the logprobs of its tokens
- * (lp[0..n_lp); NULL: "logprobs": null) and finish reason (may be NULL). */
-static void push_chunk(stream_ctx *s, const char *text, size_t n, bool with_text,
+/* One chunk of choice `index`: text delta (may be empty), the logprobs of
+ * its tokens (lp[0..n_lp); NULL: "logprobs": null) and finish reason (may
+ * be NULL). */
+static void push_chunk(stream_ctx *s, int index, const char *text, size_t n, bool with_text,
                        const serve_logprob *lp, int64_t n_lp, const char *finish) {
     bool chat = s->job->p.kind == SERVE_CHAT;
     cJSON *root = response_head(s->r->h, chat ? "chat.completion.chunk" : "text_completion", s->id);
     cJSON *choices = cJSON_AddArrayToObject(root, "choices");
     cJSON *ch = cJSON_CreateObject();
     cJSON_AddItemToArray(choices, ch);
-    cJSON_AddNumberToObject(ch, "index", 0);
+    cJSON_AddNumberToObject(ch, "index", index);
     if (chat) {
         cJSON *delta = cJSON_AddObjectToObject(ch, "delta");
-        if (!s->role_sent) {
+        if (!s->role_sent[index]) {
             cJSON_AddStringToObject(delta, "role", "assistant");
-            s->role_sent = true;
+            s->role_sent[index] = true;
         }
         if (with_text) add_text(delta, "content", text, n);
     } else {
@@ -356,11 +360,37 @@ static bool stream_flush(stream_ctx *s) {
     return ok;
 }
 
-/* Streams a job's answer. Counts the outcome: its status once the stream
- * ended in full, cancelled when the client left before. */
-static void stream_job(req *r, serve_job *j, const char *id) {
+/* True when some choice has text not yet sent, or has ended and its end
+ * is not yet sent. Lock held. */
+static bool stream_news(serve_job *const *jobs, int n, const size_t *sent, const bool *ended) {
+    for (int i = 0; i < n; i++)
+        if (!ended[i] && (jobs[i]->state == JOB_DONE || jobs[i]->safe_len > sent[i])) return true;
+    return false;
+}
+
+/* A copy of job j's logprobs from `from` on (malloc'ed; NULL when none or
+ * out of memory, which sends them with a later chunk): those of the tokens
+ * whose text is all within upto bytes, or, when the job is done (its text
+ * final), all of them; *to is where they end. Lock held. */
+static serve_logprob *take_logprobs(const serve_job *j, int64_t from, size_t upto, bool done,
+                                    int64_t *to) {
+    int64_t end = from;
+    while (end < j->n_lps && (done || j->lps[end].off + j->lps[end].len <= upto)) end++;
+    *to = from;
+    if (end == from) return NULL;
+    serve_logprob *lp = malloc((size_t)(end - from) * sizeof *lp);
+    if (!lp) return NULL;
+    memcpy(lp, j->lps + from, (size_t)(end - from) * sizeof *lp);
+    *to = end;
+    return lp;
+}
+
+/* Streams the answers of a request's n choices, each chunk naming its
+ * choice. Counts the outcome: its status once the stream ended in full,
+ * cancelled when the client left before. */
+static void stream_job(req *r, serve_job *const *jobs, int n, const char *id) {
     serve_http *h = r->h;
-    stream_ctx s = {.r = r, .job = j, .last_send = serve_now()};
+    stream_ctx s = {.r = r, .job = jobs[0], .last_send = serve_now()};
     memcpy(s.id, id, sizeof s.id);
     if (r->head.minor == 0) r->close = true;
     char head[256];
@@ -370,14 +400,16 @@ static void stream_job(req *r, serve_job *j, const char *id) {
                       r->head.minor ? "Transfer-Encoding: chunked\r\n" : "",
                       r->close ? "Connection: close\r\n" : "");
     bool ok = send_all(h, r->c->fd, head, (size_t)hl);
-    size_t sent = 0;
-    int64_t lp_sent = 0; /* logprobs sent */
-    int status = 0;
+    size_t sent[SERVE_MAX_CHOICES] = {0};
+    int64_t lp_sent[SERVE_MAX_CHOICES] = {0}; /* logprobs sent */
+    bool ended[SERVE_MAX_CHOICES] = {0};
+    int n_ended = 0, status = 0;
+    bool chat = jobs[0]->p.kind == SERVE_CHAT;
     while (ok) {
         serve_lock();
-        while (j->state != JOB_DONE && j->safe_len <= sent) {
-            serve_job_wait(j, sent, 0.2);
-            if (j->state != JOB_DONE && j->safe_len <= sent) {
+        while (!stream_news(jobs, n, sent, ended)) {
+            serve_job_wait_any(jobs[0], 0.2);
+            if (!stream_news(jobs, n, sent, ended)) {
                 serve_unlock();
                 if (client_gone(r->c->fd)) {
                     ok = false;
@@ -394,57 +426,71 @@ static void stream_job(req *r, serve_job *j, const char *id) {
             }
         }
         if (!ok) break;
-        size_t upto = j->safe_len;
-        bool done = j->state == JOB_DONE;
-        serve_error err = j->error;
-        const char *finish = j->finish_reason;
-        char *text = upto > sent ? malloc(upto - sent) : NULL;
-        if (text) memcpy(text, j->text + sent, upto - sent);
-        /* the logprobs of the tokens whose text is all sent with this
-         * chunk; when done, of every token left (the text sent is final) */
-        int64_t lp_to = lp_sent;
-        while (lp_to < j->n_lps && (done || j->lps[lp_to].off + j->lps[lp_to].len <= upto))
-            lp_to++;
-        serve_logprob *lps = NULL;
-        if (lp_to > lp_sent) {
-            lps = malloc((size_t)(lp_to - lp_sent) * sizeof *lps);
-            if (lps) memcpy(lps, j->lps + lp_sent, (size_t)(lp_to - lp_sent) * sizeof *lps);
-            else lp_to = lp_sent; /* out of memory: sent with a later chunk */
+        size_t upto[SERVE_MAX_CHOICES];
+        bool done[SERVE_MAX_CHOICES];
+        serve_error err[SERVE_MAX_CHOICES];
+        const char *finish[SERVE_MAX_CHOICES];
+        char *text[SERVE_MAX_CHOICES];
+        serve_logprob *lps[SERVE_MAX_CHOICES];
+        int64_t lp_to[SERVE_MAX_CHOICES];
+        for (int i = 0; i < n; i++) {
+            serve_job *j = jobs[i];
+            upto[i] = j->safe_len;
+            done[i] = j->state == JOB_DONE && !ended[i];
+            err[i] = j->error;
+            finish[i] = j->finish_reason;
+            text[i] = upto[i] > sent[i] ? malloc(upto[i] - sent[i]) : NULL;
+            if (text[i]) memcpy(text[i], j->text + sent[i], upto[i] - sent[i]);
+            lps[i] = take_logprobs(j, lp_sent[i], upto[i], done[i], &lp_to[i]);
         }
         serve_unlock();
-        if (upto > sent || lps) {
-            if (!s.role_sent && j->p.kind == SERVE_CHAT)
-                push_chunk(&s, "", 0, true, NULL, 0, NULL);
-            static const serve_logprob none;
-            push_chunk(&s, text ? text : "", text ? upto - sent : 0, true,
-                       j->p.sp.logprobs ? (lps ? lps : &none) : NULL, lp_to - lp_sent, NULL);
-            sent = upto;
-            lp_sent = lp_to;
-        }
-        free(lps);
-        free(text);
-        if (done) {
-            if (err.status) {
-                char *e = serve_error_json(&err);
+        bool failed = false, cancelled = false;
+        for (int i = 0; i < n; i++) {
+            if (upto[i] > sent[i] || lps[i]) {
+                if (!s.role_sent[i] && chat) push_chunk(&s, i, "", 0, true, NULL, 0, NULL);
+                static const serve_logprob none;
+                push_chunk(&s, i, text[i] ? text[i] : "", text[i] ? upto[i] - sent[i] : 0, true,
+                           jobs[i]->p.sp.logprobs ? (lps[i] ? lps[i] : &none) : NULL,
+                           lp_to[i] - lp_sent[i], NULL);
+                sent[i] = upto[i];
+                lp_sent[i] = lp_to[i];
+            }
+            free(lps[i]);
+            free(text[i]);
+            if (!done[i] || failed || cancelled) continue;
+            if (err[i].status) {
+                /* one choice failed: the stream ends with its error */
+                char *e = serve_error_json(&err[i]);
                 push_raw(&s, "data: ", 6);
                 push_raw(&s, e ? e : "{}", e ? strlen(e) : 2);
                 push_raw(&s, "\n\n", 2);
                 free(e);
-                status = err.status;
-            } else if (finish) {
-                push_chunk(&s, "", 0, false, NULL, 0, finish);
-                if (j->p.include_usage) {
-                    bool chat = j->p.kind == SERVE_CHAT;
+                status = err[i].status;
+                failed = true;
+            } else if (finish[i]) {
+                push_chunk(&s, i, "", 0, false, NULL, 0, finish[i]);
+                ended[i] = true;
+                n_ended++;
+            } else {
+                cancelled = true;
+            }
+        }
+        if (cancelled) {
+            ok = false;
+            break;
+        }
+        if (failed || n_ended == n) {
+            if (!failed) {
+                if (jobs[0]->p.include_usage) {
                     cJSON *root = response_head(
                         h, chat ? "chat.completion.chunk" : "text_completion", s.id);
                     cJSON_AddArrayToObject(root, "choices");
-                    cJSON_AddItemToObject(root, "usage", usage_json(j));
+                    serve_lock();
+                    cJSON_AddItemToObject(root, "usage", usage_json(jobs, n));
+                    serve_unlock();
                     push_event(&s, root);
                 }
                 status = 200;
-            } else {
-                ok = false; /* cancelled */
-                break;
             }
             push_raw(&s, "data: [DONE]\n\n", 14);
             ok = stream_flush(&s);
@@ -454,14 +500,18 @@ static void stream_job(req *r, serve_job *j, const char *id) {
         ok = stream_flush(&s);
     }
     free(s.pending);
-    if (!ok) {
-        serve_job_cancel(j); /* no-op when it finished */
-        r->close = true;
-    }
+    /* no-ops for the choices that finished; the others stop (the client
+     * left, or a sibling choice failed) */
+    for (int i = 0; i < n; i++) serve_job_cancel(jobs[i]);
+    if (!ok) r->close = true;
     count(r, ok ? status : 0);
 }
 
 /* ---- endpoints ------------------------------------------------------------------------------- */
+
+static void release_jobs(serve_job *const *jobs, int n) {
+    for (int i = 0; i < n; i++) serve_job_release(jobs[i]);
+}
 
 static void handle_generate(req *r, serve_kind kind) {
     serve_http *h = r->h;
@@ -472,28 +522,33 @@ static void handle_generate(req *r, serve_kind kind) {
         send_error(r, &err);
         return;
     }
-    serve_job *j = serve_engine_submit(&p, &err);
-    if (!j) {
+    serve_job *jobs[SERVE_MAX_CHOICES];
+    if (!serve_engine_submit(&p, jobs, &err)) {
         serve_params_free(&p);
         send_error(r, &err);
         return;
     }
+    int n = jobs[0]->p.n_choices > 1 ? jobs[0]->p.n_choices : 1;
     char id[48];
     snprintf(id, sizeof id, "%s-%lld", kind == SERVE_CHAT ? "chatcmpl" : "cmpl",
              (long long)atomic_fetch_add(&h->next_id, 1));
-    if (j->p.stream) {
-        stream_job(r, j, id);
-        serve_job_release(j);
+    if (jobs[0]->p.stream) {
+        stream_job(r, jobs, n, id);
+        release_jobs(jobs, n);
         return;
     }
     serve_lock();
-    while (j->state != JOB_DONE) {
-        serve_job_wait(j, j->safe_len, 0.2);
-        if (j->state == JOB_DONE) break;
+    for (int i = 0; i < n;) {
+        if (jobs[i]->state == JOB_DONE) {
+            i++;
+            continue;
+        }
+        serve_job_wait_any(jobs[0], 0.2);
+        if (jobs[i]->state == JOB_DONE) continue;
         serve_unlock();
         if (client_gone(r->c->fd)) {
-            serve_job_cancel(j);
-            serve_job_release(j);
+            for (int k = 0; k < n; k++) serve_job_cancel(jobs[k]);
+            release_jobs(jobs, n);
             r->close = true;
             count(r, 0);
             return;
@@ -501,31 +556,38 @@ static void handle_generate(req *r, serve_kind kind) {
         serve_lock();
     }
     serve_unlock();
-    if (j->error.status) {
-        send_error(r, &j->error);
+    const serve_error *failed = NULL;
+    for (int i = 0; i < n && !failed; i++)
+        if (jobs[i]->error.status) failed = &jobs[i]->error;
+    if (failed) {
+        send_error(r, failed);
     } else {
         bool chat = kind == SERVE_CHAT;
         cJSON *root = response_head(h, chat ? "chat.completion" : "text_completion", id);
         cJSON *choices = cJSON_AddArrayToObject(root, "choices");
-        cJSON *ch = cJSON_CreateObject();
-        cJSON_AddItemToArray(choices, ch);
-        cJSON_AddNumberToObject(ch, "index", 0);
-        if (chat) {
-            cJSON *msg = cJSON_AddObjectToObject(ch, "message");
-            cJSON_AddStringToObject(msg, "role", "assistant");
-            add_text(msg, "content", j->text ? j->text : "", j->len);
-        } else {
-            add_text(ch, "text", j->text ? j->text : "", j->len);
+        for (int i = 0; i < n; i++) {
+            const serve_job *j = jobs[i];
+            cJSON *ch = cJSON_CreateObject();
+            cJSON_AddItemToArray(choices, ch);
+            cJSON_AddNumberToObject(ch, "index", i);
+            if (chat) {
+                cJSON *msg = cJSON_AddObjectToObject(ch, "message");
+                cJSON_AddStringToObject(msg, "role", "assistant");
+                add_text(msg, "content", j->text ? j->text : "", j->len);
+            } else {
+                add_text(ch, "text", j->text ? j->text : "", j->len);
+            }
+            if (j->p.sp.logprobs)
+                cJSON_AddItemToObject(ch, "logprobs",
+                                      serve_logprobs_json(h->model, kind, j->lps, j->n_lps));
+            else cJSON_AddNullToObject(ch, "logprobs");
+            cJSON_AddStringToObject(ch, "finish_reason",
+                                    j->finish_reason ? j->finish_reason : "stop");
         }
-        if (j->p.sp.logprobs)
-            cJSON_AddItemToObject(ch, "logprobs",
-                                  serve_logprobs_json(h->model, kind, j->lps, j->n_lps));
-        else cJSON_AddNullToObject(ch, "logprobs");
-        cJSON_AddStringToObject(ch, "finish_reason", j->finish_reason ? j->finish_reason : "stop");
-        cJSON_AddItemToObject(root, "usage", usage_json(j));
+        cJSON_AddItemToObject(root, "usage", usage_json(jobs, n));
         send_json(r, 200, root);
     }
-    serve_job_release(j);
+    release_jobs(jobs, n);
 }
 
 static void handle_models(req *r) {
