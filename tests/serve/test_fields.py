@@ -231,6 +231,29 @@ t.check(st == 200 and r["choices"][0]["text"] == plain_comp["choices"][0]["text"
 st, r = post("/v1/completions", dict(COMP, presence_penalty=2, frequency_penalty=2, max_tokens=24))
 t.check(st == 200 and r["choices"][0]["finish_reason"] in ("stop", "length"), f"penalties run: {r}")
 
+# ---- several choices: each its own logprobs, seed + i, the bias in every one -------------------
+st, r = post("/v1/completions", dict(SEEDED, n=3, logprobs=1))
+chs = r.get("choices", []) if st == 200 else []
+t.check(len(chs) == 3 and all(c["logprobs"] and len(c["logprobs"]["tokens"]) > 0 for c in chs),
+        f"n=3 with logprobs: each choice has its own: {st} {r}")
+for i, c in enumerate(chs):
+    st, one = post("/v1/completions", dict(SEEDED, seed=SEEDED["seed"] + i, logprobs=1))
+    t.check(st == 200 and one["choices"][0]["text"] == c["text"]
+            and one["choices"][0]["logprobs"] == c["logprobs"],
+            f"choice {i} is the request with seed + {i}, logprobs included")
+st, evs = stream("/v1/completions", dict(SEEDED, n=2, logprobs=1))
+per = {0: [], 1: []}
+for e in evs:
+    for c in e.get("choices", []):
+        if c.get("logprobs"):
+            per[c["index"]] += c["logprobs"]["token_logprobs"]
+t.check(st == 200 and per[0] == chs[0]["logprobs"]["token_logprobs"]
+        and per[1] == chs[1]["logprobs"]["token_logprobs"],
+        "streamed choices carry their own logprobs")
+st, r = post("/v1/completions", dict(COMP, n=2, temperature=1, logit_bias={str(ll_id): 100}))
+t.check(st == 200 and [c["text"] for c in r["choices"]] == ["ll" * COMP["max_tokens"]] * 2,
+        f"logit_bias applies to every choice: {r}")
+
 # ---- bad values: 400 naming the field ----------------------------------------------------------
 many = {str(i): 1 for i in range(301)}
 BAD = [
