@@ -1,7 +1,8 @@
 /* What a request asks of the sampler, through the engine:
  *  - logprobs and top logprobs are bitwise the same in NONE, PIECEWISE
- *    and FULL, and for a request alone or in a batch with others that
- *    prefill and decode beside it;
+ *    and FULL, for a request alone or in a batch with others that prefill
+ *    and decode beside it, and when its prompt's prefix comes from the
+ *    prefix cache;
  *  - a sampled request's tokens depend on its seed alone: the same seed
  *    gives the same tokens alone, in a batch, added after other requests
  *    (another request id), and twice in one batch; another seed differs;
@@ -42,6 +43,8 @@ static const char *const prompt_text[MAX_REQS] = {
 
 /* Runs requests [0, n) (prompt i with sampling sp[i], added at step
  * join[i]) in `mode` and records each one's tokens and logprobs. */
+static int64_t last_cache_hits; /* prefix-cache hit tokens of the last run */
+
 static pw_status run(pw_model *m, pw_graph_mode mode, const pw_sampling_params *sp,
                      const int *prompt, const int *join, int n, request_run *out) {
     pw_engine_config cfg;
@@ -84,6 +87,9 @@ static pw_status run(pw_model *m, pw_graph_mode mode, const pw_sampling_params *
             }
         if (step > 1000) s = pw_error(PW_ERR_INTERNAL, "test: the engine does not finish");
     }
+    pw_engine_stats st;
+    pw_engine_get_stats(e, &st);
+    last_cache_hits = st.prefix_cache_hits;
     pw_engine_free(e);
     return s;
 }
@@ -139,6 +145,25 @@ static void check_logprobs_bitwise(pw_model *m, const char *label) {
     CHECK(mix_ref[3].rec[0].logprob == 0.0f);
     CHECK_EQ_INT(mix_ref[2].rec[0].n_top, 0);
     CHECK(mix_ref[2].rec[0].logprob < 0.0f);
+}
+
+/* A long prompt asked again after it finished finds its prefix in the
+ * prefix cache: the logprobs are the same bits as computing it, in every
+ * mode. */
+static void check_logprobs_cache_hit(pw_model *m, const char *label) {
+    pw_sampling_params sp[2] = {{.logprobs = true, .top_logprobs = TOP},
+                                {.logprobs = true, .top_logprobs = TOP}};
+    int prompt[2] = {1, 1}, join[2] = {0, 40};
+    static const pw_graph_mode modes[3] = {PW_GRAPH_NONE, PW_GRAPH_PIECEWISE, PW_GRAPH_FULL};
+    for (int k = 0; k < 3; k++) {
+        static request_run out[2];
+        CHECK_OK(run(m, modes[k], sp, prompt, join, 2, out));
+        bool same = same_run(&out[0], &out[1]);
+        if (!same || last_cache_hits == 0)
+            fprintf(stderr, "%s: %s: a cache hit's logprobs differ (%d) or no hit (%lld)\n",
+                    label, pw_graph_mode_name(modes[k]), !same, (long long)last_cache_hits);
+        CHECK(same && last_cache_hits > 0);
+    }
 }
 
 /* A seeded sampled request gives the same tokens alone, in a batch, with
@@ -224,6 +249,7 @@ static void check_bad_params(pw_model *m) {
 
 static void check_model(pw_model *m, const char *label) {
     check_logprobs_bitwise(m, label);
+    check_logprobs_cache_hit(m, label);
     check_seed_reproducible(m, label);
     check_logit_bias(m);
     check_bad_params(m);
