@@ -173,6 +173,10 @@ typedef struct pw_engine_config {
                                        addresses (default true; docs/runtime.md) */
     const char *graph_cache_dir;    /* keep captured graphs in this folder and start from them
                                        (NULL: off; docs/graph-cache.md) */
+    bool prefix_cache;              /* share the KV blocks of prompts' common prefixes between
+                                       requests, and keep them after a request ends until the
+                                       memory is needed (default true; the tokens are the same
+                                       either way) */
 } pw_engine_config;
 
 PW_API void pw_engine_config_init(pw_engine_config *cfg);
@@ -205,6 +209,8 @@ typedef struct pw_engine_stats {
     int64_t lazy_captured;         /* descriptors captured after their first step */
     int64_t graphs_evicted;        /* descriptors whose graphs the graph budget freed */
     size_t graph_bytes;            /* bytes of the recorded graphs kept now (lazy) */
+    int64_t prefix_cache_queries;  /* prompt tokens of admitted requests (prefix cache on) */
+    int64_t prefix_cache_hits;     /* of those, tokens whose K/V came from the prefix cache */
 } pw_engine_stats;
 
 /* Compiles the model (graph, split, stitching plan, one PIECEWISE wrapper
