@@ -435,5 +435,6 @@ PW_API pw_pool *pw_graph_pool(const pw_graph *g);
 #include "piecewise/runtime.h"
 #include "piecewise/relocate.h"
 #include "piecewise/module.h"
+#include "piecewise/memory_plan.h"
 
 #endif /* PIECEWISE_H */

@@ -49,7 +49,7 @@ static uint64_t fingerprint(const pw_engine *e) {
                       e->n_submods};
     h = pw_fnv1a(h, cfgv, sizeof cfgv);
     int n_sizes = 0;
-    const int64_t *sizes = pw_dispatcher_capture_sizes(e->dispatcher, &n_sizes);
+    const int64_t *sizes = pw_dispatcher_capture_sizes(pw_module_dispatcher(e->module), &n_sizes);
     h = hash_i64(h, n_sizes);
     if (sizes && n_sizes) h = pw_fnv1a(h, sizes, (size_t)n_sizes * sizeof *sizes);
     for (int i = 0; i < e->n_submods; i++) h = hash_i64(h, e->pieces[i].group);
