@@ -22,6 +22,7 @@ static uint64_t hash_i64(uint64_t h, int64_t v) { return pw_fnv1a(h, &v, sizeof 
 static uint64_t fingerprint(const pw_engine *e) {
     uint64_t h = hash_str(PW_FNV1A_BASIS, "piecewise graph cache");
     h = hash_str(h, pw_version());
+    h = hash_str(h, pw_sources_build_id);
     char variant[128];
     pw_kernel_set_variant(e->cfg.device, variant, sizeof variant);
     h = hash_str(h, variant);
