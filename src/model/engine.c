@@ -38,7 +38,15 @@ static pw_status interpose(void *user, int piece, pw_callable plain, const pw_va
     return pw_engine_forward_hooked(e, plain, args, nargs, out);
 }
 
-static pw_status compile_model(pw_engine *e, const pw_dispatcher_config *dc) {
+static pw_status compile_model(pw_engine *e) {
+    const pw_engine_config *c = &e->cfg;
+    pw_dispatcher_config dc;
+    pw_dispatcher_config_init(&dc);
+    dc.mode = c->mode;
+    dc.max_num_seqs = c->max_num_seqs;
+    dc.max_num_batched_tokens = c->max_num_batched_tokens;
+    dc.capture_sizes = c->capture_sizes;
+    dc.n_capture_sizes = c->n_capture_sizes;
     pw_ir *ir = NULL;
     PW_TRY(pw_model_build_ir(e->model, &ir));
     const char *const *split_ops;
@@ -46,7 +54,7 @@ static pw_status compile_model(pw_engine *e, const pw_dispatcher_config *dc) {
     pw_module_options mo;
     pw_module_options_init(&mo);
     mo.name = "forward";
-    mo.dispatcher = dc;
+    mo.dispatcher = &dc;
     mo.verify_capture = e->cfg.verify_capture;
     mo.perturb = e->cfg.verify_capture ? pw_engine_perturb_metadata : NULL;
     mo.perturb_user = e;
@@ -90,14 +98,6 @@ pw_status pw_engine_new(pw_model *m, const pw_engine_config *cfg_in, pw_engine *
     e->model = m;
     e->cfg = cfg;
 
-    pw_dispatcher_config dc;
-    pw_dispatcher_config_init(&dc);
-    dc.mode = cfg.mode;
-    dc.max_num_seqs = cfg.max_num_seqs;
-    dc.max_num_batched_tokens = cfg.max_num_batched_tokens;
-    dc.capture_sizes = cfg.capture_sizes;
-    dc.n_capture_sizes = cfg.n_capture_sizes;
-
     pw_status s = pw_stream_new(e->cfg.device, &e->stream);
     if (s == PW_OK) s = pw_pool_new(e->cfg.device, "activations", &e->act_pool);
     if (s == PW_OK) s = pw_pool_new(e->cfg.device, "graphs", &e->graph_pool);
@@ -107,7 +107,7 @@ pw_status pw_engine_new(pw_model *m, const pw_engine_config *cfg_in, pw_engine *
     e->kv.caching = cfg.prefix_cache;
     if (s == PW_OK) s = pw_engine_distinct_new(e);
     if (s == PW_OK) s = pw_engine_alloc_buffers(e);
-    if (s == PW_OK) s = compile_model(e, &dc);
+    if (s == PW_OK) s = compile_model(e);
     if (s == PW_OK) s = pw_engine_size_kv_cache(e);
     if (s == PW_OK) s = pw_engine_capture_all(e);
     if (s != PW_OK) {
@@ -240,14 +240,12 @@ pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_
     PW_TRY(pw_dispatcher_route(pw_module_dispatcher(e->module), nt, uniform, false, &route));
     e->stats.lazy_padded += route.kind == PW_ROUTE_PADDED;
     e->stats.lazy_eager += route.kind == PW_ROUTE_EAGER;
-    pw_runtime_mode mode = route.mode;
-    pw_batch_desc desc = route.desc;
-    PW_TRY(forward_checked(e, mode, &desc, nt));
+    PW_TRY(forward_checked(e, route.mode, &route.desc, nt));
     int64_t prompt_tokens = 0;
     int64_t n_new = sample_scheduled(e, &prompt_tokens);
     /* after the step has used the host arrays: the capture rewrites them */
     if (route.capture.mode != PW_MODE_NONE) PW_TRY(pw_engine_capture_lazily(e, &route.capture));
-    record_step(e, mode, nt, n_new, prompt_tokens, pw_monotonic_seconds() - t0);
+    record_step(e, route.mode, nt, n_new, prompt_tokens, pw_monotonic_seconds() - t0);
     *n_out = n_new;
     return PW_OK;
 }
