@@ -222,3 +222,15 @@ pw_status pw_engine_stage_inputs(pw_engine *e, int64_t n_tokens) {
     return pw_stream_copy_h2d(e->stream, e->run.dev.block_tables, e->kv.tables,
                               (size_t)(e->kv.max_seqs * e->kv.blocks_per_seq) * sizeof(int32_t));
 }
+
+pw_status pw_engine_prepare_forward(pw_engine *e, int64_t n_padded) {
+    PW_TRY(pw_engine_stage_inputs(e, n_padded));
+    if (!e->run.ids_slice || pw_tensor_dim(e->run.ids_slice, 0) != n_padded) {
+        pw_tensor *ids = NULL;
+        PW_TRY(pw_tensor_slice0(e->run.ids_tensor, 0, n_padded, &ids));
+        pw_tensor_release(e->run.ids_slice);
+        e->run.ids_slice = ids;
+    }
+    e->weights.params[0] = pw_value_tensor(e->run.ids_slice); /* the weights were filled in once */
+    return PW_OK;
+}
