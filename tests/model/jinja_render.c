@@ -1,7 +1,8 @@
 /* Renders a chat template with the piecewise Jinja interpreter, for the
  * comparison against Python's jinja2 (scripts/jinja-compare.py).
  *
- *   pw_jinja_render TEMPLATE CONTEXT.json NOW   the output on stdout, or the
+ *   pw_jinja_render TEMPLATE CONTEXT.json NOW [MAX_STEPS]
+ *                                               the output on stdout, or the
  *                                               error on stderr and status 1
  *   pw_jinja_render --gguf-template MODEL.gguf  the template the model uses
  *                                               (pw_chat_template_source)
@@ -57,7 +58,7 @@ int main(int argc, char **argv) {
         pw_gguf_free(g);
         return 0;
     }
-    if (argc != 4) {
+    if (argc != 4 && argc != 5) {
         fprintf(stderr, "usage: %s TEMPLATE CONTEXT.json NOW | --gguf-template MODEL.gguf\n", argv[0]);
         return 2;
     }
@@ -77,7 +78,7 @@ int main(int argc, char **argv) {
     cJSON_Delete(j);
     pw_jinja_template *t = NULL;
     pw_jinja_rendered r = {0};
-    pw_jinja_limits lim = {.now = strtoll(argv[3], NULL, 10)};
+    pw_jinja_limits lim = {.now = strtoll(argv[3], NULL, 10), .max_steps = argc == 5 ? strtoll(argv[4], NULL, 10) : 0};
     pw_status s = pw_jinja_parse(tmpl, tmpl_len, &t);
     if (s == PW_OK) s = pw_jinja_render(t, ctx, &lim, &r);
     int rc = 0;
