@@ -302,7 +302,7 @@ static pw_status tokens_out(const pw_model *m, const text_buf *b, bool add_bos, 
     int32_t *tmp = NULL;
     int64_t n = 0;
     PW_TRY(pw_tokenizer_encode_marked(m->tokenizer, b->text.data ? b->text.data : "", b->text.len, b->markers,
-                                      b->n_markers, add_bos ? PW_TOKENIZE_ADD_BOS : 0u, &tmp, &n));
+                                      b->n_markers, add_bos ? PW_TOKENIZE_ADD_SPECIAL : 0u, &tmp, &n));
     pw_status s = pw_model_ids_to_caller(tmp, n, ids);
     if (s == PW_OK) *n_ids = n;
     return s;
