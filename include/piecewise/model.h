@@ -214,6 +214,15 @@ PW_API pw_status pw_engine_add_request(pw_engine *e, const int32_t *prompt, int6
                                        int64_t max_new_tokens, const pw_sampling_params *sp,
                                        int64_t *id);
 
+/* Queues a request that scores its prompt: as it runs, the logits of each
+ * prompt position p in [score_from, n_prompt) (the model's prediction of
+ * the token after p) are written to logits + (p - score_from) * vocab,
+ * the caller's buffer, which must stay valid until the request finishes.
+ * It then generates one token (greedy) and finishes. For perplexity. */
+PW_API pw_status pw_engine_add_scoring_request(pw_engine *e, const int32_t *prompt,
+                                               int64_t n_prompt, int64_t score_from,
+                                               float *logits, int64_t *id);
+
 typedef struct pw_step_token {
     int64_t request;
     int32_t token;
