@@ -149,10 +149,22 @@ static pw_status fetch_logits(pw_engine *e, const pw_tensor *logits) {
     int64_t row = 0;
     for (int64_t i = 0; i < e->sched.n_batch; i++) {
         const pw_scheduled *s = &e->sched.batch[i];
-        if (s->r->n_computed + s->count < s->r->n_tokens) continue;
+        const pw_request *r = s->r;
+        /* a scoring request's prompt rows, in position order (the last
+         * prompt row is also the sampled one below) */
+        for (int64_t j = 0; r->score_logits && j < s->count; j++) {
+            int64_t pos = r->n_computed + j;
+            if (pos < r->score_from || pos >= r->n_prompt) continue;
+            if (row >= h->n_sample_rows || h->sample_rows[row] != s->start + j)
+                return pw_error(PW_ERR_INTERNAL, "the scored rows disagree with the schedule");
+            PW_TRY(pw_stream_copy_d2h(e->stream, r->score_logits + (pos - r->score_from) * vocab,
+                                      dev + row * vocab, row_bytes));
+            if (j + 1 < s->count || r->n_computed + s->count < r->n_tokens) row++;
+        }
+        if (r->n_computed + s->count < r->n_tokens) continue;
         if (row >= h->n_sample_rows || h->sample_rows[row] != s->start + s->count - 1)
             return pw_error(PW_ERR_INTERNAL, "the sampled rows disagree with the schedule");
-        PW_TRY(pw_stream_copy_d2h(e->stream, e->run.last_logits + s->r->slot * vocab,
+        PW_TRY(pw_stream_copy_d2h(e->stream, e->run.last_logits + r->slot * vocab,
                                   dev + row * vocab, row_bytes));
         row++;
     }
