@@ -69,6 +69,7 @@ def field_value(f):
 class Model:
     def __init__(self, path):
         self.r = GGUFReader(path)
+        self.cache = {}
         self.kv = {name: field_value(f) for name, f in self.r.fields.items()
                    if not name.startswith("tokenizer.ggml.") or name in (
                        "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id")}
@@ -114,7 +115,6 @@ class Model:
                 if w > 0 and l % period < period - 1:
                     self.window[l] = w
                     self.layer_theta[l] = local
-        self.cache = {}
 
     def weight(self, name):
         """The tensor as float64 in numpy order (rows = ggml dims[1])."""

@@ -70,8 +70,8 @@ static pw_status read_rope_scaling(pw_model *m, const char *arch) {
     if (pw_gguf_has(g, key) && pw_gguf_get_string(g, key, &type) != PW_OK)
         return pw_error(PW_ERR_FORMAT, "%s: hyperparameter %s: %s", arch, key, pw_last_error());
     if (strcmp(type, "linear") != 0 && strcmp(type, "none") != 0)
-        return pw_error(PW_ERR_FORMAT, "%s: rope scaling '%s' (%s) is not implemented (piecewise "
-                        "implements none and linear)", arch, type, key);
+        return pw_error(PW_ERR_FORMAT, "%s: metadata key '%s' = '%s' is not implemented "
+                        "(piecewise implements rope scaling none and linear)", arch, key, type);
     /* as llama.cpp: the factor applies whatever the type says */
     float factor = 1.0f;
     PW_TRY(hparam_f32(g, arch, "rope.scale_linear", false, &factor));
@@ -107,24 +107,24 @@ pw_status pw_model_read_llama_like_hparams(pw_model *m) {
     value_len = key_len;
     PW_TRY(hparam_u32(g, a, "attention.value_length", false, &value_len));
     if (!qwen3 && key_len * in->n_heads != in->dim)
-        return pw_error(PW_ERR_FORMAT, "%s: %s.attention.key_length %" PRId64 " times %" PRId64
-                        " heads differs from embedding_length %" PRId64, a, a, key_len,
-                        in->n_heads, in->dim);
+        return pw_error(PW_ERR_FORMAT, "%s: metadata key '%s.attention.key_length' = %" PRId64
+                        " differs from the head size %" PRId64 " (embedding_length / head_count)",
+                        a, a, key_len, in->dim / in->n_heads);
     if (key_len % 2 != 0 || key_len > MAX_HEAD_DIM)
         return pw_error(PW_ERR_FORMAT, "%s: the head size %" PRId64 " (embedding_length / "
                         "head_count or attention.key_length) must be even and at most %d", a,
                         key_len, MAX_HEAD_DIM);
     if (value_len != key_len)
-        return pw_error(PW_ERR_FORMAT, "%s: %s.attention.value_length %" PRId64
-                        " differs from the key length %" PRId64 " (not implemented)", a, a,
-                        value_len, key_len);
+        return pw_error(PW_ERR_FORMAT, "%s: metadata key '%s.attention.value_length' = %" PRId64
+                        " differs from the head size %" PRId64 " (piecewise implements only equal "
+                        "sizes)", a, a, value_len, key_len);
     in->head_dim = key_len;
     int64_t rot = key_len;
     PW_TRY(hparam_u32(g, a, "rope.dimension_count", false, &rot));
     if (rot != key_len)
-        return pw_error(PW_ERR_FORMAT, "%s: %s.rope.dimension_count %" PRId64 " differs from the "
-                        "head size %" PRId64 " (partial rotary embeddings are not implemented)",
-                        a, a, rot, key_len);
+        return pw_error(PW_ERR_FORMAT, "%s: metadata key '%s.rope.dimension_count' = %" PRId64
+                        " differs from the head size %" PRId64 " (partial rotary embeddings are "
+                        "not implemented)", a, a, rot, key_len);
     in->rms_eps = DEFAULT_RMS_EPS;
     /* llama.cpp requires the epsilon of every family but Llama */
     PW_TRY(hparam_f32(g, a, "attention.layer_norm_rms_epsilon", m->arch != PW_ARCH_LLAMA,

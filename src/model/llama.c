@@ -14,6 +14,7 @@
 #include "model/llama.h"
 
 #include "model/dequant.h"
+#include "model/model_contents.h"
 #include "model/model_ir.h"
 #include "ops/ops.h"
 
@@ -200,6 +201,8 @@ pw_status pw_model_load(const char *path, pw_model **out) {
     m->rope_freq_scale = 1.0;
     pw_status s = pw_gguf_open(path, &m->gguf);
     if (s == PW_OK) s = read_hparams(m);
+    if (s == PW_OK)
+        s = pw_model_check_contents(m->gguf, m->info.arch, m->info.n_layers, m->info.head_dim);
     if (s == PW_OK) {
         m->layers = pw_host_calloc((size_t)m->info.n_layers, sizeof *m->layers);
         if (!m->layers) s = PW_ERR_OOM;
@@ -245,7 +248,7 @@ void pw_model_free(pw_model *m) {
 
 const pw_model_info *pw_model_get_info(const pw_model *m) { return &m->info; }
 
-/* ---- the Llama-shaped layer's weights ------------------------------------------------
+/* ---- the weights of a Llama-shaped layer ------------------------------------------------
  * Every slot a llama, qwen2, qwen3 or phi3 layer may have, in parameter
  * (and placeholder) order; an architecture uses the slots slot_used says. */
 enum {
@@ -305,7 +308,7 @@ int pw_model_params(const pw_model *m, pw_value *params, pw_tensor *input_ids) {
 
 #define N(x) pw_ir_arg_node(x)
 
-/* The used slots' placeholders of layer l into w[slot] (-1 for the others). */
+/* The placeholders of the used slots of layer l into w[slot] (-1 for the others). */
 static void layer_placeholders(ir_builder *b, pw_model_arch arch, int64_t l, int *w) {
     static const char *const names[W_SLOTS] = {
         "l%" PRId64 "_attn_norm", "l%" PRId64 "_wq",     "l%" PRId64 "_wk",
@@ -348,7 +351,7 @@ static layer_io build_layer(ir_builder *b, pw_model_arch arch, const pw_model_in
         a[4] = pw_ir_arg_int(in->n_heads), a[5] = pw_ir_arg_int(in->n_kv_heads);
         qkv = ir_call(b, "qkv", l, PW_OP_QKV_ROPE_NEOX, a, 6);
         break;
-    default: /* Llama: ggml's normal rope (adjacent pairs) */
+    default: /* Llama: the normal rope of ggml (adjacent pairs) */
         a[4] = pw_ir_arg_int(in->n_heads), a[5] = pw_ir_arg_int(in->n_kv_heads);
         qkv = ir_call(b, "qkv", l, PW_OP_QKV_ROPE, a, 6);
         break;

@@ -167,11 +167,11 @@ static void check_common_keys(const char *arch, bool eps_required) {
     expect((edit){.set_key = key, .kind = 'u', .u = 8}, PW_ERR_FORMAT,
            "partial rotary embeddings are not implemented");
     snprintf(key, sizeof key, "%s.attention.value_length", arch);
-    expect((edit){.set_key = key, .kind = 'u', .u = 8}, PW_ERR_FORMAT,
-           "attention.value_length 8 differs from the key length");
+    snprintf(needle, sizeof needle, "metadata key '%s' = 8 differs from the head size", key);
+    expect((edit){.set_key = key, .kind = 'u', .u = 8}, PW_ERR_FORMAT, needle);
     snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
-    expect((edit){.set_key = key, .kind = 's', .s = "yarn"}, PW_ERR_FORMAT,
-           "rope scaling 'yarn'");
+    snprintf(needle, sizeof needle, "metadata key '%s' = 'yarn' is not implemented", key);
+    expect((edit){.set_key = key, .kind = 's', .s = "yarn"}, PW_ERR_FORMAT, needle);
     snprintf(key, sizeof key, "%s.rope.scaling.factor", arch);
     snprintf(needle, sizeof needle, "%s = -2 must be positive", key);
     expect((edit){.set_key = key, .kind = 'f', .f = -2.0f}, PW_ERR_FORMAT, needle);
@@ -206,14 +206,20 @@ int main(void) {
            PW_ERR_FORMAT, "tensor 'rope_freqs.weight' has shape [5, 1], expected [8, 1]");
     /* linear rope scaling is implemented */
     expect((edit){.set_key = "llama.rope.scaling.type", .kind = 's', .s = "linear"}, PW_OK, "");
+    expect((edit){.set_key = "llama.rope.scaling.factor", .kind = 'f', .f = 4.0f}, PW_OK, "");
+    /* the allow-list still refuses what no family here has */
+    expect((edit){.set_key = "llama.expert_count", .kind = 'u', .u = 8}, PW_ERR_FORMAT,
+           "metadata key 'llama.expert_count' is not part of the llama architecture");
 
     write_base("qwen2");
     check_runs("qwen2");
     check_common_keys("qwen2", true);
     expect((edit){.set_key = "qwen2.attention.key_length", .kind = 'u', .u = 8}, PW_ERR_FORMAT,
-           "qwen2.attention.key_length 8 times 4 heads differs from embedding_length 64");
+           "metadata key 'qwen2.attention.key_length' = 8 differs from the head size 16");
     expect((edit){.drop_tensor = "blk.0.attn_k.bias"}, PW_ERR_NOT_FOUND,
            "missing tensor 'blk.0.attn_k.bias'");
+    expect((edit){.add_tensor = "rope_freqs.weight", .add_n = 8, .add_value = 1.0f},
+           PW_ERR_FORMAT, "tensor 'rope_freqs.weight' is not part of the qwen2 architecture");
     expect((edit){.drop_tensor = "blk.0.attn_v.bias", .add_tensor = "blk.0.attn_v.bias",
                   .add_n = 7, .add_value = 0.0f},
            PW_ERR_FORMAT, "tensor 'blk.0.attn_v.bias' has shape [7, 1], expected [32, 1]");
@@ -225,14 +231,21 @@ int main(void) {
            "the head size 7");
     expect((edit){.drop_tensor = "blk.1.attn_q_norm.weight"}, PW_ERR_NOT_FOUND,
            "missing tensor 'blk.1.attn_q_norm.weight'");
+    expect((edit){.add_tensor = "blk.0.attn_q.bias", .add_n = 256, .add_value = 0.0f},
+           PW_ERR_FORMAT, "tensor 'blk.0.attn_q.bias' is not part of the qwen3 architecture");
 
     write_base("phi3");
     check_runs("phi3");
     check_common_keys("phi3", true);
+    /* longrope: not in phi3's table (and refused by its loader too) */
     expect((edit){.add_tensor = "rope_factors_long.weight", .add_n = 8, .add_value = 1.0f},
-           PW_ERR_FORMAT, "'rope_factors_long.weight' asks for longrope scaling");
+           PW_ERR_FORMAT, "tensor 'rope_factors_long.weight' is not part of the phi3 architecture");
     expect((edit){.add_tensor = "blk.0.rope_factors_short.weight", .add_n = 8, .add_value = 1.0f},
-           PW_ERR_FORMAT, "'blk.0.rope_factors_short.weight' asks for longrope scaling");
+           PW_ERR_FORMAT, "tensor 'blk.0.rope_factors_short.weight' is not part of the phi3");
+    /* a tensor of another family */
+    expect((edit){.add_tensor = "blk.0.attn_q.bias", .add_n = 64, .add_value = 0.0f},
+           PW_ERR_FORMAT, "tensor 'blk.0.attn_q.bias' is not part of the phi3 architecture");
+    expect((edit){.set_key = "phi3.attention.sliding_window", .kind = 'u', .u = 2047}, PW_OK, "");
     expect((edit){.drop_tensor = "blk.0.attn_qkv.weight"}, PW_ERR_NOT_FOUND,
            "missing tensor 'blk.0.attn_q.weight'");
 
