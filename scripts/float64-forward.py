@@ -4,8 +4,9 @@
     float64-forward.py reference MODEL.gguf --prompts PROMPTS --steps N --out REF
     float64-forward.py logits MODEL.gguf --ids 1,2,3 [--top K]
 
-Reads a GGUF with the `gguf` package (PyPI; its dequantizers turn every
-stored type into float32 values, exactly the values the file encodes) and
+Reads a GGUF (its own small reader; the `gguf` package from PyPI
+dequantizes: every stored type into float32 values, exactly the values the
+file encodes) and
 runs the forward pass with float64 activations and float64 products: no
 activation is rounded to 8 or 16 bits, no sum is kept in float32. What it
 implements follows llama.cpp's graphs for the architectures piecewise runs:
@@ -39,13 +40,13 @@ import argparse
 import hashlib
 import math
 import os
+import struct
 import sys
 
 import numpy as np
 
 try:
     import gguf
-    from gguf import GGUFReader
     from gguf.quants import dequantize
 except ImportError:  # pragma: no cover
     sys.stderr.write("float64-forward.py needs the gguf and numpy packages "
@@ -53,27 +54,79 @@ except ImportError:  # pragma: no cover
     sys.exit(2)
 
 
-def field_value(f):
-    """A GGUF metadata field as a Python value (scalar, string or list)."""
-    t = f.types[0] if f.types else None
-    if t == gguf.GGUFValueType.STRING:
-        return bytes(f.parts[f.data[0]]).decode("utf-8")
-    if t == gguf.GGUFValueType.ARRAY:
-        sub = f.types[1] if len(f.types) > 1 else None
-        if sub == gguf.GGUFValueType.STRING:
-            return [bytes(f.parts[i]).decode("utf-8", "replace") for i in f.data]
-        return [f.parts[i][0].item() for i in f.data]
-    return f.parts[f.data[0]][0].item()
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
+            10: "<Q", 11: "<q", 12: "<d"}
+
+
+def read_gguf(path):
+    """The metadata (arrays of more than 64 entries, the vocabulary, are
+    skipped: the forward needs none) and the tensors of a GGUF file, whose
+    data stay in a read-only memory map. gguf's own reader builds every
+    vocabulary entry as an object, which takes minutes for a 262k vocabulary;
+    this walks past them."""
+    mm = np.memmap(path, dtype=np.uint8, mode="r")
+    buf = memoryview(mm)
+    pos = 0
+
+    def take(fmt):
+        nonlocal pos
+        v = struct.unpack_from(fmt, buf, pos)[0]
+        pos += struct.calcsize(fmt)
+        return v
+
+    def string():
+        nonlocal pos
+        n = take("<Q")
+        v = bytes(buf[pos:pos + n]).decode("utf-8", "replace")
+        pos += n
+        return v
+
+    def value(t):
+        nonlocal pos
+        if t in _SCALARS:
+            return take(_SCALARS[t])
+        if t == 8:
+            return string()
+        if t != 9:
+            raise SystemExit(f"{path}: unknown metadata type {t}")
+        et, n = take("<I"), take("<Q")
+        if et in _SCALARS and n > 64:  # skip numbers in one step
+            pos += n * struct.calcsize(_SCALARS[et])
+            return None
+        items = [value(et) for _ in range(n)]
+        return items if n <= 64 else None
+
+    if bytes(buf[0:4]) != b"GGUF":
+        raise SystemExit(f"{path}: not a GGUF file")
+    pos = 4
+    take("<I")
+    n_tensors, n_kv = take("<Q"), take("<Q")
+    kv = {}
+    for _ in range(n_kv):
+        key = string()
+        kv[key] = value(take("<I"))
+    infos = []
+    for _ in range(n_tensors):
+        name = string()
+        dims = [take("<Q") for _ in range(take("<I"))]
+        infos.append((name, dims, take("<I"), take("<Q")))
+    align = kv.get("general.alignment", 32)
+    base = (pos + align - 1) // align * align
+    tensors = {}
+    for name, dims, qtype, offset in infos:
+        qt = gguf.GGMLQuantizationType(qtype)
+        block, size = gguf.GGML_QUANT_SIZES[qt]
+        row_bytes = dims[0] // block * size
+        rows = int(np.prod(dims[1:])) if len(dims) > 1 else 1
+        data = mm[base + offset: base + offset + rows * row_bytes].reshape(rows, row_bytes)
+        tensors[name] = (dims, qt, data)
+    return kv, tensors
 
 
 class Model:
     def __init__(self, path):
-        self.r = GGUFReader(path)
         self.cache = {}
-        self.kv = {name: field_value(f) for name, f in self.r.fields.items()
-                   if not name.startswith("tokenizer.ggml.") or name in (
-                       "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id")}
-        self.tensors = {t.name: t for t in self.r.tensors}
+        self.kv, self.tensors = read_gguf(path)
         self.arch = self.kv["general.architecture"]
         a = self.arch
         if a not in ("llama", "qwen2", "qwen3", "phi3", "gemma3"):
@@ -120,10 +173,9 @@ class Model:
         """The tensor as float64 in numpy order (rows = ggml dims[1])."""
         if name in self.cache:
             return self.cache[name]
-        t = self.tensors[name]
-        v = dequantize(t.data, t.tensor_type).astype(np.float32, copy=False)
-        shape = [int(d) for d in reversed(t.shape.tolist())]
-        v = v.reshape(shape).astype(np.float64)
+        dims, qtype, data = self.tensors[name]
+        v = dequantize(data, qtype).astype(np.float32, copy=False)
+        v = v.reshape([int(d) for d in reversed(dims)]).astype(np.float64)
         self.cache[name] = v
         return v
 

@@ -20,6 +20,7 @@ out=$src/tests/data/float64
 vocab=${PW_LLAMACPP_MODELS:-${PW_LLAMACPP_CACHE:-$HOME/.cache/piecewise/llamacpp}/0.3.36/src/vendor/llama.cpp/models}
 "$src/scripts/float64-venv.sh" "$build/f64-venv"
 py=$build/f64-venv/bin/python
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} # one BLAS thread: no spinning workers on a shared machine
 families=("$@")
 [ ${#families[@]} -gt 0 ] || families=(smollm2 gemma3 llama3 mistral qwen2 qwen3 phi3)
 work=$(mktemp -d)
