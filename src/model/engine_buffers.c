@@ -74,12 +74,14 @@ static pw_status alloc_rope(pw_engine *e) {
     size_t rope_bytes = pw_op_rope_table_floats(len, in->head_dim) * sizeof(float);
     float *rope = pw_host_alloc(rope_bytes);
     if (!rope) return PW_ERR_OOM;
-    pw_op_rope_table(rope, len, in->head_dim, in->rope_theta);
+    /* Llama 3.x's frequency factors and linear scaling are in the table */
+    const pw_model *m = e->model;
+    pw_op_rope_table_scaled(rope, len, in->head_dim, in->rope_theta,
+                            m->rope_freq_factors, m->rope_freq_scale);
     pw_status s = device_upload(e, rope, rope_bytes, (void **)&w->rope_table);
     /* the copy may read the host table asynchronously */
     if (s == PW_OK) s = pw_stream_synchronize(e->stream);
     /* Sliding-window layers have their own rope base (Gemma 3). */
-    const pw_model *m = e->model;
     if (s == PW_OK && m->layer_window) {
         pw_op_rope_table(rope, len, in->head_dim, m->rope_theta_local);
         s = device_upload(e, rope, rope_bytes, (void **)&w->rope_table_local);
