@@ -73,16 +73,24 @@ PW_API int32_t pw_model_eos(const pw_model *m);
 /* EOS and the other end-of-generation tokens (e.g. <|im_end|>). */
 PW_API bool pw_model_is_end_of_generation(const pw_model *m, int32_t token);
 
-/* Chat templates (tokenizer.chat_template): the chatml family (SmolLM2,
- * with the template's default system prompt), Gemma and llama2 [INST].
- * Others are PW_ERR_UNSUPPORTED; a model without a template is
- * PW_ERR_NOT_FOUND. */
+/* Chat templates: the GGUF's Jinja template (tokenizer.chat_template),
+ * rendered by piecewise's Jinja interpreter as transformers renders it
+ * (docs/templates.md), with messages, add_generation_prompt, bos_token and
+ * eos_token. A gemma3 file without one gets Gemma 3's. A model without a
+ * template is PW_ERR_NOT_FOUND; a template piecewise cannot parse is
+ * PW_ERR_UNSUPPORTED naming what it lacks; an error while rendering (the
+ * template's raise_exception, a bound passed) is PW_ERR_INVALID_ARG. */
 typedef struct pw_chat_message {
     const char *role; /* "system", "user" or "assistant" */
     const char *content;
 } pw_chat_message;
 
+/* Whether the model has a chat template (it may still fail to render). */
 PW_API bool pw_model_has_chat_template(const pw_model *m);
+/* Renders a one-message conversation: PW_OK when the template can be used,
+ * else the error every chat call would give. Call it at load to report a
+ * broken template before any prompt. */
+PW_API pw_status pw_model_check_chat_template(const pw_model *m);
 /* The conversation as prompt text (*out malloc'ed; free() it), ending with
  * the assistant's turn opener when add_generation_prompt. For display:
  * pw_model_tokenize of this text would turn special-token text inside a
@@ -165,6 +173,10 @@ typedef struct pw_engine_config {
                                        addresses (default true; docs/runtime.md) */
     const char *graph_cache_dir;    /* keep captured graphs in this folder and start from them
                                        (NULL: off; docs/graph-cache.md) */
+    bool prefix_cache;              /* share the KV blocks of prompts' common prefixes between
+                                       requests, and keep them after a request ends until the
+                                       memory is needed (default true; the tokens are the same
+                                       either way) */
 } pw_engine_config;
 
 PW_API void pw_engine_config_init(pw_engine_config *cfg);
@@ -197,6 +209,8 @@ typedef struct pw_engine_stats {
     int64_t lazy_captured;         /* descriptors captured after their first step */
     int64_t graphs_evicted;        /* descriptors whose graphs the graph budget freed */
     size_t graph_bytes;            /* bytes of the recorded graphs kept now (lazy) */
+    int64_t prefix_cache_queries;  /* prompt tokens of admitted requests (prefix cache on) */
+    int64_t prefix_cache_hits;     /* of those, tokens whose K/V came from the prefix cache */
 } pw_engine_stats;
 
 /* Compiles the model (graph, split, stitching plan, one PIECEWISE wrapper

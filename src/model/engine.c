@@ -358,6 +358,7 @@ pw_status pw_engine_new(pw_model *m, const pw_engine_config *cfg_in, pw_engine *
     if (s == PW_OK) s = pw_scheduler_init(&e->sched, cfg.max_num_seqs, cfg.max_num_batched_tokens);
     if (s == PW_OK)
         s = pw_kv_blocks_init(&e->kv, cfg.max_num_seqs, cfg.block_size, cfg.max_model_len);
+    e->kv.caching = cfg.prefix_cache;
     if (s == PW_OK) s = pw_engine_distinct_new(e);
     if (s == PW_OK) s = pw_engine_alloc_buffers(e);
     if (s == PW_OK) s = compile_model(e, &dc);
@@ -427,6 +428,7 @@ static int64_t sample_scheduled(pw_engine *e, int64_t *prompt_tokens) {
         pw_request *r = s->r;
         if (r->n_computed < r->n_prompt) *prompt_tokens += s->count;
         r->n_computed += s->count;
+        pw_kv_blocks_computed(&e->kv, r->slot, r->tokens, r->n_computed);
         if (r->n_computed < r->n_tokens) continue; /* prefill chunk, more to come */
         const float *row = e->run.last_logits + r->slot * vocab;
         int32_t tok = pw_sample(row, vocab, &r->sp, &r->rng, e->run.sample_scratch);
@@ -480,6 +482,10 @@ pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_
     int64_t nt;
     bool uniform;
     PW_TRY(pw_schedule(&e->sched, &e->kv, &e->run.host, &nt, &uniform));
+    int64_t queried, hits;
+    pw_kv_blocks_take_counts(&e->kv, &queried, &hits);
+    e->stats.prefix_cache_queries += queried;
+    e->stats.prefix_cache_hits += hits;
     if (nt == 0) {
         if (pw_scheduler_has_work(&e->sched))
             return pw_error(PW_ERR_STATE,

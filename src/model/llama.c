@@ -12,6 +12,7 @@
 #include "model/llama.h"
 
 #include "model/dequant.h"
+#include "model/model_contents.h"
 #include "model/model_ir.h"
 #include "ops/ops.h"
 
@@ -204,6 +205,8 @@ pw_status pw_model_load(const char *path, pw_model **out) {
     if (!m) return PW_ERR_OOM;
     pw_status s = pw_gguf_open(path, &m->gguf);
     if (s == PW_OK) s = read_hparams(m);
+    if (s == PW_OK)
+        s = pw_model_check_contents(m->gguf, m->info.arch, m->info.n_layers, m->info.head_dim);
     if (s == PW_OK) {
         m->layers = pw_host_calloc((size_t)m->info.n_layers, sizeof *m->layers);
         if (!m->layers) s = PW_ERR_OOM;

@@ -65,7 +65,8 @@ pw_request *pw_scheduler_free_slot(const pw_scheduler *s);
 /* True when some request has tokens left to compute or generate. */
 bool pw_scheduler_has_work(const pw_scheduler *s);
 /* Decode-first scheduling with chunked prefill: fills s->batch, admits
- * requests whose KV blocks fit (reserving them in kv) and writes the
+ * requests whose KV blocks fit (reserving them in kv, sharing the prefix
+ * cache's blocks of their prompt, whose tokens they then skip) and writes the
  * batch's rows of `in`. *uniform when every scheduled request decodes
  * exactly one token. */
 pw_status pw_schedule(pw_scheduler *s, pw_kv_blocks *kv, pw_step_inputs *in, int64_t *n_tokens,

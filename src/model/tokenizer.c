@@ -465,25 +465,48 @@ static pw_status load_merges(pw_tokenizer *t, const pw_gguf *g) {
     return st;
 }
 
+/* tokenizer.ggml.pre names and their patterns, as llama.cpp maps them. */
+typedef struct pre_name {
+    const char *name;
+    pw_tok_pre pre;
+    bool ignore_merges;
+} pre_name;
+
+static const pre_name pre_names[] = {
+    {"default", PW_TOK_PRE_GPT2, false},   {"gpt2", PW_TOK_PRE_GPT2, false},
+    {"gpt-2", PW_TOK_PRE_GPT2, false},     {"phi-2", PW_TOK_PRE_GPT2, false},
+    {"mpt", PW_TOK_PRE_GPT2, false},       {"olmo", PW_TOK_PRE_GPT2, false},
+    {"smollm", PW_TOK_PRE_GPT2_DIGITS, false},    {"starcoder", PW_TOK_PRE_GPT2_DIGITS, false},
+    {"refact", PW_TOK_PRE_GPT2_DIGITS, false},    {"command-r", PW_TOK_PRE_GPT2_DIGITS, false},
+    {"codeshell", PW_TOK_PRE_GPT2_DIGITS, false}, {"exaone", PW_TOK_PRE_GPT2_DIGITS, false},
+    {"minerva-7b", PW_TOK_PRE_GPT2_DIGITS, false},
+    {"llama3", PW_TOK_PRE_LLAMA3, true},   {"llama-v3", PW_TOK_PRE_LLAMA3, true},
+    {"llama-bpe", PW_TOK_PRE_LLAMA3, true}, {"falcon3", PW_TOK_PRE_LLAMA3, true},
+    {"dbrx", PW_TOK_PRE_LLAMA3, false},    {"smaug-bpe", PW_TOK_PRE_LLAMA3, false},
+    {"qwen2", PW_TOK_PRE_QWEN2, false},    {"deepseek-r1-qwen", PW_TOK_PRE_QWEN2, false},
+    {"stablelm2", PW_TOK_PRE_QWEN2, false}, {"megrez", PW_TOK_PRE_QWEN2, false},
+    {"qwen35", PW_TOK_PRE_QWEN35, false},
+};
+
 static pw_status load_pre_tokenizer(pw_tokenizer *t, const pw_gguf *g) {
+    t->pre = PW_TOK_PRE_GPT2;
     const pw_gguf_kv *kv = pw_gguf_find_kv(g, "tokenizer.ggml.pre");
     if (!kv) return PW_OK;
     const char *pre;
     PW_TRY(pw_gguf_kv_string(kv, &pre, NULL));
-    /* llama.cpp gives these the GPT-2 regex preceded by \p{N} (one word per
-     * number character); "default" and "gpt2" use the GPT-2 regex alone. */
-    static const char *const digit_split[] = {"smollm", "starcoder", "refact", "command-r",
-                                              "codeshell", "exaone", "minerva"};
-    for (size_t i = 0; i < PW_ARRAY_LEN(digit_split); i++)
-        if (strcmp(pre, digit_split[i]) == 0) {
-            t->split_digits = true;
+    for (size_t i = 0; i < PW_ARRAY_LEN(pre_names); i++)
+        if (strcmp(pre, pre_names[i].name) == 0) {
+            t->pre = pre_names[i].pre;
+            t->ignore_merges = pre_names[i].ignore_merges;
             return PW_OK;
         }
-    if (strcmp(pre, "default") == 0 || strcmp(pre, "gpt2") == 0 || strcmp(pre, "gpt-2") == 0)
-        return PW_OK;
+    char list[512];
+    size_t used = 0;
+    for (size_t i = 0; i < PW_ARRAY_LEN(pre_names) && used < sizeof list; i++)
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "",
+                                 pre_names[i].name);
     return pw_error(PW_ERR_UNSUPPORTED, "tokenizer: pre-tokenizer '%s' (tokenizer.ggml.pre) is "
-                    "not supported (supported: default, gpt2, smollm, starcoder, refact, "
-                    "command-r, codeshell, exaone, minerva)", pre);
+                    "not supported (supported: %s)", pre, list);
 }
 
 static pw_status build(pw_tokenizer *t, const pw_gguf *g) {

@@ -365,8 +365,9 @@ static void test_options_and_errors(void) {
               "tokenizer.ggml.merges[1] 'he' is not two tokens separated by a space");
     owned_free(&e);
     memset(&e, 0, sizeof e);
-    CHECK_ERR(build("llama-bpe", NULL, true, &e), PW_ERR_UNSUPPORTED,
-              "pre-tokenizer 'llama-bpe' (tokenizer.ggml.pre) is not supported");
+    CHECK_ERR(build("deepseek-llm", NULL, true, &e), PW_ERR_UNSUPPORTED,
+              "pre-tokenizer 'deepseek-llm' (tokenizer.ggml.pre) is not supported (supported: "
+              "default, gpt2");
     owned_free(&e);
 }
 
