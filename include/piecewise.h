@@ -129,7 +129,15 @@ PW_API int64_t pw_dtype_block_bytes(pw_dtype t);
 /* Bytes for n elements (n must be a multiple of the block size). */
 PW_API int64_t pw_dtype_row_bytes(pw_dtype t, int64_t n);
 
-typedef enum pw_device { PW_DEVICE_CPU = 0, PW_DEVICE_CUDA = 1 } pw_device;
+/* EMU is an emulated discrete device (docs/cuda.md): the CPU kernels run
+ * under CUDA's rules (memory the host cannot touch, asynchronous streams,
+ * capture rules), so the device path can be tested without a GPU. */
+typedef enum pw_device {
+    PW_DEVICE_CPU = 0,
+    PW_DEVICE_CUDA = 1,
+    PW_DEVICE_EMU = 2,
+    PW_DEVICE_COUNT_
+} pw_device;
 PW_API const char *pw_device_name(pw_device d);
 PW_API pw_status pw_device_parse(const char *name, pw_device *out);
 /* True if this build has the CUDA backend and a GPU is usable now. */
@@ -427,6 +435,13 @@ PW_API bool pw_device_available(pw_device device, const char **reason);
  * when it is not available, PW_ERR_INVALID_ARG for NULL out or an unknown
  * device. */
 PW_API pw_status pw_device_get_caps(pw_device device, pw_device_caps *out);
+/* Host memory that copies on `device`'s streams may read and write
+ * asynchronously and inside a capture: page-locked on a device with
+ * asynchronous copies (CUDA: cudaMallocHost), plain host memory on the CPU.
+ * Stage per-step inputs in it. Free it with pw_device_host_free on the same
+ * device, after the copies that use it have completed. */
+PW_API pw_status pw_device_host_alloc(pw_device device, size_t bytes, void **out);
+PW_API void pw_device_host_free(pw_device device, void *ptr);
 
 /* Runs every recorded launch in order. No allocation, no lookups. */
 PW_API pw_status pw_graph_replay(pw_graph *g, pw_stream *s);

@@ -23,6 +23,11 @@ extern "C" {
 #define PW_PRINTF(a, b)
 #endif
 
+/* The device whose kernel set runs launches on `device`'s streams: the
+ * device itself, or the CPU for a backend that runs the CPU kernels (the
+ * emulated device). A kernel-set registry looks devices up through it. */
+PW_API pw_device pw_device_kernel_device(pw_device device);
+
 /* Sets the thread's last error and returns code, so call sites read
  *   return pw_error(PW_ERR_PARSE, "line %d: ...", line);
  * Inside a pw_error_hold() the message is left alone and the failure is

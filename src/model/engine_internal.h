@@ -41,6 +41,12 @@ typedef struct pw_run_state {
         pw_attn_meta *meta;
     } dev;
     pw_attn_meta meta;     /* host copy of *dev.meta (its pointers are device ones) */
+    /* Page-locked host memory the per-step inputs are copied from on a
+     * device with asynchronous copies (a pageable source may make the copy
+     * synchronous, and cannot be captured); NULL on the CPU, whose copies
+     * are memcpys. Laid out as the dev buffers: ids, positions, slots,
+     * token rows, sample rows (T each), the sample-row count, the tables. */
+    int32_t *staging;
     pw_tensor *ids_tensor; /* over dev.input_ids */
     /* The first rows of ids_tensor, as many as the last forward's padded
      * size: kept from step to step (a decode loop runs one padded size over

@@ -4,12 +4,15 @@
 
 #include "ops/cpu/isa.h"
 #include "ops/kernel_args.h"
+#include "piecewise/extend.h"
 #include "pw_config.h"
 
 #include <stddef.h>
 #include <stdio.h>
 
 const pw_kernel_set *pw_kernel_set_for(pw_device device) {
+    /* a backend may run another device's kernels (the CPU's, emulated) */
+    device = pw_device_kernel_device(device);
     static const pw_kernel_set *const sets[] = {
         [PW_DEVICE_CPU] = &pw_kernel_set_cpu,
 #if PW_HAVE_CUDA
