@@ -301,7 +301,7 @@ static pw_status tokens_out(const pw_model *m, const prompt *p, size_t from, boo
     int32_t *tmp = NULL;
     int64_t count = 0;
     pw_status s = pw_tokenizer_encode_marked(m->tokenizer, p->text + from, p->len - from, spans, n,
-                                             add_bos ? PW_TOKENIZE_ADD_BOS : 0u, &tmp, &count);
+                                             add_bos ? PW_TOKENIZE_ADD_SPECIAL : 0u, &tmp, &count);
     pw_host_free(spans);
     PW_TRY(s);
     s = pw_model_ids_to_caller(tmp, count, ids);

@@ -7,8 +7,10 @@
  *   pw_jinja_render --gguf-template MODEL.gguf  the template the model uses
  *                                               (pw_chat_template_source)
  *
- * CONTEXT.json is a JSON object: the template's variables. NOW is the time
- * strftime_now formats (seconds since the epoch). */
+ * CONTEXT.json is a JSON object: the template's variables (strings are
+ * data, except bos_token and eos_token). NOW is the time strftime_now
+ * formats (seconds since the epoch). With PW_JINJA_SPANS=FILE in the
+ * environment, the trusted spans go to FILE, one "start length" a line. */
 #include "internal.h"
 #include "model/chat.h"
 #include "model/gguf.h"
@@ -19,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static pw_jinja_value *from_json(const cJSON *j) {
+static pw_jinja_value *from_json(const cJSON *j, bool top) {
     if (cJSON_IsNull(j)) return pw_jinja_none();
     if (cJSON_IsBool(j)) return pw_jinja_bool(cJSON_IsTrue(j));
     if (cJSON_IsNumber(j)) {
@@ -31,7 +33,7 @@ static pw_jinja_value *from_json(const cJSON *j) {
     if (cJSON_IsArray(j)) {
         pw_jinja_value *l = pw_jinja_list();
         for (const cJSON *c = j->child; c; c = c->next)
-            if (pw_jinja_append(l, from_json(c)) != PW_OK) {
+            if (pw_jinja_append(l, from_json(c, false)) != PW_OK) {
                 pw_jinja_value_free(l);
                 return NULL;
             }
@@ -39,7 +41,10 @@ static pw_jinja_value *from_json(const cJSON *j) {
     }
     pw_jinja_value *d = pw_jinja_dict();
     for (const cJSON *c = j->child; c; c = c->next)
-        if (pw_jinja_set(d, c->string, from_json(c)) != PW_OK) {
+        if (pw_jinja_set(d, c->string,
+                         top && cJSON_IsString(c) && (!strcmp(c->string, "bos_token") || !strcmp(c->string, "eos_token"))
+                             ? pw_jinja_string(c->valuestring, strlen(c->valuestring), true)
+                             : from_json(c, false)) != PW_OK) {
             pw_jinja_value_free(d);
             return NULL;
         }
@@ -74,7 +79,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bad context JSON\n");
         return 2;
     }
-    pw_jinja_value *ctx = from_json(j);
+    pw_jinja_value *ctx = from_json(j, true);
     cJSON_Delete(j);
     pw_jinja_template *t = NULL;
     pw_jinja_rendered r = {0};
@@ -84,6 +89,10 @@ int main(int argc, char **argv) {
     int rc = 0;
     if (s == PW_OK) {
         fwrite(r.text, 1, r.len, stdout);
+        const char *spans = getenv("PW_JINJA_SPANS");
+        FILE *f = spans ? fopen(spans, "w") : NULL;
+        for (int64_t i = 0; f && i < r.n_trusted; i++) fprintf(f, "%zu %zu\n", r.trusted[i].start, r.trusted[i].len);
+        if (f) fclose(f);
     } else {
         fprintf(stderr, "%s\n", pw_last_error());
         rc = 1;
