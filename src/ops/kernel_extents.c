@@ -56,7 +56,15 @@ static uint64_t scratch(const pw_kernel *k, const void *args) {
 
 #define IS(S, field) (off == offsetof(S, field))
 
-static uint64_t extent(const pw_kernel *k, int id, const void *p, uint16_t off, bool *nullable) {
+/* Every kernel id has its case: a kernel added to the op table without
+ * one is a compile error (-Wswitch), as a field left out of a layout is in
+ * kernel_sets.c. */
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wswitch"
+#endif
+static uint64_t extent(const pw_kernel *k, pw_kernel_id id, const void *p, uint16_t off,
+                       bool *nullable) {
     switch (id) {
     case PW_KERNEL_EMBEDDING: {
         const pw_k_embedding_args *a = p;
@@ -92,7 +100,8 @@ static uint64_t extent(const pw_kernel *k, int id, const void *p, uint16_t off, 
         if (IS(pw_k_matmul_quant_args, x)) return floats(a->n_tokens, a->k);
         return rows_of(a->type, a->n, a->k);
     }
-    case PW_KERNEL_ROPE: {
+    case PW_KERNEL_ROPE:
+    case PW_KERNEL_ROPE_NEOX: {
         const pw_k_rope_args *a = p;
         if (IS(pw_k_rope_args, positions)) return int32s(a->n_tokens);
         if (IS(pw_k_rope_args, table)) return rope_table(a->max_pos, a->head_dim);
@@ -193,15 +202,24 @@ static uint64_t extent(const pw_kernel *k, int id, const void *p, uint16_t off, 
         }
         return floats(a->n_tokens, a->width);
     }
-    default: return 0;
+    case PW_KERNEL_BIAS_ADD: {
+        const pw_k_bias_add_args *a = p;
+        if (IS(pw_k_bias_add_args, bias)) return floats(1, a->n);
+        return floats(a->n_tokens, a->n);
     }
+    case PW_KERNEL_COUNT_: break;
+    }
+    return 0;
 }
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
 
 uint64_t pw_kernel_word_extent(const pw_kernel *k, const void *args, int word, bool *nullable) {
     *nullable = false;
     if (!k || !k->args || word < 0 || word >= k->args->n_addresses) return 0;
     for (int id = 0; id < PW_KERNEL_COUNT_; id++)
         if (k->args == &pw_kernel_arg_tables[id])
-            return extent(k, id, args, k->args->addresses[word], nullable);
+            return extent(k, (pw_kernel_id)id, args, k->args->addresses[word], nullable);
     return 0;
 }

@@ -121,6 +121,10 @@ static void test_arg_extents(void) {
     CHECK_EQ_INT(at->args->extent(at, &c, 6, &nullable), sizeof(pw_attn_meta));
     CHECK_EQ_INT(at->args->extent(at, &c, 4, &nullable), 0); /* the K cache: not derivable */
     CHECK(!nullable);
+    const pw_kernel *bias = pw_kernel_set_cpu.entries[PW_KERNEL_BIAS_ADD].kernel;
+    pw_k_bias_add_args d = {NULL, NULL, NULL, 3, 10};
+    CHECK_EQ_INT(bias->args->extent(bias, &d, 0, &nullable), 3 * 10 * 4); /* out */
+    CHECK_EQ_INT(bias->args->extent(bias, &d, 2, &nullable), 10 * 4);     /* bias */
 }
 
 static void test_kernel_sets(void) {
