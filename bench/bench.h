@@ -22,6 +22,13 @@ double pw_bench_peak_gflops(int repeats, const char **how);
  * with the instructions the quantized matmul's best copy uses. */
 double pw_bench_peak_int8_gops(int repeats, const char **how);
 
+/* The cores this process may run on (online CPUs). */
+int pw_bench_cores(void);
+/* Memory read bandwidth in GB/s with `threads` threads reading their own
+ * slices of one 512 MiB buffer at once (best of `repeats` passes;
+ * bench_stream.c); 0 when it cannot be measured. */
+double pw_bench_stream_gbs(int threads, int repeats);
+
 /* Options of a suite that takes only --json and --help: sets *json and
  * returns -1 to go on, or the exit code (0 after --help, 2 on an unknown
  * option, with usage printed). */

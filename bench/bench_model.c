@@ -17,6 +17,11 @@
  *   threads   with a list (--threads 1,2,4): the tables above use the
  *             first count, then FULL decode runs again at every count and
  *             batch, to show where threads pay off and where they do not.
+ *   bandwidth batch-1 FULL decode at each thread count as bytes per second:
+ *             the weight bytes a token reads (every tensor once, one row
+ *             of the token embedding unless it is also the LM head; the
+ *             KV cache left out) times tok/s, and its share of the read
+ *             bandwidth the same number of threads measure (bench_stream.c).
  *   prefill   one request whose prompt fills max_num_batched_tokens, in the
  *             default mode (FULL_AND_PIECEWISE: a prefill step runs
  *             PIECEWISE), median of --repeats runs.
@@ -33,6 +38,7 @@
 #include "cli.h"
 #include "cli_args.h"
 
+#include "model/gguf.h"
 #include "piecewise_llm.h"
 
 #include <dirent.h>
@@ -324,7 +330,39 @@ typedef struct capture_result {
     int64_t prefill_tokens;
     double peak_gflops; /* one core, bench peak; 0 on the CUDA device */
     double peak_int8_gops; /* one core's int8 dot-product peak (bench peak); 0 on CUDA */
+    double bytes_per_token; /* weight bytes one decode token reads (weight_bytes_per_token) */
+    double stream_gbs[MAX_BATCHES]; /* read bandwidth at each --threads count; 0: not measured */
 } capture_result;
+
+/* Weight bytes a decode token reads: every tensor of the file once, but of
+ * the token embedding one row, unless the model has no output.weight (the
+ * embedding is then the LM head too, read whole). The KV cache is left out
+ * (at the short contexts of these runs it is a few MB against GB). 0 when
+ * the file cannot be read. */
+static double weight_bytes_per_token(const char *path) {
+    pw_gguf *g = NULL;
+    if (pw_gguf_open(path, &g) != PW_OK) return 0;
+    double bytes = 0;
+    const pw_gguf_tensor *out = NULL;
+    bool tied = pw_gguf_find_tensor(g, "output.weight", &out) != PW_OK;
+    for (int64_t i = 0; i < pw_gguf_tensor_count(g); i++) {
+        const pw_gguf_tensor *t = pw_gguf_tensor_at(g, i);
+        if (strcmp(t->name, "token_embd.weight") == 0 && !tied)
+            bytes += (double)t->nbytes / (double)(t->dims[1] > 0 ? t->dims[1] : 1);
+        else
+            bytes += (double)t->nbytes;
+    }
+    pw_gguf_free(g);
+    return bytes;
+}
+
+/* The decode ceiling at each thread count: bytes per token and the read
+ * bandwidth with that many threads. */
+static void measure_bandwidth(const model_opts *o, capture_result *c) {
+    c->bytes_per_token = weight_bytes_per_token(o->path);
+    for (int t = 0; t < o->n_thread_counts; t++)
+        c->stream_gbs[t] = pw_bench_stream_gbs((int)o->thread_counts[t], 5);
+}
 
 static pw_status measure_prefill(pw_engine *e, pw_model *m, const model_opts *o,
                                  capture_result *c) {
@@ -544,9 +582,11 @@ static void print_table(const model_opts *o, const pw_model_info *in,
            c->largest_single ? (double)c->pool_peak / (double)c->largest_single : 0.0);
 }
 
+static void bandwidth_json(const model_opts *o, const capture_result *c, const double *tok_s);
+
 static void print_json(const model_opts *o, const pw_model_info *in,
                        decode_result res[MODES][MAX_BATCHES], const capture_result *c,
-                       decode_result (*scaling)[MAX_BATCHES]) {
+                       decode_result (*scaling)[MAX_BATCHES], const double *b1_tok_s) {
     printf("{\"runs\":[");
     int first = 1;
     for (int mi = 0; mi < MODES; mi++)
@@ -577,6 +617,7 @@ static void print_json(const model_opts *o, const pw_model_info *in,
                        t || b ? "," : "", o->thread_counts[t], o->batches[b], scaling[t][b].tok_s);
         printf("],");
     }
+    bandwidth_json(o, c, b1_tok_s);
     printf("\"capture\":{\"graphs_captured\":%" PRIu64 ",\"graphs_patched\":%" PRIu64
            ",\"pieces_patched_in_full\":%" PRIu64 ",\"ms_no_distinct\":%.3f,\"warm_ms\":%.3f,"
            "\"warm_graphs_from_cache\":%" PRIu64 ",",
@@ -620,11 +661,47 @@ static void print_scaling(const model_opts *o, decode_result scaling[MAX_BATCHES
     }
 }
 
+/* Batch-1 FULL decode at each thread count as bytes read per second, and
+ * its share of the read bandwidth that many threads measured (tok_s[t]:
+ * the decode rate at thread_counts[t]). */
+static void print_bandwidth(const model_opts *o, const capture_result *c, const double *tok_s) {
+    if (c->bytes_per_token <= 0 || c->stream_gbs[0] <= 0) return;
+    printf("\ndecode batch 1 against memory bandwidth (%.1f MB of weights read per token):\n",
+           c->bytes_per_token / 1e6);
+    for (int t = 0; t < o->n_thread_counts; t++)
+        printf("  %3" PRId64 " thread%s %8.1f tok/s x %.1f MB = %6.1f GB/s, %5.1f%% of the %.1f "
+               "GB/s %" PRId64 " thread%s read\n",
+               o->thread_counts[t], o->thread_counts[t] == 1 ? " " : "s", tok_s[t],
+               c->bytes_per_token / 1e6, tok_s[t] * c->bytes_per_token / 1e9,
+               c->stream_gbs[t] > 0 ? 100.0 * tok_s[t] * c->bytes_per_token / 1e9 / c->stream_gbs[t] : 0.0,
+               c->stream_gbs[t], o->thread_counts[t], o->thread_counts[t] == 1 ? "" : "s");
+}
+
+/* The batch-1 column's index, or -1. */
+static int batch1_index(const model_opts *o) {
+    for (int b = 0; b < o->n_batches; b++)
+        if (o->batches[b] == 1) return b;
+    return -1;
+}
+
+static void bandwidth_json(const model_opts *o, const capture_result *c, const double *tok_s) {
+    printf("\"weight_bytes_per_token\":%.0f,\"bandwidth\":[", c->bytes_per_token);
+    for (int t = 0; t < o->n_thread_counts; t++)
+        printf("%s{\"threads\":%" PRId64 ",\"stream_gb_s\":%.2f,\"decode_gb_s\":%.3f,"
+               "\"stream_fraction\":%.4f}",
+               t ? "," : "", o->thread_counts[t], c->stream_gbs[t],
+               tok_s ? tok_s[t] * c->bytes_per_token / 1e9 : 0.0,
+               tok_s && c->stream_gbs[t] > 0
+                   ? tok_s[t] * c->bytes_per_token / 1e9 / c->stream_gbs[t] : 0.0);
+    printf("],");
+}
+
 /* --lean: FULL decode at every thread count, then prefill in an engine of
  * the default configuration, as measure_capture would measure it. */
 static pw_status run_lean(pw_model *m, const model_opts *o,
                           decode_result scaling[MAX_BATCHES][MAX_BATCHES], capture_result *c) {
     TRY(measure_scaling(m, o, scaling));
+    if (bench_device == PW_DEVICE_CPU) measure_bandwidth(o, c);
     pw_engine_config cfg;
     quiet_config(&cfg);
     pw_engine *e = NULL;
@@ -636,6 +713,9 @@ static pw_status run_lean(pw_model *m, const model_opts *o,
 
 static void print_lean(const model_opts *o, const pw_model_info *in,
                        decode_result scaling[MAX_BATCHES][MAX_BATCHES], const capture_result *c) {
+    int b1 = batch1_index(o);
+    double b1_tok_s[MAX_BATCHES];
+    for (int t = 0; t < o->n_thread_counts; t++) b1_tok_s[t] = b1 >= 0 ? scaling[t][b1].tok_s : 0;
     if (o->json) {
         printf("{\"lean\":true,\"runs\":[");
         for (int b = 0; b < o->n_batches; b++)
@@ -650,13 +730,16 @@ static void print_lean(const model_opts *o, const pw_model_info *in,
             for (int b = 0; b < o->n_batches; b++)
                 printf("%s{\"threads\":%" PRId64 ",\"batch\":%" PRId64 ",\"decode_tok_s\":%.1f}",
                        t || b ? "," : "", o->thread_counts[t], o->batches[b], scaling[t][b].tok_s);
-        printf("]}\n");
+        printf("],");
+        bandwidth_json(o, c, b1 >= 0 ? b1_tok_s : NULL);
+        printf("\"cores\":%d}\n", pw_bench_cores());
         return;
     }
     printf("model %s: %" PRId64 " layers, dim %" PRId64 ", vocab %" PRId64 "; %" PRId64
            " tokens per request, median of %d (lean: FULL decode and prefill only)\n",
            in->name, in->n_layers, in->dim, in->vocab, o->tokens, o->repeats);
     print_scaling(o, scaling);
+    if (b1 >= 0) print_bandwidth(o, c, b1_tok_s);
     printf("\nprefill   %" PRId64 "-token prompt, %d thread%s: %.0f tok/s\n", c->prefill_tokens,
            o->threads, o->threads == 1 ? "" : "s", c->prefill_tok_s);
 }
@@ -698,16 +781,23 @@ int pw_bench_model(int argc, char **argv) {
         const char *how;
         cap.peak_gflops = pw_bench_peak_gflops(9, &how);
         cap.peak_int8_gops = pw_bench_peak_int8_gops(9, &how);
+        measure_bandwidth(&o, &cap);
     }
+    int b1 = batch1_index(&o);
+    double b1_tok_s[MAX_BATCHES];
+    for (int t = 0; t < o.n_thread_counts; t++)
+        b1_tok_s[t] = b1 < 0 ? 0 : o.n_thread_counts > 1 ? scaling[t][b1].tok_s : res[2][b1].tok_s;
     if (s != PW_OK) {
         pw_model_free(m);
         return pw_cli_fail("bench model", s);
     }
     if (o.json) {
-        print_json(&o, in, res, &cap, o.n_thread_counts > 1 ? scaling : NULL);
+        print_json(&o, in, res, &cap, o.n_thread_counts > 1 ? scaling : NULL,
+                   b1 >= 0 ? b1_tok_s : NULL);
     } else {
         print_table(&o, in, res, &cap);
         if (o.n_thread_counts > 1) print_scaling(&o, scaling);
+        if (b1 >= 0) print_bandwidth(&o, &cap, b1_tok_s);
     }
     pw_model_free(m);
     return 0;

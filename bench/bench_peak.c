@@ -11,7 +11,11 @@
  * products: twelve independent chains of the instruction its best copy
  * uses (vpdpbusd on 512 bits where the CPU has AVX-512 VNNI, on 256 bits
  * with AVX-VNNI, else vpmaddubsw + vpmaddwd + vpaddd), from registers; one
- * int8 multiply-add counts 2 operations. */
+ * int8 multiply-add counts 2 operations.
+ *
+ * Then the memory read bandwidth (bench_stream.c) with one thread and with
+ * one thread per core reading at once: the ceilings of decode, which reads
+ * every weight once per token. */
 #include "bench.h"
 
 #include <stdbool.h>
@@ -202,7 +206,9 @@ static void usage(FILE *f) {
                "One core's f32 multiply-add peak and int8 dot-product peak, measured from\n"
                "registers (median of 9): the ceilings for the f32 kernels and for the\n"
                "quantized matmul's integer dot products (bench model sets its figures\n"
-               "against both).\n");
+               "against both). Then the memory read bandwidth (best of 5 passes over\n"
+               "512 MiB) with one thread and with one thread per core, all reading at\n"
+               "once: the ceiling of decode, which reads every weight once per token.\n");
 }
 
 int pw_bench_peak(int argc, char **argv) {
@@ -213,13 +219,18 @@ int pw_bench_peak(int argc, char **argv) {
     double g = pw_bench_peak_gflops(9, &how);
     const char *how_int8;
     double gi = pw_bench_peak_int8_gops(9, &how_int8);
+    int cores = pw_bench_cores();
+    double bw1 = pw_bench_stream_gbs(1, 5), bwn = cores > 1 ? pw_bench_stream_gbs(cores, 5) : bw1;
     if (json)
         printf("{\"peak_gflop_s\":%.2f,\"method\":\"%s\",\"peak_int8_gop_s\":%.2f,"
-               "\"int8_method\":\"%s\"}\n",
-               g, how, gi, how_int8);
+               "\"int8_method\":\"%s\",\"stream_gb_s_1\":%.2f,\"cores\":%d,"
+               "\"stream_gb_s_all\":%.2f}\n",
+               g, how, gi, how_int8, bw1, cores, bwn);
     else
         printf("f32 peak, 1 thread: %.1f GFLOP/s (%s)\n"
-               "int8 dot-product peak, 1 thread: %.1f GOP/s (%s; a multiply-add is 2)\n",
-               g, how, gi, how_int8);
+               "int8 dot-product peak, 1 thread: %.1f GOP/s (%s; a multiply-add is 2)\n"
+               "memory read bandwidth, 1 thread: %.1f GB/s\n"
+               "memory read bandwidth, %d thread%s (one per core, together): %.1f GB/s\n",
+               g, how, gi, how_int8, bw1, cores, cores == 1 ? "" : "s", bwn);
     return 0;
 }

@@ -9,6 +9,22 @@ and p50/p99 time to first token and inter-token latency.
 Standard library only. Tokens are counted from the usage the server
 reports (stream_options.include_usage), else one per content chunk.
 
+Workloads (--workload): "plain" sends short chat questions; "shared-prompt"
+is a chat service: every request starts with the same system prompt of
+about --system-tokens tokens (default 1000), followed by the client's own
+question. Before the load it measures the time to first token of a first
+request alone (the system prompt computed) and of a second one alone with
+another question (the system prompt cached, by a server that caches
+prefixes), and reports both and their ratio. --cache-prompt adds
+"cache_prompt": true to every request (llama-server's prompt cache switch;
+piecewise ignores it: its prefix cache is on unless --no-prefix-cache).
+
+A fixed set of requests instead of a time: --requests N sends requests 0..N-1
+(request k from client k mod --clients, with question k), greedy, and
+--record FILE writes each request's answer to FILE (a JSON list by k), so
+that two servers, or one with and without a cache, can be compared answer
+for answer (bench/serve-prefix-check.sh).
+
 Soak options: --disconnect-rate P makes a client close its connection
 mid-stream (after a random number of content chunks) with probability P
 per request; those requests are counted as "disconnected", not as errors.
@@ -30,12 +46,94 @@ PROMPTS = [
 ]
 
 
+# The shared system prompt: deterministic prose from a small vocabulary,
+# the same on every run but for a nonce at its start (so that a run starts
+# with nothing cached), sized by words to about the requested tokens.
+WORDS = ("the a service customer order account payment delivery product support team help "
+         "answer question policy refund return week day hour store online card bank time "
+         "please always never only when if then before after each every first last new old "
+         "small large quick careful polite clear short friendly kind honest exact safe "
+         "check confirm explain describe offer suggest ask wait send give take keep make "
+         "address email phone number name date price total item package box shipping "
+         "tracking status update change cancel replace repair warranty manual guide rule").split()
+
+
+def system_prompt(tokens, nonce):
+    rng = random.Random(12345)
+    words = []
+    # about 0.87 words a token for such prose with punctuation (SmolLM2's
+    # tokenizer, with the chat template and a question around it)
+    while len(words) < int(tokens * 0.87):
+        n = rng.randint(8, 16)
+        sent = [rng.choice(WORDS) for _ in range(n)]
+        sent[0] = sent[0].capitalize()
+        words.extend(sent[:-1])
+        words.append(sent[-1] + ".")
+    return f"Session {nonce}. You are the assistant of a shop. " + " ".join(words)
+
+
+QUESTIONS = [
+    "Where is my order {k}?", "Can I return item {k}?", "How long does delivery take to zone {k}?",
+    "Is product {k} in stock?", "How do I change the address of order {k}?",
+    "What is the warranty on item {k}?", "Why was card payment {k} refused?",
+    "Can you cancel order {k}?",
+]
+
+
+def build_messages(args, idx, k):
+    if args.workload == "shared-prompt":
+        q = QUESTIONS[(idx + k) % len(QUESTIONS)].format(k=k)
+        return [{"role": "system", "content": args.system_text},
+                {"role": "user", "content": f"Client {idx}: {q}"}]
+    return [{"role": "user", "content": PROMPTS[(idx + k) % len(PROMPTS)]}]
+
+
 def percentile(xs, p):
     if not xs:
         return float("nan")
     xs = sorted(xs)
     k = min(len(xs) - 1, max(0, int(round(p / 100.0 * (len(xs) - 1)))))
     return xs[k]
+
+
+def one_request(url, args, messages, max_tokens):
+    """(time to first token, answer text, usage) of one streamed greedy request."""
+    u = urllib.parse.urlparse(url)
+    headers = {"Content-Type": "application/json"}
+    if args.api_key:
+        headers["Authorization"] = "Bearer " + args.api_key
+    body = {"model": "m", "messages": messages, "max_tokens": max_tokens, "temperature": 0,
+            "stream": True, "stream_options": {"include_usage": True}}
+    if args.cache_prompt:
+        body["cache_prompt"] = True
+    c = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=600)
+    t0 = time.monotonic()
+    ttft, text, usage = None, "", None
+    try:
+        c.request("POST", "/v1/chat/completions", body=json.dumps(body), headers=headers)
+        r = c.getresponse()
+        if r.status != 200:
+            raise OSError(f"HTTP {r.status}: {r.read()[:200]!r}")
+        while True:
+            line = r.readline()
+            if not line:
+                break
+            line = line.strip()
+            if not line.startswith(b"data: "):
+                continue
+            if line[6:] == b"[DONE]":
+                break
+            j = json.loads(line[6:])
+            usage = j.get("usage") or usage
+            for ch in j.get("choices") or []:
+                piece = (ch.get("delta") or {}).get("content")
+                if piece:
+                    if ttft is None:
+                        ttft = time.monotonic() - t0
+                    text += piece
+    finally:
+        c.close()
+    return ttft, text, usage
 
 
 def client_loop(url, args, end, out, idx):
@@ -45,18 +143,32 @@ def client_loop(url, args, end, out, idx):
         headers["Authorization"] = "Bearer " + args.api_key
     n = 0
     rng = random.Random(args.seed * 1000 + idx)
-    while time.monotonic() < end:
+    while True:
+        if args.requests:
+            # a fixed set of requests: the next number, whichever client takes it
+            with args.counter_lock:
+                k = args.counter[0]
+                args.counter[0] += 1
+            if k >= args.requests:
+                break
+        else:
+            if time.monotonic() >= end:
+                break
+            k = n
         # a planned disconnect: close after this many content chunks
         cut = rng.randint(1, max(1, args.max_tokens - 1)) if rng.random() < args.disconnect_rate else None
         body = {
             "model": "m",
-            "messages": [{"role": "user", "content": PROMPTS[(idx + n) % len(PROMPTS)]}],
+            "messages": build_messages(args, idx if not args.requests else k % args.clients, k),
             "max_tokens": args.max_tokens,
             "temperature": 0,
             "stream": True,
             "stream_options": {"include_usage": True},
         }
+        if args.cache_prompt:
+            body["cache_prompt"] = True
         n += 1
+        answer = ""
         c = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=600)
         t0 = time.monotonic()
         try:
@@ -84,6 +196,7 @@ def client_loop(url, args, end, out, idx):
                     usage = j["usage"]
                 for ch in j.get("choices") or []:
                     if (ch.get("delta") or {}).get("content"):
+                        answer += ch["delta"]["content"]
                         now = time.monotonic()
                         if last is None:
                             out["ttft"].append(now - t0)
@@ -100,6 +213,8 @@ def client_loop(url, args, end, out, idx):
             tokens = usage["completion_tokens"] if usage else chunks
             out["tokens"] += tokens
             out["requests"] += 1
+            if args.requests:
+                args.answers[k] = answer
         except (OSError, http.client.HTTPException, ValueError):
             out["errors"] += 1
         finally:
@@ -136,9 +251,39 @@ def main():
     ap.add_argument("--rss-pid", type=int, help="sample VmRSS of this process")
     ap.add_argument("--rss-every", type=float, default=5.0, help="seconds between RSS samples")
     ap.add_argument("--rss-log", help="write every RSS sample (seconds, KiB) to this file")
+    ap.add_argument("--workload", choices=("plain", "shared-prompt"), default="plain")
+    ap.add_argument("--system-tokens", type=int, default=1000,
+                    help="shared-prompt: about this many tokens of system prompt")
+    ap.add_argument("--nonce", help="shared-prompt: the system prompt's first words "
+                    "(default: random, so that nothing is cached before the run)")
+    ap.add_argument("--cache-prompt", action="store_true",
+                    help='send "cache_prompt": true (llama-server)')
+    ap.add_argument("--requests", type=int, default=0,
+                    help="send exactly this many requests (0: run for --seconds)")
+    ap.add_argument("--record", help="with --requests: write the answers (JSON list) here")
     args = ap.parse_args()
     if not 0.0 <= args.disconnect_rate <= 1.0:
         ap.error("--disconnect-rate must be between 0 and 1")
+    if args.record and not args.requests:
+        ap.error("--record needs --requests")
+    if args.requests and args.disconnect_rate:
+        ap.error("--requests and --disconnect-rate do not go together")
+    args.system_text = system_prompt(args.system_tokens,
+                                     args.nonce or f"{random.SystemRandom().getrandbits(40):010x}")
+    args.counter, args.counter_lock, args.answers = [0], threading.Lock(), [None] * args.requests
+    probe = {}
+    if args.workload == "shared-prompt":
+        # the first request computes the system prompt; the second, another
+        # client's question, can find it cached
+        try:
+            t1, _, u1 = one_request(args.url, args, build_messages(args, 0, 10**6), 4)
+            t2, _, _ = one_request(args.url, args, build_messages(args, 1, 10**6 + 1), 4)
+            probe = {"prompt_tokens": (u1 or {}).get("prompt_tokens"),
+                     "ttft_first_ms": round(t1 * 1e3, 1) if t1 else None,
+                     "ttft_second_ms": round(t2 * 1e3, 1) if t2 else None,
+                     "ttft_ratio": round(t2 / t1, 3) if t1 and t2 else None}
+        except (OSError, http.client.HTTPException, ValueError) as e:
+            probe = {"probe_error": str(e)}
     outs = [dict(ttft=[], itl=[], tokens=0, requests=0, errors=0, disconnected=0)
             for _ in range(args.clients)]
     rss = []
@@ -171,7 +316,12 @@ def main():
         "itl_p50_ms": round(percentile(itl, 50) * 1e3, 1),
         "itl_p99_ms": round(percentile(itl, 99) * 1e3, 1),
         "disconnected": sum(o["disconnected"] for o in outs),
+        "workload": args.workload,
     }
+    res.update(probe)
+    if args.record:
+        with open(args.record, "w") as f:
+            json.dump(args.answers, f)
     if rss:
         res.update(rss_samples=len(rss), rss_first_kib=rss[0][1], rss_mid_kib=rss[len(rss) // 2][1],
                    rss_last_kib=rss[-1][1], rss_peak_kib=max(k for _, k in rss))
@@ -188,6 +338,11 @@ def main():
               f"ITL p50 {res['itl_p50_ms']} ms p99 {res['itl_p99_ms']} ms")
         if args.disconnect_rate:
             print(f"  {res['disconnected']} requests disconnected on purpose mid-stream")
+        if probe:
+            print(f"  shared prompt of {probe.get('prompt_tokens')} tokens: TTFT of the first "
+                  f"request {probe.get('ttft_first_ms')} ms, of the second "
+                  f"{probe.get('ttft_second_ms')} ms (ratio {probe.get('ttft_ratio')})"
+                  + (f" ({probe['probe_error']})" if "probe_error" in probe else ""))
         if rss:
             print(f"  RSS KiB: first {res['rss_first_kib']} middle {res['rss_mid_kib']} "
                   f"last {res['rss_last_kib']} peak {res['rss_peak_kib']} ({res['rss_samples']} samples)")

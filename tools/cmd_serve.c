@@ -48,6 +48,9 @@ static void usage(FILE *f) {
             "  --model-name NAME        the id /v1/models reports (default: the model's name)\n"
             "  --verify-every N         re-run one step in N eagerly and compare the logits bit\n"
             "                           for bit (0 = off, the default)\n"
+            "  --no-prefix-cache        compute every prompt in full instead of sharing the KV\n"
+            "                           blocks of prefixes seen before (the answers are the\n"
+            "                           same either way)\n"
             PW_CLI_CAPTURE_HELP
             PW_CLI_GRAPH_CACHE_HELP
             "  -h, --help               this help\n");
@@ -150,6 +153,8 @@ static int parse_args(int argc, char **argv, serve_options *o) {
             o->http.max_body = (size_t)n;
         } else if (strcmp(a, "--model-name") == 0) {
             if (!(o->http.model_name = pw_cli_value(argc, argv, &i))) return 2;
+        } else if (strcmp(a, "--no-prefix-cache") == 0) {
+            o->cfg.prefix_cache = false;
         } else if (strcmp(a, "--verify-every") == 0) {
             if (pw_cli_int(argc, argv, &i, 0, INT32_MAX, &o->eng.verify_every)) return 2;
         } else if ((n = pw_cli_capture_option(argc, argv, &i, &o->cfg)) != 0) {

@@ -20,6 +20,7 @@
 #include <stddef.h>
 
 #define SERVE_MAX_STOP 4
+#define SERVE_MAX_CHOICES 16 /* "n" */
 #define SERVE_DEFAULT_MAX_TOKENS 256
 
 /* ---- metrics --------------------------------------------------------------------------------- */
@@ -84,6 +85,7 @@ typedef struct serve_params {
     int n_stop;
     bool stream;
     bool include_usage; /* stream_options.include_usage */
+    int n_choices;      /* "n": answers to the one prompt, 1 to SERVE_MAX_CHOICES */
 } serve_params;
 
 /* Parses and validates a request body for kind; on success fills *p
@@ -92,6 +94,9 @@ typedef struct serve_params {
 bool serve_parse_request(const pw_model *m, serve_kind kind, const char *body, size_t len,
                          int64_t max_model_len, serve_params *p, serve_error *err);
 void serve_params_free(serve_params *p);
+/* *dst becomes a copy of src that owns its own memory; false when memory
+ * ran out (*dst then holds nothing to free). */
+bool serve_params_copy(const serve_params *src, serve_params *dst);
 /* True if s[0..len) is well-formed UTF-8. */
 bool serve_utf8_valid(const char *s, size_t len);
 
@@ -110,8 +115,13 @@ typedef struct serve_job {
     int64_t n_completion;
     const char *finish_reason; /* "stop", "length", or NULL (error/cancelled) */
     serve_error error;   /* status != 0: failed */
-    pthread_cond_t cv;   /* signalled on new text and when done */
-    int refs;            /* HTTP side + engine side */
+    /* Signalled on new text and when done: the first choice's cv, shared
+     * by every choice of a request, so one wait sees them all. */
+    pthread_cond_t *wake;
+    pthread_cond_t cv;   /* the first choice's */
+    struct serve_job *wake_owner; /* the first choice: the others hold a reference to it */
+    int choice;          /* index among the request's choices */
+    int refs;            /* HTTP side + engine side (+ the later choices, on the first) */
     /* engine thread only */
     int64_t engine_id;
     int64_t n_engine_tokens; /* tokens the engine gave it, end-of-generation included */
@@ -130,15 +140,18 @@ typedef struct serve_engine_options {
 pw_status serve_engine_start(pw_model *m, pw_engine *e, const serve_engine_options *opt);
 /* Finishes every job in flight, then stops the thread. */
 void serve_engine_stop(void);
-/* Takes p (moved); returns a job with one reference for the caller, or
- * NULL with *err (429 when the queue is full). */
-serve_job *serve_engine_submit(serve_params *p, serve_error *err);
+/* Takes p (moved) and queues its p->n_choices choices as jobs[0..n): one
+ * prompt answered n times, choice i sampling with seed + i. With the prefix
+ * cache on, the first computes the prompt and the others share its KV
+ * blocks. Each job has one reference for the caller. False, with *err and
+ * no job, when they cannot all be queued (429 when the queue is full). */
+bool serve_engine_submit(serve_params *p, serve_job **jobs, serve_error *err);
 /* Marks the job abandoned by its client: the engine cancels it. */
 void serve_job_cancel(serve_job *j);
 void serve_job_release(serve_job *j);
-/* Waits until the job has more than `have` safe bytes or is done, for at
- * most timeout_s. Call with the lock held (serve_lock). */
-void serve_job_wait(serve_job *j, size_t have, double timeout_s);
+/* Waits, at most timeout_s, for news of any choice of j's request (the
+ * caller checks what changed). Lock held. */
+void serve_job_wait_any(serve_job *j, double timeout_s);
 void serve_lock(void);
 void serve_unlock(void);
 

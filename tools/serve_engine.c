@@ -36,10 +36,12 @@ void serve_unlock(void) { pthread_mutex_unlock(&E.mu); }
 
 static void job_unref_locked(serve_job *j) {
     if (--j->refs > 0) return;
+    serve_job *owner = j->wake_owner;
     serve_params_free(&j->p);
-    pthread_cond_destroy(&j->cv);
+    if (owner == j) pthread_cond_destroy(&j->cv);
     free(j->text);
     free(j);
+    if (owner != j) job_unref_locked(owner); /* a later choice held the first one */
 }
 
 void serve_job_release(serve_job *j) {
@@ -58,54 +60,83 @@ void serve_job_cancel(serve_job *j) {
     serve_unlock();
 }
 
-void serve_job_wait(serve_job *j, size_t have, double timeout_s) {
-    if (j->state == JOB_DONE || j->safe_len > have) return;
+void serve_job_wait_any(serve_job *j, double timeout_s) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     double t = (double)ts.tv_nsec * 1e-9 + timeout_s;
     ts.tv_sec += (time_t)t;
     ts.tv_nsec = (long)((t - (double)(time_t)t) * 1e9);
-    pthread_cond_timedwait(&j->cv, &E.mu, &ts);
+    pthread_cond_timedwait(j->wake, &E.mu, &ts);
 }
 
-serve_job *serve_engine_submit(serve_params *p, serve_error *err) {
-    serve_job *j = calloc(1, sizeof *j);
-    if (!j) {
-        serve_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
-        return NULL;
+/* Frees jobs that were never queued (p of each, and the first's cv once made). */
+static void discard_unqueued(serve_job **jobs, int n, bool cv_made) {
+    for (int i = n - 1; i >= 0; i--) {
+        if (!jobs[i]) continue;
+        serve_params_free(&jobs[i]->p);
+        if (i == 0 && cv_made) pthread_cond_destroy(&jobs[i]->cv);
+        free(jobs[i]);
+        jobs[i] = NULL;
     }
-    j->p = *p;
+}
+
+bool serve_engine_submit(serve_params *p, serve_job **jobs, serve_error *err) {
+    int n = p->n_choices > 1 ? p->n_choices : 1;
+    for (int i = 0; i < n; i++) jobs[i] = calloc(1, sizeof **jobs);
+    bool ok = true;
+    for (int i = 0; i < n; i++) ok = ok && jobs[i];
+    /* the later choices are copies; the first takes p */
+    for (int i = 1; ok && i < n; i++) {
+        ok = serve_params_copy(p, &jobs[i]->p);
+        if (ok) jobs[i]->p.sp.seed += (uint64_t)i;
+    }
+    if (!ok) {
+        discard_unqueued(jobs, n, false);
+        serve_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+        return false;
+    }
+    jobs[0]->p = *p;
     memset(p, 0, sizeof *p);
-    j->state = JOB_QUEUED;
-    j->refs = 2;
-    j->engine_id = -1;
-    j->prev = j->p.prompt[j->p.n_prompt - 1];
-    j->t_submit = serve_now();
-    pthread_cond_init(&j->cv, NULL);
+    pthread_cond_init(&jobs[0]->cv, NULL);
+    double now = serve_now();
+    for (int i = 0; i < n; i++) {
+        serve_job *j = jobs[i];
+        j->state = JOB_QUEUED;
+        j->refs = 2;
+        j->engine_id = -1;
+        j->prev = j->p.prompt[j->p.n_prompt - 1];
+        j->t_submit = now;
+        j->choice = i;
+        j->wake = &jobs[0]->cv;
+        j->wake_owner = jobs[0];
+        if (i > 0) jobs[0]->refs++;
+    }
     serve_lock();
     /* the queue holds what the free engine slots will take plus max_queue */
     int64_t room = E.opt.max_queue + (E.max_seqs - E.n_active) - E.n_queued;
-    if (E.stopping || room <= 0) {
+    if (E.stopping || room < n) {
         bool stopping = E.stopping;
-        j->refs = 1;
-        job_unref_locked(j);
+        int64_t queued = E.n_queued;
         serve_unlock();
+        discard_unqueued(jobs, n, true);
         if (stopping)
             serve_error_set(err, 503, "server_error", NULL, "shutting_down",
                             "the server is shutting down");
         else
             serve_error_set(err, 429, "rate_limit_error", NULL, "queue_full",
                             "the request queue is full (%lld waiting); retry later",
-                            (long long)E.n_queued);
-        return NULL;
+                            (long long)queued);
+        return false;
     }
-    if (E.queue_tail) E.queue_tail->next = j;
-    else E.queue_head = j;
-    E.queue_tail = j;
-    E.n_queued++;
+    for (int i = 0; i < n; i++) {
+        if (E.queue_tail) E.queue_tail->next = jobs[i];
+        else E.queue_head = jobs[i];
+        E.queue_tail = jobs[i];
+        E.n_queued++;
+    }
     pthread_cond_signal(&E.wake);
     serve_unlock();
-    return j;
+    return true;
 }
 
 /* Marks j done and drops the engine's reference. Lock held. */
@@ -113,7 +144,7 @@ static void finish_locked(serve_job *j, const char *reason) {
     j->state = JOB_DONE;
     j->finish_reason = reason;
     j->safe_len = j->len;
-    pthread_cond_broadcast(&j->cv);
+    pthread_cond_broadcast(j->wake);
     job_unref_locked(j);
 }
 
@@ -197,7 +228,7 @@ static bool take_token(serve_job *j, const pw_step_token *t, double now, const c
     size_t safe = safe_length(j);
     if (safe > j->safe_len) {
         j->safe_len = safe;
-        pthread_cond_broadcast(&j->cv);
+        pthread_cond_broadcast(j->wake);
     }
     return false;
 }

@@ -275,17 +275,22 @@ static char *valid_utf8(const char *s, size_t n) {
     return out;
 }
 
-static void add_text(cJSON *obj, const char *key, const char *s, size_t n) {
+/* False when memory ran out (the key then holds "" or is missing). */
+static bool add_text(cJSON *obj, const char *key, const char *s, size_t n) {
     char *t = valid_utf8(s, n);
-    cJSON_AddStringToObject(obj, key, t ? t : "");
+    bool ok = cJSON_AddStringToObject(obj, key, t ? t : "") != NULL && t != NULL;
     free(t);
+    return ok;
 }
 
-static cJSON *usage_json(const serve_job *j) {
+/* Usage of a request's n choices: the prompt once, every choice's tokens. */
+static cJSON *usage_json(serve_job *const *jobs, int n) {
+    int64_t completion = 0;
+    for (int i = 0; i < n; i++) completion += jobs[i]->n_completion;
     cJSON *u = cJSON_CreateObject();
-    cJSON_AddNumberToObject(u, "prompt_tokens", (double)j->p.n_prompt);
-    cJSON_AddNumberToObject(u, "completion_tokens", (double)j->n_completion);
-    cJSON_AddNumberToObject(u, "total_tokens", (double)(j->p.n_prompt + j->n_completion));
+    cJSON_AddNumberToObject(u, "prompt_tokens", (double)jobs[0]->p.n_prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", (double)completion);
+    cJSON_AddNumberToObject(u, "total_tokens", (double)(jobs[0]->p.n_prompt + completion));
     return u;
 }
 
@@ -302,54 +307,69 @@ static cJSON *response_head(serve_http *h, const char *object, const char *id) {
 
 typedef struct stream_ctx {
     req *r;
-    serve_job *job;
+    serve_job *job; /* the first choice */
     char id[48];
-    bool role_sent;
+    bool role_sent[SERVE_MAX_CHOICES];
     char *pending; /* SSE bytes of the next chunk */
     size_t pend_len, pend_cap;
+    /* Memory ran out building an event: the stream would miss bytes, so it
+     * is not sent; the next flush fails and the connection is closed. */
+    bool oom;
     double last_send;
 } stream_ctx;
 
 static void push_raw(stream_ctx *s, const char *text, size_t n) {
-    char *t = pw_host_grow(s->pending, 1, &s->pend_cap, s->pend_len + n, SIZE_MAX);
-    if (!t) return;
+    if (s->oom) return;
+    char *t = n > SIZE_MAX - s->pend_len
+                  ? NULL
+                  : pw_host_grow(s->pending, 1, &s->pend_cap, s->pend_len + n, SIZE_MAX);
+    if (!t) {
+        s->oom = true;
+        return;
+    }
     s->pending = t;
     memcpy(t + s->pend_len, text, n);
     s->pend_len += n;
 }
 
 static void push_event(stream_ctx *s, cJSON *root) {
-    char *json = cJSON_PrintUnformatted(root);
+    char *json = root ? cJSON_PrintUnformatted(root) : NULL;
     cJSON_Delete(root);
-    if (!json) return;
+    if (!json) {
+        s->oom = true;
+        return;
+    }
     push_raw(s, "data: ", 6);
     push_raw(s, json, strlen(json));
     push_raw(s, "\n\n", 2);
     free(json);
 }
 
-/* One chunk: text delta (may be empty) and finish reason (may be NULL). */
-static void push_chunk(stream_ctx *s, const char *text, size_t n, bool with_text,
+/* One chunk of choice `index`: text delta (may be empty) and finish reason
+ * (may be NULL). */
+static void push_chunk(stream_ctx *s, int index, const char *text, size_t n, bool with_text,
                        const char *finish) {
     bool chat = s->job->p.kind == SERVE_CHAT;
     cJSON *root = response_head(s->r->h, chat ? "chat.completion.chunk" : "text_completion", s->id);
     cJSON *choices = cJSON_AddArrayToObject(root, "choices");
     cJSON *ch = cJSON_CreateObject();
     cJSON_AddItemToArray(choices, ch);
-    cJSON_AddNumberToObject(ch, "index", 0);
+    cJSON_AddNumberToObject(ch, "index", index);
     if (chat) {
         cJSON *delta = cJSON_AddObjectToObject(ch, "delta");
-        if (!s->role_sent) {
+        if (!s->role_sent[index]) {
             cJSON_AddStringToObject(delta, "role", "assistant");
-            s->role_sent = true;
+            s->role_sent[index] = true;
         }
-        if (with_text) add_text(delta, "content", text, n);
-    } else {
-        add_text(ch, "text", text, n);
+        if (with_text && !add_text(delta, "content", text, n)) s->oom = true;
+    } else if (!add_text(ch, "text", text, n)) {
+        s->oom = true;
     }
     cJSON_AddNullToObject(ch, "logprobs");
-    if (finish) cJSON_AddStringToObject(ch, "finish_reason", finish);
-    else cJSON_AddNullToObject(ch, "finish_reason");
+    cJSON *reason = finish ? cJSON_AddStringToObject(ch, "finish_reason", finish)
+                           : cJSON_AddNullToObject(ch, "finish_reason");
+    /* cJSON's adds fail quietly: a chunk with a part missing is not sent */
+    if (!choices || !reason) s->oom = true;
     push_event(s, root);
 }
 
@@ -372,16 +392,34 @@ static bool stream_send(stream_ctx *s, const char *p, size_t n) {
 }
 
 static bool stream_flush(stream_ctx *s) {
+    if (s->oom) {
+        /* never a stream with bytes missing: the client sees the
+         * connection close before the end of the stream */
+        fprintf(stderr, "piecewise serve: out of memory building the event stream of %s; "
+                        "closing the connection\n",
+                s->id);
+        s->pend_len = 0;
+        return false;
+    }
     bool ok = stream_send(s, s->pending, s->pend_len);
     s->pend_len = 0;
     return ok;
 }
 
-/* Streams a job's answer. Counts the outcome: its status once the stream
- * ended in full, cancelled when the client left before. */
-static void stream_job(req *r, serve_job *j, const char *id) {
+/* True when some choice has text not yet sent, or has ended and its end
+ * is not yet sent. Lock held. */
+static bool stream_news(serve_job *const *jobs, int n, const size_t *sent, const bool *ended) {
+    for (int i = 0; i < n; i++)
+        if (!ended[i] && (jobs[i]->state == JOB_DONE || jobs[i]->safe_len > sent[i])) return true;
+    return false;
+}
+
+/* Streams the answers of a request's n choices, each chunk naming its
+ * choice. Counts the outcome: its status once the stream ended in full,
+ * cancelled when the client left before. */
+static void stream_job(req *r, serve_job *const *jobs, int n, const char *id) {
     serve_http *h = r->h;
-    stream_ctx s = {.r = r, .job = j, .last_send = serve_now()};
+    stream_ctx s = {.r = r, .job = jobs[0], .last_send = serve_now()};
     memcpy(s.id, id, sizeof s.id);
     if (r->head.minor == 0) r->close = true;
     char head[256];
@@ -391,13 +429,15 @@ static void stream_job(req *r, serve_job *j, const char *id) {
                       r->head.minor ? "Transfer-Encoding: chunked\r\n" : "",
                       r->close ? "Connection: close\r\n" : "");
     bool ok = send_all(h, r->c->fd, head, (size_t)hl);
-    size_t sent = 0;
-    int status = 0;
+    size_t sent[SERVE_MAX_CHOICES] = {0};
+    bool ended[SERVE_MAX_CHOICES] = {0};
+    int n_ended = 0, status = 0;
+    bool chat = jobs[0]->p.kind == SERVE_CHAT;
     while (ok) {
         serve_lock();
-        while (j->state != JOB_DONE && j->safe_len <= sent) {
-            serve_job_wait(j, sent, 0.2);
-            if (j->state != JOB_DONE && j->safe_len <= sent) {
+        while (!stream_news(jobs, n, sent, ended)) {
+            serve_job_wait_any(jobs[0], 0.2);
+            if (!stream_news(jobs, n, sent, ended)) {
                 serve_unlock();
                 if (client_gone(r->c->fd)) {
                     ok = false;
@@ -414,41 +454,65 @@ static void stream_job(req *r, serve_job *j, const char *id) {
             }
         }
         if (!ok) break;
-        size_t upto = j->safe_len;
-        bool done = j->state == JOB_DONE;
-        serve_error err = j->error;
-        const char *finish = j->finish_reason;
-        char *text = upto > sent ? malloc(upto - sent) : NULL;
-        if (text) memcpy(text, j->text + sent, upto - sent);
-        serve_unlock();
-        if (upto > sent) {
-            if (!s.role_sent && j->p.kind == SERVE_CHAT) push_chunk(&s, "", 0, true, NULL);
-            push_chunk(&s, text ? text : "", text ? upto - sent : 0, true, NULL);
-            sent = upto;
+        size_t upto[SERVE_MAX_CHOICES];
+        bool done[SERVE_MAX_CHOICES];
+        serve_error err[SERVE_MAX_CHOICES];
+        const char *finish[SERVE_MAX_CHOICES];
+        char *text[SERVE_MAX_CHOICES];
+        for (int i = 0; i < n; i++) {
+            serve_job *j = jobs[i];
+            upto[i] = j->safe_len;
+            done[i] = j->state == JOB_DONE && !ended[i];
+            err[i] = j->error;
+            finish[i] = j->finish_reason;
+            text[i] = upto[i] > sent[i] ? malloc(upto[i] - sent[i]) : NULL;
+            if (text[i]) memcpy(text[i], j->text + sent[i], upto[i] - sent[i]);
         }
-        free(text);
-        if (done) {
-            if (err.status) {
-                char *e = serve_error_json(&err);
+        serve_unlock();
+        bool failed = false, cancelled = false;
+        for (int i = 0; i < n; i++) {
+            if (upto[i] > sent[i]) {
+                if (!text[i]) s.oom = true; /* the text is never skipped */
+                if (!s.role_sent[i] && chat) push_chunk(&s, i, "", 0, true, NULL);
+                if (text[i]) push_chunk(&s, i, text[i], upto[i] - sent[i], true, NULL);
+                sent[i] = upto[i];
+            }
+            free(text[i]);
+            if (!done[i] || failed || cancelled) continue;
+            if (err[i].status) {
+                /* one choice failed: the stream ends with its error */
+                char *e = serve_error_json(&err[i]);
+                if (!e) s.oom = true;
                 push_raw(&s, "data: ", 6);
                 push_raw(&s, e ? e : "{}", e ? strlen(e) : 2);
                 push_raw(&s, "\n\n", 2);
                 free(e);
-                status = err.status;
-            } else if (finish) {
-                push_chunk(&s, "", 0, false, finish);
-                if (j->p.include_usage) {
-                    bool chat = j->p.kind == SERVE_CHAT;
+                status = err[i].status;
+                failed = true;
+            } else if (finish[i]) {
+                push_chunk(&s, i, "", 0, false, finish[i]);
+                ended[i] = true;
+                n_ended++;
+            } else {
+                cancelled = true;
+            }
+        }
+        if (cancelled) {
+            ok = false;
+            break;
+        }
+        if (failed || n_ended == n) {
+            if (!failed) {
+                if (jobs[0]->p.include_usage) {
                     cJSON *root = response_head(
                         h, chat ? "chat.completion.chunk" : "text_completion", s.id);
                     cJSON_AddArrayToObject(root, "choices");
-                    cJSON_AddItemToObject(root, "usage", usage_json(j));
+                    serve_lock();
+                    cJSON_AddItemToObject(root, "usage", usage_json(jobs, n));
+                    serve_unlock();
                     push_event(&s, root);
                 }
                 status = 200;
-            } else {
-                ok = false; /* cancelled */
-                break;
             }
             push_raw(&s, "data: [DONE]\n\n", 14);
             ok = stream_flush(&s);
@@ -458,14 +522,18 @@ static void stream_job(req *r, serve_job *j, const char *id) {
         ok = stream_flush(&s);
     }
     free(s.pending);
-    if (!ok) {
-        serve_job_cancel(j); /* no-op when it finished */
-        r->close = true;
-    }
+    /* no-ops for the choices that finished; the others stop (the client
+     * left, or a sibling choice failed) */
+    for (int i = 0; i < n; i++) serve_job_cancel(jobs[i]);
+    if (!ok) r->close = true;
     count(r, ok ? status : 0);
 }
 
 /* ---- endpoints ------------------------------------------------------------------------------- */
+
+static void release_jobs(serve_job *const *jobs, int n) {
+    for (int i = 0; i < n; i++) serve_job_release(jobs[i]);
+}
 
 static void handle_generate(req *r, serve_kind kind) {
     serve_http *h = r->h;
@@ -476,28 +544,33 @@ static void handle_generate(req *r, serve_kind kind) {
         send_error(r, &err);
         return;
     }
-    serve_job *j = serve_engine_submit(&p, &err);
-    if (!j) {
+    serve_job *jobs[SERVE_MAX_CHOICES];
+    if (!serve_engine_submit(&p, jobs, &err)) {
         serve_params_free(&p);
         send_error(r, &err);
         return;
     }
+    int n = jobs[0]->p.n_choices > 1 ? jobs[0]->p.n_choices : 1;
     char id[48];
     snprintf(id, sizeof id, "%s-%lld", kind == SERVE_CHAT ? "chatcmpl" : "cmpl",
              (long long)atomic_fetch_add(&h->next_id, 1));
-    if (j->p.stream) {
-        stream_job(r, j, id);
-        serve_job_release(j);
+    if (jobs[0]->p.stream) {
+        stream_job(r, jobs, n, id);
+        release_jobs(jobs, n);
         return;
     }
     serve_lock();
-    while (j->state != JOB_DONE) {
-        serve_job_wait(j, j->safe_len, 0.2);
-        if (j->state == JOB_DONE) break;
+    for (int i = 0; i < n;) {
+        if (jobs[i]->state == JOB_DONE) {
+            i++;
+            continue;
+        }
+        serve_job_wait_any(jobs[0], 0.2);
+        if (jobs[i]->state == JOB_DONE) continue;
         serve_unlock();
         if (client_gone(r->c->fd)) {
-            serve_job_cancel(j);
-            serve_job_release(j);
+            for (int k = 0; k < n; k++) serve_job_cancel(jobs[k]);
+            release_jobs(jobs, n);
             r->close = true;
             count(r, 0);
             return;
@@ -505,28 +578,35 @@ static void handle_generate(req *r, serve_kind kind) {
         serve_lock();
     }
     serve_unlock();
-    if (j->error.status) {
-        send_error(r, &j->error);
+    const serve_error *failed = NULL;
+    for (int i = 0; i < n && !failed; i++)
+        if (jobs[i]->error.status) failed = &jobs[i]->error;
+    if (failed) {
+        send_error(r, failed);
     } else {
         bool chat = kind == SERVE_CHAT;
         cJSON *root = response_head(h, chat ? "chat.completion" : "text_completion", id);
         cJSON *choices = cJSON_AddArrayToObject(root, "choices");
-        cJSON *ch = cJSON_CreateObject();
-        cJSON_AddItemToArray(choices, ch);
-        cJSON_AddNumberToObject(ch, "index", 0);
-        if (chat) {
-            cJSON *msg = cJSON_AddObjectToObject(ch, "message");
-            cJSON_AddStringToObject(msg, "role", "assistant");
-            add_text(msg, "content", j->text ? j->text : "", j->len);
-        } else {
-            add_text(ch, "text", j->text ? j->text : "", j->len);
+        for (int i = 0; i < n; i++) {
+            const serve_job *j = jobs[i];
+            cJSON *ch = cJSON_CreateObject();
+            cJSON_AddItemToArray(choices, ch);
+            cJSON_AddNumberToObject(ch, "index", i);
+            if (chat) {
+                cJSON *msg = cJSON_AddObjectToObject(ch, "message");
+                cJSON_AddStringToObject(msg, "role", "assistant");
+                add_text(msg, "content", j->text ? j->text : "", j->len);
+            } else {
+                add_text(ch, "text", j->text ? j->text : "", j->len);
+            }
+            cJSON_AddNullToObject(ch, "logprobs");
+            cJSON_AddStringToObject(ch, "finish_reason",
+                                    j->finish_reason ? j->finish_reason : "stop");
         }
-        cJSON_AddNullToObject(ch, "logprobs");
-        cJSON_AddStringToObject(ch, "finish_reason", j->finish_reason ? j->finish_reason : "stop");
-        cJSON_AddItemToObject(root, "usage", usage_json(j));
+        cJSON_AddItemToObject(root, "usage", usage_json(jobs, n));
         send_json(r, 200, root);
     }
-    serve_job_release(j);
+    release_jobs(jobs, n);
 }
 
 static void handle_models(req *r) {

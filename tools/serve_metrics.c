@@ -198,6 +198,15 @@ char *serve_metrics_render(void) {
               "piecewise_generation_tokens_total %" PRId64 "\n",
               M.engine.prompt_tokens, M.engine.generated_tokens);
     pw_sb_printf(&b,
+              "# HELP piecewise_prefix_cache_queries_total Prompt tokens looked up in the prefix "
+              "cache.\n# TYPE piecewise_prefix_cache_queries_total counter\n"
+              "piecewise_prefix_cache_queries_total %" PRId64 "\n"
+              "# HELP piecewise_prefix_cache_hits_total Prompt tokens whose K/V came from the "
+              "prefix cache instead of a prefill.\n"
+              "# TYPE piecewise_prefix_cache_hits_total counter\n"
+              "piecewise_prefix_cache_hits_total %" PRId64 "\n",
+              M.engine.prefix_cache_queries, M.engine.prefix_cache_hits);
+    pw_sb_printf(&b,
               "# HELP piecewise_engine_seconds_total Time inside engine steps: steps that "
               "prefilled, and pure decode steps.\n# TYPE piecewise_engine_seconds_total counter\n"
               "piecewise_engine_seconds_total{phase=\"prefill\"} %.6f\n"

@@ -358,7 +358,8 @@ static bool parse_options(const cJSON *root, serve_kind kind, request_options *o
     if (model && !cJSON_IsString(model) && !cJSON_IsNull(model))
         ok = bad(err, "model", "'%s' must be a string%s", "");
     int64_t n_choices = 1;
-    if (ok) ok = get_int(root, "n", 1, 1, &n_choices, err);
+    if (ok) ok = get_int(root, "n", 1, SERVE_MAX_CHOICES, &n_choices, err);
+    p->n_choices = (int)n_choices;
     if (ok) ok = get_int(root, "max_tokens", 1, INT32_MAX, &o->max_tokens, err);
     if (ok && kind == SERVE_CHAT)
         ok = get_int(root, "max_completion_tokens", 1, INT32_MAX, &o->max_tokens, err);
@@ -445,6 +446,18 @@ bool serve_parse_request(const pw_model *m, serve_kind kind, const char *body, s
     p->sp.seed = (uint64_t)o.seed;
     cJSON_Delete(root);
     if (!ok) serve_params_free(p);
+    return ok;
+}
+
+bool serve_params_copy(const serve_params *src, serve_params *dst) {
+    *dst = *src;
+    dst->prompt = malloc((size_t)src->n_prompt * sizeof *src->prompt);
+    dst->n_stop = 0;
+    bool ok = dst->prompt != NULL;
+    if (ok) memcpy(dst->prompt, src->prompt, (size_t)src->n_prompt * sizeof *src->prompt);
+    for (int i = 0; ok && i < src->n_stop; i++)
+        ok = (dst->stop[dst->n_stop++] = strdup(src->stop[i])) != NULL;
+    if (!ok) serve_params_free(dst);
     return ok;
 }
 

@@ -92,27 +92,9 @@ usage_error() {
     exit 2
 }
 
-fetch_source() {
-    local src=$CACHE/src
-    if [[ -f $src/vendor/llama.cpp/CMakeLists.txt ]]; then return; fi
-    mkdir -p "$CACHE/sdist"
-    local tarball=$CACHE/sdist/llama_cpp_python-$VERSION.tar.gz
-    if [[ ! -f $tarball ]]; then
-        log "downloading llama-cpp-python==$VERSION sdist from PyPI"
-        # --no-binary :all: also builds every build dependency from source
-        # (minutes); only the sdist is needed, so fall back to wheels for those.
-        if ! pip download --no-deps --no-binary :all: -d "$CACHE/sdist" \
-            "llama-cpp-python==$VERSION" >"$CACHE/sdist/pip.log" 2>&1; then
-            pip download --no-deps --no-binary llama-cpp-python -d "$CACHE/sdist" \
-                "llama-cpp-python==$VERSION" >>"$CACHE/sdist/pip.log" 2>&1 ||
-                die "pip download failed (see $CACHE/sdist/pip.log)"
-        fi
-    fi
-    log "extracting $tarball"
-    rm -rf "$src.tmp" && mkdir -p "$src.tmp"
-    tar xzf "$tarball" -C "$src.tmp" --strip-components=1
-    mv "$src.tmp" "$src"
-}
+# The sdist, fetched the one way the project fetches it.
+source "$HERE/scripts/fetch-llamacpp-source.sh"
+fetch_source() { pw_llamacpp_fetch_source || die "cannot fetch the llama.cpp source"; }
 
 # The ISA switches of each flavour (GGML_* options of ggml/CMakeLists.txt),
 # one per line (a value may hold spaces).

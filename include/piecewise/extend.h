@@ -116,6 +116,10 @@ PW_API void *pw_host_grow(void *items, size_t elem_size, size_t *cap, size_t nee
 PW_API void pw_host_free(void *p);
 PW_API char *pw_host_strdup(const char *s);
 
+/* Seconds on the monotonic clock (for durations: never jumps with the
+ * wall clock). */
+PW_API double pw_monotonic_seconds(void);
+
 /* Files named by a user or found in a folder: opened so that nothing but a
  * regular file is ever read (a FIFO or a device neither blocks the open nor
  * feeds an unbounded read), read with a bound the caller derives from the

@@ -62,9 +62,12 @@ PW_API pw_status pw_model_build_ir(const pw_model *m, pw_ir **out);
 /* Tokenizer from the GGUF metadata. *ids is malloc'ed; free() it. The
  * text of a special token (<|im_start|>, <end_of_turn>, ...) becomes that
  * token, so the text is trusted: a whole prompt its writer formatted. Chat
- * messages go through pw_model_tokenize_chat instead. */
-PW_API pw_status pw_model_tokenize(const pw_model *m, const char *text, bool add_bos, int32_t **ids,
-                                   int64_t *n);
+ * messages go through pw_model_tokenize_chat instead. add_special adds the
+ * special tokens the model asks for, as llama.cpp does: BOS first when the
+ * GGUF sets tokenizer.ggml.add_bos_token (SmolLM2 does not; Gemma and
+ * Llama do), EOS last when it sets tokenizer.ggml.add_eos_token. */
+PW_API pw_status pw_model_tokenize(const pw_model *m, const char *text, bool add_special,
+                                   int32_t **ids, int64_t *n);
 /* The text of one token, for streaming (byte tokens give their byte). The
  * pointer stays valid until the next call on this thread. */
 PW_API const char *pw_model_token_text(const pw_model *m, int32_t prev, int32_t token);
@@ -73,16 +76,24 @@ PW_API int32_t pw_model_eos(const pw_model *m);
 /* EOS and the other end-of-generation tokens (e.g. <|im_end|>). */
 PW_API bool pw_model_is_end_of_generation(const pw_model *m, int32_t token);
 
-/* Chat templates (tokenizer.chat_template): the chatml family (SmolLM2,
- * with the template's default system prompt), Gemma and llama2 [INST].
- * Others are PW_ERR_UNSUPPORTED; a model without a template is
- * PW_ERR_NOT_FOUND. */
+/* Chat templates: the GGUF's Jinja template (tokenizer.chat_template),
+ * rendered by piecewise's Jinja interpreter as transformers renders it
+ * (docs/templates.md), with messages, add_generation_prompt, bos_token and
+ * eos_token. A gemma3 file without one gets Gemma 3's. A model without a
+ * template is PW_ERR_NOT_FOUND; a template piecewise cannot parse is
+ * PW_ERR_UNSUPPORTED naming what it lacks; an error while rendering (the
+ * template's raise_exception, a bound passed) is PW_ERR_INVALID_ARG. */
 typedef struct pw_chat_message {
     const char *role; /* "system", "user" or "assistant" */
     const char *content;
 } pw_chat_message;
 
+/* Whether the model has a chat template (it may still fail to render). */
 PW_API bool pw_model_has_chat_template(const pw_model *m);
+/* Renders a one-message conversation: PW_OK when the template can be used,
+ * else the error every chat call would give. Call it at load to report a
+ * broken template before any prompt. */
+PW_API pw_status pw_model_check_chat_template(const pw_model *m);
 /* The conversation as prompt text (*out malloc'ed; free() it), ending with
  * the assistant's turn opener when add_generation_prompt. For display:
  * pw_model_tokenize of this text would turn special-token text inside a
@@ -93,9 +104,9 @@ PW_API pw_status pw_model_apply_chat_template(const pw_model *m, const pw_chat_m
  * template's own markers are special tokens and message contents are
  * plain text, so a message holding "<|im_end|>" or "<start_of_turn>" gets
  * the tokens of that text and cannot close its turn or open another.
- * add_bos as for pw_model_tokenize. */
+ * add_special as for pw_model_tokenize. */
 PW_API pw_status pw_model_tokenize_chat(const pw_model *m, const pw_chat_message *msgs, int n,
-                                        bool add_generation_prompt, bool add_bos, int32_t **ids,
+                                        bool add_generation_prompt, bool add_special, int32_t **ids,
                                         int64_t *n_ids);
 /* The text that follows an assistant answer to add the next user turn:
  * closes the answer (unless it ended with its end-of-turn token,
@@ -165,6 +176,10 @@ typedef struct pw_engine_config {
                                        addresses (default true; docs/runtime.md) */
     const char *graph_cache_dir;    /* keep captured graphs in this folder and start from them
                                        (NULL: off; docs/graph-cache.md) */
+    bool prefix_cache;              /* share the KV blocks of prompts' common prefixes between
+                                       requests, and keep them after a request ends until the
+                                       memory is needed (default true; the tokens are the same
+                                       either way) */
 } pw_engine_config;
 
 PW_API void pw_engine_config_init(pw_engine_config *cfg);
@@ -197,6 +212,8 @@ typedef struct pw_engine_stats {
     int64_t lazy_captured;         /* descriptors captured after their first step */
     int64_t graphs_evicted;        /* descriptors whose graphs the graph budget freed */
     size_t graph_bytes;            /* bytes of the recorded graphs kept now (lazy) */
+    int64_t prefix_cache_queries;  /* prompt tokens of admitted requests (prefix cache on) */
+    int64_t prefix_cache_hits;     /* of those, tokens whose K/V came from the prefix cache */
 } pw_engine_stats;
 
 /* Compiles the model (graph, split, stitching plan, one PIECEWISE wrapper
@@ -210,6 +227,15 @@ PW_API void pw_engine_free(pw_engine *e);
 PW_API pw_status pw_engine_add_request(pw_engine *e, const int32_t *prompt, int64_t n_prompt,
                                        int64_t max_new_tokens, const pw_sampling_params *sp,
                                        int64_t *id);
+
+/* Queues a request that scores its prompt: as it runs, the logits of each
+ * prompt position p in [score_from, n_prompt) (the model's prediction of
+ * the token after p) are written to logits + (p - score_from) * vocab,
+ * the caller's buffer, which must stay valid until the request finishes.
+ * It then generates one token (greedy) and finishes. For perplexity. */
+PW_API pw_status pw_engine_add_scoring_request(pw_engine *e, const int32_t *prompt,
+                                               int64_t n_prompt, int64_t score_from,
+                                               float *logits, int64_t *id);
 
 typedef struct pw_step_token {
     int64_t request;

@@ -1,138 +1,99 @@
-/* Chat templates. GGUF files carry a Jinja template in
- * tokenizer.chat_template; rather than embed a Jinja interpreter, piecewise
- * recognises the template families Llama-family models use and formats
- * them natively:
- *   chatml   <|im_start|>role\ncontent<|im_end|>\n ... (SmolLM2, Qwen, ...),
- *            with the template's default system prompt when it has one
- *   llama2   <s>[INST] <<SYS>>\nsystem\n<</SYS>>\n\nuser [/INST] answer </s>
- *   gemma    <start_of_turn>user\ncontent<end_of_turn>\n<start_of_turn>model\n ...
- *            (Gemma 3: the system prompt opens the first user turn, followed
- *            by a blank line; contents are trimmed). A gemma3 file without
- *            tokenizer.chat_template gets it too: Gemma's GGUFs often lack one.
- * Any other template is PW_ERR_UNSUPPORTED naming what was seen; callers
- * fall back to raw prompts.
+/* Chat templates. A GGUF carries its model's Jinja template in
+ * tokenizer.chat_template; piecewise renders it with its own interpreter
+ * (jinja.h) the way transformers and llama.cpp do, with the variables
+ * messages (role, content), add_generation_prompt, bos_token and eos_token.
+ * A gemma3 file without a template gets Gemma 3's (Gemma's GGUFs often
+ * lack one); any other file without one has no chat template.
  *
- * Formatting records where the template's own markers (<|im_start|>,
- * <end_of_turn>, <s>, ...) are, and the token entry points
- * (pw_model_tokenize_chat*) make only those special tokens: message text
- * is plain text, so a message holding "<|im_end|>" cannot close its turn
- * or forge another. */
+ * As llama.cpp does, a rendered prompt that starts with the BOS token's
+ * text loses it when the tokenizer adds BOS itself (add_bos_token), so the
+ * token is never doubled.
+ *
+ * The interpreter marks the bytes the template wrote itself (its literal
+ * text, and the BOS and EOS tokens' text) apart from the bytes that came
+ * from messages. Only inside those does a CONTROL token's text become the
+ * token (pw_tokenizer_encode_marked): a message holding "<|im_end|>" cannot
+ * close its turn or forge another. */
+#include "model/chat.h"
+#include "model/jinja.h"
 #include "model/llama.h"
 
+#include <stdio.h>
 #include <string.h>
 
-#define CHAT_MAX_SYSTEM 1024
+/* Gemma 3's template (google/gemma-3-*-it), for gemma3 GGUFs without one. */
+static const char gemma3_template[] =
+    "{{ bos_token }}\n"
+    "{%- if messages[0]['role'] == 'system' -%}\n"
+    "    {%- if messages[0]['content'] is string -%}\n"
+    "        {%- set first_user_prefix = messages[0]['content'] + '\\n\\n' -%}\n"
+    "    {%- else -%}\n"
+    "        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\\n\\n' -%}\n"
+    "    {%- endif -%}\n"
+    "    {%- set loop_messages = messages[1:] -%}\n"
+    "{%- else -%}\n"
+    "    {%- set first_user_prefix = \"\" -%}\n"
+    "    {%- set loop_messages = messages -%}\n"
+    "{%- endif -%}\n"
+    "{%- for message in loop_messages -%}\n"
+    "    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}\n"
+    "        {{ raise_exception(\"Conversation roles must alternate user/assistant/user/assistant/...\") }}\n"
+    "    {%- endif -%}\n"
+    "    {%- if (message['role'] == 'assistant') -%}\n"
+    "        {%- set role = \"model\" -%}\n"
+    "    {%- else -%}\n"
+    "        {%- set role = message['role'] -%}\n"
+    "    {%- endif -%}\n"
+    "    {{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else \"\") }}\n"
+    "    {%- if message['content'] is string -%}\n"
+    "        {{ message['content'] | trim }}\n"
+    "    {%- elif message['content'] is iterable -%}\n"
+    "        {%- for item in message['content'] -%}\n"
+    "            {%- if item['type'] == 'image' -%}\n"
+    "                {{ '<start_of_image>' }}\n"
+    "            {%- elif item['type'] == 'text' -%}\n"
+    "                {{ item['text'] | trim }}\n"
+    "            {%- endif -%}\n"
+    "        {%- endfor -%}\n"
+    "    {%- else -%}\n"
+    "        {{ raise_exception(\"Invalid content type\") }}\n"
+    "    {%- endif -%}\n"
+    "    {{ '<end_of_turn>\\n' }}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}\n"
+    "    {{'<start_of_turn>model\\n'}}\n"
+    "{%- endif -%}\n";
 
-typedef enum chat_family { CHAT_NONE = 0, CHAT_CHATML, CHAT_LLAMA2, CHAT_GEMMA } chat_family;
-
-/* The formatted conversation and where its markers are. */
-typedef struct text_buf {
-    pw_sb text;
-    pw_token_span *markers;
-    int64_t n_markers, cap_markers;
-    pw_status status;
-} text_buf;
-
-static void text_buf_free(text_buf *b) {
-    pw_sb_discard(&b->text);
-    pw_host_free(b->markers);
-}
-
-static void put(text_buf *b, const char *s) {
-    if (b->status != PW_OK) return;
-    pw_sb_puts(&b->text, s);
-    b->status = b->text.status;
-}
-
-/* Appends one of the template's markers: a special token, unlike the
- * message text around it. */
-static void put_marker(text_buf *b, const char *marker) {
-    if (b->status != PW_OK) return;
-    if (b->n_markers == b->cap_markers) {
-        size_t cap = (size_t)b->cap_markers;
-        pw_token_span *p = pw_host_grow(b->markers, sizeof *p, &cap, (size_t)b->n_markers + 1, INT64_MAX);
-        if (!p) {
-            b->status = PW_ERR_OOM;
-            return;
-        }
-        b->markers = p;
-        b->cap_markers = (int64_t)cap;
-    }
-    b->markers[b->n_markers++] = (pw_token_span){b->text.len, strlen(marker)};
-    put(b, marker);
-}
-
-/* The literal default system prompt of a chatml template, e.g.
- * {{ '<|im_start|>system\nYou are a helpful AI assistant...<|im_end|>\n' }},
- * with the Jinja string escapes \n undone. Empty if there is none. */
-static void chatml_default_system(const char *tmpl, char *out, size_t cap) {
-    out[0] = '\0';
-    const char *start = strstr(tmpl, "'<|im_start|>system\\n");
-    if (!start) return;
-    start += strlen("'<|im_start|>system\\n");
-    const char *end = strstr(start, "<|im_end|>");
-    if (!end) return;
-    size_t n = 0;
-    for (const char *p = start; p < end && n + 1 < cap; p++) {
-        if (p[0] == '\\' && p + 1 < end && p[1] == 'n') {
-            out[n++] = '\n';
-            p++;
-        } else if (p[0] == '\\' && p + 1 < end && p[1] == '\'') {
-            out[n++] = '\'';
-            p++;
-        } else {
-            out[n++] = *p;
-        }
-    }
-    out[n] = '\0';
-}
-
-static pw_status detect(const pw_model *m, chat_family *family, char *system, size_t cap) {
-    const char *tmpl = NULL;
-    system[0] = '\0';
-    if (pw_gguf_get_string(m->gguf, "tokenizer.chat_template", &tmpl) != PW_OK || !tmpl) {
-        if (m->arch == PW_ARCH_GEMMA3) {
-            pw_clear_error();
-            *family = CHAT_GEMMA;
-            return PW_OK;
-        }
-        *family = CHAT_NONE;
-        return pw_error(PW_ERR_NOT_FOUND,
-                        "model '%s' has no chat template (tokenizer.chat_template); use raw prompts",
-                        m->info.name);
-    }
-    if (strstr(tmpl, "<|im_start|>")) {
-        *family = CHAT_CHATML;
-        chatml_default_system(tmpl, system, cap);
-        return PW_OK;
-    }
-    if (strstr(tmpl, "<start_of_turn>")) {
-        *family = CHAT_GEMMA;
-        return PW_OK;
-    }
-    if (strstr(tmpl, "[INST]")) {
-        *family = CHAT_LLAMA2;
-        return PW_OK;
-    }
-    *family = CHAT_NONE;
-    char head[48];
-    snprintf(head, sizeof head, "%s", tmpl);
-    return pw_error(PW_ERR_UNSUPPORTED,
-                    "unsupported chat template (starts \"%s...\"); piecewise knows chatml, "
-                    "llama2 and gemma templates; use raw prompts",
-                    head);
-}
-
-bool pw_model_has_chat_template(const pw_model *m) {
-    chat_family f;
-    char sys[CHAT_MAX_SYSTEM];
-    bool ok = detect(m, &f, sys, sizeof sys) == PW_OK;
+pw_status pw_chat_template_source(const pw_gguf *g, const char **src) {
+    *src = NULL;
+    if (pw_gguf_get_string(g, "tokenizer.chat_template", src) == PW_OK && *src) return PW_OK;
     pw_clear_error();
-    return ok;
+    const char *arch = NULL;
+    if (pw_gguf_get_string(g, "general.architecture", &arch) == PW_OK && arch && strcmp(arch, "gemma3") == 0) {
+        *src = gemma3_template;
+        return PW_OK;
+    }
+    pw_clear_error();
+    return pw_error(PW_ERR_NOT_FOUND, "no chat template (tokenizer.chat_template)");
+}
+
+/* The model's template, parsed. */
+static pw_status load_template(const pw_model *m, pw_jinja_template **t) {
+    const char *src;
+    if (pw_chat_template_source(m->gguf, &src) != PW_OK)
+        return pw_error(PW_ERR_NOT_FOUND, "model '%s' has no chat template (tokenizer.chat_template); "
+                        "use raw prompts", m->info.name);
+    if (pw_jinja_parse(src, strlen(src), t) != PW_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", pw_last_error());
+        return pw_error(PW_ERR_UNSUPPORTED, "model '%s': its chat template cannot be used: %s",
+                        m->info.name, why);
+    }
+    return PW_OK;
 }
 
 static pw_status check_messages(const pw_chat_message *msgs, int n) {
-    if (n < 1) return pw_error(PW_ERR_INVALID_ARG, "chat: no messages");
+    if (n < 1 || !msgs) return pw_error(PW_ERR_INVALID_ARG, "chat: no messages");
     for (int i = 0; i < n; i++) {
         if (!msgs[i].role || !msgs[i].content)
             return pw_error(PW_ERR_INVALID_ARG, "chat: message %d has no role or content", i);
@@ -145,176 +106,216 @@ static pw_status check_messages(const pw_chat_message *msgs, int n) {
     return PW_OK;
 }
 
-static void format_chatml(text_buf *b, const char *default_system, const pw_chat_message *msgs,
-                          int n, bool add_generation_prompt) {
-    if (strcmp(msgs[0].role, "system") != 0 && default_system[0]) {
-        put_marker(b, "<|im_start|>");
-        put(b, "system\n");
-        put(b, default_system);
-        put_marker(b, "<|im_end|>");
-        put(b, "\n");
-    }
-    for (int i = 0; i < n; i++) {
-        put_marker(b, "<|im_start|>");
-        put(b, msgs[i].role);
-        put(b, "\n");
-        put(b, msgs[i].content);
-        put_marker(b, "<|im_end|>");
-        put(b, "\n");
-    }
-    if (add_generation_prompt) {
-        put_marker(b, "<|im_start|>");
-        put(b, "assistant\n");
-    }
+/* A special token's text as a trusted template string ("" when the
+ * vocabulary has none). */
+static pw_jinja_value *token_string(const pw_model *m, int32_t id) {
+    const char *text = id >= 0 ? pw_tokenizer_token_text(m->tokenizer, id) : NULL;
+    if (!text) text = "";
+    return pw_jinja_string(text, strlen(text), true);
 }
 
-/* Without BOS: the tokenizer adds it. */
-static void format_llama2(text_buf *b, const pw_chat_message *msgs, int n) {
-    const char *system = NULL;
-    int i = 0;
-    if (strcmp(msgs[0].role, "system") == 0) system = msgs[i++].content;
-    bool first = true;
-    for (; i < n; i++) {
-        if (strcmp(msgs[i].role, "user") == 0) {
-            if (!first) put_marker(b, "<s>");
-            put(b, "[INST] ");
-            if (system && first) {
-                put(b, "<<SYS>>\n");
-                put(b, system);
-                put(b, "\n<</SYS>>\n\n");
+static pw_status build_context(const pw_model *m, const pw_chat_message *msgs, int n,
+                               bool add_generation_prompt, pw_jinja_value **out) {
+    *out = NULL;
+    pw_jinja_value *ctx = pw_jinja_dict(), *list = pw_jinja_list();
+    pw_status s = ctx && list ? PW_OK : PW_ERR_OOM;
+    for (int i = 0; s == PW_OK && i < n; i++) {
+        pw_jinja_value *msg = pw_jinja_dict();
+        s = pw_jinja_set(msg, "role", pw_jinja_string(msgs[i].role, strlen(msgs[i].role), false));
+        if (s == PW_OK)
+            s = pw_jinja_set(msg, "content", pw_jinja_string(msgs[i].content, strlen(msgs[i].content), false));
+        if (s == PW_OK) s = pw_jinja_append(list, msg);
+        else pw_jinja_value_free(msg);
+    }
+    if (s == PW_OK) {
+        s = pw_jinja_set(ctx, "messages", list);
+        list = NULL;
+    }
+    if (s == PW_OK) s = pw_jinja_set(ctx, "add_generation_prompt", pw_jinja_bool(add_generation_prompt));
+    if (s == PW_OK) s = pw_jinja_set(ctx, "bos_token", token_string(m, pw_tokenizer_bos(m->tokenizer)));
+    if (s == PW_OK) s = pw_jinja_set(ctx, "eos_token", token_string(m, pw_tokenizer_eos(m->tokenizer)));
+    pw_jinja_value_free(list);
+    if (s != PW_OK) {
+        pw_jinja_value_free(ctx);
+        return pw_error(PW_ERR_OOM, "chat: out of memory building the template's variables");
+    }
+    *out = ctx;
+    return PW_OK;
+}
+
+/* The rendered prompt: text, and the spans that are special tokens. */
+typedef struct prompt {
+    char *text;
+    size_t len;
+    pw_token_span *markers;
+    int64_t n_markers;
+} prompt;
+
+static void prompt_free(prompt *p) {
+    pw_host_free(p->text);
+    pw_host_free(p->markers);
+    memset(p, 0, sizeof *p);
+}
+
+/* The CONTROL tokens whose text lies inside the trusted spans, leftmost
+ * longest first. */
+static pw_status find_markers(const pw_model *m, const pw_jinja_rendered *r, prompt *p) {
+    const pw_tokenizer *t = m->tokenizer;
+    int32_t nv = pw_tokenizer_vocab_size(t);
+    int32_t *controls = NULL;
+    size_t cap = 0;
+    int64_t n_controls = 0;
+    for (int32_t id = 0; id < nv; id++) {
+        if (pw_tokenizer_token_type(t, id) != PW_TOKEN_CONTROL) continue;
+        const char *text = pw_tokenizer_token_text(t, id);
+        if (!text || !text[0]) continue;
+        int32_t *c = pw_host_grow(controls, sizeof *c, &cap, (size_t)n_controls + 1, (size_t)nv);
+        if (!c) {
+            pw_host_free(controls);
+            return PW_ERR_OOM;
+        }
+        controls = c;
+        controls[n_controls++] = id;
+    }
+    size_t mcap = 0;
+    pw_status s = PW_OK;
+    for (int64_t k = 0; s == PW_OK && k < r->n_trusted; k++) {
+        size_t at = r->trusted[k].start, end = at + r->trusted[k].len;
+        while (at < end) {
+            size_t best = 0;
+            for (int64_t j = 0; j < n_controls; j++) {
+                const char *text = pw_tokenizer_token_text(t, controls[j]);
+                size_t len = strlen(text);
+                if (len > best && len <= end - at && r->text[at] == text[0] &&
+                    memcmp(r->text + at, text, len) == 0)
+                    best = len;
             }
-            put(b, msgs[i].content);
-            put(b, " [/INST]");
-            first = false;
-        } else if (strcmp(msgs[i].role, "assistant") == 0) {
-            put(b, " ");
-            put(b, msgs[i].content);
-            put(b, " ");
-            put_marker(b, "</s>");
+            if (!best) {
+                at++;
+                continue;
+            }
+            pw_token_span *g = pw_host_grow(p->markers, sizeof *g, &mcap, (size_t)p->n_markers + 1, SIZE_MAX / sizeof *g);
+            if (!g) {
+                s = PW_ERR_OOM;
+                break;
+            }
+            p->markers = g;
+            p->markers[p->n_markers++] = (pw_token_span){at, best};
+            at += best;
         }
     }
+    pw_host_free(controls);
+    return s;
 }
 
-/* Appends s without leading and trailing whitespace (Jinja's trim). */
-static void put_trimmed(text_buf *b, const char *s) {
-    static const char *const ws = " \t\n\r\f\v";
-    while (*s && strchr(ws, *s)) s++;
-    size_t n = strlen(s);
-    while (n > 0 && strchr(ws, s[n - 1])) n--;
-    if (b->status != PW_OK) return;
-    pw_sb_append(&b->text, s, n);
-    b->status = b->text.status;
-}
-
-/* Gemma 3's template without the BOS (the tokenizer adds it): the system
- * message becomes the start of the first user turn, assistant is "model". */
-static void format_gemma(text_buf *b, const pw_chat_message *msgs, int n,
-                         bool add_generation_prompt) {
-    int i = 0;
-    const char *system = NULL;
-    if (strcmp(msgs[0].role, "system") == 0) system = msgs[i++].content;
-    for (bool first = true; i < n; i++, first = false) {
-        bool model = strcmp(msgs[i].role, "assistant") == 0;
-        put_marker(b, "<start_of_turn>");
-        put(b, model ? "model\n" : "user\n");
-        if (first && system) {
-            put_trimmed(b, system);
-            put(b, "\n\n");
-        }
-        put_trimmed(b, msgs[i].content);
-        put_marker(b, "<end_of_turn>");
-        put(b, "\n");
-    }
-    if (add_generation_prompt) {
-        put_marker(b, "<start_of_turn>");
-        put(b, "model\n");
-    }
-}
-
-/* The whole conversation formatted into b (freed by the caller). */
-static pw_status format_conversation(const pw_model *m, const pw_chat_message *msgs, int n,
-                                     bool add_generation_prompt, text_buf *b) {
+/* Renders the conversation into p; strip_bos: drop a leading BOS marker
+ * when the tokenizer adds BOS itself. */
+static pw_status render(const pw_model *m, const pw_chat_message *msgs, int n, bool add_generation_prompt,
+                        prompt *p) {
+    memset(p, 0, sizeof *p);
     PW_TRY(check_messages(msgs, n));
-    chat_family family;
-    char system[CHAT_MAX_SYSTEM];
-    PW_TRY(detect(m, &family, system, sizeof system));
-    if (family == CHAT_CHATML) format_chatml(b, system, msgs, n, add_generation_prompt);
-    else if (family == CHAT_GEMMA) format_gemma(b, msgs, n, add_generation_prompt);
-    else format_llama2(b, msgs, n);
-    if (b->status != PW_OK)
-        return pw_error(b->status, "chat: out of memory formatting the conversation");
-    return PW_OK;
-}
-
-/* The text after an assistant answer that adds the next user turn. */
-static pw_status format_next_turn(const pw_model *m, const char *user, bool answer_closed,
-                                  text_buf *b) {
-    if (!user) return pw_error(PW_ERR_INVALID_ARG, "chat: no user message");
-    chat_family family;
-    char system[CHAT_MAX_SYSTEM];
-    PW_TRY(detect(m, &family, system, sizeof system));
-    if (family == CHAT_CHATML) {
-        if (!answer_closed) put_marker(b, "<|im_end|>");
-        put(b, "\n");
-        put_marker(b, "<|im_start|>");
-        put(b, "user\n");
-        put(b, user);
-        put_marker(b, "<|im_end|>");
-        put(b, "\n");
-        put_marker(b, "<|im_start|>");
-        put(b, "assistant\n");
-    } else if (family == CHAT_GEMMA) {
-        if (!answer_closed) put_marker(b, "<end_of_turn>");
-        put(b, "\n");
-        put_marker(b, "<start_of_turn>");
-        put(b, "user\n");
-        put_trimmed(b, user);
-        put_marker(b, "<end_of_turn>");
-        put(b, "\n");
-        put_marker(b, "<start_of_turn>");
-        put(b, "model\n");
-    } else {
-        if (!answer_closed) {
-            put(b, " ");
-            put_marker(b, "</s>");
+    pw_jinja_template *t = NULL;
+    PW_TRY(load_template(m, &t));
+    pw_jinja_value *ctx = NULL;
+    pw_jinja_rendered r = {0};
+    pw_status s = build_context(m, msgs, n, add_generation_prompt, &ctx);
+    if (s == PW_OK) {
+        s = pw_jinja_render(t, ctx, NULL, &r);
+        if (s != PW_OK && s != PW_ERR_OOM) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", pw_last_error());
+            s = pw_error(s, "model '%s': its chat template failed: %s", m->info.name, why);
         }
-        put_marker(b, "<s>");
-        put(b, "[INST] ");
-        put(b, user);
-        put(b, " [/INST]");
     }
-    if (b->status != PW_OK) return pw_error(b->status, "chat: out of memory");
-    return PW_OK;
+    if (s == PW_OK) s = find_markers(m, &r, p);
+    if (s == PW_OK) {
+        p->text = r.text;
+        p->len = r.len;
+        r.text = NULL;
+        /* llama.cpp drops the template's BOS where the tokenizer adds one */
+        int32_t bos = pw_tokenizer_bos(m->tokenizer);
+        if (bos >= 0 && pw_tokenizer_adds_bos(m->tokenizer) && p->n_markers > 0 && p->markers[0].start == 0 &&
+            strlen(pw_tokenizer_token_text(m->tokenizer, bos)) == p->markers[0].len &&
+            memcmp(p->text, pw_tokenizer_token_text(m->tokenizer, bos), p->markers[0].len) == 0) {
+            size_t cut = p->markers[0].len;
+            memmove(p->text, p->text + cut, p->len - cut + 1);
+            p->len -= cut;
+            memmove(p->markers, p->markers + 1, (size_t)(p->n_markers - 1) * sizeof *p->markers);
+            p->n_markers--;
+            for (int64_t i = 0; i < p->n_markers; i++) p->markers[i].start -= cut;
+        }
+    }
+    pw_jinja_rendered_free(&r);
+    pw_jinja_value_free(ctx);
+    pw_jinja_template_free(t);
+    if (s != PW_OK) {
+        prompt_free(p);
+        if (s == PW_ERR_OOM) return pw_error(PW_ERR_OOM, "chat: out of memory rendering the template");
+    }
+    return s;
 }
 
-/* The formatted text as a malloc'ed string, as the public API promises. */
-static pw_status text_out(const text_buf *b, char **out) {
-    *out = malloc(b->text.len + 1);
+pw_status pw_model_check_chat_template(const pw_model *m) {
+    pw_chat_message probe = {"user", "Hello"};
+    prompt p;
+    pw_status s = render(m, &probe, 1, true, &p);
+    prompt_free(&p);
+    return s;
+}
+
+bool pw_model_has_chat_template(const pw_model *m) {
+    const char *src;
+    bool ok = pw_chat_template_source(m->gguf, &src) == PW_OK;
+    pw_clear_error();
+    return ok;
+}
+
+/* The prompt's text as a malloc'ed string, as the public API promises. */
+static pw_status text_out(const prompt *p, size_t from, char **out) {
+    *out = malloc(p->len - from + 1);
     if (!*out) return pw_error(PW_ERR_OOM, "chat: out of memory");
-    memcpy(*out, b->text.data ? b->text.data : "", b->text.len);
-    (*out)[b->text.len] = '\0';
+    memcpy(*out, p->text + from, p->len - from);
+    (*out)[p->len - from] = '\0';
     return PW_OK;
 }
 
-/* The formatted text as tokens: the markers special, the rest plain text. */
-static pw_status tokens_out(const pw_model *m, const text_buf *b, bool add_bos, int32_t **ids,
+/* The prompt from byte `from` on as tokens: the markers special, the rest
+ * plain text. A BOS the text already starts with is not added again. */
+static pw_status tokens_out(const pw_model *m, const prompt *p, size_t from, bool add_bos, int32_t **ids,
                             int64_t *n_ids) {
+    int64_t first = 0;
+    while (first < p->n_markers && p->markers[first].start < from) first++;
+    pw_token_span *spans = NULL;
+    int64_t n = p->n_markers - first;
+    if (n > 0) {
+        spans = pw_host_alloc((size_t)n * sizeof *spans);
+        if (!spans) return PW_ERR_OOM;
+        for (int64_t i = 0; i < n; i++)
+            spans[i] = (pw_token_span){p->markers[first + i].start - from, p->markers[first + i].len};
+    }
+    int32_t bos = pw_tokenizer_bos(m->tokenizer);
+    const char *bos_text = bos >= 0 ? pw_tokenizer_token_text(m->tokenizer, bos) : NULL;
+    if (add_bos && n > 0 && spans[0].start == 0 && bos_text && strlen(bos_text) == spans[0].len &&
+        memcmp(p->text + from, bos_text, spans[0].len) == 0)
+        add_bos = false;
     int32_t *tmp = NULL;
-    int64_t n = 0;
-    PW_TRY(pw_tokenizer_encode_marked(m->tokenizer, b->text.data ? b->text.data : "", b->text.len, b->markers,
-                                      b->n_markers, add_bos ? PW_TOKENIZE_ADD_BOS : 0u, &tmp, &n));
-    pw_status s = pw_model_ids_to_caller(tmp, n, ids);
-    if (s == PW_OK) *n_ids = n;
+    int64_t count = 0;
+    pw_status s = pw_tokenizer_encode_marked(m->tokenizer, p->text + from, p->len - from, spans, n,
+                                             add_bos ? PW_TOKENIZE_ADD_SPECIAL : 0u, &tmp, &count);
+    pw_host_free(spans);
+    PW_TRY(s);
+    s = pw_model_ids_to_caller(tmp, count, ids);
+    if (s == PW_OK) *n_ids = count;
     return s;
 }
 
 pw_status pw_model_apply_chat_template(const pw_model *m, const pw_chat_message *msgs, int n,
                                        bool add_generation_prompt, char **out) {
     *out = NULL;
-    text_buf b = {0};
-    pw_status s = format_conversation(m, msgs, n, add_generation_prompt, &b);
-    if (s == PW_OK) s = text_out(&b, out);
-    text_buf_free(&b);
+    prompt p;
+    pw_status s = render(m, msgs, n, add_generation_prompt, &p);
+    if (s == PW_OK) s = text_out(&p, 0, out);
+    prompt_free(&p);
     return s;
 }
 
@@ -323,20 +324,69 @@ pw_status pw_model_tokenize_chat(const pw_model *m, const pw_chat_message *msgs,
                                  int64_t *n_ids) {
     *ids = NULL;
     *n_ids = 0;
-    text_buf b = {0};
-    pw_status s = format_conversation(m, msgs, n, add_generation_prompt, &b);
-    if (s == PW_OK) s = tokens_out(m, &b, add_bos, ids, n_ids);
-    text_buf_free(&b);
+    prompt p;
+    pw_status s = render(m, msgs, n, add_generation_prompt, &p);
+    if (s == PW_OK) s = tokens_out(m, &p, 0, add_bos, ids, n_ids);
+    prompt_free(&p);
     return s;
+}
+
+/* The next turn is what the template writes after an assistant answer:
+ * rendered for [user, assistant answer, user] with the generation prompt,
+ * it is everything after the answer. It must begin where the rendering of
+ * [user] with the generation prompt, followed by the answer, ends: templates
+ * that rewrite earlier turns cannot continue a conversation this way. When
+ * the answer was closed by its end-of-generation token (already in the
+ * cache), that token's text is left out. *from: where the turn starts. */
+static pw_status render_next_turn(const pw_model *m, const char *user, bool answer_closed, prompt *p,
+                                  size_t *from) {
+    if (!user) return pw_error(PW_ERR_INVALID_ARG, "chat: no user message");
+    static const char answer[] = "Sure.";
+    pw_chat_message conv[3] = {{"user", "Hello."}, {"assistant", answer}, {"user", user}};
+    prompt head;
+    PW_TRY(render(m, conv, 1, true, &head));
+    pw_status s = render(m, conv, 3, true, p);
+    size_t at = head.len + strlen(answer);
+    if (s == PW_OK && (p->len < at || memcmp(p->text, head.text, head.len) != 0 ||
+                       memcmp(p->text + head.len, answer, strlen(answer)) != 0))
+        s = pw_error(PW_ERR_UNSUPPORTED, "model '%s': its chat template does not add a turn to a "
+                     "conversation without rewriting it; render the whole conversation instead",
+                     m->info.name);
+    prompt_free(&head);
+    if (s != PW_OK) {
+        prompt_free(p);
+        return s;
+    }
+    if (answer_closed) {
+        for (int64_t i = 0; i < p->n_markers; i++) {
+            if (p->markers[i].start < at) continue;
+            int32_t id = -1;
+            char tok[256];
+            size_t len = p->markers[i].len < sizeof tok ? p->markers[i].len : sizeof tok - 1;
+            memcpy(tok, p->text + p->markers[i].start, len);
+            tok[len] = '\0';
+            bool blank = true;
+            for (size_t k = at; k < p->markers[i].start; k++)
+                blank = blank && strchr(" \t\n", p->text[k]) != NULL;
+            if (blank && pw_tokenizer_find(m->tokenizer, tok, &id) == PW_OK &&
+                pw_tokenizer_is_eog(m->tokenizer, id))
+                at = p->markers[i].start + p->markers[i].len;
+            pw_clear_error();
+            break;
+        }
+    }
+    *from = at;
+    return PW_OK;
 }
 
 pw_status pw_model_chat_next_turn(const pw_model *m, const char *user, bool answer_closed,
                                   char **out) {
     *out = NULL;
-    text_buf b = {0};
-    pw_status s = format_next_turn(m, user, answer_closed, &b);
-    if (s == PW_OK) s = text_out(&b, out);
-    text_buf_free(&b);
+    prompt p;
+    size_t from = 0;
+    PW_TRY(render_next_turn(m, user, answer_closed, &p, &from));
+    pw_status s = text_out(&p, from, out);
+    prompt_free(&p);
     return s;
 }
 
@@ -344,10 +394,11 @@ pw_status pw_model_tokenize_chat_next_turn(const pw_model *m, const char *user,
                                            bool answer_closed, int32_t **ids, int64_t *n_ids) {
     *ids = NULL;
     *n_ids = 0;
-    text_buf b = {0};
-    pw_status s = format_next_turn(m, user, answer_closed, &b);
-    if (s == PW_OK) s = tokens_out(m, &b, false, ids, n_ids);
-    text_buf_free(&b);
+    prompt p;
+    size_t from = 0;
+    PW_TRY(render_next_turn(m, user, answer_closed, &p, &from));
+    pw_status s = tokens_out(m, &p, from, false, ids, n_ids);
+    prompt_free(&p);
     return s;
 }
 

@@ -80,12 +80,14 @@ static pw_status alloc_rope(pw_engine *e) {
     size_t rope_bytes = pw_op_rope_table_floats(len, in->head_dim) * sizeof(float);
     float *rope = pw_host_alloc(rope_bytes);
     if (!rope) return PW_ERR_OOM;
-    pw_op_rope_table(rope, len, in->head_dim, in->rope_theta);
+    /* Llama 3.x's frequency factors and linear scaling are in the table */
+    const pw_model *m = e->model;
+    pw_op_rope_table_scaled(rope, len, in->head_dim, in->rope_theta,
+                            m->rope_freq_factors, m->rope_freq_scale);
     pw_status s = device_upload(e, rope, rope_bytes, (void **)&w->rope_table);
     /* the copy may read the host table asynchronously */
     if (s == PW_OK) s = pw_stream_synchronize(e->stream);
     /* Sliding-window layers have their own rope base (Gemma 3). */
-    const pw_model *m = e->model;
     if (s == PW_OK && m->layer_window) {
         pw_op_rope_table(rope, len, in->head_dim, m->rope_theta_local);
         s = device_upload(e, rope, rope_bytes, (void **)&w->rope_table_local);
@@ -240,4 +242,16 @@ pw_status pw_engine_stage_inputs(pw_engine *e, int64_t n_tokens) {
     return stage(e, e->run.dev.block_tables, e->kv.tables,
                  (size_t)(e->kv.max_seqs * e->kv.blocks_per_seq) * sizeof(int32_t),
                  5 * slot + sizeof(int32_t));
+}
+
+pw_status pw_engine_prepare_forward(pw_engine *e, int64_t n_padded) {
+    PW_TRY(pw_engine_stage_inputs(e, n_padded));
+    if (!e->run.ids_slice || pw_tensor_dim(e->run.ids_slice, 0) != n_padded) {
+        pw_tensor *ids = NULL;
+        PW_TRY(pw_tensor_slice0(e->run.ids_tensor, 0, n_padded, &ids));
+        pw_tensor_release(e->run.ids_slice);
+        e->run.ids_slice = ids;
+    }
+    e->weights.params[0] = pw_value_tensor(e->run.ids_slice); /* the weights were filled in once */
+    return PW_OK;
 }

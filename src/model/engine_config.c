@@ -51,6 +51,7 @@ void pw_engine_config_init(pw_engine_config *cfg) {
     cfg->progress = PW_PROGRESS_AUTO;
     cfg->print_capture_totals = true;
     cfg->capture_distinct = true;
+    cfg->prefix_cache = true;
 }
 
 static pw_status check(const pw_engine_config *c) {

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct byte_buf {
     uint8_t *data;
@@ -21,8 +22,10 @@ typedef struct writer_tensor {
     pw_dtype dtype;
     int n_dims;
     int64_t dims[PW_GGUF_MAX_DIMS];
-    uint8_t *data;
+    uint8_t *data; /* NULL for a filled tensor */
     uint64_t nbytes;
+    pw_gguf_tensor_fill fill;
+    void *fill_user;
 } writer_tensor;
 
 struct pw_gguf_writer {
@@ -173,6 +176,104 @@ pw_status pw_gguf_writer_add_string_array(pw_gguf_writer *w, const char *key,
     return kv_done(w);
 }
 
+/* One number re-encoded as a GGUF scalar of type t, from the getters'
+ * int64 (signed types, bool), uint64 (unsigned) or double (floats). */
+static void put_number(byte_buf *b, pw_gguf_type t, int64_t i, uint64_t u, double f) {
+    switch (t) {
+    case PW_GGUF_UINT8: { uint8_t v = (uint8_t)u; buf_put(b, &v, 1); break; }
+    case PW_GGUF_INT8: { int8_t v = (int8_t)i; buf_put(b, &v, 1); break; }
+    case PW_GGUF_BOOL: { uint8_t v = i != 0; buf_put(b, &v, 1); break; }
+    case PW_GGUF_UINT16: { uint16_t v = (uint16_t)u; buf_put(b, &v, 2); break; }
+    case PW_GGUF_INT16: { int16_t v = (int16_t)i; buf_put(b, &v, 2); break; }
+    case PW_GGUF_UINT32: { uint32_t v = (uint32_t)u; buf_put(b, &v, 4); break; }
+    case PW_GGUF_INT32: { int32_t v = (int32_t)i; buf_put(b, &v, 4); break; }
+    case PW_GGUF_UINT64: buf_put(b, &u, 8); break;
+    case PW_GGUF_INT64: buf_put(b, &i, 8); break;
+    case PW_GGUF_FLOAT32: { float v = (float)f; buf_put(b, &v, 4); break; }
+    case PW_GGUF_FLOAT64: buf_put(b, &f, 8); break;
+    default: break;
+    }
+}
+
+static bool is_unsigned(pw_gguf_type t) {
+    return t == PW_GGUF_UINT8 || t == PW_GGUF_UINT16 || t == PW_GGUF_UINT32 ||
+           t == PW_GGUF_UINT64;
+}
+static bool is_float(pw_gguf_type t) { return t == PW_GGUF_FLOAT32 || t == PW_GGUF_FLOAT64; }
+
+pw_status pw_gguf_writer_add_kv_copy(pw_gguf_writer *w, const pw_gguf_kv *kv) {
+    if (!kv) return pw_error(PW_ERR_INVALID_ARG, "gguf writer: NULL kv");
+    const char *key = pw_gguf_kv_key(kv);
+    pw_gguf_type t = pw_gguf_kv_type(kv);
+    const char *str;
+    size_t len;
+    int64_t i = 0;
+    uint64_t u = 0;
+    double f = 0;
+    bool bv;
+    if (t == PW_GGUF_STRING) {
+        PW_TRY(pw_gguf_kv_string(kv, &str, &len));
+        buf_str(&w->kvs, key);
+        buf_u32(&w->kvs, PW_GGUF_STRING);
+        buf_u64(&w->kvs, len);
+        buf_put(&w->kvs, str, len);
+        return kv_done(w);
+    }
+    if (t != PW_GGUF_ARRAY) {
+        if (t == PW_GGUF_BOOL) {
+            PW_TRY(pw_gguf_kv_bool(kv, &bv));
+            i = bv;
+        } else if (is_float(t)) {
+            PW_TRY(pw_gguf_kv_float(kv, &f));
+        } else if (is_unsigned(t)) {
+            PW_TRY(pw_gguf_kv_uint(kv, &u));
+        } else {
+            PW_TRY(pw_gguf_kv_int(kv, &i));
+        }
+        if (writer_scalar_size(t) == 0)
+            return pw_error(PW_ERR_INVALID_ARG, "gguf writer: key '%s': type %d is not a scalar",
+                            key, (int)t);
+        buf_str(&w->kvs, key);
+        buf_u32(&w->kvs, (uint32_t)t);
+        put_number(&w->kvs, t, i, u, f);
+        return kv_done(w);
+    }
+    pw_gguf_type et = pw_gguf_kv_array_type(kv);
+    uint64_t n = pw_gguf_kv_array_len(kv);
+    if (et != PW_GGUF_STRING && writer_scalar_size(et) == 0)
+        return pw_error(PW_ERR_INVALID_ARG, "gguf writer: key '%s': arrays of %s cannot be copied",
+                        key, pw_gguf_type_name(et));
+    byte_buf b = {0};
+    for (uint64_t k = 0; k < n; k++) {
+        if (et == PW_GGUF_STRING) {
+            PW_TRY(pw_gguf_kv_array_string(kv, k, &str, &len));
+            buf_u64(&b, len);
+            buf_put(&b, str, len);
+            continue;
+        }
+        pw_status s = PW_OK;
+        if (is_float(et)) s = pw_gguf_kv_array_float(kv, k, &f);
+        else if (is_unsigned(et)) {
+            s = pw_gguf_kv_array_int(kv, k, &i);
+            u = (uint64_t)i;
+        } else s = pw_gguf_kv_array_int(kv, k, &i);
+        if (s != PW_OK) {
+            pw_host_free(b.data);
+            return s;
+        }
+        put_number(&b, et, i, u, f);
+    }
+    buf_str(&w->kvs, key);
+    buf_u32(&w->kvs, PW_GGUF_ARRAY);
+    buf_u32(&w->kvs, (uint32_t)et);
+    buf_u64(&w->kvs, n);
+    if (b.len) buf_put(&w->kvs, b.data, b.len);
+    bool oom = b.oom;
+    pw_host_free(b.data);
+    if (oom) return pw_error(PW_ERR_OOM, "gguf writer: out of memory for metadata");
+    return kv_done(w);
+}
+
 static pw_status tensor_shape(const char *name, pw_dtype dtype, int n_dims, const int64_t *dims,
                               int64_t *n_elements) {
     if (!name || !dims) return pw_error(PW_ERR_INVALID_ARG, "gguf writer: NULL tensor name or dims");
@@ -199,6 +300,7 @@ static pw_status tensor_shape(const char *name, pw_dtype dtype, int n_dims, cons
 /* Appends a tensor slot and returns its data buffer to fill. */
 static pw_status new_tensor(pw_gguf_writer *w, const char *name, pw_dtype dtype, int n_dims,
                             const int64_t *dims, int64_t n_elements, uint8_t **data) {
+    /* data NULL: a filled tensor, whose bytes come later. */
     if (w->n_tensors == w->cap_tensors) {
         size_t cap = (size_t)w->cap_tensors;
         writer_tensor *t = pw_host_grow(w->tensors, sizeof *t, &cap, (size_t)w->n_tensors + 1, INT64_MAX);
@@ -210,8 +312,8 @@ static pw_status new_tensor(pw_gguf_writer *w, const char *name, pw_dtype dtype,
     memset(t, 0, sizeof *t);
     t->nbytes = (uint64_t)pw_dtype_row_bytes(dtype, n_elements);
     t->name = pw_host_strdup(name);
-    t->data = pw_host_alloc(t->nbytes ? (size_t)t->nbytes : 1);
-    if (!t->name || !t->data) {
+    t->data = data ? pw_host_alloc(t->nbytes ? (size_t)t->nbytes : 1) : NULL;
+    if (!t->name || (data && !t->data)) {
         pw_host_free(t->name);
         pw_host_free(t->data);
         return pw_error(PW_ERR_OOM, "gguf writer: out of memory for tensor '%s'", name);
@@ -220,7 +322,7 @@ static pw_status new_tensor(pw_gguf_writer *w, const char *name, pw_dtype dtype,
     t->n_dims = n_dims;
     for (int d = 0; d < n_dims; d++) t->dims[d] = dims[d];
     w->n_tensors++;
-    *data = t->data;
+    if (data) *data = t->data;
     return PW_OK;
 }
 
@@ -245,50 +347,125 @@ pw_status pw_gguf_writer_add_tensor_f32(pw_gguf_writer *w, const char *name, pw_
     return pw_quantize(dtype, values, dst, n);
 }
 
+pw_status pw_gguf_writer_add_tensor_filled(pw_gguf_writer *w, const char *name, pw_dtype dtype,
+                                           int n_dims, const int64_t *dims,
+                                           pw_gguf_tensor_fill fill, void *user) {
+    int64_t n = 0;
+    PW_TRY(tensor_shape(name, dtype, n_dims, dims, &n));
+    if (!fill) return pw_error(PW_ERR_INVALID_ARG, "gguf writer: tensor '%s': NULL fill", name);
+    PW_TRY(new_tensor(w, name, dtype, n_dims, dims, n, NULL));
+    w->tensors[w->n_tensors - 1].fill = fill;
+    w->tensors[w->n_tensors - 1].fill_user = user;
+    return PW_OK;
+}
+
+static int64_t tensor_elements(const writer_tensor *t) {
+    int64_t n = 1;
+    for (int d = 0; d < t->n_dims; d++) n *= t->dims[d];
+    return n;
+}
+
+/* The bytes of tensor t: its stored data, or a filled scratch buffer
+ * (*scratch, grown as needed and freed by the caller). */
+static pw_status tensor_bytes(const writer_tensor *t, uint8_t **scratch, size_t *scratch_cap,
+                              const uint8_t **out) {
+    if (t->data) {
+        *out = t->data;
+        return PW_OK;
+    }
+    if (t->nbytes > *scratch_cap) {
+        pw_host_free(*scratch);
+        *scratch_cap = 0;
+        *scratch = pw_host_alloc((size_t)t->nbytes);
+        if (!*scratch)
+            return pw_error(PW_ERR_OOM, "gguf writer: out of memory for tensor '%s'", t->name);
+        *scratch_cap = (size_t)t->nbytes;
+    }
+    PW_TRY(t->fill(t->fill_user, t->name, t->dtype, tensor_elements(t), *scratch, t->nbytes));
+    *out = *scratch;
+    return PW_OK;
+}
+
 static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
-pw_status pw_gguf_writer_to_memory(const pw_gguf_writer *w, uint8_t **out, size_t *len) {
-    byte_buf b = {0};
-    buf_put(&b, PW_GGUF_MAGIC, 4);
-    buf_u32(&b, w->version);
-    buf_u64(&b, (uint64_t)w->n_tensors);
-    buf_u64(&b, w->n_kv);
-    buf_put(&b, w->kvs.data, w->kvs.len);
+static void pad_to(byte_buf *b, size_t target) {
+    static const uint8_t zeros[256];
+    while (b->len < target && !b->oom) {
+        size_t pad = target - b->len;
+        buf_put(b, zeros, pad < sizeof zeros ? pad : sizeof zeros);
+    }
+}
+
+/* Header, metadata and tensor table, padded to the start of the data. */
+static void write_header(const pw_gguf_writer *w, byte_buf *b) {
+    buf_put(b, PW_GGUF_MAGIC, 4);
+    buf_u32(b, w->version);
+    buf_u64(b, (uint64_t)w->n_tensors);
+    buf_u64(b, w->n_kv);
+    buf_put(b, w->kvs.data, w->kvs.len);
     uint64_t offset = 0;
     for (int64_t i = 0; i < w->n_tensors; i++) {
         const writer_tensor *t = &w->tensors[i];
-        buf_str(&b, t->name);
-        buf_u32(&b, (uint32_t)t->n_dims);
-        for (int d = 0; d < t->n_dims; d++) buf_u64(&b, (uint64_t)t->dims[d]);
-        buf_u32(&b, pw_dtype_to_ggml_type(t->dtype));
+        buf_str(b, t->name);
+        buf_u32(b, (uint32_t)t->n_dims);
+        for (int d = 0; d < t->n_dims; d++) buf_u64(b, (uint64_t)t->dims[d]);
+        buf_u32(b, pw_dtype_to_ggml_type(t->dtype));
         offset = align_up(offset, w->alignment);
-        buf_u64(&b, offset);
+        buf_u64(b, offset);
         offset += t->nbytes;
     }
-    static const uint8_t zeros[256];
-    if (w->n_tensors > 0) {
-        size_t data_start = (size_t)align_up(b.len, w->alignment);
-        while (b.len < data_start) {
-            size_t pad = data_start - b.len;
-            buf_put(&b, zeros, pad < sizeof zeros ? pad : sizeof zeros);
-            if (b.oom) break;
-        }
-        for (int64_t i = 0; i < w->n_tensors; i++) {
-            size_t target = data_start + (size_t)align_up(b.len - data_start, w->alignment);
-            while (b.len < target && !b.oom) {
-                size_t pad = target - b.len;
-                buf_put(&b, zeros, pad < sizeof zeros ? pad : sizeof zeros);
-            }
-            buf_put(&b, w->tensors[i].data, (size_t)w->tensors[i].nbytes);
-        }
+    if (w->n_tensors > 0) pad_to(b, align_up(b->len, w->alignment));
+}
+
+pw_status pw_gguf_writer_to_memory(const pw_gguf_writer *w, uint8_t **out, size_t *len) {
+    byte_buf b = {0};
+    write_header(w, &b);
+    size_t data_start = b.len;
+    uint8_t *scratch = NULL;
+    size_t scratch_cap = 0;
+    pw_status s = PW_OK;
+    for (int64_t i = 0; i < w->n_tensors && s == PW_OK && !b.oom; i++) {
+        pad_to(&b, data_start + (size_t)align_up(b.len - data_start, w->alignment));
+        const uint8_t *bytes;
+        s = tensor_bytes(&w->tensors[i], &scratch, &scratch_cap, &bytes);
+        if (s == PW_OK) buf_put(&b, bytes, (size_t)w->tensors[i].nbytes);
     }
-    if (b.oom) {
+    pw_host_free(scratch);
+    if (s == PW_OK && b.oom) s = pw_error(PW_ERR_OOM, "gguf writer: out of memory assembling the file");
+    if (s != PW_OK) {
         pw_host_free(b.data);
-        return pw_error(PW_ERR_OOM, "gguf writer: out of memory assembling the file");
+        return s;
     }
     *out = b.data;
     *len = b.len;
     return PW_OK;
+}
+
+pw_status pw_gguf_writer_to_fd(const pw_gguf_writer *w, int fd, const char *path) {
+    static const uint8_t zeros[256];
+    byte_buf b = {0};
+    write_header(w, &b);
+    if (b.oom) {
+        pw_host_free(b.data);
+        return pw_error(PW_ERR_OOM, "gguf writer: out of memory assembling the file");
+    }
+    pw_status s = pw_file_write_all_sync(fd, b.data, b.len, "gguf writer", path);
+    uint64_t pos = 0; /* within the data section */
+    uint8_t *scratch = NULL;
+    size_t scratch_cap = 0;
+    pw_host_free(b.data);
+    for (int64_t i = 0; i < w->n_tensors && s == PW_OK; i++) {
+        const writer_tensor *t = &w->tensors[i];
+        uint64_t pad = align_up(pos, w->alignment) - pos;
+        if (pad) s = pw_file_write_all_sync(fd, zeros, (size_t)pad, "gguf writer", path);
+        pos += pad;
+        const uint8_t *bytes = NULL;
+        if (s == PW_OK) s = tensor_bytes(t, &scratch, &scratch_cap, &bytes);
+        if (s == PW_OK) s = pw_file_write_all_sync(fd, bytes, (size_t)t->nbytes, "gguf writer", path);
+        pos += t->nbytes;
+    }
+    pw_host_free(scratch);
+    return s;
 }
 
 pw_status pw_gguf_writer_to_file(const pw_gguf_writer *w, const char *path) {
@@ -496,8 +673,8 @@ static pw_status tiny_metadata(pw_gguf_writer *w, const pw_tiny_llama_config *c)
     PW_TRY(pw_gguf_writer_add_u32(w, "tokenizer.ggml.unknown_token_id", 0));
     PW_TRY(pw_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", 1));
     PW_TRY(pw_gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", 2));
-    PW_TRY(pw_gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", true));
-    return pw_gguf_writer_add_bool(w, "tokenizer.ggml.add_eos_token", false);
+    PW_TRY(pw_gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", !c->no_add_bos));
+    return pw_gguf_writer_add_bool(w, "tokenizer.ggml.add_eos_token", c->add_eos);
 }
 
 pw_status pw_tiny_llama_add(pw_gguf_writer *w, const pw_tiny_llama_config *c) {

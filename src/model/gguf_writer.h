@@ -44,9 +44,26 @@ pw_status pw_gguf_writer_add_tensor(pw_gguf_writer *w, const char *name, pw_dtyp
 pw_status pw_gguf_writer_add_tensor_f32(pw_gguf_writer *w, const char *name, pw_dtype dtype,
                                         int n_dims, const int64_t *dims, const float *values);
 
+/* A tensor whose bytes are produced when the file is written: fill is
+ * called once, with a buffer of pw_dtype_row_bytes(dtype, elements) bytes
+ * to fill, in the order tensors were added. Lets a multi-gigabyte model be
+ * written while only one tensor is in memory at a time. */
+typedef pw_status (*pw_gguf_tensor_fill)(void *user, const char *name, pw_dtype dtype,
+                                         int64_t n_elements, void *dst, uint64_t nbytes);
+pw_status pw_gguf_writer_add_tensor_filled(pw_gguf_writer *w, const char *name, pw_dtype dtype,
+                                           int n_dims, const int64_t *dims,
+                                           pw_gguf_tensor_fill fill, void *user);
+
+/* Copies one key-value pair of an open file (scalar, string or array of
+ * any element type), e.g. a tokenizer taken from another model. */
+pw_status pw_gguf_writer_add_kv_copy(pw_gguf_writer *w, const pw_gguf_kv *kv);
+
 /* The whole file in a new pw_host_alloc buffer (free with pw_host_free). */
 pw_status pw_gguf_writer_to_memory(const pw_gguf_writer *w, uint8_t **out, size_t *len);
 pw_status pw_gguf_writer_to_file(const pw_gguf_writer *w, const char *path);
+/* Streams the file into fd (opened for writing by the caller; path names
+ * it in messages), one tensor in memory at a time, flushed to disk. */
+pw_status pw_gguf_writer_to_fd(const pw_gguf_writer *w, int fd, const char *path);
 
 /* ---- tiny Llama models ---------------------------------------------------- */
 
@@ -72,6 +89,9 @@ typedef struct pw_tiny_llama_config {
      * as f32: the f32 twin of the quantized model, with the same random
      * draws and metadata. */
     bool store_dequantized;
+    /* tokenizer.ggml.add_bos_token (default true) and add_eos_token
+     * (default false) are written as !no_add_bos and add_eos. */
+    bool no_add_bos, add_eos;
 } pw_tiny_llama_config;
 
 /* Three specials (<unk>, <s>, </s>), 256 byte tokens, 52 merged pieces,

@@ -1,6 +1,8 @@
 /* Decode-first scheduling with chunked prefill: one token for every
  * decoding request, then prefill chunks of the oldest requests, within
- * max_num_batched_tokens. The scheduled tokens' ids and attention metadata
+ * max_num_batched_tokens. A request admitted with a cached prefix starts
+ * its prefill after it: its first chunk is an ordinary chunk at a later
+ * position. The scheduled tokens' ids and attention metadata
  * go into the host side of the per-step inputs. */
 #include "model/scheduler.h"
 
@@ -134,14 +136,28 @@ pw_status pw_schedule(pw_scheduler *s, pw_kv_blocks *kv, pw_step_inputs *in, int
         pw_scheduled *b = &s->batch[i];
         pw_request *r = b->r;
         if (!r->admitted) {
-            /* not an error: the request waits until enough blocks are free */
-            if (!pw_kv_blocks_fit(kv, r->slot, r->limit)) continue;
-            PW_TRY(pw_kv_blocks_reserve(kv, r->slot, r->limit));
+            /* not an error: the request waits until enough blocks are free
+             * (or until another request has computed the prefix it shares) */
+            bool admitted;
+            int64_t cached;
+            PW_TRY(pw_kv_blocks_admit(kv, r->slot, r->tokens, r->n_prompt, r->limit, &admitted,
+                                      &cached));
+            if (!admitted) continue;
             r->admitted = true;
+            /* the prefix cache holds the K/V of its first `cached` tokens */
+            r->n_computed = cached;
+            b->count = r->n_tokens - r->n_computed;
         }
         int64_t take = b->count < budget ? b->count : budget;
         if (take != 1 || b->count != 1) all_decode = false;
-        /* all its pending tokens run: the last one's logits are sampled */
+        /* a scoring request's scored prompt positions, then (all its
+         * pending tokens run) the last one's, which is sampled */
+        int64_t scored_end = nt + take - (take == b->count);
+        if (r->score_logits)
+            for (int64_t j = nt; j < scored_end; j++)
+                if (r->n_computed + (j - nt) >= r->score_from &&
+                    r->n_computed + (j - nt) < r->n_prompt)
+                    in->sample_rows[in->n_sample_rows++] = (int32_t)j;
         if (take == b->count) in->sample_rows[in->n_sample_rows++] = (int32_t)(nt + take - 1);
         b->count = take;
         b->start = nt;

@@ -34,6 +34,13 @@ static pw_status bpe_encode_word(const pw_tokenizer *t, merge_state *m, const ch
     if (!buf) return pw_error(PW_ERR_OOM, "tokenizer: out of memory for a word");
     size_t n = 0;
     for (size_t i = 0; i < len; i++) n += pw_tok_utf8_encode(t->byte_to_cp[(uint8_t)word[i]], buf + n);
+    if (t->ignore_merges) { /* a word that is a token stays whole */
+        int32_t id = vocab_lookup(t, buf, n);
+        if (id >= 0) {
+            pw_host_free(buf);
+            return pw_tok_push_id(out, id);
+        }
+    }
     pw_status s = pw_tok_init_symbols(m, t, buf, n, true);
     for (int32_t i = 1; s == PW_OK && i < m->n_syms; i++) s = pw_tok_bpe_try_bigram(m, t, i - 1, i);
     if (s == PW_OK) s = pw_tok_run_merges(m, t, buf, false);
@@ -102,7 +109,87 @@ static size_t gpt2_match(const uint8_t *text, size_t pos, size_t end) {
     return pos - start;
 }
 
-/* Walks the pre-tokenizer's words. With split_digits each number
+/* One code point of text[0, end) at pos, classified; `in` is false past
+ * the end (every class false), as llama.cpp's matchers see it. */
+typedef struct cp_info {
+    uint32_t cp;
+    size_t len;
+    bool in, letter, number, space, mark;
+} cp_info;
+
+static cp_info cp_at(const uint8_t *text, size_t pos, size_t end) {
+    cp_info c = {0};
+    if (pos >= end) return c;
+    c.in = true;
+    c.cp = pw_tok_utf8_decode(text + pos, end - pos, &c.len);
+    c.space = pw_tok_is_space(c.cp);
+    c.letter = !c.space && pw_tok_is_letter(c.cp);
+    c.number = !c.space && !c.letter && pw_tok_is_number(c.cp);
+    c.mark = !c.space && !c.letter && !c.number && pw_tok_is_mark(c.cp);
+    return c;
+}
+
+static uint32_t ascii_lower(uint32_t cp) { return cp >= 'A' && cp <= 'Z' ? cp + 32 : cp; }
+
+/* Length of the match at text[pos] (within [0, end)) of Llama 3's pattern
+ *   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+ *    ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ * or its Qwen variants (\p{N} one at a time; Qwen 3.5: marks count with
+ * letters), alternative by alternative as llama.cpp's hand-written
+ * matchers take them. */
+static size_t llama3_match(pw_tok_pre pre, const uint8_t *text, size_t pos, size_t end) {
+    const size_t start = pos;
+    const bool marks = pre == PW_TOK_PRE_QWEN35;
+    const int max_digits = pre == PW_TOK_PRE_LLAMA3 ? 3 : 1;
+#define WORDISH(x) ((x).letter || (marks && (x).mark))
+    cp_info c = cp_at(text, pos, end);
+    if (c.cp == '\'' && pos + 1 < end) { /* contractions, any case */
+        cp_info n1 = cp_at(text, pos + 1, end), n2 = cp_at(text, pos + 1 + n1.len, end);
+        uint32_t a = ascii_lower(n1.cp), b = n2.in ? ascii_lower(n2.cp) : 0;
+        if (a == 's' || a == 't' || a == 'm' || a == 'd') return 1 + n1.len;
+        if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l'))
+            return 1 + n1.len + n2.len;
+    }
+    if (c.cp != '\r' && c.cp != '\n' && !c.number) { /* [^\r\n\p{L}\p{N}]?\p{L}+ */
+        cp_info next = cp_at(text, pos + c.len, end);
+        if (WORDISH(c) || WORDISH(next)) {
+            pos += c.len;
+            for (cp_info x = next; x.in && WORDISH(x); x = cp_at(text, pos, end)) pos += x.len;
+            return pos - start;
+        }
+    }
+    if (c.number) { /* \p{N}{1,3} or \p{N} */
+        int n = 0;
+        for (cp_info x = c; x.in && x.number && n < max_digits; x = cp_at(text, pos, end), n++)
+            pos += x.len;
+        return pos - start;
+    }
+    /* " ?[^\s\p{L}\p{N}]+[\r\n]*" */
+    cp_info f = c.cp == ' ' ? cp_at(text, pos + c.len, end) : c;
+    if (!(f.space || WORDISH(f) || f.number)) {
+        if (c.cp == ' ') pos += c.len;
+        for (cp_info x = f; x.in && !(x.space || WORDISH(x) || x.number); x = cp_at(text, pos, end))
+            pos += x.len;
+        while (pos < end && (text[pos] == '\r' || text[pos] == '\n')) pos++;
+        return pos - start;
+    }
+#undef WORDISH
+    /* whitespace: \s*[\r\n]+, else \s+(?!\S), else \s+ */
+    size_t p = pos, last = pos, after_newline = 0;
+    int n_space = 0;
+    for (cp_info x = c; x.in && x.space; x = cp_at(text, p, end)) {
+        if (x.cp == '\r' || x.cp == '\n') after_newline = p + x.len;
+        last = p;
+        p += x.len;
+        n_space++;
+    }
+    if (after_newline) return after_newline - start;
+    if (n_space > 1 && p < end) return last - start;
+    if (n_space > 0) return p - start;
+    return c.len; /* nothing matches: one code point */
+}
+
+/* Walks the pre-tokenizer's words. With PW_TOK_PRE_GPT2_DIGITS each number
  * character is a word of its own and the regex runs on the text between
  * them, with the end of that stretch acting as the end of text. */
 typedef struct word_iter {
@@ -113,7 +200,12 @@ typedef struct word_iter {
 static bool next_word(const pw_tokenizer *t, word_iter *it, size_t *start, size_t *end) {
     if (it->pos >= it->len) return false;
     *start = it->pos;
-    if (!t->split_digits) {
+    if (t->pre == PW_TOK_PRE_LLAMA3 || t->pre == PW_TOK_PRE_QWEN2 || t->pre == PW_TOK_PRE_QWEN35) {
+        it->pos += llama3_match(t->pre, it->text, it->pos, it->len);
+        *end = it->pos;
+        return true;
+    }
+    if (t->pre != PW_TOK_PRE_GPT2_DIGITS) {
         it->stretch_end = it->len;
     } else if (it->pos >= it->stretch_end) {
         size_t cl;

@@ -1,4 +1,6 @@
-/* UTF-8 and the code point classes of the GPT-2 pre-tokenizer (tokenizer.h). */
+/* UTF-8 and the code point classes of the pre-tokenizers (tokenizer.h):
+ * White_Space, and \p{L}, \p{N}, \p{M} from the Unicode tables in
+ * tok_unicode_data.c. */
 #include "model/tokenizer_internal.h"
 
 /* ---- UTF-8 and character classes ----------------------------------------------- */
@@ -68,39 +70,27 @@ bool pw_tok_is_space(uint32_t cp) {
     return in_ranges(cp, r, PW_ARRAY_LEN(r));
 }
 
-/* \p{N}: ASCII digits and the common non-ASCII digit, fraction, superscript,
- * roman numeral and circled-number blocks. */
-bool pw_tok_is_number(uint32_t cp) {
-    if (cp < 0x80) return cp >= '0' && cp <= '9';
-    static const cp_range r[] = {
-        {0xB2, 0xB3},     {0xB9, 0xB9},     {0xBC, 0xBE},     {0x660, 0x669},
-        {0x6F0, 0x6F9},   {0x7C0, 0x7C9},   {0x966, 0x96F},   {0x9E6, 0x9EF},
-        {0xE50, 0xE59},   {0x2070, 0x2070}, {0x2074, 0x2079}, {0x2080, 0x2089},
-        {0x2150, 0x2182}, {0x2185, 0x2189}, {0x2460, 0x249B}, {0x24EA, 0x24FF},
-        {0x2776, 0x2793}, {0x3007, 0x3007}, {0x3021, 0x3029}, {0xFF10, 0xFF19},
-    };
-    return in_ranges(cp, r, PW_ARRAY_LEN(r));
+/* The general-category class of cp (tok_unicode_data.c): 0 other, 1 \p{L},
+ * 2 \p{N}, 3 \p{M}. */
+static unsigned unicode_class(uint32_t cp) {
+    if (cp >= 0x110000) return 0;
+    size_t lo = 0, hi = pw_tok_unicode_n_ranges; /* the last entry starting at or before cp */
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if ((pw_tok_unicode_ranges[mid] >> 2) <= cp) lo = mid;
+        else hi = mid;
+    }
+    return pw_tok_unicode_ranges[lo] & 3u;
 }
 
-/* \p{L}, approximated: ASCII letters, and every other non-ASCII code point
- * that is not a space, a number, or in a punctuation / symbol / combining
- * mark / private-use block listed here. */
+bool pw_tok_is_number(uint32_t cp) {
+    if (cp < 0x80) return cp >= '0' && cp <= '9';
+    return unicode_class(cp) == 2;
+}
+
 bool pw_tok_is_letter(uint32_t cp) {
     if (cp < 0x80) return (cp | 0x20) >= 'a' && (cp | 0x20) <= 'z';
-    if (pw_tok_is_space(cp) || pw_tok_is_number(cp)) return false;
-    static const cp_range not_letters[] = {
-        {0x80, 0xA9},     {0xAB, 0xB4},     {0xB6, 0xB9},     {0xBB, 0xBF},
-        {0xD7, 0xD7},     {0xF7, 0xF7},     {0x2C2, 0x2C5},   {0x2D2, 0x2DF},
-        {0x2E5, 0x2EB},   {0x2ED, 0x2ED},   {0x2EF, 0x36F},   {0x37E, 0x37E},
-        {0x387, 0x387},   {0x55A, 0x55F},   {0x589, 0x58A},   {0x5BE, 0x5BE},
-        {0x5C0, 0x5C0},   {0x5C3, 0x5C3},   {0x5C6, 0x5C6},   {0x5F3, 0x5F4},
-        {0x600, 0x60F},   {0x61B, 0x61F},   {0x66A, 0x66D},   {0x6D4, 0x6D4},
-        {0x964, 0x965},   {0x970, 0x970},   {0xE3F, 0xE3F},   {0xE4F, 0xE4F},
-        {0xE5A, 0xE5B},   {0x2000, 0x2BFF}, {0x2E00, 0x2E7F}, {0x3000, 0x3004},
-        {0x3008, 0x3020}, {0x3030, 0x3030}, {0x303D, 0x303F}, {0x30FB, 0x30FB},
-        {0xD800, 0xF8FF}, {0xFE00, 0xFE0F}, {0xFE10, 0xFE1F}, {0xFE30, 0xFE6F},
-        {0xFEFF, 0xFEFF}, {0xFF01, 0xFF0F}, {0xFF1A, 0xFF20}, {0xFF3B, 0xFF40},
-        {0xFF5B, 0xFF65}, {0xFFF0, 0xFFFF}, {0x1F000, 0x1FBFF}, {0xE0000, 0x10FFFF},
-    };
-    return !in_ranges(cp, not_letters, PW_ARRAY_LEN(not_letters));
+    return unicode_class(cp) == 1;
 }
+
+bool pw_tok_is_mark(uint32_t cp) { return cp >= 0x80 && unicode_class(cp) == 3; }

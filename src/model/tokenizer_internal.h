@@ -16,6 +16,22 @@
 /* llama.cpp renders the unknown token as U+2585. */
 #define SPM_UNKNOWN_PIECE "\xe2\x96\x85"
 
+/* The pre-tokenizer patterns of "gpt2" vocabularies (tokenizer.ggml.pre). */
+typedef enum pw_tok_pre {
+    /* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
+    PW_TOK_PRE_GPT2,
+    /* \p{N} first (each number character a word), then GPT-2's pattern */
+    PW_TOK_PRE_GPT2_DIGITS,
+    /* (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+     *  ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+    PW_TOK_PRE_LLAMA3,
+    /* llama3's with \p{N} for \p{N}{1,3} */
+    PW_TOK_PRE_QWEN2,
+    /* qwen2's with combining marks inside words: [\p{L}\p{M}]+ and
+     * [^\s\p{L}\p{M}\p{N}]+ */
+    PW_TOK_PRE_QWEN35,
+} pw_tok_pre;
+
 /* ---- the tokenizer and its hash tables ------------------------------------------- */
 
 static inline uint64_t hash_bytes(const char *p, size_t n) { return pw_fnv1a(PW_FNV1A_BASIS, p, n); }
@@ -59,9 +75,10 @@ struct pw_tokenizer {
     int32_t special_begin[257];
 
     int32_t bos, eos, unk, eot;
-    bool add_bos;
+    bool add_bos, add_eos; /* what ADD_SPECIAL adds */
     bool add_space_prefix;
-    bool split_digits; /* pre-tokenizers that isolate each digit (smollm, ...) */
+    pw_tok_pre pre;      /* "gpt2" vocabularies: the pre-tokenizer's pattern */
+    bool ignore_merges;  /* a word that is a token stays whole (llama3, as llama.cpp) */
 
     uint32_t byte_to_cp[256]; /* GPT-2 bytes_to_unicode */
     int16_t cp_to_byte[512];  /* inverse for code points < 512; -1 if none */
@@ -94,10 +111,17 @@ size_t pw_tok_utf8_len(const uint8_t *p, size_t n);
 uint32_t pw_tok_utf8_decode(const uint8_t *p, size_t n, size_t *len);
 /* Writes cp as UTF-8 (1 to 4 bytes) and returns the length. */
 size_t pw_tok_utf8_encode(uint32_t cp, char *out);
-/* \s, \p{N} and (approximated) \p{L} of the GPT-2 pre-tokenizer. */
+/* \s (White_Space), \p{N}, \p{L} of the pre-tokenizers' patterns, as
+ * llama.cpp classifies code points (general categories N*, L*). */
 bool pw_tok_is_space(uint32_t cp);
 bool pw_tok_is_number(uint32_t cp);
 bool pw_tok_is_letter(uint32_t cp);
+/* \p{M}: combining marks. */
+bool pw_tok_is_mark(uint32_t cp);
+/* Generated tables (tok_unicode_data.c, scripts/gen-unicode-classes.py). */
+extern const char pw_tok_unicode_version[];
+extern const uint32_t pw_tok_unicode_ranges[];
+extern const size_t pw_tok_unicode_n_ranges;
 
 /* ---- growable id list and merge machinery (tok_merge.c) -------------------------- */
 

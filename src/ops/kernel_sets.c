@@ -39,7 +39,7 @@ const char *pw_kernel_id_name(int id) {
 #define SKIP_(S, type, name)
 #define LAYOUT_(id, S, FIELDS)                                                                 \
     [PW_KERNEL_##id] = {sizeof(S), 0 FIELDS(ADDRESS_COUNT_, SKIP_, S),                         \
-                        {FIELDS(ADDRESS_OFFSET_, SKIP_, S)}},
+                        {FIELDS(ADDRESS_OFFSET_, SKIP_, S)}, pw_kernel_word_extent},
 const pw_kernel_args pw_kernel_arg_tables[PW_KERNEL_COUNT_] = {PW_KERNEL_ARG_TABLES(LAYOUT_)};
 #undef LAYOUT_
 

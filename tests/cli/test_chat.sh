@@ -20,13 +20,13 @@ else
   skip_part "stories260K.gguf not found: a model without a chat template"
 fi
 if [ -f "$smol" ]; then
-  printf 'What is the capital of France?\nAnd of Italy?\n/quit\n' | "$bin" chat "$smol" -n 24 >"$tmp/out" 2>"$tmp/err" \
+  printf 'What is the capital of France? Answer in one sentence.\nWhat is the capital of Italy? Answer in one sentence.\n/quit\n' | "$bin" chat "$smol" -n 24 >"$tmp/out" 2>"$tmp/err" \
     || { echo "FAIL: chat run: $(cat "$tmp/err")"; fail=1; }
   grep -q "Paris" "$tmp/out" || { echo "FAIL: first answer lacks Paris: $(cat "$tmp/out")"; fail=1; }
   grep -q "Rome" "$tmp/out" || { echo "FAIL: second turn lacks Rome: $(cat "$tmp/out")"; fail=1; }
   # a NUL byte would cut the message short: the line is refused whole, the
   # session goes on, and the next line is answered
-  printf 'What is the capital of France?\0 Ignore that.\nWhat is the capital of France?\n/quit\n' \
+  printf 'What is the capital of France?\0 Ignore that.\nWhat is the capital of France? Answer in one sentence.\n/quit\n' \
     | "$bin" chat "$smol" -n 16 >"$tmp/out" 2>"$tmp/err" || { echo "FAIL: chat with a NUL: $(cat "$tmp/err")"; fail=1; }
   grep -q "a message cannot hold a NUL byte; ignored" "$tmp/err" || { echo "FAIL: NUL line not refused: $(cat "$tmp/err")"; fail=1; }
   [ "$(grep -c "Paris" "$tmp/out")" -eq 1 ] || { echo "FAIL: the line after a NUL line is not answered once: $(cat "$tmp/out")"; fail=1; }

@@ -19,9 +19,10 @@ int main(void) {
     pw_model *m = NULL;
     CHECK_OK(pw_model_load(path, &m));
     if (!m) return pw_test_finish("model_chat_injection_smollm2");
-    /* BOS is <|im_start|> (id 1) in this vocabulary; then one
-     * <|im_start|> ... <|im_end|> per message and the assistant's opener. */
-    const int32_t want[] = {IM_START, IM_START, IM_END, IM_START, IM_END, IM_START,
+    /* One <|im_start|> ... <|im_end|> per message and the assistant's
+     * opener. BOS would be <|im_start|> (id 1) in this vocabulary, but the
+     * file sets add_bos_token = false, so (as in llama.cpp) none is added. */
+    const int32_t want[] = {IM_START, IM_END, IM_START, IM_END, IM_START,
                             IM_END,   IM_START, IM_END, IM_START};
     const int32_t want_next[] = {IM_END, IM_START, IM_END, IM_START};
     check_chat_injection(m, want, (int64_t)PW_ARRAY_LEN(want), want_next,

@@ -157,7 +157,7 @@ static void test_gpt2_vocab(void) {
     CHECK_EQ_INT(pw_tokenizer_bos(t), -1);
     CHECK_EQ_INT(pw_tokenizer_eos(t), ID_IM_END);
     CHECK(!pw_tokenizer_adds_bos(t));
-    CHECK_EQ_INT(pw_tokenizer_default_flags(t), PW_TOKENIZE_PARSE_SPECIAL);
+    CHECK_EQ_INT(pw_tokenizer_default_flags(t), PW_TOKENIZE_ADD_SPECIAL | PW_TOKENIZE_PARSE_SPECIAL);
     CHECK(pw_tokenizer_is_eog(t, ID_IM_END));
     CHECK(pw_tokenizer_is_eog(t, ID_ENDOFTEXT)); /* by its text, as llama.cpp */
     CHECK(!pw_tokenizer_is_eog(t, ID_IM_START));
@@ -365,8 +365,9 @@ static void test_options_and_errors(void) {
               "tokenizer.ggml.merges[1] 'he' is not two tokens separated by a space");
     owned_free(&e);
     memset(&e, 0, sizeof e);
-    CHECK_ERR(build("llama-bpe", NULL, true, &e), PW_ERR_UNSUPPORTED,
-              "pre-tokenizer 'llama-bpe' (tokenizer.ggml.pre) is not supported");
+    CHECK_ERR(build("deepseek-llm", NULL, true, &e), PW_ERR_UNSUPPORTED,
+              "pre-tokenizer 'deepseek-llm' (tokenizer.ggml.pre) is not supported (supported: "
+              "default, gpt2");
     owned_free(&e);
 }
 

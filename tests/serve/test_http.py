@@ -176,7 +176,7 @@ bad = [
     ("/v1/completions", b'{"prompt": "a", "stop": 7}', 400, "invalid_value"),
     ("/v1/completions", b'{"prompt": "a", "stop": ["a","b","c","d","e"]}', 400, "invalid_value"),
     ("/v1/completions", b'{"prompt": "a", "stop": [""]}', 400, "invalid_value"),
-    ("/v1/completions", b'{"prompt": "a", "n": 2}', 400, "invalid_value"),
+    ("/v1/completions", b'{"prompt": "a", "n": 17}', 400, "invalid_value"),
     ("/v1/completions", b'{"prompt": "a", "model": 3}', 400, "invalid_value"),
     ("/v1/completions", b'{"prompt": "a\xff\xfe"}', 400, "invalid_utf8"),
     ("/v1/completions", b'{"prompt": "\xc0\xaf"}', 400, "invalid_utf8"),

@@ -1,0 +1,96 @@
+/* Memory read bandwidth, the ceiling of decode: each token reads every
+ * weight once, so bytes per token times tokens per second can reach at
+ * most what the cores can stream from DRAM.
+ *
+ * Each of `threads` threads reads its own contiguous slice of one buffer
+ * of STREAM_BYTES (far larger than any cache), summing 64-bit words in
+ * four independent chains so the adds never limit the loads. The buffer
+ * is written once before timing, so no page fault is timed. The figure is
+ * the best of `repeats` passes of the whole buffer: a ceiling, which a
+ * loaded machine can only lower. */
+#include "bench.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define STREAM_BYTES ((size_t)512 << 20)
+#define STREAM_MAX_THREADS 256
+
+typedef struct stream_slice {
+    const uint64_t *p;
+    size_t words;
+    uint64_t sum;
+    atomic_int *go;
+} stream_slice;
+
+__attribute__((noinline)) static uint64_t read_words(const uint64_t *p, size_t n) {
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += p[i];
+        s1 += p[i + 1];
+        s2 += p[i + 2];
+        s3 += p[i + 3];
+    }
+    for (; i < n; i++) s0 += p[i];
+    return s0 + s1 + s2 + s3;
+}
+
+static void *slice_main(void *arg) {
+    stream_slice *s = arg;
+    while (!atomic_load(s->go)) sched_yield();
+    s->sum = read_words(s->p, s->words);
+    return NULL;
+}
+
+int pw_bench_cores(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > STREAM_MAX_THREADS ? STREAM_MAX_THREADS : (int)n;
+}
+
+/* One timed pass with `threads` threads (the caller's thread among them),
+ * in GB/s; 0 when a thread cannot be started. */
+static double one_pass(const uint64_t *buf, size_t words, int threads) {
+    stream_slice slices[STREAM_MAX_THREADS];
+    pthread_t tids[STREAM_MAX_THREADS];
+    atomic_int go = 0;
+    size_t per = words / (size_t)threads;
+    for (int t = 0; t < threads; t++)
+        slices[t] = (stream_slice){buf + (size_t)t * per,
+                                   t == threads - 1 ? words - (size_t)t * per : per, 0, &go};
+    int started = 1;
+    while (started < threads && pthread_create(&tids[started], NULL, slice_main, &slices[started]) == 0)
+        started++;
+    uint64_t t0 = pw_bench_now_ns();
+    atomic_store(&go, 1);
+    if (started == threads) slices[0].sum = read_words(slices[0].p, slices[0].words);
+    for (int t = 1; t < started; t++) pthread_join(tids[t], NULL);
+    uint64_t t1 = pw_bench_now_ns();
+    if (started < threads) return 0; /* a thread could not start: nothing measured */
+    uint64_t sum = 0;
+    for (int t = 0; t < threads; t++) sum += slices[t].sum;
+    pw_bench_sink(&sum);
+    return (double)(words * sizeof(uint64_t)) / (double)(t1 - t0 ? t1 - t0 : 1);
+}
+
+double pw_bench_stream_gbs(int threads, int repeats) {
+    if (threads < 1) threads = 1;
+    if (threads > STREAM_MAX_THREADS) threads = STREAM_MAX_THREADS;
+    if (repeats < 1) repeats = 1;
+    size_t words = STREAM_BYTES / sizeof(uint64_t);
+    uint64_t *buf = malloc(STREAM_BYTES);
+    if (!buf) return 0;
+    for (size_t i = 0; i < words; i++) buf[i] = i; /* every page backed before timing */
+    double best = 0;
+    for (int r = 0; r < repeats; r++) {
+        double g = one_pass(buf, words, threads);
+        if (g > best) best = g;
+    }
+    free(buf);
+    return best;
+}
