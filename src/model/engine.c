@@ -120,6 +120,13 @@ pw_status pw_engine_new(pw_model *m, const pw_engine_config *cfg_in, pw_engine *
 
 void pw_engine_free(pw_engine *e) {
     if (!e) return;
+    /* Work still queued on the device (a warm-up, a step that failed
+     * half-way) may use the memory freed below: let it finish first. */
+    if (e->stream) {
+        pw_error_hold();
+        (void)pw_stream_synchronize(e->stream);
+        pw_error_unhold();
+    }
     pw_engine_verify_free(e);
     pw_engine_distinct_free(e);
     pw_module_free(e->module);

@@ -50,6 +50,7 @@ typedef struct emu_region {
     char *_Atomic base; /* NULL: free slot (read by the fault handler without the lock) */
     size_t size;
     bool pinned; /* page-locked host memory; otherwise device memory */
+    atomic_bool open; /* made readable during the current flush */
 } emu_region;
 
 static emu_region regions[EMU_MAX_REGIONS];
@@ -201,11 +202,22 @@ static void check_free(const char *lo, const char *hi, const char *what) {
 
 static struct sigaction previous_segv;
 
+/* Set while the worker runs a flush: a fault on device memory is then the
+ * device's own access (its kernels run on the CPU's threads too), and the
+ * region is opened for the rest of the flush. Opening lazily keeps a flush
+ * to the regions its work touches: a weight upload opens its destination,
+ * not every region the device holds. */
+static atomic_bool flushing;
+
 static void report_fault(int sig, siginfo_t *info, void *uc) {
     const char *addr = info->si_addr;
     char msg[512];
     int n = 0;
-    const emu_region *r = find_region(addr);
+    emu_region *r = (emu_region *)find_region(addr);
+    if (r && !r->pinned && atomic_load(&flushing)) {
+        atomic_store(&r->open, true);
+        if (mprotect(r->base, r->size, PROT_READ | PROT_WRITE) == 0) return; /* retried */
+    }
     if (r && !r->pinned) {
         n = snprintf(msg, sizeof msg,
                      "piecewise emu: rule '" RULE_HOST_ACCESS "' broken: the host touched %p, "
@@ -262,13 +274,35 @@ static size_t round_pages(size_t bytes) {
 
 static pthread_once_t handler_once = PTHREAD_ONCE_INIT;
 
+#define EMU_HUGE ((size_t)2 << 20)
+
+/* Device memory is mapped on 2 MiB boundaries and asks for transparent huge
+ * pages, so that changing its protection touches one entry per 2 MiB. */
+static char *map_aligned(size_t size, bool pinned) {
+    int prot = pinned ? PROT_READ | PROT_WRITE : PROT_NONE;
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+    if (pinned || size < EMU_HUGE) {
+        char *p = mmap(NULL, size, prot, flags, -1, 0);
+        return p == MAP_FAILED ? NULL : p;
+    }
+    char *raw = mmap(NULL, size + EMU_HUGE, prot, flags, -1, 0);
+    if (raw == MAP_FAILED) return NULL;
+    char *p = (char *)(((uintptr_t)raw + EMU_HUGE - 1) / EMU_HUGE * EMU_HUGE);
+    if (p > raw) munmap(raw, (size_t)(p - raw));
+    size_t tail = (size_t)(raw + size + EMU_HUGE - (p + size));
+    if (tail) munmap(p + size, tail);
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, size, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
 static void *map_region(size_t bytes, bool pinned) {
     /* only a program that uses the device has its faults looked at */
     pthread_once(&handler_once, install_handler);
     size_t size = round_pages(bytes ? bytes : 1);
-    char *p = mmap(NULL, size, pinned ? PROT_READ | PROT_WRITE : PROT_NONE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) return NULL;
+    char *p = map_aligned(size, pinned);
+    if (!p) return NULL;
     pthread_mutex_lock(&emu_lock);
     size_t n = atomic_load(&regions_used), slot = n;
     for (size_t i = 0; i < n; i++)
@@ -283,6 +317,7 @@ static void *map_region(size_t bytes, bool pinned) {
     }
     regions[slot].size = size;
     regions[slot].pinned = pinned;
+    atomic_store(&regions[slot].open, false);
     atomic_store_explicit(&regions[slot].base, p, memory_order_release);
     if (slot == n) atomic_store(&regions_used, n + 1);
     pthread_mutex_unlock(&emu_lock);
@@ -321,12 +356,15 @@ static void host_free(void *p) { unmap_region(p, true); }
 /* Device memory readable (during a flush) or not; pending host ranges
  * protected again. Under emu_lock. */
 static void set_device_access(bool on) {
+    atomic_store(&flushing, on);
     size_t n = atomic_load(&regions_used);
     for (size_t i = 0; i < n; i++) {
         char *b = atomic_load(&regions[i].base);
         if (!b) continue;
-        if (!regions[i].pinned) mprotect(b, regions[i].size, on ? PROT_READ | PROT_WRITE : PROT_NONE);
-        else if (on) mprotect(b, regions[i].size, PROT_READ | PROT_WRITE);
+        /* device regions open on first touch (report_fault) */
+        if (!regions[i].pinned && !on && atomic_exchange(&regions[i].open, false))
+            mprotect(b, regions[i].size, PROT_NONE);
+        else if (regions[i].pinned && on) mprotect(b, regions[i].size, PROT_READ | PROT_WRITE);
     }
     if (!on)
         for (pending_range *p = atomic_load(&pending); p; p = p->next)
