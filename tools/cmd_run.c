@@ -39,7 +39,8 @@ static void usage(FILE *f) {
             "  --raw                      do not apply the model's chat template to the prompts\n"
             "                             (models without one always run raw)\n"
             "  --system TEXT              system message for the chat template\n"
-            "  --no-bos                   do not prepend the BOS token\n"
+            "  --no-bos                   add no BOS/EOS (by default the ones the model's GGUF\n"
+            "                             asks for: tokenizer.ggml.add_bos_token/add_eos_token)\n"
             "  -q, --quiet                print only the generated text\n"
             PW_CLI_CAPTURE_HELP
             "  -h, --help                 this help\n",
@@ -54,7 +55,7 @@ typedef struct run_options {
     pw_engine_config cfg;
     pw_sampling_params sp;
     int64_t threads;
-    bool add_bos;
+    bool add_special; /* the BOS/EOS the model asks for */
     bool quiet;
     bool raw;
     const char *system;
@@ -65,7 +66,7 @@ static int parse_args(int argc, char **argv, run_options *o) {
     memset(o, 0, sizeof *o);
     pw_engine_config_init(&o->cfg);
     o->tokens = RUN_DEFAULT_TOKENS;
-    o->add_bos = true;
+    o->add_special = true;
     o->threads = 1;
     bool max_seqs_given = false;
     for (int i = 1; i < argc; i++) {
@@ -104,7 +105,7 @@ static int parse_args(int argc, char **argv, run_options *o) {
         } else if (strcmp(a, "--system") == 0) {
             if (!(o->system = pw_cli_value(argc, argv, &i))) return 2;
         } else if (strcmp(a, "--no-bos") == 0) {
-            o->add_bos = false;
+            o->add_special = false;
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
             o->quiet = true;
         } else if (a[0] == '-' && a[1] != '\0') {
@@ -184,9 +185,9 @@ static int add_prompts(pw_model *model, pw_engine *engine, const run_options *o,
             int nm = 0;
             if (o->system) msgs[nm++] = (pw_chat_message){"system", o->system};
             msgs[nm++] = (pw_chat_message){"user", o->prompts[i]};
-            s = pw_model_tokenize_chat(model, msgs, nm, true, o->add_bos, &ids, &n);
+            s = pw_model_tokenize_chat(model, msgs, nm, true, o->add_special, &ids, &n);
         } else {
-            s = pw_model_tokenize(model, o->prompts[i], o->add_bos, &ids, &n);
+            s = pw_model_tokenize(model, o->prompts[i], o->add_special, &ids, &n);
         }
         if (s == PW_OK) s = pw_engine_add_request(engine, ids, n, o->tokens, &o->sp, &reqs[i].id);
         reqs[i].prev = n > 0 && ids ? ids[n - 1] : -1;
@@ -310,6 +311,12 @@ int pw_cmd_run(int argc, char **argv) {
     pw_status s = pw_model_load(o.model, &model);
     if (s != PW_OK) return pw_cli_fail("run", s);
     bool chat = !o.raw && pw_model_has_chat_template(model);
+    /* a template that cannot be rendered is an error now, not a wrong prompt */
+    if (chat && (s = pw_model_check_chat_template(model)) != PW_OK) {
+        rc = pw_cli_fail("run", s);
+        pw_model_free(model);
+        return rc;
+    }
     if (!o.quiet)
         fprintf(stderr, "%s: %s\n", pw_model_get_info(model)->name,
                 chat ? "prompts formatted with the model's chat template (--raw to skip)"

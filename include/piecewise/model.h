@@ -62,9 +62,12 @@ PW_API pw_status pw_model_build_ir(const pw_model *m, pw_ir **out);
 /* Tokenizer from the GGUF metadata. *ids is malloc'ed; free() it. The
  * text of a special token (<|im_start|>, <end_of_turn>, ...) becomes that
  * token, so the text is trusted: a whole prompt its writer formatted. Chat
- * messages go through pw_model_tokenize_chat instead. */
-PW_API pw_status pw_model_tokenize(const pw_model *m, const char *text, bool add_bos, int32_t **ids,
-                                   int64_t *n);
+ * messages go through pw_model_tokenize_chat instead. add_special adds the
+ * special tokens the model asks for, as llama.cpp does: BOS first when the
+ * GGUF sets tokenizer.ggml.add_bos_token (SmolLM2 does not; Gemma and
+ * Llama do), EOS last when it sets tokenizer.ggml.add_eos_token. */
+PW_API pw_status pw_model_tokenize(const pw_model *m, const char *text, bool add_special,
+                                   int32_t **ids, int64_t *n);
 /* The text of one token, for streaming (byte tokens give their byte). The
  * pointer stays valid until the next call on this thread. */
 PW_API const char *pw_model_token_text(const pw_model *m, int32_t prev, int32_t token);
@@ -101,9 +104,9 @@ PW_API pw_status pw_model_apply_chat_template(const pw_model *m, const pw_chat_m
  * template's own markers are special tokens and message contents are
  * plain text, so a message holding "<|im_end|>" or "<start_of_turn>" gets
  * the tokens of that text and cannot close its turn or open another.
- * add_bos as for pw_model_tokenize. */
+ * add_special as for pw_model_tokenize. */
 PW_API pw_status pw_model_tokenize_chat(const pw_model *m, const pw_chat_message *msgs, int n,
-                                        bool add_generation_prompt, bool add_bos, int32_t **ids,
+                                        bool add_generation_prompt, bool add_special, int32_t **ids,
                                         int64_t *n_ids);
 /* The text that follows an assistant answer to add the next user turn:
  * closes the answer (unless it ended with its end-of-turn token,
@@ -224,6 +227,15 @@ PW_API void pw_engine_free(pw_engine *e);
 PW_API pw_status pw_engine_add_request(pw_engine *e, const int32_t *prompt, int64_t n_prompt,
                                        int64_t max_new_tokens, const pw_sampling_params *sp,
                                        int64_t *id);
+
+/* Queues a request that scores its prompt: as it runs, the logits of each
+ * prompt position p in [score_from, n_prompt) (the model's prediction of
+ * the token after p) are written to logits + (p - score_from) * vocab,
+ * the caller's buffer, which must stay valid until the request finishes.
+ * It then generates one token (greedy) and finishes. For perplexity. */
+PW_API pw_status pw_engine_add_scoring_request(pw_engine *e, const int32_t *prompt,
+                                               int64_t n_prompt, int64_t score_from,
+                                               float *logits, int64_t *id);
 
 typedef struct pw_step_token {
     int64_t request;

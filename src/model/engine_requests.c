@@ -60,7 +60,24 @@ pw_status pw_engine_add_request(pw_engine *e, const int32_t *prompt, int64_t n_p
     r->sp = sp ? *sp : (pw_sampling_params){0};
     r->id = e->sched.next_id++;
     r->rng = pw_sampler_seed(r->sp.seed, r->id);
+    r->score_logits = NULL;
+    r->score_from = 0;
     if (id) *id = r->id;
+    return PW_OK;
+}
+
+pw_status pw_engine_add_scoring_request(pw_engine *e, const int32_t *prompt, int64_t n_prompt,
+                                        int64_t score_from, float *logits, int64_t *id) {
+    if (id) *id = -1;
+    if (!logits || score_from < 0 || score_from >= n_prompt)
+        return pw_error(PW_ERR_INVALID_ARG, "scoring needs a logits buffer and 0 <= score_from "
+                        "(%" PRId64 ") < the prompt's %" PRId64 " tokens", score_from, n_prompt);
+    int64_t rid;
+    PW_TRY(pw_engine_add_request(e, prompt, n_prompt, 1, NULL, &rid));
+    pw_request *r = pw_scheduler_find(&e->sched, rid);
+    r->score_logits = logits;
+    r->score_from = score_from;
+    if (id) *id = rid;
     return PW_OK;
 }
 
@@ -81,6 +98,7 @@ pw_status pw_engine_continue_request(pw_engine *e, int64_t id, const int32_t *to
     PW_TRY(ensure_capacity(r, r->n_tokens + n + max_new_tokens));
     PW_TRY(pw_kv_blocks_reserve(&e->kv, r->slot, r->n_tokens + n + max_new_tokens));
     memcpy(r->tokens + r->n_tokens, tokens, (size_t)n * sizeof(int32_t));
+    r->score_logits = NULL; /* scoring covered the first prompt only */
     r->n_tokens += n;
     r->limit = r->n_tokens + max_new_tokens;
     r->finished = false;

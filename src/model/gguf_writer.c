@@ -673,8 +673,8 @@ static pw_status tiny_metadata(pw_gguf_writer *w, const pw_tiny_llama_config *c)
     PW_TRY(pw_gguf_writer_add_u32(w, "tokenizer.ggml.unknown_token_id", 0));
     PW_TRY(pw_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", 1));
     PW_TRY(pw_gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", 2));
-    PW_TRY(pw_gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", true));
-    return pw_gguf_writer_add_bool(w, "tokenizer.ggml.add_eos_token", false);
+    PW_TRY(pw_gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", !c->no_add_bos));
+    return pw_gguf_writer_add_bool(w, "tokenizer.ggml.add_eos_token", c->add_eos);
 }
 
 pw_status pw_tiny_llama_add(pw_gguf_writer *w, const pw_tiny_llama_config *c) {

@@ -89,6 +89,9 @@ typedef struct pw_tiny_llama_config {
      * as f32: the f32 twin of the quantized model, with the same random
      * draws and metadata. */
     bool store_dequantized;
+    /* tokenizer.ggml.add_bos_token (default true) and add_eos_token
+     * (default false) are written as !no_add_bos and add_eos. */
+    bool no_add_bos, add_eos;
 } pw_tiny_llama_config;
 
 /* Three specials (<unk>, <s>, </s>), 256 byte tokens, 52 merged pieces,

@@ -150,7 +150,14 @@ pw_status pw_schedule(pw_scheduler *s, pw_kv_blocks *kv, pw_step_inputs *in, int
         }
         int64_t take = b->count < budget ? b->count : budget;
         if (take != 1 || b->count != 1) all_decode = false;
-        /* all its pending tokens run: the last one's logits are sampled */
+        /* a scoring request's scored prompt positions, then (all its
+         * pending tokens run) the last one's, which is sampled */
+        int64_t scored_end = nt + take - (take == b->count);
+        if (r->score_logits)
+            for (int64_t j = nt; j < scored_end; j++)
+                if (r->n_computed + (j - nt) >= r->score_from &&
+                    r->n_computed + (j - nt) < r->n_prompt)
+                    in->sample_rows[in->n_sample_rows++] = (int32_t)j;
         if (take == b->count) in->sample_rows[in->n_sample_rows++] = (int32_t)(nt + take - 1);
         b->count = take;
         b->start = nt;

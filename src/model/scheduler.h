@@ -19,6 +19,11 @@ typedef struct pw_request {
     bool admitted;         /* KV blocks reserved */
     pw_sampling_params sp;
     uint64_t rng;
+    /* Scoring (pw_engine_add_scoring_request): the logits of prompt
+     * positions [score_from, n_prompt) go to score_logits, one row each;
+     * score_logits NULL: an ordinary request. */
+    float *score_logits;
+    int64_t score_from;
 } pw_request;
 
 /* One request's share of a step: tokens [start, start + count) of the batch. */
@@ -34,9 +39,10 @@ typedef struct pw_scheduled {
 typedef struct pw_step_inputs {
     int64_t max_tokens; /* rows */
     int32_t *input_ids, *positions, *slot_mapping, *token_seq;
-    /* The rows whose logits this step samples (each finishing request's
-     * last scheduled token), ascending, and how many: the LM head computes
-     * only those, in this order. */
+    /* The rows whose logits this step computes (each finishing request's
+     * last scheduled token, and a scoring request's scored prompt rows),
+     * ascending, and how many: the LM head computes only those, in this
+     * order. */
     int32_t *sample_rows;
     int32_t n_sample_rows;
 } pw_step_inputs;

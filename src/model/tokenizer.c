@@ -111,7 +111,15 @@ static pw_status encoder_start(encoder *e, const pw_tokenizer *t, unsigned flags
     /* As llama.cpp: the text starts "after a special token", so it gets the
      * SentencePiece space prefix, and so does text after each special. */
     e->after_special = true;
-    return (flags & PW_TOKENIZE_ADD_BOS) && t->bos >= 0 ? pw_tok_push_id(&e->out, t->bos) : PW_OK;
+    bool bos = (flags & PW_TOKENIZE_ADD_BOS) || ((flags & PW_TOKENIZE_ADD_SPECIAL) && t->add_bos);
+    return bos && t->bos >= 0 ? pw_tok_push_id(&e->out, t->bos) : PW_OK;
+}
+
+/* EOS last when the model asks for it (ADD_SPECIAL). */
+static pw_status encoder_end(encoder *e, unsigned flags) {
+    const pw_tokenizer *t = e->t;
+    bool eos = (flags & PW_TOKENIZE_ADD_SPECIAL) && t->add_eos && t->eos >= 0;
+    return eos ? pw_tok_push_id(&e->out, t->eos) : PW_OK;
 }
 
 /* Hands the ids over (an empty result still gets an array) or frees them. */
@@ -139,6 +147,7 @@ pw_status pw_tokenizer_encode(const pw_tokenizer *t, const char *text, size_t le
     encoder e;
     pw_status s = encoder_start(&e, t, flags);
     if (s == PW_OK) s = encode_text(&e, text, len);
+    if (s == PW_OK) s = encoder_end(&e, flags);
     return encoder_finish(&e, s, ids, n_ids);
 }
 
@@ -186,6 +195,7 @@ pw_status pw_tokenizer_encode_marked(const pw_tokenizer *t, const char *text, si
         plain = specials[i].start + specials[i].len;
     }
     if (s == PW_OK) s = encode_text(&e, text + plain, len - plain);
+    if (s == PW_OK) s = encoder_end(&e, flags);
     pw_host_free(denied);
     return encoder_finish(&e, s, ids, n_ids);
 }
@@ -469,23 +479,35 @@ static pw_status load_merges(pw_tokenizer *t, const pw_gguf *g) {
 typedef struct pre_name {
     const char *name;
     pw_tok_pre pre;
-    bool ignore_merges;
+    bool ignore_merges; /* llama.cpp's: a word that is a token stays whole */
+    bool add_bos;       /* BOS added when tokenizer.ggml.add_bos_token is absent */
 } pre_name;
 
 static const pre_name pre_names[] = {
-    {"default", PW_TOK_PRE_GPT2, false},   {"gpt2", PW_TOK_PRE_GPT2, false},
-    {"gpt-2", PW_TOK_PRE_GPT2, false},     {"phi-2", PW_TOK_PRE_GPT2, false},
-    {"mpt", PW_TOK_PRE_GPT2, false},       {"olmo", PW_TOK_PRE_GPT2, false},
-    {"smollm", PW_TOK_PRE_GPT2_DIGITS, false},    {"starcoder", PW_TOK_PRE_GPT2_DIGITS, false},
-    {"refact", PW_TOK_PRE_GPT2_DIGITS, false},    {"command-r", PW_TOK_PRE_GPT2_DIGITS, false},
-    {"codeshell", PW_TOK_PRE_GPT2_DIGITS, false}, {"exaone", PW_TOK_PRE_GPT2_DIGITS, false},
-    {"minerva-7b", PW_TOK_PRE_GPT2_DIGITS, false},
-    {"llama3", PW_TOK_PRE_LLAMA3, true},   {"llama-v3", PW_TOK_PRE_LLAMA3, true},
-    {"llama-bpe", PW_TOK_PRE_LLAMA3, true}, {"falcon3", PW_TOK_PRE_LLAMA3, true},
-    {"dbrx", PW_TOK_PRE_LLAMA3, false},    {"smaug-bpe", PW_TOK_PRE_LLAMA3, false},
-    {"qwen2", PW_TOK_PRE_QWEN2, false},    {"deepseek-r1-qwen", PW_TOK_PRE_QWEN2, false},
-    {"stablelm2", PW_TOK_PRE_QWEN2, false}, {"megrez", PW_TOK_PRE_QWEN2, false},
-    {"qwen35", PW_TOK_PRE_QWEN35, false},
+    {"default", PW_TOK_PRE_GPT2, false, false},
+    {"gpt2", PW_TOK_PRE_GPT2, false, false},
+    {"gpt-2", PW_TOK_PRE_GPT2, false, false},
+    {"phi-2", PW_TOK_PRE_GPT2, false, false},
+    {"mpt", PW_TOK_PRE_GPT2, false, false},
+    {"olmo", PW_TOK_PRE_GPT2, false, false},
+    {"smollm", PW_TOK_PRE_GPT2_DIGITS, false, false},
+    {"starcoder", PW_TOK_PRE_GPT2_DIGITS, false, false},
+    {"refact", PW_TOK_PRE_GPT2_DIGITS, false, false},
+    {"command-r", PW_TOK_PRE_GPT2_DIGITS, false, false},
+    {"codeshell", PW_TOK_PRE_GPT2_DIGITS, false, false},
+    {"exaone", PW_TOK_PRE_GPT2_DIGITS, false, false},
+    {"minerva-7b", PW_TOK_PRE_GPT2_DIGITS, false, false},
+    {"llama3", PW_TOK_PRE_LLAMA3, true, true},
+    {"llama-v3", PW_TOK_PRE_LLAMA3, true, true},
+    {"llama-bpe", PW_TOK_PRE_LLAMA3, true, true},
+    {"falcon3", PW_TOK_PRE_LLAMA3, true, true},
+    {"dbrx", PW_TOK_PRE_LLAMA3, false, false},
+    {"smaug-bpe", PW_TOK_PRE_LLAMA3, false, false},
+    {"qwen2", PW_TOK_PRE_QWEN2, false, false},
+    {"deepseek-r1-qwen", PW_TOK_PRE_QWEN2, false, false},
+    {"stablelm2", PW_TOK_PRE_QWEN2, false, false},
+    {"megrez", PW_TOK_PRE_QWEN2, false, false},
+    {"qwen35", PW_TOK_PRE_QWEN35, false, false},
 };
 
 static pw_status load_pre_tokenizer(pw_tokenizer *t, const pw_gguf *g) {
@@ -498,6 +520,7 @@ static pw_status load_pre_tokenizer(pw_tokenizer *t, const pw_gguf *g) {
         if (strcmp(pre, pre_names[i].name) == 0) {
             t->pre = pre_names[i].pre;
             t->ignore_merges = pre_names[i].ignore_merges;
+            t->add_bos = pre_names[i].add_bos;
             return PW_OK;
         }
     char list[512];
@@ -537,9 +560,11 @@ static pw_status build(pw_tokenizer *t, const pw_gguf *g) {
     PW_TRY(read_special_id(g, "tokenizer.ggml.eos_token_id", t->n_vocab, &t->eos));
     PW_TRY(read_special_id(g, "tokenizer.ggml.unknown_token_id", t->n_vocab, &t->unk));
     PW_TRY(read_special_id(g, "tokenizer.ggml.eot_token_id", t->n_vocab, &t->eot));
-    t->add_bos = spm;
+    if (spm) t->add_bos = true; /* gpt2: the pre-tokenizer's default */
+    t->add_eos = false;
     t->add_space_prefix = spm;
     PW_TRY(read_bool(g, "tokenizer.ggml.add_bos_token", &t->add_bos));
+    PW_TRY(read_bool(g, "tokenizer.ggml.add_eos_token", &t->add_eos));
     PW_TRY(read_bool(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix));
 
     for (int b = 0; b < 256; b++) {
@@ -618,9 +643,11 @@ int32_t pw_tokenizer_bos(const pw_tokenizer *t) { return t->bos; }
 int32_t pw_tokenizer_eos(const pw_tokenizer *t) { return t->eos; }
 int32_t pw_tokenizer_unk(const pw_tokenizer *t) { return t->unk; }
 bool pw_tokenizer_adds_bos(const pw_tokenizer *t) { return t->add_bos; }
+bool pw_tokenizer_adds_eos(const pw_tokenizer *t) { return t->add_eos; }
 
 unsigned pw_tokenizer_default_flags(const pw_tokenizer *t) {
-    return (t->add_bos ? PW_TOKENIZE_ADD_BOS : 0u) | PW_TOKENIZE_PARSE_SPECIAL;
+    (void)t;
+    return PW_TOKENIZE_ADD_SPECIAL | PW_TOKENIZE_PARSE_SPECIAL;
 }
 
 bool pw_tokenizer_is_eog(const pw_tokenizer *t, int32_t id) {

@@ -45,6 +45,10 @@ typedef enum pw_token_type {
 enum {
     PW_TOKENIZE_ADD_BOS = 1u << 0,       /* start with the BOS token (if the vocab has one) */
     PW_TOKENIZE_PARSE_SPECIAL = 1u << 1, /* literal special-token text becomes the token */
+    /* The special tokens the model asks for, as llama.cpp's add_special:
+     * BOS first when tokenizer.ggml.add_bos_token, EOS last when
+     * tokenizer.ggml.add_eos_token (defaults below). */
+    PW_TOKENIZE_ADD_SPECIAL = 1u << 2,
 };
 
 /* Reads tokenizer.ggml.{model, pre, tokens, scores, token_type, merges,
@@ -64,13 +68,17 @@ int32_t pw_tokenizer_unk(const pw_tokenizer *t);
 /* End of generation: EOS, EOT, or a control token llama.cpp also treats as
  * one (<|im_end|>, <|endoftext|>, <|eot_id|>, <end_of_turn>, <|end|>). */
 bool pw_tokenizer_is_eog(const pw_tokenizer *t, int32_t id);
-/* The model's own choice (tokenizer.ggml.add_bos_token; default true for
- * "llama", false for "gpt2"). */
+/* The model's own choice (tokenizer.ggml.add_bos_token; absent: true for
+ * "llama" and for the Llama 3 pre-tokenizers, false for other "gpt2"
+ * vocabularies, as llama.cpp). */
 bool pw_tokenizer_adds_bos(const pw_tokenizer *t);
-/* ADD_BOS as the model asks, plus PARSE_SPECIAL. */
+/* tokenizer.ggml.add_eos_token (absent: false). */
+bool pw_tokenizer_adds_eos(const pw_tokenizer *t);
+/* ADD_SPECIAL plus PARSE_SPECIAL. */
 unsigned pw_tokenizer_default_flags(const pw_tokenizer *t);
 
 /* Encodes len bytes of text (need not be NUL-terminated or valid UTF-8).
+ * ADD_BOS and ADD_SPECIAL together give one BOS.
  * *ids is a new pw_host_alloc array of *n_ids ids (free with pw_host_free;
  * non-NULL even when empty). */
 pw_status pw_tokenizer_encode(const pw_tokenizer *t, const char *text, size_t len,

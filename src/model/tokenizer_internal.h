@@ -75,7 +75,7 @@ struct pw_tokenizer {
     int32_t special_begin[257];
 
     int32_t bos, eos, unk, eot;
-    bool add_bos;
+    bool add_bos, add_eos; /* what ADD_SPECIAL adds */
     bool add_space_prefix;
     pw_tok_pre pre;      /* "gpt2" vocabularies: the pre-tokenizer's pattern */
     bool ignore_merges;  /* a word that is a token stays whole (llama3, as llama.cpp) */

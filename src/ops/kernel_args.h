@@ -343,6 +343,10 @@ PW_K_ARGS_STRUCT(pw_k_bias_add_args, PW_K_FIELDS_BIAS_ADD)
 extern const pw_kernel_args pw_kernel_arg_tables[PW_KERNEL_COUNT_];
 #define PW_K_ARGS(id) (&pw_kernel_arg_tables[PW_KERNEL_##id])
 
+/* What a launch touches through each address word (ops/kernel_extents.c):
+ * every layout's pw_kernel_args.extent. */
+uint64_t pw_kernel_word_extent(const pw_kernel *k, const void *args, int word, bool *nullable);
+
 #ifdef __cplusplus
 }
 #endif

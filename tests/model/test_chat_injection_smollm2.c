@@ -20,8 +20,8 @@ int main(void) {
     CHECK_OK(pw_model_load(path, &m));
     if (!m) return pw_test_finish("model_chat_injection_smollm2");
     /* One <|im_start|> ... <|im_end|> per message and the assistant's
-     * opener. BOS is <|im_start|> (id 1) in this vocabulary: the template
-     * writes it, and it is not added a second time. */
+     * opener. BOS would be <|im_start|> (id 1) in this vocabulary, but the
+     * file sets add_bos_token = false, so (as in llama.cpp) none is added. */
     const int32_t want[] = {IM_START, IM_END, IM_START, IM_END, IM_START,
                             IM_END,   IM_START, IM_END, IM_START};
     const int32_t want_next[] = {IM_END, IM_START, IM_END, IM_START};

@@ -115,9 +115,9 @@ static void check_tokenizer(const char *model_path, const cJSON *entries, const 
             free(ref);
             continue;
         }
-        /* llama.cpp's add_special adds BOS only where the model asks for it */
+        /* llama.cpp's add_special: BOS/EOS only where the model asks for them */
         unsigned flags = 0;
-        if (cJSON_IsTrue(add) && pw_tokenizer_adds_bos(t)) flags |= PW_TOKENIZE_ADD_BOS;
+        if (cJSON_IsTrue(add)) flags |= PW_TOKENIZE_ADD_SPECIAL;
         if (cJSON_IsTrue(parse)) flags |= PW_TOKENIZE_PARSE_SPECIAL;
         int32_t *ids = NULL;
         int64_t n = 0;

@@ -109,7 +109,7 @@ static void test_tiny_spm(void) {
     CHECK_EQ_INT(pw_tokenizer_eos(t), 2);
     CHECK_EQ_INT(pw_tokenizer_unk(t), 0);
     CHECK(pw_tokenizer_adds_bos(t));
-    CHECK_EQ_INT(pw_tokenizer_default_flags(t), PW_TOKENIZE_ADD_BOS | PW_TOKENIZE_PARSE_SPECIAL);
+    CHECK_EQ_INT(pw_tokenizer_default_flags(t), PW_TOKENIZE_ADD_SPECIAL | PW_TOKENIZE_PARSE_SPECIAL);
     CHECK(pw_tokenizer_is_eog(t, 2));
     CHECK(!pw_tokenizer_is_eog(t, 1));
     CHECK(!pw_tokenizer_is_eog(t, 99999));

@@ -157,7 +157,7 @@ static void test_gpt2_vocab(void) {
     CHECK_EQ_INT(pw_tokenizer_bos(t), -1);
     CHECK_EQ_INT(pw_tokenizer_eos(t), ID_IM_END);
     CHECK(!pw_tokenizer_adds_bos(t));
-    CHECK_EQ_INT(pw_tokenizer_default_flags(t), PW_TOKENIZE_PARSE_SPECIAL);
+    CHECK_EQ_INT(pw_tokenizer_default_flags(t), PW_TOKENIZE_ADD_SPECIAL | PW_TOKENIZE_PARSE_SPECIAL);
     CHECK(pw_tokenizer_is_eog(t, ID_IM_END));
     CHECK(pw_tokenizer_is_eog(t, ID_ENDOFTEXT)); /* by its text, as llama.cpp */
     CHECK(!pw_tokenizer_is_eog(t, ID_IM_START));

@@ -8,7 +8,8 @@
  * The folder comes from the llama-cpp-python sdist
  * (scripts/fetch-llamacpp-source.sh); PW_LLAMACPP_MODELS names it, else
  * $PW_LLAMACPP_CACHE (or ~/.cache/piecewise/llamacpp)/0.3.36/src/vendor/
- * llama.cpp/models. Without it the test skips. */
+ * llama.cpp/models. Without it the test skips. It also checks the BOS/EOS
+ * each vocabulary adds (add_special) against llama.cpp's llama-tokenize. */
 #include "test_util.h"
 #include "internal.h"
 
@@ -158,6 +159,46 @@ done:
     pw_gguf_free(g);
 }
 
+/* llama.cpp's llama-tokenize -p "Hello world" --ids (add_special: the
+ * BOS/EOS each vocabulary's GGUF asks for, or its defaults) on the same
+ * files, recorded here. */
+static const struct {
+    const char *vocab;
+    int32_t ids[4];
+    int n;
+} add_special[] = {
+    {"llama-bpe", {128000, 9906, 1917}, 3}, /* no add_bos_token key: llama3 adds BOS */
+    {"qwen2", {9707, 1879}, 2},
+    {"qwen35", {9707, 1879}, 2},
+    {"llama-spm", {1, 15043, 3186}, 3},
+    {"phi-3", {1, 15043, 3186}, 3},
+    {"gpt-2", {15496, 995}, 2},
+    {"starcoder", {8302, 5810}, 2},
+    {"command-r", {5, 28339, 3845}, 3}, /* add_bos_token = true */
+};
+
+static void check_add_special(void) {
+    for (size_t i = 0; i < PW_ARRAY_LEN(add_special); i++) {
+        char path[4300];
+        snprintf(path, sizeof path, "%s/ggml-vocab-%s.gguf", models_dir, add_special[i].vocab);
+        pw_gguf *g = NULL;
+        pw_tokenizer *t = NULL;
+        CHECK_OK(pw_gguf_open(path, &g));
+        if (g) CHECK_OK(pw_tokenizer_new(g, &t));
+        int32_t *ids = NULL;
+        int64_t n = 0;
+        if (t) CHECK_OK(pw_tokenizer_encode(t, "Hello world", 11, pw_tokenizer_default_flags(t), &ids, &n));
+        CHECK_EQ_INT(n, add_special[i].n);
+        if (ids && n == add_special[i].n)
+            CHECK(memcmp(ids, add_special[i].ids, (size_t)n * sizeof *ids) == 0);
+        else
+            fprintf(stderr, "%s: add_special ids differ from llama.cpp's\n", add_special[i].vocab);
+        pw_host_free(ids);
+        pw_tokenizer_free(t);
+        pw_gguf_free(g);
+    }
+}
+
 int main(void) {
     if (!find_models_dir())
         pw_test_skip("llama.cpp's models/ folder not found (run scripts/fetch-llamacpp-source.sh, "
@@ -165,6 +206,7 @@ int main(void) {
     const char *only = getenv("PW_VECTORS_ONLY");
     for (size_t i = 0; i < PW_ARRAY_LEN(claimed); i++)
         if (!only || strcmp(only, claimed[i]) == 0) run_vocab(claimed[i]);
+    if (!only) check_add_special();
     printf("total: %" PRId64 "/%" PRId64 " vectors identical over %zu vocabularies\n",
            total_passed, total_cases, PW_ARRAY_LEN(claimed));
     return pw_test_finish("model_tokenizer_vectors");
