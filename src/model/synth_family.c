@@ -184,23 +184,16 @@ static pw_status check_config(const pw_synth_family_config *c) {
     return PW_OK;
 }
 
-/* Llama 3.1's rope frequency divisors, as llama.cpp's converter computes
- * them from rope_scaling {factor 8, low_freq_factor 1, high_freq_factor 4,
- * original_max_position_embeddings 8192}. */
-static void llama3_factors(float *out, int head_dim, double theta) {
-    const double factor = 8.0, low = 1.0, high = 4.0, old_ctx = 8192.0;
-    const double pi = 3.14159265358979323846;
-    for (int i = 0; i < head_dim / 2; i++) {
-        double freq = 1.0 / pow(theta, 2.0 * i / head_dim), wavelen = 2.0 * pi / freq;
-        double f;
-        if (wavelen < old_ctx / high) f = 1.0;
-        else if (wavelen > old_ctx / low) f = factor;
-        else {
-            double smooth = (old_ctx / wavelen - low) / (high - low);
-            f = 1.0 / ((1.0 - smooth) / factor + smooth);
-        }
-        out[i] = (float)f;
-    }
+/* rope_freqs.weight: divisors of the rope frequencies, as Llama 3.x files
+ * carry them. Llama 3.1's own (factor 8 on wavelengths above its original
+ * 8192 positions, 1 below 2048) change nothing a test of a few dozen
+ * positions can see, so these rise linearly from 1 on the first (fastest)
+ * pair to 8 on the last: ignoring them, or applying them to the wrong
+ * pairs, changes the tokens within a few steps (docs/models.md). */
+static void llama3_factors(float *out, int head_dim) {
+    int half = head_dim / 2;
+    for (int i = 0; i < half; i++)
+        out[i] = half > 1 ? 1.0f + 7.0f * (float)i / (float)(half - 1) : 1.0f;
 }
 
 static pw_status add_metadata(pw_gguf_writer *w, const pw_synth_family_config *c, int hd) {
@@ -242,7 +235,7 @@ static pw_status add_weights(pw_gguf_writer *w, const pw_synth_family_config *c,
         float f[256];
         if (hd / 2 > (int)PW_ARRAY_LEN(f))
             return pw_error(PW_ERR_INVALID_ARG, "synthetic model: head size %d is too large", hd);
-        llama3_factors(f, hd, c->rope_theta);
+        llama3_factors(f, hd);
         int64_t dims[1] = {hd / 2};
         PW_TRY(pw_gguf_writer_add_tensor_f32(w, "rope_freqs.weight", PW_F32, 1, dims, f));
     }

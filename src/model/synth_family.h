@@ -23,8 +23,8 @@ typedef struct pw_synth_family_config {
     int context_length;
     float rope_theta;
     float rms_eps;
-    bool llama3_rope;   /* llama: rope_freqs.weight with Llama 3.1's factors (factor 8,
-                           low 1, high 4, original context 8192) */
+    bool llama3_rope;   /* llama: rope_freqs.weight (Llama 3.x's rope scaling), factors
+                           rising from 1 to 8 over the pairs (synth_family.c says why) */
     pw_dtype weight_dtype; /* of the 2-D weights; norms, biases and rope_freqs are f32 */
     bool tied_embeddings;  /* no output.weight: the LM head is token_embd */
     uint64_t seed;
