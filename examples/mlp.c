@@ -437,8 +437,20 @@ int main(void) {
     pw_capture_options_init(&co);
     co.progress = PW_PROGRESS_OFF;
     co.print_totals = false;
+    /* The memory plan first: a dry run of the capture list against a
+     * shadow pool predicts the graph pool's bytes before any is spent. */
+    pw_memory_plan *plan;
+    size_t predicted;
+    pw_pool_stats pool;
+    TRY(pw_memory_plan_new(PW_DEVICE_CPU, 0, &plan));
+    TRY(pw_memory_plan_graphs(plan, mod, capture_inputs, &m, &co, NULL, NULL, &predicted));
+    pw_memory_plan_free(plan);
+    m.relocated = 0; /* the dry run went through the interposer too */
     pw_capture_report rep;
     TRY(pw_module_capture(mod, capture_inputs, &m, &co, &rep));
+    pw_pool_get_stats(m.graph_pool, &pool);
+    printf("graph pool: %zu bytes predicted by the dry run, %zu reserved by the capture\n",
+           predicted, pool.reserved);
     printf("captured %llu graphs for %zu descriptors: PIECEWISE %zu per piece, FULL %zu\n",
            (unsigned long long)rep.graphs_captured, rep.descriptors,
            pw_graph_wrapper_num_graphs(pw_module_piece_wrapper(mod, 0)),

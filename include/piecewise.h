@@ -129,7 +129,15 @@ PW_API int64_t pw_dtype_block_bytes(pw_dtype t);
 /* Bytes for n elements (n must be a multiple of the block size). */
 PW_API int64_t pw_dtype_row_bytes(pw_dtype t, int64_t n);
 
-typedef enum pw_device { PW_DEVICE_CPU = 0, PW_DEVICE_CUDA = 1 } pw_device;
+/* EMU is an emulated discrete device (docs/cuda.md): the CPU kernels run
+ * under CUDA's rules (memory the host cannot touch, asynchronous streams,
+ * capture rules), so the device path can be tested without a GPU. */
+typedef enum pw_device {
+    PW_DEVICE_CPU = 0,
+    PW_DEVICE_CUDA = 1,
+    PW_DEVICE_EMU = 2,
+    PW_DEVICE_COUNT_
+} pw_device;
 PW_API const char *pw_device_name(pw_device d);
 PW_API pw_status pw_device_parse(const char *name, pw_device *out);
 /* True if this build has the CUDA backend and a GPU is usable now. */
@@ -321,10 +329,23 @@ typedef void (*pw_cpu_kernel_fn)(const void *args);
  * value and is copied as it is. Declare it where the argument struct is
  * declared, from the same field list (the ops layer generates both from
  * one table per kernel), so that no address can be left out. */
+typedef struct pw_kernel pw_kernel;
+
+/* What a launch of kernel k with these argument bytes touches through its
+ * address word `word` (an index into addresses): the bytes from the word's
+ * address on that the kernel may read or write, derived from the values in
+ * the arguments only (the address words themselves may read as 0); 0 when
+ * it cannot say. *nullable: whether the kernel accepts NULL there. A graph
+ * cache keeps a restored launch only when each word's [address, address +
+ * extent) lies inside the buffer it is relocated into (docs/graph-cache.md). */
+typedef uint64_t (*pw_kernel_extent_fn)(const pw_kernel *k, const void *args, int word,
+                                        bool *nullable);
+
 typedef struct pw_kernel_args {
     size_t size;      /* bytes of the argument struct */
     int n_addresses;
     uint16_t addresses[PW_KERNEL_MAX_ADDRESSES]; /* byte offsets of the address words */
+    pw_kernel_extent_fn extent; /* NULL: no extent known (only a word's base is checked) */
 } pw_kernel_args;
 
 /* A kernel as a stream launches it. Streams run what they are given by
@@ -332,13 +353,13 @@ typedef struct pw_kernel_args {
  * CUDA stream `cuda` (its backend's launcher), and refuses a kernel whose
  * entry for it is NULL. Each kernel set (the ops layer's per-device kernel
  * tables) fills the entry of its own device. `name` is for messages. */
-typedef struct pw_kernel {
+struct pw_kernel {
     const char *name;
     pw_cpu_kernel_fn cpu;       /* NULL: not a CPU kernel */
     const void *cuda;           /* a CUDA backend launcher; NULL: not a CUDA kernel */
     const pw_kernel_args *args; /* its address words; NULL: its launches are never relocated
                                    (a capture that launches it is always made for real) */
-} pw_kernel;
+};
 
 typedef struct pw_stream pw_stream;
 typedef struct pw_graph pw_graph;
@@ -414,6 +435,13 @@ PW_API bool pw_device_available(pw_device device, const char **reason);
  * when it is not available, PW_ERR_INVALID_ARG for NULL out or an unknown
  * device. */
 PW_API pw_status pw_device_get_caps(pw_device device, pw_device_caps *out);
+/* Host memory that copies on `device`'s streams may read and write
+ * asynchronously and inside a capture: page-locked on a device with
+ * asynchronous copies (CUDA: cudaMallocHost), plain host memory on the CPU.
+ * Stage per-step inputs in it. Free it with pw_device_host_free on the same
+ * device, after the copies that use it have completed. */
+PW_API pw_status pw_device_host_alloc(pw_device device, size_t bytes, void **out);
+PW_API void pw_device_host_free(pw_device device, void *ptr);
 
 /* Runs every recorded launch in order. No allocation, no lookups. */
 PW_API pw_status pw_graph_replay(pw_graph *g, pw_stream *s);
@@ -435,5 +463,6 @@ PW_API pw_pool *pw_graph_pool(const pw_graph *g);
 #include "piecewise/runtime.h"
 #include "piecewise/relocate.h"
 #include "piecewise/module.h"
+#include "piecewise/memory_plan.h"
 
 #endif /* PIECEWISE_H */

@@ -211,11 +211,7 @@ int pw_cmd_chat(int argc, char **argv) {
     pw_engine *engine = NULL;
     pw_status s = pw_model_load(o.model, &model);
     if (s != PW_OK) return pw_cli_fail("chat", s);
-    if (!pw_model_has_chat_template(model)) {
-        pw_chat_message probe = {"user", "hi"};
-        char *unused = NULL;
-        s = pw_model_apply_chat_template(model, &probe, 1, true, &unused);
-        free(unused);
+    if ((s = pw_model_check_chat_template(model)) != PW_OK) {
         rc = pw_cli_fail("chat", s);
         pw_model_free(model);
         return rc;

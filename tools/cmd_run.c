@@ -311,6 +311,12 @@ int pw_cmd_run(int argc, char **argv) {
     pw_status s = pw_model_load(o.model, &model);
     if (s != PW_OK) return pw_cli_fail("run", s);
     bool chat = !o.raw && pw_model_has_chat_template(model);
+    /* a template that cannot be rendered is an error now, not a wrong prompt */
+    if (chat && (s = pw_model_check_chat_template(model)) != PW_OK) {
+        rc = pw_cli_fail("run", s);
+        pw_model_free(model);
+        return rc;
+    }
     if (!o.quiet)
         fprintf(stderr, "%s: %s\n", pw_model_get_info(model)->name,
                 chat ? "prompts formatted with the model's chat template (--raw to skip)"

@@ -8,6 +8,7 @@
 #include "cli_args.h"
 #include "internal.h"
 #include "model/synth.h"
+#include "model/synth_family.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -24,6 +25,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: piecewise synth --shape NAME --type TYPE [-o FILE] [--vocab FILE]\n"
             "                       [--seed N] [--force]\n"
+            "       piecewise synth --family NAME --vocab FILE [-o FILE] [--force]\n"
             "       piecewise synth --list\n\n"
             "Writes a GGUF model with a real model's shape and random weights in one quant\n"
             "type, which piecewise and llama.cpp both load: for measuring speed and memory\n"
@@ -38,6 +40,11 @@ static void usage(FILE *f) {
             "                  " SYNTH_DEFAULT_VOCAB ")\n"
             "  --seed N        random seed (default 1); same seed, same file\n"
             "  --force         replace FILE if it exists\n"
+            "  --family NAME   instead of --shape/--type: a small model of a family's\n"
+            "                  architecture (llama3, mistral, qwen2, qwen3, phi3: dim 256,\n"
+            "                  4 layers, F16) over the vocabulary of --vocab (llama.cpp's\n"
+            "                  models/ggml-vocab-*.gguf), as the golden tests use\n"
+            "                  (docs/models.md, \"What proves a family\")\n"
             "  --list          print the shapes and types\n\n"
             "Sizes: 1b about 0.7-1.3 GB, 3b 1.9-3.4 GB, 8b 4.3-8.1 GB (q4_0 to q8_0).\n");
 }
@@ -100,6 +107,7 @@ int pw_cmd_synth(int argc, char **argv) {
         return 0;
     }
     const char *shape_name = NULL, *type_name = NULL, *out = NULL, *vocab = SYNTH_DEFAULT_VOCAB;
+    const char *family = NULL;
     int64_t seed = 1;
     bool force = false;
     for (int i = 1; i < argc; i++) {
@@ -109,6 +117,8 @@ int pw_cmd_synth(int argc, char **argv) {
             return 0;
         } else if (strcmp(a, "--shape") == 0) {
             if (!(shape_name = pw_cli_value(argc, argv, &i))) return 2;
+        } else if (strcmp(a, "--family") == 0) {
+            if (!(family = pw_cli_value(argc, argv, &i))) return 2;
         } else if (strcmp(a, "--type") == 0) {
             if (!(type_name = pw_cli_value(argc, argv, &i))) return 2;
         } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
@@ -125,19 +135,29 @@ int pw_cmd_synth(int argc, char **argv) {
             return 2;
         }
     }
-    if (!shape_name || !type_name) {
+    pw_synth_family_config fam;
+    if (family) {
+        if (shape_name || type_name) {
+            fprintf(stderr, "piecewise: synth: --family replaces --shape and --type\n");
+            return 2;
+        }
+        if (pw_synth_family_preset(family, &fam) != PW_OK) {
+            fprintf(stderr, "piecewise: synth: %s\n", pw_last_error());
+            return 2;
+        }
+    } else if (!shape_name || !type_name) {
         fprintf(stderr, "piecewise: synth: --shape and --type are required\n");
         usage(stderr);
         return 2;
     }
-    const pw_synth_shape *shape = pw_synth_shape_find(shape_name);
-    if (!shape) {
+    const pw_synth_shape *shape = family ? NULL : pw_synth_shape_find(shape_name);
+    const pw_synth_type *type = family ? NULL : pw_synth_type_find(type_name);
+    if (!family && !shape) {
         fprintf(stderr, "piecewise: synth: unknown shape '%s' (piecewise synth --list)\n",
                 shape_name);
         return 2;
     }
-    const pw_synth_type *type = pw_synth_type_find(type_name);
-    if (!type) {
+    if (!family && !type) {
         fprintf(stderr, "piecewise: synth: unknown type '%s' (piecewise synth --list)\n",
                 type_name);
         return 2;
@@ -159,7 +179,10 @@ int pw_cmd_synth(int argc, char **argv) {
             return 2;
         }
         if (make_dirs(path)) return 1;
-        snprintf(path + n, sizeof path - (size_t)n, "/%s-%s.gguf", shape->name, type->name);
+        if (family)
+            snprintf(path + n, sizeof path - (size_t)n, "/family-%s.gguf", family);
+        else
+            snprintf(path + n, sizeof path - (size_t)n, "/%s-%s.gguf", shape->name, type->name);
     } else if ((size_t)snprintf(path, sizeof path, "%s", out) >= sizeof path) {
         fprintf(stderr, "piecewise: synth: output path too long\n");
         return 2;
@@ -187,6 +210,13 @@ int pw_cmd_synth(int argc, char **argv) {
         }
     }
 
+    if (family) {
+        fprintf(stderr, "synth: writing %s (%s family over %s)\n", path, family, vocab);
+        pw_status fs = pw_synth_family_write(&fam, vocab, path);
+        if (fs != PW_OK) return pw_cli_fail("synth", fs);
+        printf("%s\n", path);
+        return 0;
+    }
     progress_state ps = {.last_tenth = -1, .start = now_s()};
     pw_synth_config cfg = {.shape = shape, .type = type, .vocab_path = vocab,
                            .seed = (uint64_t)seed, .progress = progress, .progress_user = &ps};

@@ -149,9 +149,6 @@ bool serve_engine_submit(serve_params *p, serve_job **jobs, serve_error *err);
 /* Marks the job abandoned by its client: the engine cancels it. */
 void serve_job_cancel(serve_job *j);
 void serve_job_release(serve_job *j);
-/* Waits until the job has more than `have` safe bytes or is done, for at
- * most timeout_s. Call with the lock held (serve_lock). */
-void serve_job_wait(serve_job *j, size_t have, double timeout_s);
 /* Waits, at most timeout_s, for news of any choice of j's request (the
  * caller checks what changed). Lock held. */
 void serve_job_wait_any(serve_job *j, double timeout_s);

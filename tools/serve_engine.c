@@ -60,16 +60,6 @@ void serve_job_cancel(serve_job *j) {
     serve_unlock();
 }
 
-void serve_job_wait(serve_job *j, size_t have, double timeout_s) {
-    if (j->state == JOB_DONE || j->safe_len > have) return;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    double t = (double)ts.tv_nsec * 1e-9 + timeout_s;
-    ts.tv_sec += (time_t)t;
-    ts.tv_nsec = (long)((t - (double)(time_t)t) * 1e9);
-    pthread_cond_timedwait(j->wake, &E.mu, &ts);
-}
-
 void serve_job_wait_any(serve_job *j, double timeout_s) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);

@@ -275,10 +275,12 @@ static char *valid_utf8(const char *s, size_t n) {
     return out;
 }
 
-static void add_text(cJSON *obj, const char *key, const char *s, size_t n) {
+/* False when memory ran out (the key then holds "" or is missing). */
+static bool add_text(cJSON *obj, const char *key, const char *s, size_t n) {
     char *t = valid_utf8(s, n);
-    cJSON_AddStringToObject(obj, key, t ? t : "");
+    bool ok = cJSON_AddStringToObject(obj, key, t ? t : "") != NULL && t != NULL;
     free(t);
+    return ok;
 }
 
 /* Usage of a request's n choices: the prompt once, every choice's tokens. */
@@ -310,21 +312,33 @@ typedef struct stream_ctx {
     bool role_sent[SERVE_MAX_CHOICES];
     char *pending; /* SSE bytes of the next chunk */
     size_t pend_len, pend_cap;
+    /* Memory ran out building an event: the stream would miss bytes, so it
+     * is not sent; the next flush fails and the connection is closed. */
+    bool oom;
     double last_send;
 } stream_ctx;
 
 static void push_raw(stream_ctx *s, const char *text, size_t n) {
-    char *t = pw_host_grow(s->pending, 1, &s->pend_cap, s->pend_len + n, SIZE_MAX);
-    if (!t) return;
+    if (s->oom) return;
+    char *t = n > SIZE_MAX - s->pend_len
+                  ? NULL
+                  : pw_host_grow(s->pending, 1, &s->pend_cap, s->pend_len + n, SIZE_MAX);
+    if (!t) {
+        s->oom = true;
+        return;
+    }
     s->pending = t;
     memcpy(t + s->pend_len, text, n);
     s->pend_len += n;
 }
 
 static void push_event(stream_ctx *s, cJSON *root) {
-    char *json = cJSON_PrintUnformatted(root);
+    char *json = root ? cJSON_PrintUnformatted(root) : NULL;
     cJSON_Delete(root);
-    if (!json) return;
+    if (!json) {
+        s->oom = true;
+        return;
+    }
     push_raw(s, "data: ", 6);
     push_raw(s, json, strlen(json));
     push_raw(s, "\n\n", 2);
@@ -347,13 +361,15 @@ static void push_chunk(stream_ctx *s, int index, const char *text, size_t n, boo
             cJSON_AddStringToObject(delta, "role", "assistant");
             s->role_sent[index] = true;
         }
-        if (with_text) add_text(delta, "content", text, n);
-    } else {
-        add_text(ch, "text", text, n);
+        if (with_text && !add_text(delta, "content", text, n)) s->oom = true;
+    } else if (!add_text(ch, "text", text, n)) {
+        s->oom = true;
     }
     cJSON_AddNullToObject(ch, "logprobs");
-    if (finish) cJSON_AddStringToObject(ch, "finish_reason", finish);
-    else cJSON_AddNullToObject(ch, "finish_reason");
+    cJSON *reason = finish ? cJSON_AddStringToObject(ch, "finish_reason", finish)
+                           : cJSON_AddNullToObject(ch, "finish_reason");
+    /* cJSON's adds fail quietly: a chunk with a part missing is not sent */
+    if (!choices || !reason) s->oom = true;
     push_event(s, root);
 }
 
@@ -376,6 +392,15 @@ static bool stream_send(stream_ctx *s, const char *p, size_t n) {
 }
 
 static bool stream_flush(stream_ctx *s) {
+    if (s->oom) {
+        /* never a stream with bytes missing: the client sees the
+         * connection close before the end of the stream */
+        fprintf(stderr, "piecewise serve: out of memory building the event stream of %s; "
+                        "closing the connection\n",
+                s->id);
+        s->pend_len = 0;
+        return false;
+    }
     bool ok = stream_send(s, s->pending, s->pend_len);
     s->pend_len = 0;
     return ok;
@@ -447,9 +472,9 @@ static void stream_job(req *r, serve_job *const *jobs, int n, const char *id) {
         bool failed = false, cancelled = false;
         for (int i = 0; i < n; i++) {
             if (upto[i] > sent[i]) {
+                if (!text[i]) s.oom = true; /* the text is never skipped */
                 if (!s.role_sent[i] && chat) push_chunk(&s, i, "", 0, true, NULL);
-                push_chunk(&s, i, text[i] ? text[i] : "", text[i] ? upto[i] - sent[i] : 0, true,
-                           NULL);
+                if (text[i]) push_chunk(&s, i, text[i], upto[i] - sent[i], true, NULL);
                 sent[i] = upto[i];
             }
             free(text[i]);
@@ -457,6 +482,7 @@ static void stream_job(req *r, serve_job *const *jobs, int n, const char *id) {
             if (err[i].status) {
                 /* one choice failed: the stream ends with its error */
                 char *e = serve_error_json(&err[i]);
+                if (!e) s.oom = true;
                 push_raw(&s, "data: ", 6);
                 push_raw(&s, e ? e : "{}", e ? strlen(e) : 2);
                 push_raw(&s, "\n\n", 2);

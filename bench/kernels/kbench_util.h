@@ -92,6 +92,8 @@ static const kb_shape kb_smollm2_shapes[] = {
     {"gate/up", PW_Q4_1, 1536, 576, 4},   {"gate/up", PW_Q4_1, 1536, 576, 7},
     {"gate/up", PW_Q4_0, 1536, 576, 16},  {"gate/up", PW_Q8_0, 1536, 576, 16},
     {"gate/up", PW_Q8_0, 1536, 576, 4},
+    {"gate/up", PW_Q4_0, 1536, 576, 128}, {"gate/up", PW_Q4_0, 1536, 576, 1},
+    {"down", PW_Q4_0, 576, 1536, 1},      {"down", PW_Q4_0, 576, 1536, 128},
 };
 #define KB_N_SMOLLM2_SHAPES (sizeof kb_smollm2_shapes / sizeof kb_smollm2_shapes[0])
 

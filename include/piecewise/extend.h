@@ -23,6 +23,11 @@ extern "C" {
 #define PW_PRINTF(a, b)
 #endif
 
+/* The device whose kernel set runs launches on `device`'s streams: the
+ * device itself, or the CPU for a backend that runs the CPU kernels (the
+ * emulated device). A kernel-set registry looks devices up through it. */
+PW_API pw_device pw_device_kernel_device(pw_device device);
+
 /* Sets the thread's last error and returns code, so call sites read
  *   return pw_error(PW_ERR_PARSE, "line %d: ...", line);
  * Inside a pw_error_hold() the message is left alone and the failure is
@@ -110,6 +115,10 @@ PW_API void *pw_host_grow(void *items, size_t elem_size, size_t *cap, size_t nee
 
 PW_API void pw_host_free(void *p);
 PW_API char *pw_host_strdup(const char *s);
+
+/* Seconds on the monotonic clock (for durations: never jumps with the
+ * wall clock). */
+PW_API double pw_monotonic_seconds(void);
 
 /* Files named by a user or found in a folder: opened so that nothing but a
  * regular file is ever read (a FIFO or a device neither blocks the open nor

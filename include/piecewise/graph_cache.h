@@ -8,14 +8,18 @@
  * A file is written for a fingerprint (the user's hash of everything the
  * programs depend on besides themselves: model, configuration, build, ...),
  * the sizes of the persistent regions and a kernel table (launches name
- * their kernel by its index in it), and read back only against the same.
+ * their kernel by its index in it; the file holds a hash of the table's
+ * names and argument layouts), and read back only against the same.
  *
  * Everything in a file is untrusted: counts are bounded by the bytes left
  * before anything is allocated, every index and offset is checked against
  * what it refers to, and a program is kept only if each address word of
- * each launch (the kernel's pw_kernel.args) is NULL or rebuilt from a
- * relocation, so no address from the writing process is ever used. The
- * format is in docs/graph-cache.md. */
+ * each launch (the kernel's pw_kernel.args) is NULL (where the kernel
+ * accepts NULL) or rebuilt from a relocation, so no address from the
+ * writing process is ever used, and, where the kernel's layout declares
+ * extents (pw_kernel_args.extent), what the kernel touches through each
+ * word lies inside the buffer that word is relocated into. The format and
+ * exactly what is checked are in docs/graph-cache.md. */
 #include "piecewise.h"
 
 #ifndef PIECEWISE_GRAPH_CACHE_H
@@ -36,8 +40,9 @@ typedef struct pw_graph_cache_entry {
     pw_reloc_program *program;
 } pw_graph_cache_entry;
 
-/* Testing and fuzzing only: take the file's fingerprint or region table, or
- * skip the checksum, so that mutated files reach the programs. */
+/* Testing and fuzzing only: take the file's fingerprint (and kernel-table
+ * hash) or region table, or skip the checksum, so that mutated files reach
+ * the programs. */
 #define PW_GRAPH_CACHE_ANY_FINGERPRINT 1u
 #define PW_GRAPH_CACHE_ANY_REGIONS 2u
 #define PW_GRAPH_CACHE_ANY_CHECKSUM 4u
@@ -58,9 +63,11 @@ PW_API pw_status pw_graph_cache_serialize(const pw_graph_cache_spec *spec,
                                           unsigned char **out, size_t *size);
 /* The programs of a file image. An image that is not a cache file, is
  * truncated, has a bad checksum, another format version, fingerprint or
- * region table is refused as a whole (PW_ERR_PARSE, the reason in why); a
- * program that fails validation (kernel indices, argument sizes,
- * relocations in range, every address word relocated) is dropped alone,
+ * region table, or another kernel table, is refused as a whole
+ * (PW_ERR_PARSE, the reason in why); a program that fails validation
+ * (kernel indices, argument sizes, relocations in range, every address
+ * word relocated or a NULL the kernel accepts, kernel extents inside their
+ * buffers) is dropped alone,
  * counted in *n_dropped and logged with its reason. *entries (free with
  * pw_graph_cache_entries_free) gets the others, kernels resolved from the
  * table. */

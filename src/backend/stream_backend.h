@@ -36,10 +36,27 @@ typedef struct pw_stream_backend {
     pw_status (*memset)(void *impl, void *dst, int value, size_t bytes);
     /* The backend's capabilities (the device is available when asked). */
     void (*caps)(pw_device_caps *out);
+    /* Whether the device is usable now; false with *reason saying why. */
+    bool (*available)(const char **reason);
+    /* Page-locked host memory, which captured copies may read and write. */
+    pw_status (*host_alloc)(size_t bytes, void **out);
+    void (*host_free)(void *ptr);
+    /* The device whose kernel set runs this backend's launches (its own,
+     * or the CPU's for a backend that runs the CPU kernels). */
+    pw_device kernels;
 } pw_stream_backend;
 
 /* Installs the backend for `device` (PW_DEVICE_CPU cannot be replaced). */
 void pw_stream_register_backend(pw_device device, const pw_stream_backend *backend);
+
+/* The backend registry: registers every backend this build has, once,
+ * by explicit calls (a backend's object is linked because the registry
+ * names it, not because something else happened to reference it). Every
+ * entry point that looks a device up runs it first. */
+void pw_backends_register(void);
+
+/* pw_device_kernel_device (piecewise/extend.h) and pw_device_host_alloc /
+ * pw_device_host_free (piecewise.h) ask the registered backend. */
 
 /* The backend handle of a stream and of a graph (NULL for CPU). */
 void *pw_stream_backend_handle(const pw_stream *s);

@@ -31,23 +31,21 @@ int64_t pw_dtype_row_bytes(pw_dtype t, int64_t n) {
     return n / dtypes[t].block_elems * dtypes[t].block_bytes;
 }
 
-const char *pw_device_name(pw_device d) { return d == PW_DEVICE_CUDA ? "cuda" : "cpu"; }
+static const char *const device_names[PW_DEVICE_COUNT_] = {
+    [PW_DEVICE_CPU] = "cpu", [PW_DEVICE_CUDA] = "cuda", [PW_DEVICE_EMU] = "emu"};
 
-pw_status pw_device_parse(const char *name, pw_device *out) {
-    if (name && strcmp(name, "cpu") == 0) { *out = PW_DEVICE_CPU; return PW_OK; }
-    if (name && strcmp(name, "cuda") == 0) { *out = PW_DEVICE_CUDA; return PW_OK; }
-    return pw_error(PW_ERR_INVALID_ARG, "unknown device '%s' (expected cpu or cuda)",
-                    name ? name : "(null)");
+const char *pw_device_name(pw_device d) {
+    return (unsigned)d < PW_DEVICE_COUNT_ ? device_names[d] : "unknown";
 }
 
-/* The CUDA backend, when built and a GPU is present, installs its probe. */
-static bool (*cuda_probe)(void);
-void pw_backend_set_cuda_probe(bool (*probe)(void)) { cuda_probe = probe; }
-bool pw_cuda_available(void) { return cuda_probe && cuda_probe(); }
-const char *pw_cuda_unavailable_reason(void) {
-    if (!cuda_probe) return "this build has no CUDA backend (configure with nvcc and -DPW_CUDA=ON)";
-    if (!cuda_probe()) return "no CUDA device is available on this machine";
-    return "";
+pw_status pw_device_parse(const char *name, pw_device *out) {
+    for (int d = 0; name && d < PW_DEVICE_COUNT_; d++)
+        if (strcmp(name, device_names[d]) == 0) {
+            *out = (pw_device)d;
+            return PW_OK;
+        }
+    return pw_error(PW_ERR_INVALID_ARG, "unknown device '%s' (expected cpu, cuda or emu)",
+                    name ? name : "(null)");
 }
 
 /* Read by the kernels; a plain int is enough since it is set before work. */

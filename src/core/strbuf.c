@@ -1,5 +1,6 @@
 /* The string builder (pw_sb): appends that cannot fail at the call site,
- * a failure remembered and reported once, by pw_sb_finish. */
+ * a failure remembered and reported once, by pw_sb_finish; and byte counts
+ * as text for messages. */
 #include "internal.h"
 
 #include <stdarg.h>
@@ -72,4 +73,17 @@ pw_status pw_sb_finish(pw_sb *sb, char **out) {
 void pw_sb_discard(pw_sb *sb) {
     pw_host_free(sb->data);
     memset(sb, 0, sizeof *sb);
+}
+
+const char *pw_format_bytes(size_t bytes, char *buf, size_t cap) {
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    size_t u = 0;
+    while (v >= 1024.0 && u + 1 < PW_ARRAY_LEN(units)) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0) snprintf(buf, cap, "%zu B", bytes);
+    else snprintf(buf, cap, "%.1f %s", v, units[u]);
+    return buf;
 }

@@ -71,7 +71,7 @@ static void cpu_free(void *p) { free(p); }
 
 /* CPU memory is there from the start (no lazy setup that threads could
  * race on); a device backend registers itself once, from its constructor. */
-static pw_device_mem_ops device_ops[2] = {[PW_DEVICE_CPU] = {cpu_alloc, cpu_free}};
+static pw_device_mem_ops device_ops[PW_DEVICE_COUNT_] = {[PW_DEVICE_CPU] = {cpu_alloc, cpu_free}};
 static atomic_llong device_fail_countdown = 0;
 
 void pw_pool_fail_nth_device_alloc(int64_t n) { atomic_store(&device_fail_countdown, (long long)n); }
@@ -261,7 +261,7 @@ static pw_status check_capture_pool(pw_pool *pool) {
 
 pw_status pw_pool_new(pw_device device, const char *name, pw_pool **out) {
     *out = NULL;
-    if ((unsigned)device > PW_DEVICE_CUDA)
+    if ((unsigned)device >= PW_DEVICE_COUNT_)
         return pw_error(PW_ERR_INVALID_ARG, "pool: unknown device %d", (int)device);
     if (!ops_for(device))
         return pw_error(PW_ERR_UNSUPPORTED, "pool '%s': no %s memory in this build",

@@ -18,6 +18,7 @@
 #include "model/jinja.h"
 #include "model/llama.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* Gemma 3's template (google/gemma-3-*-it), for gemma3 GGUFs without one. */
@@ -82,9 +83,12 @@ static pw_status load_template(const pw_model *m, pw_jinja_template **t) {
     if (pw_chat_template_source(m->gguf, &src) != PW_OK)
         return pw_error(PW_ERR_NOT_FOUND, "model '%s' has no chat template (tokenizer.chat_template); "
                         "use raw prompts", m->info.name);
-    if (pw_jinja_parse(src, strlen(src), t) != PW_OK)
+    if (pw_jinja_parse(src, strlen(src), t) != PW_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", pw_last_error());
         return pw_error(PW_ERR_UNSUPPORTED, "model '%s': its chat template cannot be used: %s",
-                        m->info.name, pw_last_error());
+                        m->info.name, why);
+    }
     return PW_OK;
 }
 
@@ -217,8 +221,11 @@ static pw_status render(const pw_model *m, const pw_chat_message *msgs, int n, b
     pw_status s = build_context(m, msgs, n, add_generation_prompt, &ctx);
     if (s == PW_OK) {
         s = pw_jinja_render(t, ctx, NULL, &r);
-        if (s != PW_OK && s != PW_ERR_OOM)
-            s = pw_error(s, "model '%s': its chat template failed: %s", m->info.name, pw_last_error());
+        if (s != PW_OK && s != PW_ERR_OOM) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", pw_last_error());
+            s = pw_error(s, "model '%s': its chat template failed: %s", m->info.name, why);
+        }
     }
     if (s == PW_OK) s = find_markers(m, &r, p);
     if (s == PW_OK) {

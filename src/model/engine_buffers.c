@@ -8,6 +8,7 @@
  * device (on the CPU the copies are memcpys). */
 #include "model/engine_internal.h"
 
+#include "backend/stream_backend.h"
 #include "model/dequant.h"
 #include "model/sampler.h"
 
@@ -63,6 +64,11 @@ static pw_status alloc_step_buffers(pw_engine *e) {
     r->meta.sample_rows = r->dev.sample_rows;
     r->meta.n_sample_rows = r->dev.n_sample_rows;
     PW_TRY(device_upload(e, &r->meta, sizeof r->meta, (void **)&r->dev.meta));
+    pw_device_caps caps;
+    PW_TRY(pw_device_get_caps(e->cfg.device, &caps));
+    if (caps.async_copy)
+        PW_TRY(pw_device_host_alloc(e->cfg.device, 5 * tok + sizeof(int32_t) + table,
+                                    (void **)&r->staging));
     return pw_tensor_wrap(r->dev.input_ids, e->cfg.device, PW_I32, 1, &T, &r->ids_tensor);
 }
 
@@ -74,12 +80,14 @@ static pw_status alloc_rope(pw_engine *e) {
     size_t rope_bytes = pw_op_rope_table_floats(len, in->head_dim) * sizeof(float);
     float *rope = pw_host_alloc(rope_bytes);
     if (!rope) return PW_ERR_OOM;
-    pw_op_rope_table(rope, len, in->head_dim, in->rope_theta);
+    /* Llama 3.x's frequency factors and linear scaling are in the table */
+    const pw_model *m = e->model;
+    pw_op_rope_table_scaled(rope, len, in->head_dim, in->rope_theta,
+                            m->rope_freq_factors, m->rope_freq_scale);
     pw_status s = device_upload(e, rope, rope_bytes, (void **)&w->rope_table);
     /* the copy may read the host table asynchronously */
     if (s == PW_OK) s = pw_stream_synchronize(e->stream);
     /* Sliding-window layers have their own rope base (Gemma 3). */
-    const pw_model *m = e->model;
     if (s == PW_OK && m->layer_window) {
         pw_op_rope_table(rope, len, in->head_dim, m->rope_theta_local);
         s = device_upload(e, rope, rope_bytes, (void **)&w->rope_table_local);
@@ -195,6 +203,7 @@ void pw_engine_free_buffers(pw_engine *e) {
     pw_host_free(w->params);
     pw_host_free((void *)w->layer_rope);
     pw_step_inputs_free(&r->host);
+    pw_device_host_free(e->cfg.device, r->staging);
     pw_host_free(r->k_cache);
     pw_host_free(r->v_cache);
     pw_host_free(r->last_logits);
@@ -205,20 +214,44 @@ void pw_engine_free_buffers(pw_engine *e) {
     e->persistent = e->kv_pool = NULL;
 }
 
+/* One per-step input: through the page-locked staging slot where the
+ * device has one, straight from the host array otherwise. The slot is free
+ * to overwrite: every step ends in a synchronization (its logits). */
+static pw_status stage(pw_engine *e, void *dev, const void *host, size_t bytes, size_t slot) {
+    if (!e->run.staging) return pw_stream_copy_h2d(e->stream, dev, host, bytes);
+    char *staged = (char *)e->run.staging + slot;
+    memcpy(staged, host, bytes);
+    return pw_stream_copy_h2d(e->stream, dev, staged, bytes);
+}
+
 pw_status pw_engine_stage_inputs(pw_engine *e, int64_t n_tokens) {
     const pw_step_inputs *h = &e->run.host;
     size_t tok = (size_t)n_tokens * sizeof(int32_t);
-    PW_TRY(pw_stream_copy_h2d(e->stream, e->run.dev.input_ids, h->input_ids, tok));
-    PW_TRY(pw_stream_copy_h2d(e->stream, e->run.dev.positions, h->positions, tok));
-    PW_TRY(pw_stream_copy_h2d(e->stream, e->run.dev.slot_mapping, h->slot_mapping, tok));
-    PW_TRY(pw_stream_copy_h2d(e->stream, e->run.dev.token_seq, h->token_seq, tok));
+    size_t slot = (size_t)e->cfg.max_num_batched_tokens * sizeof(int32_t);
+    PW_TRY(stage(e, e->run.dev.input_ids, h->input_ids, tok, 0));
+    PW_TRY(stage(e, e->run.dev.positions, h->positions, tok, slot));
+    PW_TRY(stage(e, e->run.dev.slot_mapping, h->slot_mapping, tok, 2 * slot));
+    PW_TRY(stage(e, e->run.dev.token_seq, h->token_seq, tok, 3 * slot));
     if (h->n_sample_rows > 0)
-        PW_TRY(pw_stream_copy_h2d(e->stream, e->run.dev.sample_rows, h->sample_rows,
-                                  (size_t)h->n_sample_rows * sizeof(int32_t)));
-    PW_TRY(pw_stream_copy_h2d(e->stream, e->run.dev.n_sample_rows, &h->n_sample_rows,
-                              sizeof h->n_sample_rows));
+        PW_TRY(stage(e, e->run.dev.sample_rows, h->sample_rows,
+                     (size_t)h->n_sample_rows * sizeof(int32_t), 4 * slot));
+    PW_TRY(stage(e, e->run.dev.n_sample_rows, &h->n_sample_rows, sizeof h->n_sample_rows,
+                 5 * slot));
     if (!e->kv.tables_dirty) return PW_OK;
     e->kv.tables_dirty = false;
-    return pw_stream_copy_h2d(e->stream, e->run.dev.block_tables, e->kv.tables,
-                              (size_t)(e->kv.max_seqs * e->kv.blocks_per_seq) * sizeof(int32_t));
+    return stage(e, e->run.dev.block_tables, e->kv.tables,
+                 (size_t)(e->kv.max_seqs * e->kv.blocks_per_seq) * sizeof(int32_t),
+                 5 * slot + sizeof(int32_t));
+}
+
+pw_status pw_engine_prepare_forward(pw_engine *e, int64_t n_padded) {
+    PW_TRY(pw_engine_stage_inputs(e, n_padded));
+    if (!e->run.ids_slice || pw_tensor_dim(e->run.ids_slice, 0) != n_padded) {
+        pw_tensor *ids = NULL;
+        PW_TRY(pw_tensor_slice0(e->run.ids_tensor, 0, n_padded, &ids));
+        pw_tensor_release(e->run.ids_slice);
+        e->run.ids_slice = ids;
+    }
+    e->weights.params[0] = pw_value_tensor(e->run.ids_slice); /* the weights were filled in once */
+    return PW_OK;
 }

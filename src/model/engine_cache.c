@@ -22,6 +22,7 @@ static uint64_t hash_i64(uint64_t h, int64_t v) { return pw_fnv1a(h, &v, sizeof 
 static uint64_t fingerprint(const pw_engine *e) {
     uint64_t h = hash_str(PW_FNV1A_BASIS, "piecewise graph cache");
     h = hash_str(h, pw_version());
+    h = hash_str(h, pw_sources_build_id);
     char variant[128];
     pw_kernel_set_variant(e->cfg.device, variant, sizeof variant);
     h = hash_str(h, variant);
@@ -49,7 +50,7 @@ static uint64_t fingerprint(const pw_engine *e) {
                       e->n_submods};
     h = pw_fnv1a(h, cfgv, sizeof cfgv);
     int n_sizes = 0;
-    const int64_t *sizes = pw_dispatcher_capture_sizes(e->dispatcher, &n_sizes);
+    const int64_t *sizes = pw_dispatcher_capture_sizes(pw_module_dispatcher(e->module), &n_sizes);
     h = hash_i64(h, n_sizes);
     if (sizes && n_sizes) h = pw_fnv1a(h, sizes, (size_t)n_sizes * sizeof *sizes);
     for (int i = 0; i < e->n_submods; i++) h = hash_i64(h, e->pieces[i].group);

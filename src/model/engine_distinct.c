@@ -118,13 +118,14 @@ pw_status pw_engine_distinct_init(pw_engine *e) {
     if (!e->distinct) return PW_OK;
     if (e->distinct->regions_failed) return PW_ERR_OOM;
     bool share = e->cfg.capture_distinct, every = e->cfg.graph_cache_dir != NULL;
+    const pw_ir *split = pw_module_split_graph(e->module);
+    const pw_plan *stitch = pw_module_stitch_plan(e->module);
     for (int i = 0; i < e->n_submods; i++) {
         if (!e->pieces[i].plan) continue;
-        const pw_ir *sub = pw_ir_find_subgraph(e->split, pw_plan_submodule_name(e->stitch_plan, i));
+        const pw_ir *sub = pw_ir_find_subgraph(split, pw_plan_submodule_name(stitch, i));
         for (int j = 0; share && j < i && e->pieces[i].group < 0; j++) {
             if (!e->pieces[j].plan) continue;
-            const pw_ir *rep =
-                pw_ir_find_subgraph(e->split, pw_plan_submodule_name(e->stitch_plan, j));
+            const pw_ir *rep = pw_ir_find_subgraph(split, pw_plan_submodule_name(stitch, j));
             if (sub && rep && pw_engine_ir_same_modulo_names(rep, sub)) {
                 e->pieces[i].group = e->pieces[j].group >= 0 ? e->pieces[j].group : j;
                 e->pieces[j].group = e->pieces[i].group;
@@ -158,7 +159,7 @@ void pw_engine_distinct_free(pw_engine *e) {
 
 static const char *program_label(const pw_engine *e, int group, char *buf, size_t cap) {
     if (group == PW_PROGRAM_FORWARD) return "the forward";
-    snprintf(buf, cap, "piece '%s'", pw_plan_submodule_name(e->stitch_plan, group));
+    snprintf(buf, cap, "piece '%s'", pw_plan_submodule_name(pw_module_stitch_plan(e->module), group));
     return buf;
 }
 
@@ -284,18 +285,16 @@ pw_status pw_engine_distinct_run(pw_engine *e, pw_piece *piece, const pw_value *
     return run_hooked(e, piece->group, &key, ctx->mode, run, args, nargs, out);
 }
 
-pw_status pw_engine_forward_hooked(pw_engine *e,
-                                   pw_status (*run)(void *, const pw_value *, int, pw_value *),
-                                   const pw_value *args, int nargs, pw_value *out) {
+pw_status pw_engine_forward_hooked(pw_engine *e, pw_callable plain, const pw_value *args,
+                                   int nargs, pw_value *out) {
     *out = pw_value_none();
     const pw_forward_context *ctx = NULL;
     /* only FULL graphs are the whole forward's, and only the cache keeps them */
     if (!e->distinct || e->distinct->planning || !e->cfg.graph_cache_dir ||
         !pw_stream_is_capturing(e->stream) ||
         pw_forward_context_get(&ctx) != PW_OK || ctx->mode != PW_MODE_FULL)
-        return run(e, args, nargs, out);
-    pw_callable call = {run, e, "forward"};
-    return run_hooked(e, PW_PROGRAM_FORWARD, &ctx->desc, ctx->mode, call, args, nargs, out);
+        return plain.fn(plain.user, args, nargs, out);
+    return run_hooked(e, PW_PROGRAM_FORWARD, &ctx->desc, ctx->mode, plain, args, nargs, out);
 }
 
 void pw_engine_distinct_counts(const pw_engine *e, uint64_t *graphs_patched,

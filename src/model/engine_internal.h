@@ -41,6 +41,12 @@ typedef struct pw_run_state {
         pw_attn_meta *meta;
     } dev;
     pw_attn_meta meta;     /* host copy of *dev.meta (its pointers are device ones) */
+    /* Page-locked host memory the per-step inputs are copied from on a
+     * device with asynchronous copies (a pageable source may make the copy
+     * synchronous, and cannot be captured); NULL on the CPU, whose copies
+     * are memcpys. Laid out as the dev buffers: ids, positions, slots,
+     * token rows, sample rows (T each), the sample-row count, the tables. */
+    int32_t *staging;
     pw_tensor *ids_tensor; /* over dev.input_ids */
     /* The first rows of ids_tensor, as many as the last forward's padded
      * size: kept from step to step (a decode loop runs one padded size over
@@ -71,16 +77,11 @@ struct pw_engine {
     pw_pool *kv_pool;    /* the paged KV cache, alone, so its reservation is exact */
     pw_op_env env;
 
-    /* The compiled model: split, stitching, wrappers and dispatcher. */
+    /* The compiled model: split, stitching, wrappers and dispatcher; and
+     * per submodule its plan and distinct-capture group. */
     pw_module *module;
-    /* Views of the module: its dispatcher, split graph and stitching plan,
-     * and per submodule its plan and distinct-capture group. */
-    pw_dispatcher *dispatcher;
-    const pw_ir *split;
-    const pw_plan *stitch_plan;
     pw_piece *pieces; /* indexed like the plan's submodules; inlined ones empty */
     int n_submods;
-    pw_callable forward_plain; /* the stitched forward, as the module runs it */
 
     pw_engine_stats stats;
     struct pw_engine_verify *verify; /* engine_verify.c; NULL: off */
@@ -113,8 +114,23 @@ pw_status pw_engine_alloc_kv_cache(pw_engine *e, pw_pool *pool, int64_t num_bloc
  * the block tables when they changed) to the device buffers the kernels
  * read. Runs before the forward, outside any capture. */
 pw_status pw_engine_stage_inputs(pw_engine *e, int64_t n_tokens);
+/* Stages the first n_padded rows and makes the forward's token-id
+ * argument (weights.params[0]) that many rows. */
+pw_status pw_engine_prepare_forward(pw_engine *e, int64_t n_padded);
 
-pw_status pw_engine_perturb_metadata(void *user, int round);
+/* engine_memory.c: sizes the KV cache through the memory plan (from the
+ * budget, when there is one) and allocates it. */
+pw_status pw_engine_size_kv_cache(pw_engine *e);
+
+/* engine_capture.c: a capture's inputs (an all-padding batch of desc's
+ * size, which samples nothing), the engine's capture options, the capture
+ * of the whole list at start-up (through the graph cache) and of one item
+ * a step's route named. */
+pw_status pw_engine_capture_inputs(void *user, pw_runtime_mode mode, const pw_batch_desc *desc,
+                                   const pw_value **args, int *nargs);
+void pw_engine_capture_options(const pw_engine *e, pw_capture_options *co);
+pw_status pw_engine_capture_all(pw_engine *e);
+pw_status pw_engine_capture_lazily(pw_engine *e, const pw_capture_item *item);
 
 /* engine_verify.c: the bitwise canary, called after a step's forward with
  * its logits (the rows of e->run.host's sample_rows) and the forward itself
@@ -125,6 +141,8 @@ typedef pw_status (*pw_engine_forward_fn)(pw_engine *e, pw_runtime_mode mode,
 pw_status pw_engine_verify_step(pw_engine *e, pw_runtime_mode mode, const pw_batch_desc *desc,
                                 int64_t n_padded, pw_tensor *logits, pw_engine_forward_fn forward);
 void pw_engine_verify_free(pw_engine *e);
+/* verify_capture's perturbation: other values in every per-step buffer. */
+pw_status pw_engine_perturb_metadata(void *user, int round);
 
 /* engine_distinct.c: distinct-piece capture and the graph cache's
  * programs (model/piece_program.h). new (before the buffers) sets up the
@@ -139,9 +157,8 @@ bool pw_engine_ir_same_modulo_names(const pw_ir *a, const pw_ir *b);
 pw_status pw_engine_distinct_init(pw_engine *e);
 pw_status pw_engine_distinct_run(pw_engine *e, pw_piece *piece, const pw_value *args, int nargs,
                                  pw_value *out);
-pw_status pw_engine_forward_hooked(pw_engine *e,
-                                   pw_status (*run)(void *, const pw_value *, int, pw_value *),
-                                   const pw_value *args, int nargs, pw_value *out);
+pw_status pw_engine_forward_hooked(pw_engine *e, pw_callable plain, const pw_value *args,
+                                   int nargs, pw_value *out);
 struct pw_program;
 const struct pw_program *pw_engine_find_program(const pw_engine *e, int group,
                                                 const pw_batch_desc *d);

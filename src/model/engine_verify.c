@@ -4,7 +4,10 @@
  * batch-invariant and replay must not change results, so any difference
  * is a bug (a stale pointer baked into a graph, a corrupted replay); it is
  * logged with the descriptor, the mode and the first differing row, and
- * counted. Kept out of engine.c: the step calls pw_engine_verify_step. */
+ * counted. Kept out of engine.c: the step calls pw_engine_verify_step.
+ *
+ * Also the perturbation verify_capture runs between its two captures of a
+ * descriptor (pw_engine_perturb_metadata). */
 #include "model/engine_internal.h"
 
 #include "internal.h"
@@ -105,4 +108,24 @@ pw_status pw_engine_verify_step(pw_engine *e, pw_runtime_mode mode, const pw_bat
     pw_host_free(replayed);
     pw_host_free(ref);
     return PW_OK;
+}
+
+/* ---- verify_capture's perturbation ---------------------------------------------------- */
+
+pw_status pw_engine_perturb_metadata(void *user, int round) {
+    pw_engine *e = user;
+    /* Different per-step values in every persistent buffer: a kernel that
+     * baked any of them into its launch arguments shows up as a diff. */
+    pw_step_inputs *h = &e->run.host;
+    const int64_t rows = h->max_tokens;
+    for (int64_t t = 0; t < rows; t++) {
+        h->positions[t] = (int32_t)(round * 3 + t % 5);
+        h->token_seq[t] = (int32_t)(round % 2);
+        h->input_ids[t] = (int32_t)(round + 1);
+        h->slot_mapping[t] = -1;
+        h->sample_rows[t] = (int32_t)((t + round) % rows);
+    }
+    h->n_sample_rows = (int32_t)rows; /* clamped to each launch's rows */
+    PW_TRY(pw_engine_stage_inputs(e, rows));
+    return pw_stream_synchronize(e->stream);
 }

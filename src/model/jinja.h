@@ -32,7 +32,7 @@ typedef struct pw_jinja_value pw_jinja_value;
 /* Bounds on one render. Zero fields take the defaults below. */
 typedef struct pw_jinja_limits {
     size_t max_output;  /* bytes of output, and of any one string (default 4 MiB) */
-    int64_t max_steps;  /* evaluation steps: statements, expressions, loop turns (default 10M) */
+    int64_t max_steps;  /* evaluation steps: statements, expressions, loop turns (default 1M) */
     int max_depth;      /* nesting of statements, expressions and macro calls (default 500) */
     int64_t now;        /* the time strftime_now formats, in seconds since the epoch (0: now) */
 } pw_jinja_limits;

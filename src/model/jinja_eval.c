@@ -593,7 +593,7 @@ static pw_status eval_binary(jctx *c, scope *s, const node *n, jv *out) {
 }
 
 static pw_status eval_call(jctx *c, scope *s, const node *n, jv *out) {
-    jargs a;
+    jargs a = {0};
     pw_status st = PW_OK;
     jv callee = jv_undef(), obj = jv_undef();
     const node *f = n->a;
@@ -1020,7 +1020,7 @@ pw_status pw_jinja_render(const pw_jinja_template *t, const pw_jinja_value *cont
     jctx c = {.t = t, .globals = context ? context->v.u.d : NULL};
     if (limits) c.lim = *limits;
     if (!c.lim.max_output) c.lim.max_output = (size_t)4 << 20;
-    if (!c.lim.max_steps) c.lim.max_steps = 10 * 1000 * 1000;
+    if (!c.lim.max_steps) c.lim.max_steps = 1000 * 1000;
     if (!c.lim.max_depth) c.lim.max_depth = 500;
     jbuf buf = {.max = c.lim.max_output};
     c.out = &buf;

@@ -555,16 +555,15 @@ static pw_status parse_primary(parser *p, node **out) {
     } else if (t.kind == T_STRING) {
         /* adjacent literals concatenate */
         pw_sb b = {0};
+        pw_status st = PW_OK;
         for (;;) {
             unescape(&b, p->src + t.start + 1, t.len - 2);
             tok nx;
-            PW_TRY(peek(p, &nx));
-            if (nx.kind != T_STRING) break;
-            PW_TRY(lex(p, &t));
+            if ((st = peek(p, &nx)) != PW_OK || nx.kind != T_STRING || (st = lex(p, &t)) != PW_OK) break;
         }
-        if (b.status != PW_OK) {
+        if (st != PW_OK || b.status != PW_OK) {
             pw_sb_discard(&b);
-            return PW_ERR_OOM;
+            return st != PW_OK ? st : PW_ERR_OOM;
         }
         jv v = jv_str(b.data ? b.data : "", b.len, true);
         pw_sb_discard(&b);
@@ -959,8 +958,7 @@ static pw_status parse_tuple(parser *p, node **out) {
     nodes items = {0};
     pw_status s = nodes_push(&items, *out);
     while (s == PW_OK && accept_op(p, ",")) {
-        PW_TRY(peek(p, &t));
-        if (t.kind == T_END) break;
+        if ((s = peek(p, &t)) != PW_OK || t.kind == T_END) break;
         node *x;
         if ((s = parse_expr(p, &x)) == PW_OK) s = nodes_push(&items, x);
     }

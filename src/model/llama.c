@@ -1,6 +1,8 @@
-/* A Llama-family model from a GGUF file: hyperparameters, weights and the
- * forward pass as an IR graph; also the loading shared with the other
- * architectures (general.architecture picks one: gemma3 is gemma3.c).
+/* A Llama-shaped model from a GGUF file (llama, and qwen2, qwen3, phi3,
+ * whose differences are in qwen.c and phi3.c): hyperparameters
+ * (family_hparams.c), weights and the forward pass as an IR graph; also the
+ * loading shared with the other architectures (general.architecture picks
+ * one: gemma3 is gemma3.c).
  *
  * Weights stay in the mapping when they are f32, and so do 2-D weights in
  * the blocks the integer kernels read (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
@@ -23,8 +25,15 @@
 /* Environment variable that turns off keeping quantized weights. */
 #define PW_ENV_DEQUANTIZE "PW_DEQUANTIZE"
 
-#define LLAMA_DEFAULT_ROPE_THETA 10000.0f
-#define LLAMA_DEFAULT_RMS_EPS 1e-5f
+
+/* general.architecture: which loader and graph builder run. */
+static const struct {
+    const char *name;
+    pw_model_arch arch;
+} arch_names[] = {
+    {"llama", PW_ARCH_LLAMA}, {"gemma3", PW_ARCH_GEMMA3}, {"qwen2", PW_ARCH_QWEN2},
+    {"qwen3", PW_ARCH_QWEN3}, {"phi3", PW_ARCH_PHI3},
+};
 
 static pw_status read_hparams(pw_model *m) {
     const pw_gguf *g = m->gguf;
@@ -32,60 +41,21 @@ static pw_status read_hparams(pw_model *m) {
     const char *arch = NULL;
     if (pw_gguf_get_string(g, "general.architecture", &arch) != PW_OK)
         return pw_error(PW_ERR_FORMAT, "missing general.architecture");
-    if (strcmp(arch, "llama") != 0 && strcmp(arch, "gemma3") != 0)
+    size_t a = 0;
+    while (a < PW_ARRAY_LEN(arch_names) && strcmp(arch, arch_names[a].name) != 0) a++;
+    if (a == PW_ARRAY_LEN(arch_names))
         return pw_error(PW_ERR_UNSUPPORTED,
-                        "model architecture '%s' is not supported (supported: llama, gemma3)",
+                        "model architecture '%s' is not supported (supported: llama, gemma3, "
+                        "qwen2, qwen3, phi3)",
                         arch);
     snprintf(info->arch, sizeof info->arch, "%s", arch);
     const char *name = NULL;
     if (pw_gguf_get_string(g, "general.name", &name) == PW_OK)
         snprintf(info->name, sizeof info->name, "%s", name);
     pw_clear_error();
-    if (strcmp(arch, "gemma3") == 0) {
-        m->arch = PW_ARCH_GEMMA3;
-        return pw_gemma3_read_hparams(m);
-    }
-    m->arch = PW_ARCH_LLAMA;
-
-    uint32_t u;
-    float f;
-#define REQUIRE_U32(key, field)                                                              \
-    do {                                                                                     \
-        pw_status s_ = pw_gguf_get_u32(g, key, &u);                                          \
-        if (s_ != PW_OK) return pw_error_context(s_, "hyperparameter");                     \
-        if (u == 0) return pw_error(PW_ERR_FORMAT, "hyperparameter %s is 0", key);          \
-        field = u;                                                                           \
-    } while (0)
-    REQUIRE_U32("llama.block_count", info->n_layers);
-    REQUIRE_U32("llama.embedding_length", info->dim);
-    REQUIRE_U32("llama.feed_forward_length", info->ffn_dim);
-    REQUIRE_U32("llama.attention.head_count", info->n_heads);
-    REQUIRE_U32("llama.context_length", info->context);
-#undef REQUIRE_U32
-    info->n_kv_heads = info->n_heads;
-    if (pw_gguf_get_u32(g, "llama.attention.head_count_kv", &u) == PW_OK) info->n_kv_heads = u;
-    info->rms_eps = LLAMA_DEFAULT_RMS_EPS;
-    if (pw_gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", &f) == PW_OK)
-        info->rms_eps = f;
-    info->rope_theta = LLAMA_DEFAULT_ROPE_THETA;
-    if (pw_gguf_get_f32(g, "llama.rope.freq_base", &f) == PW_OK) info->rope_theta = f;
-    pw_clear_error();
-
-    if (info->n_kv_heads == 0 || info->n_heads % info->n_kv_heads != 0)
-        return pw_error(PW_ERR_FORMAT,
-                        "llama.attention.head_count_kv (%" PRId64
-                        ") must divide head_count (%" PRId64 ")",
-                        info->n_kv_heads, info->n_heads);
-    if (info->dim % info->n_heads != 0 || (info->dim / info->n_heads) % 2 != 0)
-        return pw_error(PW_ERR_FORMAT,
-                        "embedding_length %" PRId64 " is not an even head size times %" PRId64
-                        " heads",
-                        info->dim, info->n_heads);
-    info->head_dim = info->dim / info->n_heads;
-    if (info->n_layers > PW_LLAMA_MAX_LAYERS)
-        return pw_error(PW_ERR_UNSUPPORTED, "%" PRId64 " layers (at most %d)", info->n_layers,
-                        PW_LLAMA_MAX_LAYERS);
-    return PW_OK;
+    m->arch = arch_names[a].arch;
+    if (m->arch == PW_ARCH_GEMMA3) return pw_gemma3_read_hparams(m);
+    return pw_model_read_llama_like_hparams(m);
 }
 
 /* True unless PW_DEQUANTIZE=1 (0, unset or empty keep the weights quantized). */
@@ -95,11 +65,12 @@ bool pw_model_keep_quantized_weights(void) {
 }
 
 /* Finds a tensor, checks its shape (ggml order: dims[0] innermost) and
- * returns a tensor over its data: the mapped blocks of a 2-D weight in a type
- * the integer kernels read when keep_quantized, otherwise f32 (mapped or
- * dequantized). */
-pw_status pw_model_load_weight(pw_model *m, const char *name, int64_t d0, int64_t d1,
-                               bool keep_quantized, pw_tensor **out) {
+ * returns a tensor over rows [row0, row0 + rows) of its data: the mapped
+ * blocks of a 2-D weight in a type the integer kernels read when
+ * keep_quantized, otherwise f32 (mapped or dequantized). */
+pw_status pw_model_load_weight_rows(pw_model *m, const char *name, int64_t d0, int64_t d1,
+                                    int64_t row0, int64_t rows, bool keep_quantized,
+                                    pw_tensor **out) {
     const pw_gguf_tensor *t;
     pw_status s = pw_gguf_find_tensor(m->gguf, name, &t);
     if (s != PW_OK) return pw_error(PW_ERR_NOT_FOUND, "missing tensor '%s'", name);
@@ -109,20 +80,28 @@ pw_status pw_model_load_weight(pw_model *m, const char *name, int64_t d0, int64_
                         "tensor '%s' has shape [%" PRId64 ", %" PRId64 "], expected [%" PRId64
                         ", %" PRId64 "]",
                         name, t->dims[0], t->n_dims > 1 ? t->dims[1] : 1, d0, d1 ? d1 : 1);
+    if (row0 < 0 || rows <= 0 || row0 + rows > (d1 ? d1 : 1))
+        return pw_error(PW_ERR_INVALID_ARG, "tensor '%s': rows %" PRId64 "..%" PRId64
+                        " out of range", name, row0, row0 + rows);
     m->dtype_counts[t->dtype]++;
-    int64_t shape[2] = {d1 ? d1 : d0, d0};
+    int64_t elems = d0 * rows;
+    /* rows of a 2-D tensor start at whole rows of its type (blocks never
+     * straddle rows: dims[0] is a multiple of the block size) */
+    const uint8_t *base = (const uint8_t *)t->data + (size_t)pw_dtype_row_bytes(t->dtype, d0) *
+                                                         (size_t)row0;
+    int64_t shape[2] = {d1 ? rows : d0, d0};
     if (d1 && keep_quantized && pw_op_quantized_weight_supported(t->dtype)) {
-        s = pw_tensor_wrap((void *)t->data, PW_DEVICE_CPU, t->dtype, 2, shape, out);
-        if (s == PW_OK) m->info.weight_bytes += (size_t)pw_dtype_row_bytes(t->dtype, want_elems);
+        s = pw_tensor_wrap((void *)base, PW_DEVICE_CPU, t->dtype, 2, shape, out);
+        if (s == PW_OK) m->info.weight_bytes += (size_t)pw_dtype_row_bytes(t->dtype, elems);
         return s;
     }
     const float *data;
     if (t->dtype == PW_F32) {
-        data = t->data;
+        data = (const float *)base;
     } else {
-        float *buf = pw_host_alloc((size_t)want_elems * sizeof(float));
+        float *buf = pw_host_alloc((size_t)elems * sizeof(float));
         if (!buf) return PW_ERR_OOM;
-        s = pw_dequantize(t->dtype, t->data, buf, want_elems);
+        s = pw_dequantize(t->dtype, base, buf, elems);
         if (s != PW_OK) {
             pw_host_free(buf);
             return pw_error_context(s, "tensor '%s'", name);
@@ -132,8 +111,13 @@ pw_status pw_model_load_weight(pw_model *m, const char *name, int64_t d0, int64_
     }
     s = pw_tensor_wrap((void *)data, PW_DEVICE_CPU, PW_F32, d1 ? 2 : 1, d1 ? shape : &shape[1],
                        out);
-    if (s == PW_OK) m->info.weight_bytes += (size_t)want_elems * sizeof(float);
+    if (s == PW_OK) m->info.weight_bytes += (size_t)elems * sizeof(float);
     return s;
+}
+
+pw_status pw_model_load_weight(pw_model *m, const char *name, int64_t d0, int64_t d1,
+                               bool keep_quantized, pw_tensor **out) {
+    return pw_model_load_weight_rows(m, name, d0, d1, 0, d1 ? d1 : 1, keep_quantized, out);
 }
 
 pw_status pw_model_load_embeddings(pw_model *m, bool keep) {
@@ -141,7 +125,7 @@ pw_status pw_model_load_embeddings(pw_model *m, bool keep) {
     PW_TRY(pw_gguf_find_tensor(m->gguf, "token_embd.weight", &embd));
     m->info.vocab = embd->dims[1];
     /* one owned buffer per weight at most */
-    m->owned = pw_host_calloc((size_t)(m->info.n_layers * PW_GEMMA3_WEIGHTS_PER_LAYER + 3),
+    m->owned = pw_host_calloc((size_t)(m->info.n_layers * PW_GEMMA3_WEIGHTS_PER_LAYER + 4),
                               sizeof(float *));
     if (!m->owned) return PW_ERR_OOM;
     return pw_model_load_weight(m, "token_embd.weight", m->info.dim, m->info.vocab, keep,
@@ -166,12 +150,9 @@ pw_status pw_model_load_head(pw_model *m, bool keep) {
     return PW_OK;
 }
 
-static pw_status load_weights(pw_model *m) {
-    if (m->arch == PW_ARCH_GEMMA3) return pw_gemma3_load_weights(m);
+static pw_status load_llama_layers(pw_model *m, bool keep) {
     const pw_model_info *in = &m->info;
     int64_t kv_dim = in->n_kv_heads * in->head_dim;
-    bool keep = pw_model_keep_quantized_weights();
-    PW_TRY(pw_model_load_embeddings(m, keep));
     char name[96];
     for (int64_t l = 0; l < in->n_layers; l++) {
         pw_llama_layer *L = &m->layers[l];
@@ -195,6 +176,20 @@ static pw_status load_weights(pw_model *m) {
             PW_TRY(pw_model_load_weight(m, name, want[i].d0, want[i].d1, keep, want[i].dst));
         }
     }
+    return PW_OK;
+}
+
+static pw_status load_weights(pw_model *m) {
+    if (m->arch == PW_ARCH_GEMMA3) return pw_gemma3_load_weights(m);
+    bool keep = pw_model_keep_quantized_weights();
+    PW_TRY(pw_model_load_embeddings(m, keep));
+    if (m->arch == PW_ARCH_LLAMA) PW_TRY(pw_model_load_rope_freqs(m));
+    switch (m->arch) {
+    case PW_ARCH_QWEN2:
+    case PW_ARCH_QWEN3: PW_TRY(pw_qwen_load_layers(m, keep)); break;
+    case PW_ARCH_PHI3: PW_TRY(pw_phi3_load_layers(m, keep)); break;
+    default: PW_TRY(load_llama_layers(m, keep)); break;
+    }
     return pw_model_load_head(m, keep);
 }
 
@@ -203,6 +198,7 @@ pw_status pw_model_load(const char *path, pw_model **out) {
     if (!path) return pw_error(PW_ERR_INVALID_ARG, "pw_model_load: path is NULL");
     pw_model *m = pw_host_calloc(1, sizeof *m);
     if (!m) return PW_ERR_OOM;
+    m->rope_freq_scale = 1.0;
     pw_status s = pw_gguf_open(path, &m->gguf);
     if (s == PW_OK) s = read_hparams(m);
     if (s == PW_OK)
@@ -230,13 +226,14 @@ void pw_model_free(pw_model *m) {
     pw_tensor_release(m->tok_embd);
     pw_tensor_release(m->output_norm);
     pw_tensor_release(m->output);
+    pw_tensor_release(m->rope_freqs);
     if (m->layers) {
         for (int64_t l = 0; l < m->info.n_layers; l++) {
             pw_llama_layer *L = &m->layers[l];
             pw_tensor *ts[] = {L->attn_norm, L->wq,     L->wk,     L->wv,
                                L->wo,        L->ffn_norm, L->w_gate, L->w_up,
                                L->w_down,    L->q_norm, L->k_norm, L->post_attn_norm,
-                               L->post_ffn_norm};
+                               L->post_ffn_norm, L->bq, L->bk, L->bv};
             for (size_t i = 0; i < PW_ARRAY_LEN(ts); i++) pw_tensor_release(ts[i]);
         }
     }
@@ -251,8 +248,32 @@ void pw_model_free(pw_model *m) {
 
 const pw_model_info *pw_model_get_info(const pw_model *m) { return &m->info; }
 
+/* ---- the weights of a Llama-shaped layer ------------------------------------------------
+ * Every slot a llama, qwen2, qwen3 or phi3 layer may have, in parameter
+ * (and placeholder) order; an architecture uses the slots slot_used says. */
+enum {
+    W_ATTN_NORM, W_Q, W_K, W_V, W_BQ, W_BK, W_BV, W_Q_NORM, W_K_NORM, W_O, W_FFN_NORM, W_GATE,
+    W_UP, W_DOWN, W_SLOTS
+};
+
+static bool slot_used(pw_model_arch arch, int slot) {
+    if (slot >= W_BQ && slot <= W_BV) return arch == PW_ARCH_QWEN2;
+    if (slot == W_Q_NORM || slot == W_K_NORM) return arch == PW_ARCH_QWEN3;
+    return true;
+}
+
+static pw_tensor *slot_tensor(const pw_llama_layer *L, int slot) {
+    pw_tensor *ts[W_SLOTS] = {L->attn_norm, L->wq, L->wk,     L->wv,       L->bq,
+                              L->bk,        L->bv, L->q_norm, L->k_norm,   L->wo,
+                              L->ffn_norm,  L->w_gate, L->w_up, L->w_down};
+    return ts[slot];
+}
+
 static int weights_per_layer(const pw_model *m) {
-    return m->arch == PW_ARCH_GEMMA3 ? PW_GEMMA3_WEIGHTS_PER_LAYER : 9;
+    if (m->arch == PW_ARCH_GEMMA3) return PW_GEMMA3_WEIGHTS_PER_LAYER;
+    int n = 0;
+    for (int i = 0; i < W_SLOTS; i++) n += slot_used(m->arch, i);
+    return n;
 }
 
 int pw_model_num_params(const pw_model *m) {
@@ -260,7 +281,8 @@ int pw_model_num_params(const pw_model *m) {
 }
 
 /* Parameter order: input_ids, tok_embd, then per layer its weights (the
- * nine of Llama; Gemma 3's thirteen, pw_gemma3_layer_weights), then
+ * used slots above, in order: the nine of Llama and Phi-3, twelve of Qwen 2,
+ * eleven of Qwen 3; Gemma 3's thirteen, pw_gemma3_layer_weights), then
  * output_norm and the LM head. The graph's placeholders are in this order. */
 int pw_model_params(const pw_model *m, pw_value *params, pw_tensor *input_ids) {
     int n = 0;
@@ -274,9 +296,8 @@ int pw_model_params(const pw_model *m, pw_value *params, pw_tensor *input_ids) {
             for (int i = 0; i < PW_GEMMA3_WEIGHTS_PER_LAYER; i++) params[n++] = pw_value_tensor(ts[i]);
             continue;
         }
-        pw_tensor *ts[] = {L->attn_norm, L->wq,     L->wk,   L->wv,    L->wo,
-                           L->ffn_norm,  L->w_gate, L->w_up, L->w_down};
-        for (size_t i = 0; i < PW_ARRAY_LEN(ts); i++) params[n++] = pw_value_tensor(ts[i]);
+        for (int i = 0; i < W_SLOTS; i++)
+            if (slot_used(m->arch, i)) params[n++] = pw_value_tensor(slot_tensor(L, i));
     }
     params[n++] = pw_value_tensor(m->output_norm);
     params[n++] = pw_value_tensor(m->output);
@@ -287,15 +308,15 @@ int pw_model_params(const pw_model *m, pw_value *params, pw_tensor *input_ids) {
 
 #define N(x) pw_ir_arg_node(x)
 
-/* The nine weight placeholders of a layer, in pw_model_params order. */
-enum { W_ATTN_NORM, W_Q, W_K, W_V, W_O, W_FFN_NORM, W_GATE, W_UP, W_DOWN, W_PER_LAYER };
-
-static void layer_placeholders(ir_builder *b, int64_t l, int *w) {
-    static const char *const names[W_PER_LAYER] = {
-        "l%" PRId64 "_attn_norm", "l%" PRId64 "_wq",       "l%" PRId64 "_wk",
-        "l%" PRId64 "_wv",        "l%" PRId64 "_wo",       "l%" PRId64 "_ffn_norm",
-        "l%" PRId64 "_w_gate",    "l%" PRId64 "_w_up",     "l%" PRId64 "_w_down"};
-    for (int i = 0; i < W_PER_LAYER; i++) w[i] = ir_placeholder(b, names[i], l);
+/* The placeholders of the used slots of layer l into w[slot] (-1 for the others). */
+static void layer_placeholders(ir_builder *b, pw_model_arch arch, int64_t l, int *w) {
+    static const char *const names[W_SLOTS] = {
+        "l%" PRId64 "_attn_norm", "l%" PRId64 "_wq",     "l%" PRId64 "_wk",
+        "l%" PRId64 "_wv",        "l%" PRId64 "_bq",     "l%" PRId64 "_bk",
+        "l%" PRId64 "_bv",        "l%" PRId64 "_q_norm", "l%" PRId64 "_k_norm",
+        "l%" PRId64 "_wo",        "l%" PRId64 "_ffn_norm", "l%" PRId64 "_w_gate",
+        "l%" PRId64 "_w_up",      "l%" PRId64 "_w_down"};
+    for (int i = 0; i < W_SLOTS; i++) w[i] = slot_used(arch, i) ? ir_placeholder(b, names[i], l) : -1;
 }
 
 /* The residual stream between layers: h, and x = the next norm's output. */
@@ -303,17 +324,38 @@ typedef struct layer_io {
     int h, x;
 } layer_io;
 
-/* Layer l: qkv_rope, attention, o_proj, add_rms_norm (residual and ffn
+/* Layer l: qkv_rope (qkv_bias_rope_neox for Qwen 2, qkv_norm_rope for
+ * Qwen 3, qkv_rope_neox for Phi-3), attention, o_proj, add_rms_norm (residual and ffn
  * norm), gate_up_silu, down, add_rms_norm (residual and the next layer's
  * attention norm, `next_norm`, or the final norm when `last`). The fused
  * ops give the same bits as the unfused chain with 7 launches instead of
  * 15. */
-static layer_io build_layer(ir_builder *b, const pw_model_info *in, int64_t l, const int *lw,
-                            layer_io io, int next_norm, bool last) {
-    pw_ir_arg a[6];
+static layer_io build_layer(ir_builder *b, pw_model_arch arch, const pw_model_info *in,
+                            int64_t l, const int *lw, layer_io io, int next_norm, bool last) {
+    pw_ir_arg a[9];
     a[0] = N(io.x), a[1] = N(lw[W_Q]), a[2] = N(lw[W_K]), a[3] = N(lw[W_V]);
-    a[4] = pw_ir_arg_int(in->n_heads), a[5] = pw_ir_arg_int(in->n_kv_heads);
-    int qkv = ir_call(b, "qkv", l, PW_OP_QKV_ROPE, a, 6);
+    int qkv;
+    switch (arch) {
+    case PW_ARCH_QWEN2: /* biases, NeoX rope */
+        a[4] = N(lw[W_BQ]), a[5] = N(lw[W_BK]), a[6] = N(lw[W_BV]);
+        a[7] = pw_ir_arg_int(in->n_heads), a[8] = pw_ir_arg_int(in->n_kv_heads);
+        qkv = ir_call(b, "qkv", l, PW_OP_QKV_BIAS_ROPE_NEOX, a, 9);
+        break;
+    case PW_ARCH_QWEN3: /* per-head norm, NeoX rope */
+        a[4] = N(lw[W_Q_NORM]), a[5] = N(lw[W_K_NORM]);
+        a[6] = pw_ir_arg_int(in->n_heads), a[7] = pw_ir_arg_int(in->n_kv_heads);
+        a[8] = pw_ir_arg_int(l);
+        qkv = ir_call(b, "qkv", l, PW_OP_QKV_NORM_ROPE, a, 9);
+        break;
+    case PW_ARCH_PHI3: /* NeoX rope */
+        a[4] = pw_ir_arg_int(in->n_heads), a[5] = pw_ir_arg_int(in->n_kv_heads);
+        qkv = ir_call(b, "qkv", l, PW_OP_QKV_ROPE_NEOX, a, 6);
+        break;
+    default: /* Llama: the normal rope of ggml (adjacent pairs) */
+        a[4] = pw_ir_arg_int(in->n_heads), a[5] = pw_ir_arg_int(in->n_kv_heads);
+        qkv = ir_call(b, "qkv", l, PW_OP_QKV_ROPE, a, 6);
+        break;
+    }
     int q = ir_getitem(b, "q", l, qkv, 0);
     int k = ir_getitem(b, "k", l, qkv, 1);
     int v = ir_getitem(b, "v", l, qkv, 2);
@@ -347,12 +389,12 @@ pw_status pw_model_build_ir(const pw_model *m, pw_ir **out) {
     PW_TRY(pw_ir_new("llama_forward", &b.g));
     int ids = ir_placeholder(&b, "input_ids", 0);
     int tok_embd = ir_placeholder(&b, "tok_embd", 0);
-    int *w = pw_host_calloc((size_t)in->n_layers * W_PER_LAYER, sizeof(int));
+    int *w = pw_host_calloc((size_t)in->n_layers * W_SLOTS, sizeof(int));
     if (!w) {
         pw_ir_free(b.g);
         return PW_ERR_OOM;
     }
-    for (int64_t l = 0; l < in->n_layers; l++) layer_placeholders(&b, l, &w[l * W_PER_LAYER]);
+    for (int64_t l = 0; l < in->n_layers; l++) layer_placeholders(&b, m->arch, l, &w[l * W_SLOTS]);
     int out_norm = ir_placeholder(&b, "output_norm", 0);
     int lm_head = ir_placeholder(&b, "lm_head", 0);
 
@@ -365,8 +407,8 @@ pw_status pw_model_build_ir(const pw_model *m, pw_ir **out) {
                             : ir_call(&b, "final_norm", -1, PW_OP_RMS_NORM, a, 2);
     for (int64_t l = 0; l < in->n_layers; l++) {
         bool last = l + 1 == in->n_layers;
-        int next_norm = last ? out_norm : w[(l + 1) * W_PER_LAYER + W_ATTN_NORM];
-        io = build_layer(&b, in, l, &w[l * W_PER_LAYER], io, next_norm, last);
+        int next_norm = last ? out_norm : w[(l + 1) * W_SLOTS + W_ATTN_NORM];
+        io = build_layer(&b, m->arch, in, l, &w[l * W_SLOTS], io, next_norm, last);
     }
     /* the rows the step samples from only (op lm_head) */
     a[0] = N(io.x), a[1] = N(lm_head), a[2] = pw_ir_arg_float(0.0);

@@ -23,9 +23,17 @@ typedef struct pw_llama_layer {
     pw_tensor *q_norm, *k_norm;  /* (head_dim): RMS norm of each query / key head */
     pw_tensor *post_attn_norm;   /* (dim): on the attention output before the residual add */
     pw_tensor *post_ffn_norm;    /* (dim): on the feed-forward output before the residual add */
+    /* Qwen 2 only: biases of q, k and v */
+    pw_tensor *bq, *bk, *bv;
 } pw_llama_layer;
 
-typedef enum pw_model_arch { PW_ARCH_LLAMA, PW_ARCH_GEMMA3 } pw_model_arch;
+typedef enum pw_model_arch {
+    PW_ARCH_LLAMA,
+    PW_ARCH_GEMMA3,
+    PW_ARCH_QWEN2, /* llama with q/k/v biases and NeoX rope (qwen.c) */
+    PW_ARCH_QWEN3, /* llama with per-head q/k norm and NeoX rope (qwen.c) */
+    PW_ARCH_PHI3,  /* llama with fused qkv and gate/up weights and NeoX rope (phi3.c) */
+} pw_model_arch;
 
 struct pw_model {
     pw_model_info info;
@@ -46,6 +54,10 @@ struct pw_model {
     float attn_scale;       /* attention score scale; 0: 1/sqrt(head_dim) */
     float embd_scale;       /* embeddings times this (sqrt(dim)); 0: none */
     float logit_softcap;    /* logits = c tanh(logits / c) when > 0 */
+    /* Rope scaling of the Llama-shaped families (family_hparams.c). */
+    pw_tensor *rope_freqs;  /* [head_dim/2] frequency divisors (rope_freqs.weight); NULL: none */
+    const float *rope_freq_factors; /* its data (host f32), or NULL */
+    double rope_freq_scale; /* positions times this (linear scaling); 1: none */
 };
 
 /* What llama.c shares with the other architectures' builders. */
@@ -63,6 +75,22 @@ pw_status pw_model_load_head(pw_model *m, bool keep_quantized);
 /* Moves pw_host_alloc'ed ids into a new malloc'ed array for the public
  * API (host_ids is freed either way). */
 pw_status pw_model_ids_to_caller(int32_t *host_ids, int64_t n, int32_t **ids);
+
+/* Like pw_model_load_weight for rows [row0, row0 + rows) of a 2-D tensor
+ * [d0, d1] (ggml order): a view of one part of a fused weight (Phi-3's
+ * attn_qkv and ffn_up), kept quantized or dequantized as a whole weight is. */
+pw_status pw_model_load_weight_rows(pw_model *m, const char *name, int64_t d0, int64_t d1,
+                                    int64_t row0, int64_t rows, bool keep_quantized,
+                                    pw_tensor **out);
+
+/* The Llama-shaped families (family_hparams.c): every "<arch>." key checked,
+ * rope scaling read (none or linear) or refused. info.arch and m->arch set. */
+pw_status pw_model_read_llama_like_hparams(pw_model *m);
+/* rope_freqs.weight into m->rope_freqs when the file has it. */
+pw_status pw_model_load_rope_freqs(pw_model *m);
+/* Qwen 2 and Qwen 3 (qwen.c), Phi-3 (phi3.c): their layers' weights. */
+pw_status pw_qwen_load_layers(pw_model *m, bool keep_quantized);
+pw_status pw_phi3_load_layers(pw_model *m, bool keep_quantized);
 
 /* Gemma 3 (gemma3.c). */
 pw_status pw_gemma3_read_hparams(pw_model *m);

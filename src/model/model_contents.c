@@ -34,24 +34,30 @@ typedef struct arch_row {
 } arch_row;
 
 /* Rope scaling: llama.cpp's default type is linear, which with factor 1
- * (checked by its own row) changes nothing. */
-#define ROPE_SCALING_ROWS                                                                   \
-    {"rope.scaling.type", KEY_ONE_OF, "none|linear"}, {"rope.scaling.factor", KEY_UNIT, NULL}, \
-    {"rope.scale_linear", KEY_UNIT, NULL}, {"rope.scaling.attn_factor", KEY_UNIT, NULL},       \
+ * (checked by its own row) changes nothing. Gemma 3's loader applies no
+ * factor; the Llama-shaped families' (family_hparams.c) apply a linear one. */
+#define ROPE_SCALING_ROWS(factor_rule)                                                       \
+    {"rope.scaling.type", KEY_ONE_OF, "none|linear"}, {"rope.scaling.factor", factor_rule, NULL}, \
+    {"rope.scale_linear", factor_rule, NULL}, {"rope.scaling.attn_factor", KEY_UNIT, NULL},   \
     {"rope.scaling.original_context_length", KEY_INERT, NULL},                              \
     {"rope.scaling.finetuned", KEY_INERT, NULL}
 
 /* Keys every architecture here shares. */
-#define COMMON_KEY_ROWS                                                                     \
+#define COMMON_KEY_ROWS_(factor_rule)                                                       \
     {"context_length", KEY_READ, NULL}, {"embedding_length", KEY_READ, NULL},                  \
     {"block_count", KEY_READ, NULL}, {"feed_forward_length", KEY_READ, NULL},                  \
     {"attention.head_count", KEY_READ, NULL}, {"attention.head_count_kv", KEY_READ, NULL},     \
     {"attention.layer_norm_rms_epsilon", KEY_READ, NULL}, {"rope.freq_base", KEY_READ, NULL},  \
     {"vocab_size", KEY_INERT, NULL}, {"rope.dimension_count", KEY_HEAD_DIM, NULL},             \
-    {"attention.causal", KEY_TRUE, NULL}, ROPE_SCALING_ROWS
+    {"attention.causal", KEY_TRUE, NULL}, ROPE_SCALING_ROWS(factor_rule)
+#define COMMON_KEY_ROWS COMMON_KEY_ROWS_(KEY_UNIT)
+#define LLAMA_LIKE_KEY_ROWS COMMON_KEY_ROWS_(KEY_READ)
 
 static const char *const global_tensors[] = {"token_embd.weight", "output_norm.weight",
                                              "output.weight", NULL};
+/* Llama 3.x's `llama3` rope scaling: frequency divisors (family_hparams.c) */
+static const char *const llama_global_tensors[] = {"token_embd.weight", "output_norm.weight",
+                                                   "output.weight", "rope_freqs.weight", NULL};
 
 static const char *const llama_layer_tensors[] = {
     "attn_norm.weight", "attn_q.weight",   "attn_k.weight", "attn_v.weight",
@@ -59,7 +65,7 @@ static const char *const llama_layer_tensors[] = {
     "ffn_down.weight",  NULL};
 
 static const key_row llama_keys[] = {
-    COMMON_KEY_ROWS,
+    LLAMA_LIKE_KEY_ROWS,
     {"attention.key_length", KEY_HEAD_DIM, NULL},
     {"attention.value_length", KEY_HEAD_DIM, NULL},
     {"tensor_data_layout", KEY_INERT, NULL}, /* how old converters permuted q/k; already undone */
@@ -85,9 +91,55 @@ static const key_row gemma3_keys[] = {
     {NULL, KEY_INERT, NULL},
 };
 
+/* Qwen 2: biases on q, k and v (qwen.c) */
+static const char *const qwen2_layer_tensors[] = {
+    "attn_norm.weight", "attn_q.weight",   "attn_k.weight", "attn_v.weight",
+    "attn_q.bias",      "attn_k.bias",     "attn_v.bias",   "attn_output.weight",
+    "ffn_norm.weight",  "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight", NULL};
+
+static const key_row qwen2_keys[] = {
+    LLAMA_LIKE_KEY_ROWS,
+    {"attention.key_length", KEY_HEAD_DIM, NULL},
+    {"attention.value_length", KEY_HEAD_DIM, NULL},
+    {NULL, KEY_INERT, NULL},
+};
+
+/* Qwen 3: per-head q/k norms, heads of attention.key_length (qwen.c) */
+static const char *const qwen3_layer_tensors[] = {
+    "attn_norm.weight",   "attn_q.weight",      "attn_k.weight",   "attn_v.weight",
+    "attn_q_norm.weight", "attn_k_norm.weight", "attn_output.weight", "ffn_norm.weight",
+    "ffn_gate.weight",    "ffn_up.weight",      "ffn_down.weight", NULL};
+
+static const key_row qwen3_keys[] = {
+    LLAMA_LIKE_KEY_ROWS,
+    {"attention.key_length", KEY_READ, NULL},
+    {"attention.value_length", KEY_READ, NULL},
+    {NULL, KEY_INERT, NULL},
+};
+
+/* Phi-3: fused attn_qkv (or separate q/k/v, as llama.cpp accepts) and
+ * ffn_up holding gate and up (phi3.c). Longrope's rope_factors_long/short
+ * are not here: refused. */
+static const char *const phi3_layer_tensors[] = {
+    "attn_norm.weight", "attn_qkv.weight",  "attn_q.weight", "attn_k.weight",
+    "attn_v.weight",    "attn_output.weight", "ffn_norm.weight", "ffn_up.weight",
+    "ffn_down.weight",  NULL};
+
+static const key_row phi3_keys[] = {
+    LLAMA_LIKE_KEY_ROWS,
+    {"attention.key_length", KEY_HEAD_DIM, NULL},
+    {"attention.value_length", KEY_HEAD_DIM, NULL},
+    /* llama.cpp disables Phi-3's window: both engines attend to every position */
+    {"attention.sliding_window", KEY_INERT, NULL},
+    {NULL, KEY_INERT, NULL},
+};
+
 static const arch_row arch_rows[] = {
-    {"llama", global_tensors, llama_layer_tensors, llama_keys},
+    {"llama", llama_global_tensors, llama_layer_tensors, llama_keys},
     {"gemma3", global_tensors, gemma3_layer_tensors, gemma3_keys},
+    {"qwen2", global_tensors, qwen2_layer_tensors, qwen2_keys},
+    {"qwen3", global_tensors, qwen3_layer_tensors, qwen3_keys},
+    {"phi3", global_tensors, phi3_layer_tensors, phi3_keys},
 };
 
 static bool in_list(const char *const *list, const char *name) {

@@ -294,6 +294,15 @@ PW_K_ARGS_STRUCT(pw_k_lm_head_args, PW_K_FIELDS_LM_HEAD)
     V(S, int64_t, width)
 PW_K_ARGS_STRUCT(pw_k_select_rows_args, PW_K_FIELDS_SELECT_ROWS)
 
+/* bias_add: out[t][i] = x[t][i] + bias[i] for i < n (out may alias x). */
+#define PW_K_FIELDS_BIAS_ADD(A, V, S)                                                          \
+    A(S, float *, out)       /* [n_tokens][n] */                                               \
+    A(S, const float *, x)   /* [n_tokens][n] */                                               \
+    A(S, const float *, bias) /* [n] */                                                        \
+    V(S, int64_t, n_tokens)                                                                    \
+    V(S, int64_t, n)
+PW_K_ARGS_STRUCT(pw_k_bias_add_args, PW_K_FIELDS_BIAS_ADD)
+
 /* Every kernel of the op table (ops/op_table.h) with its argument struct
  * and field table: X(KERNEL, args struct, field table). Kernels that share
  * a struct share its table. */
@@ -319,7 +328,9 @@ PW_K_ARGS_STRUCT(pw_k_select_rows_args, PW_K_FIELDS_SELECT_ROWS)
     X(SCALE, pw_k_scale_args, PW_K_FIELDS_SCALE)                                               \
     X(SOFTCAP, pw_k_scale_args, PW_K_FIELDS_SCALE)                                             \
     X(LM_HEAD, pw_k_lm_head_args, PW_K_FIELDS_LM_HEAD)                                         \
-    X(SELECT_ROWS, pw_k_select_rows_args, PW_K_FIELDS_SELECT_ROWS)
+    X(SELECT_ROWS, pw_k_select_rows_args, PW_K_FIELDS_SELECT_ROWS)                             \
+    X(ROPE_NEOX, pw_k_rope_args, PW_K_FIELDS_ROPE)                                             \
+    X(BIAS_ADD, pw_k_bias_add_args, PW_K_FIELDS_BIAS_ADD)
 /* clang-format on */
 
 #if defined(__GNUC__) && !defined(__CUDACC__)
@@ -331,6 +342,10 @@ PW_K_ARGS_STRUCT(pw_k_select_rows_args, PW_K_FIELDS_SELECT_ROWS)
  * carries in its pw_kernel.args. */
 extern const pw_kernel_args pw_kernel_arg_tables[PW_KERNEL_COUNT_];
 #define PW_K_ARGS(id) (&pw_kernel_arg_tables[PW_KERNEL_##id])
+
+/* What a launch touches through each address word (ops/kernel_extents.c):
+ * every layout's pw_kernel_args.extent. */
+uint64_t pw_kernel_word_extent(const pw_kernel *k, const void *args, int word, bool *nullable);
 
 #ifdef __cplusplus
 }

@@ -4,12 +4,15 @@
 
 #include "ops/cpu/isa.h"
 #include "ops/kernel_args.h"
+#include "piecewise/extend.h"
 #include "pw_config.h"
 
 #include <stddef.h>
 #include <stdio.h>
 
 const pw_kernel_set *pw_kernel_set_for(pw_device device) {
+    /* a backend may run another device's kernels (the CPU's, emulated) */
+    device = pw_device_kernel_device(device);
     static const pw_kernel_set *const sets[] = {
         [PW_DEVICE_CPU] = &pw_kernel_set_cpu,
 #if PW_HAVE_CUDA
@@ -36,7 +39,7 @@ const char *pw_kernel_id_name(int id) {
 #define SKIP_(S, type, name)
 #define LAYOUT_(id, S, FIELDS)                                                                 \
     [PW_KERNEL_##id] = {sizeof(S), 0 FIELDS(ADDRESS_COUNT_, SKIP_, S),                         \
-                        {FIELDS(ADDRESS_OFFSET_, SKIP_, S)}},
+                        {FIELDS(ADDRESS_OFFSET_, SKIP_, S)}, pw_kernel_word_extent},
 const pw_kernel_args pw_kernel_arg_tables[PW_KERNEL_COUNT_] = {PW_KERNEL_ARG_TABLES(LAYOUT_)};
 #undef LAYOUT_
 

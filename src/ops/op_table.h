@@ -46,7 +46,10 @@
     X(GATE_UP_GELU,   gate_up_gelu, ("x", "w_gate", "w_up"),            false)           \
     X(QKV_NORM_ROPE,  qkv_norm_rope, ("x", "wq", "wk", "wv", "q_norm", "k_norm",        \
                                       "n_heads", "n_kv_heads", "layer"), false) \
-    X(LM_HEAD,        lm_head,      ("x", "w", "softcap"),              false)
+    X(LM_HEAD,        lm_head,      ("x", "w", "softcap"),              false)           \
+    X(QKV_ROPE_NEOX,  qkv_rope_neox, ("x", "wq", "wk", "wv", "n_heads", "n_kv_heads"), false) \
+    X(QKV_BIAS_ROPE_NEOX, qkv_bias_rope_neox, ("x", "wq", "wk", "wv", "bq", "bk", "bv", \
+                                              "n_heads", "n_kv_heads"), false)
 
 /* PW_KERNEL_TABLE(X) calls X(ID, name) per kernel: the id is PW_KERNEL_<ID>
  * and the launch args struct is pw_k_<...>_args of ops/kernel_args.h. A
@@ -74,7 +77,9 @@
     X(SCALE,           scale)                                                            \
     X(SOFTCAP,         softcap)                                                          \
     X(LM_HEAD,         lm_head)                                                          \
-    X(SELECT_ROWS,     select_rows)
+    X(SELECT_ROWS,     select_rows)                                                      \
+    X(ROPE_NEOX,       rope_neox)                                                        \
+    X(BIAS_ADD,        bias_add)
 /* clang-format on */
 
 typedef enum pw_op_id {

@@ -671,8 +671,8 @@ static pw_status require_kernel(const op_def *d, const pw_op_env *env, pw_kernel
     if (has_kernel(env, id)) return PW_OK;
     const pw_kernel_set *set = kernel_set(env);
     return pw_error(PW_ERR_UNSUPPORTED,
-                    "op '%s': the %s kernel set has no %s kernel (Gemma 3 models run on the "
-                    "CPU only)",
+                    "op '%s': the %s kernel set has no %s kernel (Gemma 3, Qwen 2, Qwen 3 "
+                    "and Phi-3 models run on the CPU only)",
                     d->name, set ? set->name : pw_device_name(pw_stream_device(env->stream)),
                     pw_kernel_id_name(id));
 }
@@ -878,6 +878,88 @@ static pw_status launch_lm_head(const pw_op_env *env, const pw_value *args,
     pw_status s = launch_kernel(env, PW_KERNEL_LM_HEAD, &a, sizeof a);
     scratch_release(env, a.scratch);
     return s;
+}
+
+/* ---- qkv with NeoX rope (Qwen 2, Phi-3) ------------------------------------------------------
+ * qkv_rope_neox(x, wq, wk, wv, n_heads, n_kv_heads) and
+ * qkv_bias_rope_neox(x, wq, wk, wv, bq, bk, bv, n_heads, n_kv_heads):
+ * q = x wq^T (+ bq), k = x wk^T (+ bk), v = x wv^T (+ bv), then q and k
+ * rotated NeoX style in place. Three matmuls, a bias add each, two ropes:
+ * every launch row-local, so the op is batch-invariant as its kernels are. */
+
+static pw_status infer_qkv_neox(const op_def *d, const pw_op_env *env, const pw_value *args,
+                                int heads_at, out_spec *s) {
+    pw_tensor *x = NULL, *w[3] = {NULL, NULL, NULL};
+    int64_t heads = 0, kv_heads = 0;
+    PW_TRY(arg_tensor(d, args, 0, PW_F32, 2, &x));
+    PW_TRY(arg_int(d, args, heads_at, 1, INT32_MAX / 1024, &heads));
+    PW_TRY(arg_int(d, args, heads_at + 1, 1, INT32_MAX / 1024, &kv_heads));
+    if (env->head_dim <= 0 || env->head_dim % 2)
+        return pw_error(PW_ERR_INVALID_ARG, "op '%s': env.head_dim = %d must be positive and even",
+                        d->name, env->head_dim);
+    int64_t rows[3] = {heads * env->head_dim, kv_heads * env->head_dim, kv_heads * env->head_dim};
+    for (int i = 0; i < 3; i++) PW_TRY(arg_weight_rows(d, args, 1 + i, x, rows[i], &w[i]));
+    if (heads_at == 7) {
+        for (int i = 0; i < 3; i++) {
+            pw_tensor *b = NULL;
+            PW_TRY(arg_tensor(d, args, 4 + i, PW_F32, 1, &b));
+            if (b->shape[0] != rows[i])
+                return pw_error(PW_ERR_INVALID_ARG, "op '%s': %s has %lld elements, expected %lld",
+                                d->name, d->arg_names[4 + i], (long long)b->shape[0],
+                                (long long)rows[i]);
+        }
+        PW_TRY(require_kernel(d, env, PW_KERNEL_BIAS_ADD));
+    }
+    if (!env->rope_table || env->rope_max_pos <= 0 || !rope_positions(env))
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "op '%s': env has no rope table or positions buffer", d->name);
+    PW_TRY(check_tokens(d, env, x->shape[0]));
+    PW_TRY(require_kernel(d, env, PW_KERNEL_ROPE_NEOX));
+    spec_2d(s, PW_F32, x->shape[0], rows[0]);
+    s->n_tuple = 3;
+    for (int i = 0; i < 3; i++) s->tuple_cols[i] = rows[i];
+    return PW_OK;
+}
+
+static pw_status infer_qkv_rope_neox(const op_def *d, const pw_op_env *env, const pw_value *args,
+                                     out_spec *s) {
+    return infer_qkv_neox(d, env, args, 4, s);
+}
+
+static pw_status infer_qkv_bias_rope_neox(const op_def *d, const pw_op_env *env,
+                                          const pw_value *args, out_spec *s) {
+    return infer_qkv_neox(d, env, args, 7, s);
+}
+
+/* biases: args index of bq (bk, bv follow), or 0 for none; heads_at: n_heads's index. */
+static pw_status launch_qkv_neox(const pw_op_env *env, const pw_value *args,
+                                 pw_tensor *const *outs, int biases, int heads_at) {
+    pw_tensor *x = targ(args, 0);
+    int64_t t = x->shape[0], heads[2] = {args[heads_at].as.i, args[heads_at + 1].as.i};
+    for (int i = 0; i < 3; i++) {
+        PW_TRY(matmul_into(env, fdata(outs[i]), x, targ(args, 1 + i)));
+        if (biases) {
+            pw_k_bias_add_args b = {fdata(outs[i]), fdata(outs[i]), fdata(targ(args, biases + i)),
+                                    t, outs[i]->shape[1]};
+            PW_TRY(launch_kernel(env, PW_KERNEL_BIAS_ADD, &b, sizeof b));
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        pw_k_rope_args r = {fdata(outs[i]), fdata(outs[i]), rope_positions(env),
+                            env->rope_table, t, heads[i], env->head_dim, env->rope_max_pos};
+        PW_TRY(launch_kernel(env, PW_KERNEL_ROPE_NEOX, &r, sizeof r));
+    }
+    return PW_OK;
+}
+
+static pw_status launch_qkv_rope_neox(const pw_op_env *env, const pw_value *args,
+                                      pw_tensor *const *outs) {
+    return launch_qkv_neox(env, args, outs, 0, 4);
+}
+
+static pw_status launch_qkv_bias_rope_neox(const pw_op_env *env, const pw_value *args,
+                                           pw_tensor *const *outs) {
+    return launch_qkv_neox(env, args, outs, 4, 7);
 }
 
 /* ---- the table ------------------------------------------------------------------------------

@@ -44,6 +44,12 @@
  *                                                    -> (rope(norm(x wq^T)), rope(norm(x wk^T)),
  *                                                        x wv^T): per-head RMS norm, NeoX rope
  *                                                        with env.layer_rope_table[layer]
+ *   qkv_rope_neox(x, wq, wk, wv, n_heads, n_kv_heads)
+ *                                                    -> qkv_rope's with NeoX rope (pairs i,
+ *                                                        i + hd/2): Phi-3
+ *   qkv_bias_rope_neox(x, wq, wk, wv, bq f32[Hq*hd], bk, bv f32[Hkv*hd], n_heads, n_kv_heads)
+ *                                                    -> (rope(x wq^T + bq), rope(x wk^T + bk),
+ *                                                        x wv^T + bv), NeoX rope: Qwen 2
  * A tuple-returning op's pw_op_infer reports its first output. q/k/v are
  * separate outputs, so no column slicing op is needed. */
 #ifndef PW_OPS_H
@@ -104,6 +110,12 @@ void pw_op_rope_table(float *table, int64_t max_pos, int64_t head_dim, double th
 int32_t pw_op_argmax_row(const float *row, int64_t n);
 /* Floats in the rope table of pw_op_rope_table. */
 size_t pw_op_rope_table_floats(int64_t max_pos, int64_t head_dim);
+/* pw_op_rope_table with frequency divisors freq_factors [head_dim/2] (NULL:
+ * none; Llama 3.x's rope_freqs) and positions scaled by freq_scale (linear
+ * rope scaling; 1: none): the angle of pair i at position p is
+ * freq_scale * p * theta^(-2i/head_dim) / freq_factors[i]. */
+void pw_op_rope_table_scaled(float *table, int64_t max_pos, int64_t head_dim, double theta,
+                             const float *freq_factors, double freq_scale);
 /* True when the kernels of `device` read weights of `dtype` directly
  * (asked of the device's kernel set); otherwise the caller supplies f32. */
 bool pw_op_reads_weight_dtype(pw_device device, pw_dtype dtype);

@@ -12,6 +12,11 @@ void pw_op_rope_table(float *table, int64_t max_pos, int64_t head_dim, double th
     pw_k_rope_table(table, max_pos, head_dim, theta);
 }
 
+void pw_op_rope_table_scaled(float *table, int64_t max_pos, int64_t head_dim, double theta,
+                             const float *freq_factors, double freq_scale) {
+    pw_k_rope_table_scaled(table, max_pos, head_dim, theta, freq_factors, freq_scale);
+}
+
 size_t pw_op_rope_table_floats(int64_t max_pos, int64_t head_dim) {
     return (size_t)max_pos * (size_t)head_dim;
 }

@@ -8,7 +8,6 @@
 
 #include <inttypes.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define PW_PROGRESS_BAR_WIDTH 30
@@ -18,25 +17,6 @@ void pw_capture_options_init(pw_capture_options *opts) {
     opts->warmups = 1;
     opts->progress = PW_PROGRESS_AUTO;
     opts->print_totals = true;
-}
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static const char *format_bytes(size_t bytes, char *buf, size_t cap) {
-    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double v = (double)bytes;
-    size_t u = 0;
-    while (v >= 1024.0 && u + 1 < PW_ARRAY_LEN(units)) {
-        v /= 1024.0;
-        u++;
-    }
-    if (u == 0) snprintf(buf, cap, "%zu B", bytes);
-    else snprintf(buf, cap, "%.1f %s", v, units[u]);
-    return buf;
 }
 
 static void draw_progress(size_t done, size_t total, const pw_capture_item *item) {
@@ -121,7 +101,7 @@ static void fill_report(const pw_capture_options *opts, size_t n, size_t warmup_
         report->pool_peak_allocated = st.peak_allocated;
         char b[32];
         snprintf(pool_part, sizeof pool_part, ", graph pool %s",
-                 format_bytes(st.reserved, b, sizeof b));
+                 pw_format_bytes(st.reserved, b, sizeof b));
     }
     snprintf(report->summary, sizeof report->summary,
              "captured %" PRIu64 " graphs in %.0f ms%s", report->graphs_captured, seconds * 1e3,
@@ -149,7 +129,7 @@ pw_status pw_capture_all(const pw_dispatcher *d, pw_forward_fn fwd, void *user,
                (opts->progress == PW_PROGRESS_AUTO && isatty(STDERR_FILENO));
     pw_capture_tally before, after;
     pw_capture_tally_get(&before);
-    double t0 = now_seconds();
+    double t0 = pw_monotonic_seconds();
     pw_status s = PW_OK;
     size_t warmup_runs = 0;
     for (size_t i = 0; i < n && s == PW_OK; i++) {
@@ -159,7 +139,7 @@ pw_status pw_capture_all(const pw_dispatcher *d, pw_forward_fn fwd, void *user,
     if (bar && n) fprintf(stderr, "\n");
     if (s != PW_OK) return s;
 
-    double seconds = now_seconds() - t0;
+    double seconds = pw_monotonic_seconds() - t0;
     pw_capture_tally_get(&after);
     pw_capture_report report;
     fill_report(opts, n, warmup_runs, after.graphs_captured - before.graphs_captured, seconds, &report);
@@ -227,7 +207,7 @@ pw_status pw_capture_plan(const pw_dispatcher *d, pw_forward_fn fwd, void *user,
     const pw_capture_item *items = pw_dispatcher_capture_list(d, &n);
     pw_capture_tally before, after;
     pw_capture_tally_get(&before);
-    double t0 = now_seconds();
+    double t0 = pw_monotonic_seconds();
     size_t warmup_runs = 0;
     /* No warm-ups: they compute, and a dry run computes nothing. */
     pw_mem_dry_run_begin();
@@ -237,7 +217,7 @@ pw_status pw_capture_plan(const pw_dispatcher *d, pw_forward_fn fwd, void *user,
     pw_pool_stats st;
     pw_pool_get_stats(pool, &st);
     pw_capture_tally_get(&after);
-    double seconds = now_seconds() - t0;
+    double seconds = pw_monotonic_seconds() - t0;
     if (s != PW_OK) {
         pw_error_context(s, "capture_plan (dry run)");
         pw_error_hold(); /* cleanup keeps the dry run's message */
@@ -256,7 +236,7 @@ pw_status pw_capture_plan(const pw_dispatcher *d, pw_forward_fn fwd, void *user,
     char b[32];
     pw_log_info("capture plan: %zu descriptors would reserve %s (%zu bytes) of graph pool '%s' "
                 "(dry run in %.1f ms)",
-                n, format_bytes(st.reserved, b, sizeof b), st.reserved, pw_pool_name(pool),
+                n, pw_format_bytes(st.reserved, b, sizeof b), st.reserved, pw_pool_name(pool),
                 seconds * 1e3);
     return PW_OK;
 }

@@ -19,7 +19,9 @@
 #include <unistd.h>
 
 #define CACHE_MAGIC "PWGRAPHS"
-#define CACHE_FORMAT 1
+/* 2: the header holds a hash of the kernel table (names and argument
+ * layouts), and launches are checked against their kernels' extents. */
+#define CACHE_FORMAT 2
 /* Larger files are not read (a cache of thousands of graphs is a few MiB). */
 #define CACHE_MAX_FILE_BYTES ((size_t)1 << 30)
 #define CACHE_MAX_BLOCK_BYTES ((uint64_t)1 << 46)
@@ -153,6 +155,29 @@ static bool spec_ok(const pw_graph_cache_spec *spec) {
            (spec->kernels || spec->n_kernels == 0);
 }
 
+/* The kernel table as a file depends on it: each kernel's name and
+ * argument layout, by index. A file written against another table (kernels
+ * added, removed, reordered, or an argument struct changed) is refused. */
+static uint64_t kernels_hash(const pw_graph_cache_spec *spec) {
+    uint64_t h = pw_fnv1a(PW_FNV1A_BASIS, "kernel table", 12);
+    int64_t n = spec->n_kernels;
+    h = pw_fnv1a(h, &n, sizeof n);
+    for (int i = 0; i < spec->n_kernels; i++) {
+        const pw_kernel *k = spec->kernels[i];
+        const char *name = k && k->name ? k->name : "";
+        h = pw_fnv1a(h, name, strlen(name) + 1);
+        int64_t v[2 + PW_KERNEL_MAX_ADDRESSES] = {-1, -1};
+        if (k && k->args) {
+            v[0] = (int64_t)k->args->size;
+            v[1] = k->args->n_addresses;
+            for (int w = 0; w < k->args->n_addresses && w < PW_KERNEL_MAX_ADDRESSES; w++)
+                v[2 + w] = k->args->addresses[w];
+        }
+        h = pw_fnv1a(h, v, sizeof v);
+    }
+    return h;
+}
+
 pw_status pw_graph_cache_serialize(const pw_graph_cache_spec *spec,
                                    const pw_graph_cache_entry *entries, size_t n,
                                    unsigned char **out, size_t *size) {
@@ -178,6 +203,7 @@ pw_status pw_graph_cache_serialize(const pw_graph_cache_spec *spec,
     put_u32(&w, CACHE_FORMAT);
     put_u32(&w, 0);
     put_u64(&w, spec->fingerprint);
+    put_u64(&w, kernels_hash(spec));
     put_u64(&w, n_regions);
     for (size_t i = 0; i < n_regions; i++) put_u64(&w, regions[i].bytes);
     put_u64(&w, n);
@@ -449,26 +475,35 @@ static bool validate_program(cache_item *p, const pw_graph_cache_spec *spec,
                  (pw_reloc_out_block_bytes(b) == 0 || pw_reloc_out_block_bytes(b) != bytes[j]))
             ok = invalid(why, cap, "output block %zu does not match its allocation", j);
     }
-    /* relocations: by launch, on the kernel's address words, in range */
+    /* relocations: by launch, on the kernel's address words, and each word
+     * with what the kernel touches through it inside its buffer */
     size_t rl = 0;
     for (size_t i = 0; ok && i < p->code->n_launches; i++) {
-        const pw_kernel_args *lay = p->code->kernels[i]->args;
+        const pw_kernel *k = p->code->kernels[i];
+        const pw_kernel_args *lay = k->args;
         unsigned char *a = p->code->bytes + p->code->arg_offsets[i];
+        uint64_t extent[PW_KERNEL_MAX_ADDRESSES] = {0};
         for (int w = 0; ok && w < lay->n_addresses; w++) {
-            size_t first = rl;
+            bool nullable = true;
+            if (lay->extent) extent[w] = lay->extent(k, a, w, &nullable);
             bool covered = false;
-            for (size_t q = first; q < p->code->n_relocs && p->code->relocs[q].launch == i; q++)
+            for (size_t q = rl; q < p->code->n_relocs && p->code->relocs[q].launch == i; q++)
                 covered |= p->code->relocs[q].byte == lay->addresses[w];
             uintptr_t v;
             memcpy(&v, a + lay->addresses[w], sizeof v);
             if (!covered && v)
                 ok = invalid(why, cap, "launch #%zu: an address word at byte %u is not relocated",
                              i, (unsigned)lay->addresses[w]);
+            else if (!covered && !nullable)
+                ok = invalid(why, cap, "launch #%zu (kernel %s): the address word at byte %u is "
+                                       "NULL, which the kernel does not accept",
+                             i, k->name, (unsigned)lay->addresses[w]);
         }
         for (; ok && rl < p->code->n_relocs && p->code->relocs[rl].launch == i; rl++) {
             const pw_reloc *x = &p->code->relocs[rl];
-            bool on_word = false;
-            for (int w = 0; w < lay->n_addresses; w++) on_word |= x->byte == lay->addresses[w];
+            int word = -1;
+            for (int w = 0; w < lay->n_addresses; w++)
+                if (x->byte == lay->addresses[w]) word = w;
             uint64_t limit = 0;
             if (x->kind == PW_RELOC_ARG && x->index < (uint32_t)p->code->nargs &&
                 p->code->sigs[x->index].kind == PW_VAL_TENSOR)
@@ -478,8 +513,13 @@ static bool validate_program(cache_item *p, const pw_graph_cache_spec *spec,
                 limit = bytes[x->index];
             else if (x->kind == PW_RELOC_REGION && x->index < n_regions)
                 limit = regions[x->index].bytes;
-            if (!on_word || x->offset >= limit)
+            if (word < 0 || x->offset >= limit)
                 ok = invalid(why, cap, "launch #%zu: relocation #%zu is out of range", i, rl);
+            else if (extent[word] > limit - x->offset)
+                ok = invalid(why, cap, "launch #%zu (kernel %s): the word at byte %u reaches "
+                                       "%" PRIu64 " bytes from offset %" PRIu64 " of a buffer "
+                                       "of %" PRIu64 " bytes",
+                             i, k->name, (unsigned)x->byte, extent[word], x->offset, limit);
         }
     }
     if (ok && rl != p->code->n_relocs) ok = invalid(why, cap, "relocations are out of order");
@@ -510,21 +550,27 @@ static bool validate_program(cache_item *p, const pw_graph_cache_spec *spec,
     return ok;
 }
 
-/* The header: magic, format, a reserved word, the fingerprint. The reader
- * checks it before reading the rest of a file. */
-#define CACHE_HEADER_BYTES 24
+/* The header: magic, format, a reserved word, the fingerprint, the kernel
+ * table's hash. The reader checks it before reading the rest of a file. */
+#define CACHE_HEADER_BYTES 32
 
 static bool header_ok(const unsigned char *h, const pw_graph_cache_spec *spec, char *why,
                       size_t cap) {
     if (memcmp(h, CACHE_MAGIC, 8) != 0) return snprintf(why, cap, "not a graph cache file"), false;
     uint32_t format;
-    uint64_t fp;
+    uint64_t fp, kh;
     memcpy(&format, h + 8, 4);
     memcpy(&fp, h + 16, 8);
+    memcpy(&kh, h + 24, 8);
     if (format != CACHE_FORMAT)
         return snprintf(why, cap, "format %u, this library reads %d", format, CACHE_FORMAT), false;
-    if (!(spec->accept & PW_GRAPH_CACHE_ANY_FINGERPRINT) && fp != spec->fingerprint)
+    if (spec->accept & PW_GRAPH_CACHE_ANY_FINGERPRINT) return true;
+    if (fp != spec->fingerprint)
         return snprintf(why, cap, "written for another model, configuration or build"), false;
+    if (kh != kernels_hash(spec))
+        return snprintf(why, cap, "written for other kernels (their names or argument layouts "
+                                  "differ)"),
+               false;
     return true;
 }
 
@@ -545,7 +591,8 @@ pw_status pw_graph_cache_parse(const void *data, size_t size, const pw_graph_cac
     *n_entries = 0;
     *n_dropped = 0;
     why[0] = '\0';
-    if (size < 8 + 8 + 8 + 8 + 8 + 8 || memcmp(data, CACHE_MAGIC, 8) != 0)
+    /* the header, the region and program counts, the checksum */
+    if (size < CACHE_HEADER_BYTES + 8 + 8 + 8 || memcmp(data, CACHE_MAGIC, 8) != 0)
         return snprintf(why, why_cap, "not a graph cache file"), PW_ERR_PARSE;
     uint64_t sum;
     memcpy(&sum, (const char *)data + size - 8, 8);

@@ -13,6 +13,8 @@ src="${PW_SOURCE_DIR:-$(dirname "$0")/../..}"
 "$bin" synth --list | grep -q "8b    Llama-3.1-8B" || { echo "FAIL: --list lacks 8b"; fail=1; }
 expect_fail 2 "--shape and --type are required" synth --type q4_0
 expect_fail 2 "unknown shape 'huge'" synth --shape huge --type q4_0
+expect_fail 2 "unknown family 'gpt9'" synth --family gpt9 --vocab x
+expect_fail 2 "--family replaces --shape and --type" synth --family phi3 --shape tiny --vocab x
 expect_fail 2 "unknown type 'q3_x'" synth --shape tiny --type q3_x
 expect_fail 2 "unknown option '--bogus'" synth --shape tiny --type q4_0 --bogus
 expect_fail 1 "cannot open '$tmp/none.gguf'" synth --shape tiny --type q4_0 --vocab "$tmp/none.gguf" -o "$tmp/x.gguf"
@@ -67,6 +69,11 @@ if [ -f "$vocab" ]; then
     { echo "FAIL: cache path '$out'"; fail=1; }
   XDG_CACHE_HOME="$tmp/cache" "$bin" synth --shape tiny --type q8_0 --vocab "$vocab" 2>&1 >/dev/null |
     grep -q "already made" || { echo "FAIL: cached file not reused"; fail=1; }
+  # A family's small model over the vocabulary: deterministic, and piecewise reads it.
+  "$bin" synth --family qwen3 --vocab "$vocab" -o "$tmp/qwen3.gguf" >/dev/null 2>&1 &&
+    "$bin" synth --family qwen3 --vocab "$vocab" -o "$tmp/qwen3b.gguf" >/dev/null 2>&1 &&
+    cmp -s "$tmp/qwen3.gguf" "$tmp/qwen3b.gguf" || { echo "FAIL: --family qwen3"; fail=1; }
+  "$bin" inspect "$tmp/qwen3.gguf" 2>&1 | grep -q "qwen3" || { echo "FAIL: inspect of the qwen3 file"; fail=1; }
 else
   skip_part "$vocab absent: synthetic models"
 fi

@@ -94,4 +94,7 @@ char *pw_test_run_printing(int (*fn)(void), int *rc);
 /* Path to ../shared/<rel>, or NULL if that file is absent. Env PW_SHARED_DIR wins. */
 const char *pw_test_shared_path(const char *rel, char *buf, size_t cap);
 
+/* The file's sha256 as 64 hex digits; false if it cannot be read. */
+bool pw_test_file_sha256(const char *path, char out[65]);
+
 #endif

@@ -19,20 +19,23 @@ static inline const pw_kernel *ct_kernel(pw_kernel_id id) {
     return pw_kernel_set_cuda.entries[id].kernel;
 }
 
-/* Exits 77 with "no CUDA device: skipping" unless a GPU is usable. */
+/* Exits 77, saying why (the runtime's error), unless a GPU is usable. */
 static inline void ct_require_gpu(void) {
-    pw_cuda_init();
-    if (!pw_cuda_available()) pw_test_skip("no CUDA device: skipping");
+    if (!pw_cuda_available()) pw_test_skip(pw_cuda_unavailable_reason());
 }
 
-/* A device copy of n host floats (or int32s: bytes are bytes). */
+/* A device copy of n host floats (or int32s: bytes are bytes); with host
+ * NULL, a zeroed buffer of that size (an output). */
 static inline void *ct_upload(pw_stream *s, pw_pool *pool, const void *host, size_t bytes) {
     void *d = NULL;
     if (pw_pool_alloc(pool, bytes ? bytes : 4, &d) != PW_OK) {
         fprintf(stderr, "device alloc: %s\n", pw_last_error());
         exit(1);
     }
-    if (bytes && pw_stream_copy_h2d(s, d, host, bytes) != PW_OK) {
+    pw_status st = !bytes ? PW_OK
+                   : host ? pw_stream_copy_h2d(s, d, host, bytes)
+                          : pw_stream_memset(s, d, 0, bytes);
+    if (st != PW_OK) {
         fprintf(stderr, "upload: %s\n", pw_last_error());
         exit(1);
     }

@@ -9,13 +9,16 @@ int main(void) { pw_test_skip("built without the CUDA backend: skipping"); }
 
 #include "ops/cpu/kernels.h"
 #include "backend/stream_backend.h"
+#include "backend/cuda/cuda_internal.h"
 
 #define N_ELEMS 1000
 
-/* Without a device every entry point says so instead of crashing. */
+/* Without a device every entry point says so instead of crashing, and
+ * says what the runtime answered: a driver older than the runtime is not a
+ * machine without a GPU. */
 static void test_no_device_errors(void) {
     pw_stream *s = NULL;
-    CHECK_ERR(pw_stream_new(PW_DEVICE_CUDA, &s), PW_ERR_CUDA, "no CUDA device");
+    CHECK_ERR(pw_stream_new(PW_DEVICE_CUDA, &s), PW_ERR_CUDA, "cudaGetDeviceCount");
     CHECK(s == NULL);
     pw_pool *pool = NULL;
     CHECK_OK(pw_pool_new(PW_DEVICE_CUDA, "dev", &pool));
@@ -24,13 +27,43 @@ static void test_no_device_errors(void) {
     CHECK(p == NULL);
     pw_pool_free(pool);
     void *h = NULL;
-    CHECK_ERR(pw_cuda_host_alloc(64, &h), PW_ERR_CUDA, "no CUDA device");
+    CHECK_ERR(pw_cuda_host_alloc(64, &h), PW_ERR_CUDA, "cudaGetDeviceCount");
     CHECK_ERR(pw_stream_copy_h2d(NULL, NULL, NULL, 0), PW_ERR_INVALID_ARG, "stream is NULL");
     pw_device_caps caps;
     const char *why = NULL;
     CHECK(!pw_device_available(PW_DEVICE_CUDA, &why));
-    CHECK(why && strstr(why, "no CUDA device"));
-    CHECK_ERR(pw_device_get_caps(PW_DEVICE_CUDA, &caps), PW_ERR_UNSUPPORTED, "no CUDA device");
+    CHECK(why && strstr(why, "cudaGetDeviceCount"));
+    CHECK_ERR(pw_device_get_caps(PW_DEVICE_CUDA, &caps), PW_ERR_UNSUPPORTED, "cudaGetDeviceCount");
+    CHECK(strstr(pw_cuda_unavailable_reason(), "cudaGetDeviceCount"));
+}
+
+/* A failed runtime call leaves no error behind for the next launch's
+ * cudaGetLastError to blame on an unrelated kernel. Needs a runtime that
+ * initialized (a device and a recent enough driver): without one, every
+ * call, cudaGetLastError included, keeps returning the init error. */
+static void test_check_clears_error(void) {
+    cudaError_t err = cudaSetDevice(1 << 20);
+    CHECK(err != cudaSuccess);
+    CHECK_ERR(pw_cuda_check(err, "cudaSetDevice"), PW_ERR_CUDA, "cudaSetDevice failed");
+    CHECK(cudaPeekAtLastError() == cudaSuccess);
+}
+
+/* The upload helper with no host data gives a zeroed output buffer (it
+ * used to hand the NULL to the copy, which refuses it). Shown on the
+ * emulated device, which needs no GPU. */
+static void test_upload_output_buffer(void) {
+    pw_stream *s = NULL;
+    pw_pool *pool = NULL;
+    CHECK_OK(pw_stream_new(PW_DEVICE_EMU, &s));
+    CHECK_OK(pw_pool_new(PW_DEVICE_EMU, "out", &pool));
+    float *d = ct_upload(s, pool, NULL, 16 * sizeof(float));
+    float back[16];
+    memset(back, 0xff, sizeof back);
+    ct_download(s, back, d, sizeof back);
+    for (int i = 0; i < 16; i++) CHECK(back[i] == 0.0f);
+    CHECK_OK(pw_pool_release(pool, d));
+    pw_pool_free(pool);
+    pw_stream_free(s);
 }
 
 typedef struct gpu {
@@ -234,12 +267,14 @@ static void test_copies(void) {
 }
 
 int main(void) {
-    pw_cuda_init();
+    /* no pw_cuda_init(): the backend registry registers CUDA by itself */
+    test_upload_output_buffer();
     if (!pw_cuda_available()) {
         test_no_device_errors();
         if (pw_test_finish("cuda_backend (no device)") != 0) return 1;
-        pw_test_skip("no CUDA device: skipping");
+        pw_test_skip(pw_cuda_unavailable_reason());
     }
+    test_check_clears_error();
     test_eager_and_replay();
     test_capture_errors();
     test_update_and_compare();

@@ -106,12 +106,26 @@ static void quantize_block(const float *x, qblock *q) {
         q->sl[l] = q->d * (float)(q->a[4 * l] + q->a[4 * l + 1] + q->a[4 * l + 2] + q->a[4 * l + 3]);
 }
 
-/* The documented sequence, scalar: per block b and lane l,
+/* The documented sequence, scalar: Q4_0 per block b, p = the sum of all
+ * 32 w_j a_j (exact), acc = fma(d_w d_a, p, acc); the others per block b
+ * and lane l,
  * p = sum of w_j a_j over j = 4l..4l+3 (exact), acc = fma(d_w d_a, p, acc);
  * Q4_1: mn = fma(m_w, s, mn) once per block; then the fixed lane tree, plus
  * mn for Q4_1. */
 static float canonical_dot(pw_dtype type, const float *x, const uint8_t *wrow, int64_t k) {
     int64_t bb = pw_dtype_block_bytes(type);
+    if (type == PW_Q4_0) { /* one integer sum and one fma per block */
+        float acc = 0.0f;
+        for (int64_t b = 0; b < k / QK; b++) {
+            const uint8_t *blk = wrow + b * bb;
+            qblock q;
+            quantize_block(x + b * QK, &q);
+            int32_t p = 0;
+            for (int j = 0; j < QK; j++) p += qval(type, blk, j) * q.a[j];
+            acc = fmaf(half((uint16_t)(blk[0] | blk[1] << 8)) * q.d, (float)p, acc);
+        }
+        return acc;
+    }
     float acc[8] = {0}, mn = 0.0f;
     for (int64_t b = 0; b < k / QK; b++) {
         const uint8_t *blk = wrow + b * bb;
@@ -348,6 +362,19 @@ static void check_out_of_memory(void) {
     float *whole = run(PW_Q4_1, x, w, t, n, k);
     CHECK(kt_bitwise_equal(chunked, whole, (size_t)(t * n) * sizeof *whole));
     free(x), free(w), free(chunked), free(whole);
+
+    /* Q4_0: when the fold totals' buffer cannot grow, the tiles derive
+     * them where they use them; the same bits. The activations' buffer
+     * already holds these rows (above), and the totals' buffer must grow
+     * past any earlier Q4_0 call's, so the failing allocation is theirs. */
+    x = kt_random((size_t)(t * k));
+    w = random_blocks(PW_Q4_0, n, k);
+    pw_host_fail_nth(1);
+    float *inline_totals = run(PW_Q4_0, x, w, t, n, k);
+    pw_host_fail_nth(0);
+    whole = run(PW_Q4_0, x, w, t, n, k);
+    CHECK(kt_bitwise_equal(inline_totals, whole, (size_t)(t * n) * sizeof *whole));
+    free(x), free(w), free(inline_totals), free(whole);
 
     /* 1024 blocks: 73,728 bytes a row, past the stack buffer; 12 rows are
      * more than the buffer grew to above. */

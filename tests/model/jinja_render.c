@@ -1,13 +1,16 @@
 /* Renders a chat template with the piecewise Jinja interpreter, for the
  * comparison against Python's jinja2 (scripts/jinja-compare.py).
  *
- *   pw_jinja_render TEMPLATE CONTEXT.json NOW   the output on stdout, or the
+ *   pw_jinja_render TEMPLATE CONTEXT.json NOW [MAX_STEPS]
+ *                                               the output on stdout, or the
  *                                               error on stderr and status 1
  *   pw_jinja_render --gguf-template MODEL.gguf  the template the model uses
  *                                               (pw_chat_template_source)
  *
- * CONTEXT.json is a JSON object: the template's variables. NOW is the time
- * strftime_now formats (seconds since the epoch). */
+ * CONTEXT.json is a JSON object: the template's variables (strings are
+ * data, except bos_token and eos_token). NOW is the time strftime_now
+ * formats (seconds since the epoch). With PW_JINJA_SPANS=FILE in the
+ * environment, the trusted spans go to FILE, one "start length" a line. */
 #include "internal.h"
 #include "model/chat.h"
 #include "model/gguf.h"
@@ -18,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static pw_jinja_value *from_json(const cJSON *j) {
+static pw_jinja_value *from_json(const cJSON *j, bool top) {
     if (cJSON_IsNull(j)) return pw_jinja_none();
     if (cJSON_IsBool(j)) return pw_jinja_bool(cJSON_IsTrue(j));
     if (cJSON_IsNumber(j)) {
@@ -30,7 +33,7 @@ static pw_jinja_value *from_json(const cJSON *j) {
     if (cJSON_IsArray(j)) {
         pw_jinja_value *l = pw_jinja_list();
         for (const cJSON *c = j->child; c; c = c->next)
-            if (pw_jinja_append(l, from_json(c)) != PW_OK) {
+            if (pw_jinja_append(l, from_json(c, false)) != PW_OK) {
                 pw_jinja_value_free(l);
                 return NULL;
             }
@@ -38,7 +41,10 @@ static pw_jinja_value *from_json(const cJSON *j) {
     }
     pw_jinja_value *d = pw_jinja_dict();
     for (const cJSON *c = j->child; c; c = c->next)
-        if (pw_jinja_set(d, c->string, from_json(c)) != PW_OK) {
+        if (pw_jinja_set(d, c->string,
+                         top && cJSON_IsString(c) && (!strcmp(c->string, "bos_token") || !strcmp(c->string, "eos_token"))
+                             ? pw_jinja_string(c->valuestring, strlen(c->valuestring), true)
+                             : from_json(c, false)) != PW_OK) {
             pw_jinja_value_free(d);
             return NULL;
         }
@@ -57,7 +63,7 @@ int main(int argc, char **argv) {
         pw_gguf_free(g);
         return 0;
     }
-    if (argc != 4) {
+    if (argc != 4 && argc != 5) {
         fprintf(stderr, "usage: %s TEMPLATE CONTEXT.json NOW | --gguf-template MODEL.gguf\n", argv[0]);
         return 2;
     }
@@ -73,16 +79,20 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bad context JSON\n");
         return 2;
     }
-    pw_jinja_value *ctx = from_json(j);
+    pw_jinja_value *ctx = from_json(j, true);
     cJSON_Delete(j);
     pw_jinja_template *t = NULL;
     pw_jinja_rendered r = {0};
-    pw_jinja_limits lim = {.now = strtoll(argv[3], NULL, 10)};
+    pw_jinja_limits lim = {.now = strtoll(argv[3], NULL, 10), .max_steps = argc == 5 ? strtoll(argv[4], NULL, 10) : 0};
     pw_status s = pw_jinja_parse(tmpl, tmpl_len, &t);
     if (s == PW_OK) s = pw_jinja_render(t, ctx, &lim, &r);
     int rc = 0;
     if (s == PW_OK) {
         fwrite(r.text, 1, r.len, stdout);
+        const char *spans = getenv("PW_JINJA_SPANS");
+        FILE *f = spans ? fopen(spans, "w") : NULL;
+        for (int64_t i = 0; f && i < r.n_trusted; i++) fprintf(f, "%zu %zu\n", r.trusted[i].start, r.trusted[i].len);
+        if (f) fclose(f);
     } else {
         fprintf(stderr, "%s\n", pw_last_error());
         rc = 1;

@@ -9,7 +9,11 @@
  *  - a truncated file, a file of garbage, a flipped byte (checksum) and a
  *    file of another format are ignored with a warning and the engine
  *    captures; a program whose kernel id the set lacks is dropped alone and
- *    captured, the others still come from the file;
+ *    captured, the others still come from the file; so is a forged launch
+ *    whose sizes would make its kernel touch bytes past its buffers;
+ *  - a file of another build (fingerprint salt) or of other kernels (kernel
+ *    table hash) under this build's name is refused as a whole, everything
+ *    is captured and the file rewritten;
  *  - another configuration (capture sizes) writes another file. */
 #include "piecewise_llm.h"
 #include "engine_runs.h"
@@ -19,8 +23,10 @@
 #include "model/engine_internal.h"
 #include "model/gguf_writer.h"
 #include "model/graph_cache.h"
+#include "ops/kernel_args.h"
 
 #include <dirent.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -238,8 +244,8 @@ int main(void) {
             /* corrupt the first program's first kernel id and fix the checksum */
             memcpy(bad, good, size);
             uint64_t n_regions;
-            memcpy(&n_regions, good + 24, 8);
-            size_t off = 32 + 8 * (size_t)n_regions + 8; /* the first program */
+            memcpy(&n_regions, good + 32, 8);
+            size_t off = 40 + 8 * (size_t)n_regions + 8; /* the first program */
             uint32_t nargs;
             memcpy(&nargs, good + off + 24, 4);
             off += 28 + (size_t)nargs * (8 + 8 * 2 * PW_MAX_DIMS + 16) + 4;
@@ -256,6 +262,71 @@ int main(void) {
             spit(file, bad, size);
             uint64_t w = warm_graphs(m, dir2, ref);
             CHECK(w > 0 && w < warm);
+
+            /* a forged launch whose addresses are all relocated in range but
+             * whose sizes reach past its buffers (a matmul's k or a norm's
+             * dim made 64 times larger): the kernel would write past its
+             * block, so the program is dropped and captured */
+            memcpy(bad, good, size);
+            size_t at = off - 4; /* the first program's launch count */
+            uint32_t n_launches;
+            memcpy(&n_launches, good + at, 4);
+            at += 4;
+            bool forged = false;
+            for (uint32_t li = 0; li < n_launches && !forged && at + 4 <= size; li++) {
+                uint16_t id, nb;
+                memcpy(&id, good + at, 2);
+                memcpy(&nb, good + at + 2, 2);
+                unsigned char *args = bad + at + 4;
+                size_t field = SIZE_MAX;
+                if (id == PW_KERNEL_MATMUL) field = offsetof(pw_k_matmul_args, k);
+                else if (id == PW_KERNEL_MATMUL_QUANT) field = offsetof(pw_k_matmul_quant_args, k);
+                else if (id == PW_KERNEL_RMS_NORM || id == PW_KERNEL_ADD_RMS_NORM)
+                    field = offsetof(pw_k_rms_norm_args, dim);
+                else if (id == PW_KERNEL_EMBEDDING) field = offsetof(pw_k_embedding_args, dim);
+                if (field != SIZE_MAX && field + 8 <= nb) {
+                    int64_t v;
+                    memcpy(&v, args + field, 8);
+                    v *= 64;
+                    memcpy(args + field, &v, 8);
+                    forged = true;
+                }
+                at += 4 + nb;
+            }
+            CHECK(forged);
+            h = pw_fnv1a(PW_FNV1A_BASIS, bad, size > 8 ? size - 8 : 0);
+            memcpy(bad + size - 8, &h, 8);
+            CHECK_OK(pw_graph_cache_parse(bad, size, &spec, &entries, &n_left, &dropped, why,
+                                          sizeof why));
+            CHECK_EQ_INT((int64_t)dropped, 1);
+            CHECK_EQ_INT((int64_t)n_left, (int64_t)n_programs - 1);
+            pw_graph_cache_entries_free(entries, n_left);
+            spit(file, bad, size);
+            w = warm_graphs(m, dir2, ref); /* tokens still right: the rest captured */
+            CHECK(w > 0 && w < warm);
+
+            /* a file of another build (another salt in the fingerprint) or
+             * of other kernels (another kernel-table hash), under this
+             * build's name: refused as a whole, everything captured, and
+             * the file rewritten, so the next engine starts from it */
+            for (int field = 0; field < 2; field++) {
+                memcpy(bad, good, size);
+                bad[field ? 24 : 16] ^= 0x01;
+                h = pw_fnv1a(PW_FNV1A_BASIS, bad, size > 8 ? size - 8 : 0);
+                memcpy(bad + size - 8, &h, 8);
+                spit(file, bad, size);
+                pw_graph_cache_spec strict = {0, NULL, table, PW_KERNEL_COUNT_,
+                                              PW_GRAPH_CACHE_ANY_FINGERPRINT};
+                memcpy(&strict.fingerprint, good + 16, 8);
+                strict.accept = PW_GRAPH_CACHE_ANY_REGIONS;
+                CHECK_EQ_INT(pw_graph_cache_parse(bad, size, &strict, &entries, &n_left,
+                                                  &dropped, why, sizeof why),
+                             PW_ERR_PARSE);
+                CHECK(strstr(why, field ? "other kernels" : "another model, configuration or "
+                                                            "build") != NULL);
+                CHECK_EQ_INT((int64_t)warm_graphs(m, dir2, ref), 0);
+                CHECK_EQ_INT((int64_t)warm_graphs(m, dir2, ref), (int64_t)warm);
+            }
             pw_engine_free(probe);
         }
         free(bad);

@@ -1,4 +1,4 @@
-/* piecewise against llama.cpp on real GGUF files (correctness).
+/* piecewise against llama.cpp on real GGUF files: a peer figure.
  *
  * tests/data/llamacpp/<model stem>.json holds, for one model file, what
  * llama.cpp's llama-server gave (scripts/llamacpp-reference.py says exactly
@@ -7,20 +7,18 @@
  * For each json whose model is in models/ (PW_MODELS_DIR overrides; for
  * one file, PW_SMOLLM2_GGUF or PW_GEMMA3_GGUF), with the same sha256:
  *
- *   1. piecewise's tokenizer gives the reference ids for every string, with
- *      and without BOS (as the model asks, like llama.cpp's add_special)
- *      and special-token parsing;
- *   2. piecewise's greedy continuation of each prompt_ids, in NONE,
- *      PIECEWISE and FULL, equals the reference token by token up to the
- *      first near-tie, a step whose reference margin is below
- *      NEAR_TIE_LOGITS; after it the prompt is compared no further. The
- *      three modes agree with each other on every token;
- *   3. along the reference's own tokens (each prefix prefilled, NONE),
- *      piecewise's logit difference between llama.cpp's top two is within
- *      NEAR_TIE_LOGITS of llama.cpp's margin at every step, within
- *      MEAN_ERROR_LOGITS on average, and piecewise's argmax is llama.cpp's
- *      wherever that margin is at least NEAR_TIE_LOGITS. This covers the
- *      steps after a near-tie too.
+ *   1. asserted: piecewise's tokenizer gives the reference ids for every
+ *      string, with and without BOS (as the model asks, like llama.cpp's
+ *      add_special) and special-token parsing; the greedy continuations
+ *      agree in NONE, PIECEWISE and FULL on every token;
+ *   2. reported, not asserted: whether piecewise's greedy continuation of
+ *      each prompt_ids equals llama.cpp's up to the first near-tie (margin
+ *      below NEAR_TIE_LOGITS), and, along llama.cpp's own tokens, how far
+ *      piecewise's top-2 logit difference is from llama.cpp's margin.
+ *
+ * Correctness is judged against the float64 forward instead
+ * (model_float64_golden, docs/models.md "What proves a family"): llama.cpp
+ * quantizes activations too, so its tokens are a peer's, not the arbiter.
  *
  * Why the near-tie is 0.75 logits and not the strict 0.02: two correct
  * implementations that quantize activations to 8 bits (llama.cpp does, for
@@ -33,7 +31,7 @@
  * 0.08). At 0.02 the greedy comparison failed on 2 of 8 prompts, at steps
  * where llama.cpp disagrees with itself the same way. The json keeps the
  * strict 0.02 (near_tie_margin) as a fact about the reference; this test
- * compares at the noise floor, with headroom, and prints for each prompt
+ * reports at the noise floor, with headroom, and prints for each prompt
  * whether the strict 0.02 rule holds (NONE mode; reported, not asserted). llama.cpp's own builds differ
  * as much: the references come from its AVX-512 build, and the same
  * version's AVX2 build first differs from them at 5 of 8 prompts per model
@@ -63,6 +61,9 @@
 /* The strict near-tie, whose verdict per prompt is printed. */
 #define STRICT_NEAR_TIE 0.02
 
+/* Differences from llama.cpp beyond the noise floor: printed, not failures. */
+static long long peer_differences;
+
 #ifndef PW_HAVE_CJSON
 int main(void) {
     pw_test_skip("built without cJSON (install libcjson-dev); llama.cpp references not checked");
@@ -70,95 +71,6 @@ int main(void) {
 }
 #else
 #include <cjson/cJSON.h>
-
-/* ---- SHA-256 (FIPS 180-4), to tell the reference's file from another ---- */
-
-typedef struct sha256_ctx {
-    uint32_t h[8];
-    uint64_t bytes;
-    uint8_t block[64];
-    size_t used;
-} sha256_ctx;
-
-static const uint32_t sha256_k[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-};
-
-static uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
-
-static void sha256_block(sha256_ctx *c, const uint8_t *p) {
-    uint32_t w[64];
-    for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-               (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-    for (int i = 16; i < 64; i++) {
-        uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-        uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-    }
-    uint32_t a = c->h[0], b = c->h[1], cc = c->h[2], d = c->h[3];
-    uint32_t e = c->h[4], f = c->h[5], g = c->h[6], h = c->h[7];
-    for (int i = 0; i < 64; i++) {
-        uint32_t t1 = h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) +
-                      sha256_k[i] + w[i];
-        uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & cc) ^ (b & cc));
-        h = g, g = f, f = e, e = d + t1, d = cc, cc = b, b = a, a = t1 + t2;
-    }
-    c->h[0] += a, c->h[1] += b, c->h[2] += cc, c->h[3] += d;
-    c->h[4] += e, c->h[5] += f, c->h[6] += g, c->h[7] += h;
-}
-
-static void sha256_init(sha256_ctx *c) {
-    static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-    memcpy(c->h, h0, sizeof h0);
-    c->bytes = 0;
-    c->used = 0;
-}
-
-static void sha256_update(sha256_ctx *c, const uint8_t *p, size_t n) {
-    c->bytes += n;
-    while (n > 0) {
-        size_t take = 64 - c->used < n ? 64 - c->used : n;
-        memcpy(c->block + c->used, p, take);
-        c->used += take, p += take, n -= take;
-        if (c->used == 64) {
-            sha256_block(c, c->block);
-            c->used = 0;
-        }
-    }
-}
-
-static void sha256_hex(sha256_ctx *c, char out[65]) {
-    uint64_t bits = c->bytes * 8;
-    uint8_t pad[72] = {0x80};
-    size_t npad = (c->used < 56 ? 56 : 120) - c->used;
-    for (int i = 0; i < 8; i++) pad[npad + i] = (uint8_t)(bits >> (56 - 8 * i));
-    sha256_update(c, pad, npad + 8);
-    for (int i = 0; i < 8; i++) snprintf(out + 8 * i, 9, "%08x", c->h[i]);
-}
-
-/* The file's sha256 as 64 hex digits; false if it cannot be read. */
-static bool file_sha256(const char *path, char out[65]) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    sha256_ctx c;
-    sha256_init(&c);
-    static uint8_t buf[1 << 16];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) sha256_update(&c, buf, n);
-    bool ok = !ferror(f);
-    fclose(f);
-    sha256_hex(&c, out);
-    return ok;
-}
 
 /* ---- reading the reference ---- */
 
@@ -407,17 +319,16 @@ static void check_forced(pw_model *m, const reference_run *r, int index, const c
             double margin = (double)logits[a] - logits[b], error = fabs(margin - r->margins[k]);
             *sum_error += error;
             (*n_steps)++;
-            pw_test_checks += 2;
             if (error > NEAR_TIE_LOGITS) {
-                pw_test_failures++;
-                fprintf(stderr,
+                peer_differences++;
+                printf(
                         "%s: prompt %d \"%s\" step %lld: logit(%d) - logit(%d) is %.4f in "
                         "piecewise, %.4f in llama.cpp\n",
                         stem, index, r->prompt, (long long)k, a, b, margin, r->margins[k]);
             }
             if (r->margins[k] >= NEAR_TIE_LOGITS && best != a) {
-                pw_test_failures++;
-                fprintf(stderr,
+                peer_differences++;
+                printf(
                         "%s: prompt %d \"%s\" step %lld: piecewise's argmax is %d (logit %.4f), "
                         "llama.cpp's %d (piecewise logit %.4f, llama.cpp margin %.4f)\n",
                         stem, index, r->prompt, (long long)k, best, logits[best], a, logits[a],
@@ -431,6 +342,7 @@ static void check_forced(pw_model *m, const reference_run *r, int index, const c
 }
 
 static void check_greedy(pw_model *m, const cJSON *greedy, const char *stem) {
+    peer_differences = 0;
     int n_runs;
     reference_run *runs = read_runs(greedy, &n_runs);
     if (!runs) return;
@@ -471,11 +383,10 @@ static void check_greedy(pw_model *m, const cJSON *greedy, const char *stem) {
                 if (s >= n || got[s] != r->tokens[s]) bad = s;
             /* the reference ended (end of generation) and so must piecewise */
             if (bad < 0 && steps == r->n_tokens && n != r->n_tokens) bad = n < steps ? n : steps;
-            pw_test_checks++;
             if (bad >= 0) {
                 all_match = false;
-                pw_test_failures++;
-                fprintf(stderr,
+                peer_differences++;
+                printf(
                         "%s: prompt %d \"%s\" in %s: step %lld differs from llama.cpp "
                         "(llama.cpp %d, top two %d %d, margin %.4f; piecewise %d)\n",
                         stem, i, r->prompt, mode_names[k], (long long)bad,
@@ -507,7 +418,10 @@ static void check_greedy(pw_model *m, const cJSON *greedy, const char *stem) {
            "average\n",
            stem, (long long)forced, mean);
     CHECK(forced > 0);
-    CHECK(mean <= MEAN_ERROR_LOGITS);
+    if (mean > MEAN_ERROR_LOGITS) peer_differences++;
+    printf("%s: differences from llama.cpp beyond the %.2f-logit noise floor (reported, not "
+           "asserted): %lld\n",
+           stem, NEAR_TIE_LOGITS, (long long)peer_differences);
     for (int k = 0; k < 3; k++) {
         for (int i = 0; i < n_runs; i++) free(out[k][i]);
         free(out[k]);
@@ -566,7 +480,7 @@ static bool check_reference(const char *json_path, const char *models_dir) {
         goto done;
     }
     char hex[65];
-    CHECK(file_sha256(path, hex));
+    CHECK(pw_test_file_sha256(path, hex));
     if (strcmp(hex, sha->valuestring) != 0) {
         snprintf(why, sizeof why, "%s: %s has sha256 %s, the reference was made from %s", stem,
                  path, hex, sha->valuestring);

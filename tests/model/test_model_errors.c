@@ -128,7 +128,7 @@ static void test_bad_files(void) {
     pw_host_free(buf);
 
     write_variant("gpt9", NULL);
-    CHECK_ERR(pw_model_load(path, &m), PW_ERR_UNSUPPORTED, "model architecture 'gpt9' is not supported (supported: llama, gemma3)");
+    CHECK_ERR(pw_model_load(path, &m), PW_ERR_UNSUPPORTED, "model architecture 'gpt9' is not supported (supported: llama, gemma3, qwen2, qwen3, phi3)");
     write_variant("llama", "blk.1.ffn_down.weight");
     CHECK_ERR(pw_model_load(path, &m), PW_ERR_NOT_FOUND, "missing tensor 'blk.1.ffn_down.weight'");
     write_variant("llama", NULL);

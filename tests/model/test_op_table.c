@@ -91,6 +91,38 @@ static void test_arg_layouts(void) {
     CHECK(pw_kernel_args_of(-1) == NULL && pw_kernel_args_of(PW_KERNEL_COUNT_) == NULL);
 }
 
+/* Extents (ops/kernel_extents.c): what a kernel touches through each word,
+ * from the struct's values; sizes that overflow or are negative reach
+ * everything, so no buffer holds them. */
+static void test_arg_extents(void) {
+    for (int id = 0; id < PW_KERNEL_COUNT_; id++)
+        CHECK(pw_kernel_args_of(id)->extent != NULL);
+    const pw_kernel *mm = pw_kernel_set_cpu.entries[PW_KERNEL_MATMUL].kernel;
+    pw_k_matmul_args a = {NULL, NULL, NULL, NULL, 3, 5, 7};
+    bool nullable = true;
+    CHECK_EQ_INT(mm->args->extent(mm, &a, 0, &nullable), 3 * 5 * 4); /* y [3][5] */
+    CHECK(!nullable);
+    CHECK_EQ_INT(mm->args->extent(mm, &a, 1, &nullable), 3 * 7 * 4); /* x [3][7] */
+    CHECK_EQ_INT(mm->args->extent(mm, &a, 2, &nullable), 5 * 7 * 4); /* w [5][7] */
+    (void)mm->args->extent(mm, &a, 3, &nullable);                    /* scratch */
+    CHECK(nullable);
+    a.k = -1;
+    CHECK(mm->args->extent(mm, &a, 1, &nullable) == UINT64_MAX);
+    a.k = INT64_MAX;
+    CHECK(mm->args->extent(mm, &a, 1, &nullable) == UINT64_MAX);
+    const pw_kernel *q = pw_kernel_set_cpu.entries[PW_KERNEL_MATMUL_QUANT].kernel;
+    pw_k_matmul_quant_args b = {NULL, NULL, NULL, 2, 4, 64, PW_Q8_0, 0};
+    CHECK_EQ_INT(q->args->extent(q, &b, 2, &nullable),
+                 4 * pw_dtype_row_bytes(PW_Q8_0, 64)); /* w: 4 rows of 2 blocks */
+    b.k = 33; /* not whole blocks */
+    CHECK(q->args->extent(q, &b, 2, &nullable) == UINT64_MAX);
+    const pw_kernel *at = pw_kernel_set_cpu.entries[PW_KERNEL_ATTENTION].kernel;
+    pw_k_attention_args c = {.n_tokens = 2, .n_heads = 4, .head_dim = 8, .q_stride = 32};
+    CHECK_EQ_INT(at->args->extent(at, &c, 6, &nullable), sizeof(pw_attn_meta));
+    CHECK_EQ_INT(at->args->extent(at, &c, 4, &nullable), 0); /* the K cache: not derivable */
+    CHECK(!nullable);
+}
+
 static void test_kernel_sets(void) {
     for (int id = 0; id < PW_KERNEL_COUNT_; id++) {
         CHECK(pw_kernel_id_name(id) != NULL);
@@ -137,6 +169,7 @@ int main(void) {
     test_ops_have_names_and_bind();
     test_splitting_set();
     test_arg_layouts();
+    test_arg_extents();
     test_kernel_sets();
     test_host_helpers();
     return pw_test_finish("model_op_table");

@@ -66,6 +66,15 @@ int main(void) {
     static const char head[] = "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, "
                                "trained by Hugging Face<|im_end|>\n<|im_start|>user\n";
     CHECK(strncmp(text, head, sizeof head - 1) == 0);
+    free(text);
+    /* the next turn after an answer closed by <|im_end|> does not repeat it */
+    CHECK_OK(pw_model_chat_next_turn(m, "Thanks", true, &text));
+    CHECK_STREQ(text, "\n<|im_start|>user\nThanks<|im_end|>\n<|im_start|>assistant\n");
+    free(text);
+    CHECK_OK(pw_model_chat_next_turn(m, "Thanks", false, &text));
+    CHECK_STREQ(text, "<|im_end|>\n<|im_start|>user\nThanks<|im_end|>\n<|im_start|>assistant\n");
+    free(text);
+    CHECK_OK(pw_model_apply_chat_template(m, &user, 1, true, &text));
     int32_t *prompt;
     int64_t n;
     CHECK_OK(pw_model_tokenize(m, text, false, &prompt, &n));

@@ -1,6 +1,7 @@
 /* Compiles and runs examples/mlp.c (the capture chain on a non-LLM graph
  * with its own kernels): its output names every route, the exact capture
- * counts, the relocated graphs and a warm start from the graph cache that
+ * counts, the graph pool's bytes as the memory plan predicted them (equal
+ * to what the capture reserved), the relocated graphs and a warm start from the graph cache that
  * runs no op of a piece, and it fails unless every served batch equals its eager run bit
  * for bit. Also checks that each code block of docs/example-mlp.md is
  * verbatim in the file, so neither rots. */
@@ -14,6 +15,7 @@
 
 static const char *const EXPECTED =
     "mlp: 4 pieces around the masked_normalize ops, 7 submodules\n"
+    "graph pool: 2097152 bytes predicted by the dry run, 2097152 reserved by the capture\n"
     "captured 19 graphs for 7 descriptors: PIECEWISE 4 per piece, FULL 3\n"
     "layer 2: 7 graphs relocated from layer 1's instead of captured by running it\n"
     " 1 rows decode  -> FULL      at  1 rows: equal to eager\n"
@@ -43,11 +45,11 @@ static void test_example_runs(void) {
     CHECK(printed != NULL);
     if (printed) CHECK_STREQ(printed, EXPECTED);
     free(printed);
-    /* 19 up front, 19 at the warm start, and 4 sizes lazily (a PIECEWISE
-     * size is 4 graphs) */
+    /* 19 in the memory plan's dry run, 19 up front, 19 at the warm start,
+     * and 4 sizes lazily (a PIECEWISE size is 4 graphs) */
     pw_wrapper_counters c;
     pw_counters_get(&c);
-    CHECK_EQ_INT(c.graphs_captured, 19 + 19 + 4 * 4);
+    CHECK_EQ_INT(c.graphs_captured, 19 + 19 + 19 + 4 * 4);
     CHECK_EQ_INT(pw_graph_wrappers_count(), 0); /* the modules freed every wrapper */
 }
 

@@ -1,8 +1,9 @@
 /* Piecewise modules (include/piecewise/module.h): a graph split at a
  * splitting op, stitched, captured PIECEWISE and FULL at every capture size,
  * and replayed with outputs equal to the eager run's, bit for bit; the
- * pieces and graphs counted exactly; native stitching; the interposer; and
- * every error a caller can make. */
+ * pieces and graphs counted exactly; native stitching; the interposer; the
+ * memory plan over a module (include/piecewise/memory_plan.h); and every
+ * error a caller can make. */
 #include "test_util.h"
 #include "internal.h"
 
@@ -302,6 +303,110 @@ static void test_plan_capture(void) {
     env_free(&env);
 }
 
+/* The memory plan: the graphs it predicts are what the capture reserves,
+ * the stand-ins come from a shadow pool and are forgotten after, and the
+ * units that fit are the most whose reservation fits what the budget
+ * leaves. */
+typedef struct standins_seen {
+    int calls, with_shadow;
+    void *block;
+} standins_seen;
+
+static pw_status standins(void *user, pw_pool *shadow) {
+    standins_seen *s = user;
+    s->calls++;
+    if (!shadow) {
+        s->block = NULL;
+        return PW_OK;
+    }
+    s->with_shadow += pw_pool_is_shadow(shadow);
+    return pw_pool_alloc(shadow, 1 << 20, &s->block);
+}
+
+static size_t unit_bytes(void *user, int64_t n) {
+    (void)user;
+    return (size_t)n * 1000;
+}
+
+static void test_memory_plan(void) {
+    net_env env;
+    env_init(&env);
+    pw_module *m = make_module(&env, PW_GRAPH_FULL_AND_PIECEWISE, PW_STITCH_PLAN);
+    if (!m) return env_free(&env);
+    pw_capture_options co;
+    pw_capture_options_init(&co);
+    co.progress = PW_PROGRESS_OFF;
+    co.print_totals = false;
+    pw_memory_plan *plan = NULL;
+    CHECK_OK(pw_memory_plan_new(PW_DEVICE_CPU, 0, &plan));
+    CHECK_OK(pw_memory_plan_add(plan, "weights", 4096));
+    standins_seen seen = {0};
+    size_t graphs = 0;
+    CHECK_OK(pw_memory_plan_graphs(plan, m, inputs, &env, &co, standins, &seen, &graphs));
+    CHECK_EQ_INT(seen.calls, 2);
+    CHECK_EQ_INT(seen.with_shadow, 1);
+    CHECK(seen.block == NULL);
+    CHECK(graphs > 0);
+    CHECK_EQ_INT(pw_memory_plan_resident(plan), 4096 + graphs);
+    /* no budget: as many units as allowed */
+    int64_t units = 0;
+    CHECK_OK(pw_memory_plan_fit(plan, "block", unit_bytes, NULL, 77, &units));
+    CHECK_EQ_INT(units, 77);
+    char line[256];
+    pw_memory_plan_describe(plan, line, sizeof line);
+    CHECK(strstr(line, "graphs (predicted)") != NULL);
+    CHECK(strstr(line, "77 blocks") != NULL);
+    /* the prediction is the capture's reservation, to the byte */
+    CHECK_OK(pw_module_capture(m, inputs, &env, &co, NULL));
+    pw_pool_stats st;
+    pw_pool_get_stats(env.graph_pool, &st);
+    CHECK_EQ_INT(graphs, st.reserved);
+    pw_memory_plan_free(plan);
+
+    /* a budget: the most units whose one allocation's reservation fits */
+    size_t resident = 4096 + graphs, one = 0;
+    CHECK_OK(pw_memory_reservation(PW_DEVICE_CPU, unit_bytes(NULL, 1), &one));
+    CHECK(one >= 1000);
+    size_t budget = resident + 3 * one + 123;
+    CHECK_OK(pw_memory_plan_new(PW_DEVICE_CPU, budget, &plan));
+    CHECK_OK(pw_memory_plan_add(plan, "weights", 4096));
+    CHECK_OK(pw_memory_plan_add(plan, "graphs", graphs));
+    CHECK_OK(pw_memory_plan_fit(plan, "block", unit_bytes, NULL, (int64_t)1 << 40, &units));
+    size_t r_n = 0, r_next = 0;
+    CHECK_OK(pw_memory_reservation(PW_DEVICE_CPU, unit_bytes(NULL, units), &r_n));
+    CHECK_OK(pw_memory_reservation(PW_DEVICE_CPU, unit_bytes(NULL, units + 1), &r_next));
+    CHECK(units >= 1);
+    CHECK(r_n <= budget - resident);
+    CHECK(r_next > budget - resident);
+    pw_memory_plan_describe(plan, line, sizeof line);
+    CHECK(strstr(line, "unused") != NULL);
+    /* capped by max_units */
+    CHECK_OK(pw_memory_plan_fit(plan, "block", unit_bytes, NULL, 1, &units));
+    CHECK_EQ_INT(units, 1);
+    pw_memory_plan_free(plan);
+
+    /* too small for one unit: refused, naming every part */
+    CHECK_OK(pw_memory_plan_new(PW_DEVICE_CPU, resident, &plan));
+    CHECK_OK(pw_memory_plan_add(plan, "weights", 4096));
+    CHECK_OK(pw_memory_plan_add(plan, "graphs", graphs));
+    CHECK_ERR(pw_memory_plan_fit(plan, "block", unit_bytes, NULL, 10, &units), PW_ERR_INVALID_ARG,
+              "is too small: weights 4096 + graphs");
+    CHECK_EQ_INT(units, 0);
+    /* misuse */
+    for (int i = 2; i < PW_MEMORY_PLAN_MAX_PARTS; i++)
+        CHECK_OK(pw_memory_plan_add(plan, "more", 1));
+    CHECK_ERR(pw_memory_plan_add(plan, "one too many", 1), PW_ERR_INVALID_ARG, "more than");
+    CHECK_ERR(pw_memory_plan_fit(plan, "block", unit_bytes, NULL, 0, &units), PW_ERR_INVALID_ARG,
+              "at least one unit");
+    CHECK_ERR(pw_memory_plan_graphs(plan, NULL, inputs, &env, &co, NULL, NULL, NULL),
+              PW_ERR_INVALID_ARG, "needs a plan, a module");
+    CHECK_ERR(pw_memory_plan_new(PW_DEVICE_CPU, 0, NULL), PW_ERR_INVALID_ARG, "out is NULL");
+    pw_memory_plan_free(plan);
+    pw_memory_plan_free(NULL);
+    pw_module_free(m);
+    env_free(&env);
+}
+
 /* One item at a time, and graphs freed by item. */
 static void test_capture_one_and_remove(void) {
     net_env env;
@@ -592,6 +697,7 @@ int main(void) {
     test_capture_and_replay(PW_STITCH_PLAN);
     test_capture_and_replay(PW_STITCH_NATIVE);
     test_plan_capture();
+    test_memory_plan();
     test_capture_one_and_remove();
     test_interpose();
     test_lazy(0);

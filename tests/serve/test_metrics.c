@@ -1,5 +1,5 @@
 /* GET /metrics's text (tools/serve_metrics.c): the whole exposition when
- * memory suffices, and when any one of its allocations fails (injected with
+ * memory suffices (the engine's counters among it), and when any one of its allocations fails (injected with
  * pw_host_fail_nth) no text at all with PW_ERR_OOM's message, so the server
  * answers 500 rather than a silently truncated page. */
 #include "serve.h"
@@ -14,11 +14,17 @@ int main(void) {
     serve_metrics_request(200);
     serve_metrics_ttft(0.2);
     serve_metrics_itl(0.01);
+    pw_engine_stats st = {0};
+    st.prefix_cache_queries = 1009;
+    st.prefix_cache_hits = 992;
+    serve_metrics_engine(&st, 0, 0);
 
     char *full = serve_metrics_render();
     CHECK(full != NULL);
     if (!full) return pw_test_finish("serve_metrics");
     CHECK(strstr(full, "piecewise_requests_total{code=\"200\"} 1\n") != NULL);
+    CHECK(strstr(full, "\npiecewise_prefix_cache_queries_total 1009\n") != NULL);
+    CHECK(strstr(full, "\npiecewise_prefix_cache_hits_total 992\n") != NULL);
     size_t n = strlen(full), last = strlen(LAST_LINE);
     CHECK(n > last && strcmp(full + n - last, LAST_LINE) == 0);
 

@@ -69,7 +69,7 @@ if chat_model:
     client = openai.OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key="none",
                            timeout=600, max_retries=0)
     # no system message: the template's default one, as `piecewise run` uses
-    msgs = [{"role": "user", "content": "What is the capital of France?"}]
+    msgs = [{"role": "user", "content": "What is the capital of France? Answer in one sentence."}]
     r = client.chat.completions.create(model="smollm", messages=msgs, max_tokens=24,
                                        temperature=0)
     answer = r.choices[0].message.content

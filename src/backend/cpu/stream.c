@@ -8,6 +8,13 @@
 #include "backend/stream_backend.h"
 #include "backend/graph_record.h"
 
+#include "pw_config.h"
+#if PW_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+#include "backend/emu/emu_backend.h"
+
+#include <pthread.h>
 #include <string.h>
 
 #define PW_GRAPH_INITIAL_LAUNCHES 64
@@ -29,6 +36,7 @@ struct pw_graph {
     pw_pool *pool;
     const pw_stream_backend *backend; /* NULL for CPU graphs */
     void *device_graph;
+    bool dry; /* captured during a dry run: host record only, no device graph */
 };
 
 struct pw_stream {
@@ -41,10 +49,54 @@ struct pw_stream {
 static _Thread_local pw_stream *tl_capture_stream;
 
 /* Indexed by pw_device; the CPU entry stays NULL (handled inline). */
-static const pw_stream_backend *device_backends[2];
+static const pw_stream_backend *device_backends[PW_DEVICE_COUNT_];
 
 void pw_stream_register_backend(pw_device device, const pw_stream_backend *backend) {
-    if (device != PW_DEVICE_CPU && (unsigned)device < 2) device_backends[device] = backend;
+    if (device != PW_DEVICE_CPU && (unsigned)device < PW_DEVICE_COUNT_)
+        device_backends[device] = backend;
+}
+
+/* ---- the backend registry ------------------------------------------------------------------ */
+
+static pthread_once_t backends_once = PTHREAD_ONCE_INIT;
+
+static void register_all(void) {
+#if PW_HAVE_CUDA
+    pw_cuda_init();
+#endif
+    pw_emu_init();
+}
+
+void pw_backends_register(void) { pthread_once(&backends_once, register_all); }
+
+/* Also at load, so that a program whose first call is pw_pool_new finds
+ * device memory registered: this object is linked into every program
+ * that uses a stream, and it names each backend explicitly. */
+__attribute__((constructor)) static void register_at_load(void) { pw_backends_register(); }
+
+static const pw_stream_backend *backend_of(pw_device device) {
+    pw_backends_register();
+    return (unsigned)device < PW_DEVICE_COUNT_ ? device_backends[device] : NULL;
+}
+
+pw_device pw_device_kernel_device(pw_device device) {
+    const pw_stream_backend *b = device == PW_DEVICE_CPU ? NULL : backend_of(device);
+    return b ? b->kernels : device;
+}
+
+pw_status pw_device_host_alloc(pw_device device, size_t bytes, void **out) {
+    *out = NULL;
+    const pw_stream_backend *b = device == PW_DEVICE_CPU ? NULL : backend_of(device);
+    if (b && b->host_alloc) return b->host_alloc(bytes, out);
+    *out = pw_host_alloc(bytes ? bytes : 1);
+    return *out ? PW_OK : PW_ERR_OOM;
+}
+
+void pw_device_host_free(pw_device device, void *ptr) {
+    if (!ptr) return;
+    const pw_stream_backend *b = device == PW_DEVICE_CPU ? NULL : backend_of(device);
+    if (b && b->host_free) b->host_free(ptr);
+    else pw_host_free(ptr);
 }
 void *pw_stream_backend_handle(const pw_stream *s) { return s->impl; }
 void *pw_graph_device_handle(const pw_graph *g) { return g->device_graph; }
@@ -64,7 +116,7 @@ pw_status pw_stream_new(pw_device device, pw_stream **out) {
     *out = NULL;
     const pw_stream_backend *backend = NULL;
     if (device != PW_DEVICE_CPU) {
-        backend = (unsigned)device < 2 ? device_backends[device] : NULL;
+        backend = backend_of(device);
         if (!backend)
             return pw_error(PW_ERR_UNSUPPORTED,
                             "stream: %s streams are not available in this build",
@@ -154,6 +206,7 @@ static pw_status device_launch(pw_stream *s, const pw_kernel *k, const void *arg
     if (!s->recording) /* a dry run's eager launches may point into a shadow pool */
         return pw_mem_dry_run_active() ? PW_OK : s->backend->launch(s->impl, k, args, argbytes);
     PW_TRY(record(s, k, args, argbytes));
+    if (s->recording->dry) return PW_OK; /* the device never sees a dry run */
     pw_status st = s->backend->launch(s->impl, k, args, argbytes);
     return st == PW_OK ? PW_OK : note_violation(s, st);
 }
@@ -182,7 +235,9 @@ pw_status pw_stream_synchronize(pw_stream *s) {
                  "cannot be recorded in a graph");
         return note_violation(s, PW_ERR_CAPTURE);
     }
-    return s->backend ? s->backend->synchronize(s->impl) : PW_OK;
+    /* a dry run issued nothing to the device */
+    if (!s->backend || pw_mem_dry_run_active()) return PW_OK;
+    return s->backend->synchronize(s->impl);
 }
 
 pw_status pw_stream_begin_capture(pw_stream *s, pw_pool *pool) {
@@ -199,8 +254,12 @@ pw_status pw_stream_begin_capture(pw_stream *s, pw_pool *pool) {
     if (!g) return PW_ERR_OOM;
     g->pool = pool;
     g->backend = s->backend;
+    /* A dry run's addresses are a shadow pool's, which back nothing: its
+     * capture stays a host record and never reaches the device (a device
+     * capture would record copies and library setup against them). */
+    g->dry = s->backend && pw_mem_dry_run_active();
     pw_status st = pw_mem_capture_open(pool);
-    if (st == PW_OK && s->backend) {
+    if (st == PW_OK && s->backend && !g->dry) {
         st = s->backend->begin_capture(s->impl);
         if (st != PW_OK) pw_mem_capture_close();
     }
@@ -225,14 +284,14 @@ static pw_graph *detach(pw_stream *s) {
 
 void pw_stream_abort_capture(pw_stream *s) {
     if (!s->recording) return;
-    if (s->backend) s->backend->abort_capture(s->impl);
+    if (s->backend && !s->recording->dry) s->backend->abort_capture(s->impl);
     graph_destroy(detach(s));
 }
 
 /* Closes the device side of the capture: on failure the whole capture is
  * dropped and the error returned. */
 static pw_status end_device_capture(pw_stream *s, void *reuse) {
-    if (!s->backend) return PW_OK;
+    if (!s->backend || s->recording->dry) return PW_OK;
     pw_graph *g = s->recording;
     pw_status st = s->backend->end_capture(s->impl, reuse, &g->device_graph);
     if (st != PW_OK) {
@@ -274,7 +333,8 @@ pw_status pw_stream_end_capture(pw_stream *s, pw_graph **out) {
 pw_status pw_stream_end_capture_update(pw_stream *s, pw_graph *g) {
     if (!s->recording)
         return pw_error(PW_ERR_CAPTURE, "end_capture: no capture is open on this stream");
-    if (g->pool != s->recording->pool || g->backend != s->backend) {
+    if (g->pool != s->recording->pool || g->backend != s->backend ||
+        g->dry != s->recording->dry) {
         pw_stream_abort_capture(s);
         return pw_error(PW_ERR_INVALID_ARG,
                         "end_capture_update: the graph was captured into another pool or device");
@@ -307,6 +367,12 @@ pw_status pw_graph_replay(pw_graph *g, pw_stream *s) {
         if (g->backend != s->backend)
             return pw_error(PW_ERR_INVALID_ARG, "replay: the graph and the stream are on "
                                                 "different devices");
+        if (g->dry || (s->recording && s->recording->dry)) {
+            if (s->recording) return replay_into_capture(g, s);
+            if (pw_mem_dry_run_active()) return PW_OK; /* eager: dropped, like a launch */
+            return pw_error(PW_ERR_STATE, "replay: the graph was captured in a dry run, "
+                                          "which records addresses that back nothing");
+        }
         if (g->backend) return g->backend->replay(g->device_graph, s->impl);
         return replay_into_capture(g, s);
     }
@@ -484,6 +550,7 @@ static pw_status stream_copy(pw_stream *s, pw_copy_kind kind, void *dst, const v
     copy_args a = {dst, src, bytes};
     if (!s->backend) return pw_launch(s, &copy_kernels[kind], &a, sizeof a);
     if (s->recording) PW_TRY(record(s, &copy_kernels[kind], &a, sizeof a));
+    if (pw_mem_dry_run_active()) return PW_OK; /* the device never sees a dry run */
     pw_status st = s->backend->copy(s->impl, kind, dst, src, bytes);
     if (st != PW_OK && s->recording) return note_violation(s, st);
     return st;
@@ -513,6 +580,7 @@ pw_status pw_stream_memset(pw_stream *s, void *dst, int value, size_t bytes) {
     memset_args a = {dst, bytes, value};
     if (!s->backend) return pw_launch(s, &memset_kernel_def, &a, sizeof a);
     if (s->recording) PW_TRY(record(s, &memset_kernel_def, &a, sizeof a));
+    if (pw_mem_dry_run_active()) return PW_OK; /* the device never sees a dry run */
     pw_status st = s->backend->memset(s->impl, dst, value, bytes);
     if (st != PW_OK && s->recording) return note_violation(s, st);
     return st;
@@ -522,22 +590,37 @@ pw_status pw_stream_memset(pw_stream *s, void *dst, int value, size_t bytes) {
 
 bool pw_device_available(pw_device device, const char **reason) {
     if (reason) *reason = "";
-    switch (device) {
-    case PW_DEVICE_CPU:
-        return true;
-    case PW_DEVICE_CUDA:
-        if (pw_cuda_available() && device_backends[device]) return true;
-        if (reason) *reason = pw_cuda_unavailable_reason();
+    if (device == PW_DEVICE_CPU) return true;
+    if ((unsigned)device >= PW_DEVICE_COUNT_) {
+        if (reason) *reason = "unknown device";
         return false;
     }
-    if (reason) *reason = "unknown device";
+    const pw_stream_backend *b = backend_of(device);
+    if (!b) {
+        if (reason)
+            *reason = device == PW_DEVICE_CUDA
+                          ? "this build has no CUDA backend (configure with nvcc and -DPW_CUDA=ON)"
+                          : "this build has no backend for the device";
+        return false;
+    }
+    const char *why = "";
+    if (b->available(&why)) return true;
+    if (reason) *reason = why;
     return false;
+}
+
+bool pw_cuda_available(void) { return pw_device_available(PW_DEVICE_CUDA, NULL); }
+
+const char *pw_cuda_unavailable_reason(void) {
+    const char *why = "";
+    (void)pw_device_available(PW_DEVICE_CUDA, &why);
+    return why;
 }
 
 pw_status pw_device_get_caps(pw_device device, pw_device_caps *out) {
     if (!out) return pw_error(PW_ERR_INVALID_ARG, "device caps: out is NULL");
     memset(out, 0, sizeof *out);
-    if ((unsigned)device > PW_DEVICE_CUDA)
+    if ((unsigned)device >= PW_DEVICE_COUNT_)
         return pw_error(PW_ERR_INVALID_ARG, "device caps: unknown device %d", (int)device);
     const char *why = "";
     if (!pw_device_available(device, &why))

@@ -14,8 +14,6 @@
 #include <stdatomic.h>
 #include <string.h>
 
-void pw_backend_set_cuda_probe(bool (*probe)(void));
-
 static atomic_ullong stat_instantiated, stat_updated, stat_update_fallbacks, stat_replays,
     stat_graphs_live, stat_nodes_live, stat_segments;
 
@@ -23,13 +21,25 @@ static atomic_ullong stat_instantiated, stat_updated, stat_update_fallbacks, sta
 /* ---- device probe and memory ---------------------------------------------------------- */
 
 static bool probe_result;
+static char probe_reason[256]; /* why the probe failed, with CUDA's error */
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 
+/* The probe keeps the runtime's error: a driver older than the runtime, or
+ * a missing driver, is not the same as a machine without a GPU, and the
+ * message must say which (a test that skips says why). */
 static void probe_device(void) {
     int n = 0;
     cudaError_t err = cudaGetDeviceCount(&n);
     probe_result = err == cudaSuccess && n > 0;
-    if (err != cudaSuccess) (void)cudaGetLastError();
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(probe_reason, sizeof probe_reason,
+                 "no usable CUDA device: cudaGetDeviceCount failed: %s (%s)",
+                 cudaGetErrorName(err), cudaGetErrorString(err));
+    } else if (n == 0) {
+        snprintf(probe_reason, sizeof probe_reason,
+                 "no CUDA device is available on this machine (cudaGetDeviceCount: 0)");
+    }
 }
 
 static bool cuda_probe(void) {
@@ -37,9 +47,15 @@ static bool cuda_probe(void) {
     return probe_result;
 }
 
+static bool cuda_available(const char **reason) {
+    if (cuda_probe()) return true;
+    *reason = probe_reason;
+    return false;
+}
+
 static void *device_alloc(size_t bytes) {
     if (!cuda_probe()) {
-        pw_error(PW_ERR_CUDA, "cudaMalloc: no CUDA device is available");
+        pw_error(PW_ERR_CUDA, "cudaMalloc: %s", probe_reason);
         return NULL;
     }
     void *p = NULL;
@@ -71,7 +87,7 @@ static void device_free(void *p) {
 
 pw_status pw_cuda_host_alloc(size_t bytes, void **out) {
     *out = NULL;
-    if (!cuda_probe()) return pw_error(PW_ERR_CUDA, "cudaMallocHost: no CUDA device is available");
+    if (!cuda_probe()) return pw_error(PW_ERR_CUDA, "cudaMallocHost: %s", probe_reason);
     PW_CUDA_TRY(cudaMallocHost(out, bytes ? bytes : 1));
     return PW_OK;
 }
@@ -125,7 +141,7 @@ static pw_status stream_setup(cuda_stream *cs) {
 
 static pw_status stream_new(void **impl) {
     *impl = NULL;
-    if (!cuda_probe()) return pw_error(PW_ERR_CUDA, "stream: no CUDA device is available");
+    if (!cuda_probe()) return pw_error(PW_ERR_CUDA, "stream: %s", probe_reason);
     cuda_stream *cs = pw_host_calloc(1, sizeof *cs);
     if (!cs) return PW_ERR_OOM;
     pw_status st = stream_setup(cs);
@@ -334,6 +350,10 @@ static void stream_caps(pw_device_caps *out) {
 }
 
 static const pw_stream_backend cuda_stream_backend = {
+    .available = cuda_available,
+    .host_alloc = pw_cuda_host_alloc,
+    .host_free = pw_cuda_host_free,
+    .kernels = PW_DEVICE_CUDA,
     .stream_new = stream_new,
     .stream_free = stream_free,
     .launch = stream_launch,
@@ -466,11 +486,11 @@ pw_status pw_cuda_graph_compare(const pw_graph *a, const pw_graph *b, bool *same
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static void register_backend(void) {
-    pw_backend_set_cuda_probe(cuda_probe);
     pw_mem_register_device(PW_DEVICE_CUDA, (pw_device_mem_ops){device_alloc, device_free});
     pw_stream_register_backend(PW_DEVICE_CUDA, &cuda_stream_backend);
 }
 
+/* Called by the backend registry (pw_backends_register), by name: a
+ * constructor here would never run in a program linked against the static
+ * archive, since nothing else references this object. */
 void pw_cuda_init(void) { pthread_once(&init_once, register_backend); }
-
-__attribute__((constructor)) static void pw_cuda_init_at_load(void) { pw_cuda_init(); }

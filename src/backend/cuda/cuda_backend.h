@@ -4,8 +4,8 @@
  * the pw_cuda_available() probe, the cudaMalloc-backed device pool
  * (pw_pool_new(PW_DEVICE_CUDA, ...)) and the cudaStream_t stream backend
  * (pw_stream_new(PW_DEVICE_CUDA, ...), capture with cudaStreamBeginCapture,
- * cudaGraphInstantiate, cudaGraphLaunch). It is idempotent and also runs
- * from a constructor whenever this object is linked in.
+ * cudaGraphInstantiate, cudaGraphLaunch). It is idempotent; the backend
+ * registry (pw_backends_register, backend/stream_backend.h) calls it.
  *
  * Kernels: a pw_kernel launched on a CUDA stream runs its `cuda` entry (a
  * const pw_cuda_kernel_impl *); a kernel without one is refused. The CUDA

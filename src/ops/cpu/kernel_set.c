@@ -56,5 +56,7 @@ const pw_kernel_set pw_kernel_set_cpu = {
         [PW_KERNEL_SOFTCAP] = {&pw_kernel_softcap, NULL},
         [PW_KERNEL_LM_HEAD] = {&pw_kernel_lm_head, lm_head_scratch},
         [PW_KERNEL_SELECT_ROWS] = {&pw_kernel_select_rows, NULL},
+        [PW_KERNEL_ROPE_NEOX] = {&pw_kernel_rope_neox, NULL},
+        [PW_KERNEL_BIAS_ADD] = {&pw_kernel_bias_add, NULL},
     },
 };

@@ -286,4 +286,26 @@ extern const pw_kernel pw_kernel_head_norm_rope;
 extern const pw_kernel pw_kernel_scale;
 extern const pw_kernel pw_kernel_softcap;
 
+/* ---- the other model families: NeoX rope alone, bias add, scaled rope tables (rope_family.c) */
+
+/* out = x [n_tokens][n_heads*head_dim] with every head rotated NeoX style
+ * (pair i is (x[i], x[i + head_dim/2])) by the angle of positions[t]; the
+ * same arithmetic as pw_k_head_norm_rope's rotation. A position outside
+ * [0, max_pos) copies its row. out may alias x. Qwen 2, Qwen 3 and Phi-3
+ * rotate this way. */
+void pw_k_rope_neox(float *out, const float *x, const int32_t *positions, const float *table,
+                    int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t max_pos);
+/* out[t][i] = x[t][i] + bias[i]; out may alias x. */
+void pw_k_bias_add(float *out, const float *x, const float *bias, int64_t n_tokens, int64_t n);
+/* pw_k_rope_table with the angle of pair i at position p
+ * freq_scale * p * theta^(-2i/head_dim) / freq_factors[i] (ggml_rope_ext
+ * with frequency factors, no YaRN): freq_factors [head_dim/2] or NULL for
+ * none. With NULL and freq_scale 1 the table is pw_k_rope_table's, bit for
+ * bit. */
+void pw_k_rope_table_scaled(float *table, int64_t max_pos, int64_t head_dim, double theta,
+                            const float *freq_factors, double freq_scale);
+
+extern const pw_kernel pw_kernel_rope_neox;
+extern const pw_kernel pw_kernel_bias_add;
+
 #endif

@@ -19,6 +19,19 @@
  *   acc_l = fma(d_w * d_a, (float)p_l, acc_l)
  *   mn    = fma(m'_w, s_a, mn)                    Q4_1 only
  * then y = ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)), and for Q4_1 y = y + mn.
+ *
+ * Q4_0 takes one float step per block instead of one per 4 values: for
+ * blocks b in order from acc = +0,
+ *   p   = sum_{j<32} (n_j - 8) a_j                exact int32 (|p| < 2^15)
+ *   acc = fma(d_w * d_a, (float)p, acc)
+ * and y = acc. Its x86 tiles hold 8 or 16 columns side by side in a vector
+ * (one lane per column: each column's 16 nibble bytes transposed on the
+ * fly into 4-byte groups), so one broadcast of 4 activations feeds every
+ * column, and the scale product, the conversion and the fma serve them all
+ * (matmul_quant_body.h, "Q4_0"): about 2.5x the throughput of the lane
+ * sequence above in batches. No repacked copy of the weights is kept; the
+ * transpose is a few shuffles per block and tile, shared by the tile's
+ * rows.
  * The Q4_1 form is d_w d_a sum((n - 8) a) + (m_w + 8 d_w) d_a sum(a),
  * centred so that the two terms, summed apart, do not largely cancel (m_w
  * is about -7.5 d_w; uncentred, the llama.cpp reference test saw a margin
@@ -80,19 +93,21 @@ static int8_copy copy_for(pw_k_int8_isa level) {
     }
 }
 
-/* ---- per-thread buffer for the quantized activations ------------------- */
+/* ---- per-thread buffers ------------------------------------------------- */
 
 /* The quantized activations live for one call. Kernel arguments hold no
  * scratch for them (they are replayed verbatim), so each calling thread
  * keeps a buffer that grows to the largest call it has made and is freed
- * when the thread exits. */
+ * when the thread exits. A second buffer holds what a thread's share of
+ * the product derives from them (Q4_0's per-block fold totals), since the
+ * calling thread runs a share too while its first buffer holds the rows. */
 typedef struct act_buffer {
     uint8_t *p;
     size_t cap;
 } act_buffer;
 
-static pthread_key_t act_key;
-static bool act_key_ok;
+static pthread_key_t act_keys[2];
+static bool act_keys_ok;
 static pthread_once_t act_once = PTHREAD_ONCE_INIT;
 
 static void act_buffer_free(void *v) {
@@ -101,20 +116,19 @@ static void act_buffer_free(void *v) {
     pw_host_free(b);
 }
 
-static void act_key_init(void) { act_key_ok = pthread_key_create(&act_key, act_buffer_free) == 0; }
+static void act_key_init(void) {
+    act_keys_ok = pthread_key_create(&act_keys[0], act_buffer_free) == 0 &&
+                  pthread_key_create(&act_keys[1], act_buffer_free) == 0;
+}
 
-/* At least `bytes` of this thread's buffer, or NULL when memory is short
- * (pw_host_alloc: tests inject that failure with pw_host_fail_nth). Shared
- * with matmul_kquant.c: one product runs at a time on a thread, so both
- * kinds of activation rows can live in the one buffer. */
-uint8_t *pw_k_act_scratch(size_t bytes) {
+static uint8_t *thread_buffer(int which, size_t bytes) {
     pthread_once(&act_once, act_key_init);
-    if (!act_key_ok) return NULL;
-    act_buffer *b = pthread_getspecific(act_key);
+    if (!act_keys_ok) return NULL;
+    act_buffer *b = pthread_getspecific(act_keys[which]);
     if (!b) {
         b = pw_host_calloc(1, sizeof *b);
         if (!b) return NULL;
-        if (pthread_setspecific(act_key, b) != 0) {
+        if (pthread_setspecific(act_keys[which], b) != 0) {
             pw_host_free(b);
             return NULL;
         }
@@ -128,6 +142,14 @@ uint8_t *pw_k_act_scratch(size_t bytes) {
     }
     return b->p;
 }
+
+/* At least `bytes` of this thread's buffer, or NULL when memory is short
+ * (pw_host_alloc: tests inject that failure with pw_host_fail_nth). Shared
+ * with matmul_kquant.c: one product runs at a time on a thread, so both
+ * kinds of activation rows can live in the one buffer. */
+uint8_t *pw_k_act_scratch(size_t bytes) { return thread_buffer(0, bytes); }
+
+int32_t *pw_k_fold_scratch(size_t bytes) { return (int32_t *)(void *)thread_buffer(1, bytes); }
 
 /* ---- the product ---------------------------------------------------------- */
 

@@ -824,13 +824,258 @@ MQ_INLINE void mq_typed(float *y, const uint8_t *xa, const uint8_t *w, int64_t n
     }
 }
 
+/* ---- Q4_0: one integer sum per block --------------------------------------- */
+
+/* Q4_0's sequence (matmul_quant.c): per output, for blocks b in order from
+ * acc = +0, p = sum_{j<32} (n_j - 8) a_j (exact int32) and
+ * acc = fma(d_w * d_a, (float)p, acc); y = acc. One float step per block,
+ * not one per 4 values: the x86 copies lay 8 or 16 columns side by side in
+ * a vector (one lane per column, the block's 16 nibble bytes of each
+ * column transposed into four vectors of 4-byte groups), so each broadcast
+ * of 4 activations feeds every column of the tile, and the float steps are
+ * shared by them all.
+ *
+ * F: the start of a row's integer sum for a block, -8 * the sum of its 32
+ * activations, from the quantizer's fold lanes (MQ_FOLD_BASE - 8 S_l; the
+ * sum taken modulo 2^32, exact since |F| < 2^15). */
+#if MQ_X86
+MQ_INLINE int32_t q40_fold_total(const uint8_t *blk_values) {
+    int32_t fl[LANES];
+    memcpy(fl, blk_values + QK, sizeof fl);
+    uint32_t s = 0;
+    for (int l = 0; l < LANES; l++) s += (uint32_t)fl[l];
+    return (int32_t)(s - (uint32_t)LANES * (uint32_t)MQ_FOLD_BASE(PW_Q4_0));
+}
+
+/* Fold totals of rows [0, n_tokens), block-major ([b][t]), into f. */
+static void q40_fold_totals(int32_t *f, const uint8_t *xa, int64_t n_tokens, int64_t k) {
+    const int64_t nb = k / QK;
+    for (int64_t t = 0; t < n_tokens; t++) {
+        const uint8_t *row = xa + xq_row_offset(k, t);
+        const int64_t bs = xq_block_stride(n_tokens, t);
+        for (int64_t b = 0; b < nb; b++) f[b * n_tokens + t] = q40_fold_total(row + b * bs);
+    }
+}
+
+#if defined(PW_ISA_AVX512VNNI_COPY)
+#define Q40_COLS 16
+#define Q40_ROWS 8
+typedef __m512i q40_vi;
+typedef __m512 q40_vf;
+#else
+#define Q40_COLS 8
+#define Q40_ROWS 4
+typedef __m256i q40_vi;
+typedef __m256 q40_vf;
+#endif
+/* Lane p of the tile's vectors holds column q40_col(p): the transpose works
+ * within 128-bit lanes, so lane 4L + g is column (Q40_COLS / 4) g + L. */
+#define Q40_COL(p) ((Q40_COLS / 4) * ((p) % 4) + (p) / 4)
+
+/* The tile's 16-byte nibble groups of block b (cols columns, the rest
+ * zero) as four vectors: vector q, lane of column c, holds bytes 4q..4q+3,
+ * whose low nibbles are elements 4q..4q+3 and high nibbles 16+4q..19+4q. */
+MQ_INLINE void q40_weights(const uint8_t *blk, int64_t wrow, int cols, q40_vi *lo, q40_vi *hi,
+                           q40_vf *dw) {
+    __m128i c[Q40_COLS];
+    _Alignas(64) uint16_t h[Q40_COLS];
+#pragma GCC unroll 16
+    for (int i = 0; i < Q40_COLS; i++) {
+        int col = Q40_COL(i);
+        if (i < cols) {
+            c[i] = _mm_loadu_si128((const __m128i *)(blk + i * wrow + 2));
+            /* the same column's block of the next tile (decode streams
+             * each column from memory once per token) */
+            _mm_prefetch((const char *)(blk + (i + Q40_COLS) * wrow), _MM_HINT_T0);
+        } else {
+            c[i] = _mm_setzero_si128();
+        }
+        if (col < cols) memcpy(&h[i], blk + col * wrow, 2);
+        else h[i] = 0;
+    }
+#if Q40_COLS == 16
+    q40_vi z[4];
+    for (int g = 0; g < 4; g++) {
+        __m512i v = _mm512_castsi128_si512(c[4 * g]);
+        v = _mm512_inserti32x4(v, c[4 * g + 1], 1);
+        v = _mm512_inserti32x4(v, c[4 * g + 2], 2);
+        z[g] = _mm512_inserti32x4(v, c[4 * g + 3], 3);
+    }
+    /* 128-bit lane L of z[g] is column 4g + L; after the 4 x 4 transpose of
+     * 4-byte groups in each 128-bit lane, lane 4L + g of q[i] holds group i
+     * of column 4g + L. */
+    q40_vi t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+    q40_vi t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+    q40_vi q[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
+                   _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
+    const q40_vi m = _mm512_set1_epi8(0x0F);
+    for (int i = 0; i < 4; i++) {
+        lo[i] = _mm512_and_si512(q[i], m);
+        hi[i] = _mm512_and_si512(_mm512_srli_epi16(q[i], 4), m);
+    }
+    *dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)h));
+#else
+    q40_vi z[4];
+    for (int g = 0; g < 4; g++) z[g] = _mm256_set_m128i(c[2 * g + 1], c[2 * g]);
+    q40_vi t0 = _mm256_unpacklo_epi32(z[0], z[1]), t1 = _mm256_unpackhi_epi32(z[0], z[1]);
+    q40_vi t2 = _mm256_unpacklo_epi32(z[2], z[3]), t3 = _mm256_unpackhi_epi32(z[2], z[3]);
+    q40_vi q[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
+                   _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};
+    const q40_vi m = _mm256_set1_epi8(0x0F);
+    for (int i = 0; i < 4; i++) {
+        lo[i] = _mm256_and_si256(q[i], m);
+        hi[i] = _mm256_and_si256(_mm256_srli_epi16(q[i], 4), m);
+    }
+    *dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)h));
+#endif
+}
+
+/* start + the lane-wise sums of u (unsigned) times the 4 activations at a,
+ * broadcast: exact (VNNI: u <= 15 times |a| <= 127, four per lane; AVX2:
+ * vpmaddubsw pairs stay within 2 * 15 * 127). */
+MQ_INLINE q40_vi q40_dot(q40_vi start, q40_vi u, const int8_t *a) {
+    int32_t a4;
+    memcpy(&a4, a, 4);
+#if Q40_COLS == 16
+    return _mm512_dpbusd_epi32(start, u, _mm512_set1_epi32(a4));
+#else
+    return mq_dot_us(start, u, _mm256_set1_epi32(a4));
+#endif
+}
+
+/* rows x cols outputs (rows <= Q40_ROWS, cols <= Q40_COLS): rows' values
+ * at xr[r] (block b at + b * xb[r]), scales xd and fold totals ft
+ * block-major with n_tokens per block (NULL ft: derived here from the
+ * fold lanes), already at the tile's first row. */
+MQ_INLINE void q40_tile(float *y, int64_t ldy, const uint8_t *const *xr, const int64_t *xb,
+                        const float *xd, const int32_t *ft, int64_t n_tokens,
+                        const uint8_t *w, int64_t wrow, int64_t nb, int rows, int cols) {
+    q40_vf acc[Q40_ROWS];
+#pragma GCC unroll 8
+    for (int r = 0; r < rows; r++) acc[r] = (q40_vf){0};
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = w + b * Q4_0_BYTES;
+        q40_vi lo[4], hi[4];
+        q40_vf dw;
+        q40_weights(blk, wrow, cols, lo, hi, &dw);
+#pragma GCC unroll 8
+        for (int r = 0; r < rows; r++) {
+            const uint8_t *xv = xr[r] + b * xb[r];
+            const int8_t *a = (const int8_t *)xv;
+            int32_t f0 = ft ? ft[b * n_tokens + r] : q40_fold_total(xv);
+#if Q40_COLS == 16
+            q40_vi sum = _mm512_set1_epi32(f0);
+#else
+            q40_vi sum = _mm256_set1_epi32(f0);
+#endif
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) {
+                sum = q40_dot(sum, lo[i], a + 4 * i);
+                sum = q40_dot(sum, hi[i], a + 16 + 4 * i);
+            }
+#if Q40_COLS == 16
+            q40_vf ds = _mm512_mul_ps(dw, _mm512_set1_ps(xd[b * n_tokens + r]));
+            acc[r] = _mm512_fmadd_ps(ds, _mm512_cvtepi32_ps(sum), acc[r]);
+#else
+            q40_vf ds = _mm256_mul_ps(dw, _mm256_set1_ps(xd[b * n_tokens + r]));
+            acc[r] = _mm256_fmadd_ps(ds, _mm256_cvtepi32_ps(sum), acc[r]);
+#endif
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < rows; r++) {
+        _Alignas(64) float v[Q40_COLS];
+#if Q40_COLS == 16
+        _mm512_store_ps(v, acc[r]);
+#else
+        _mm256_store_ps(v, acc[r]);
+#endif
+        for (int p = 0; p < Q40_COLS; p++)
+            if (Q40_COL(p) < cols) y[r * ldy + Q40_COL(p)] = v[p];
+    }
+}
+
+/* Rows [t, t + rows) over columns [j0, j1), full tiles then the rest. */
+MQ_INLINE void q40_rows(float *y, int64_t n, const uint8_t *xa, const float *xd,
+                        const int32_t *ft, int64_t n_tokens, int64_t k, const uint8_t *w,
+                        int64_t j0, int64_t j1, int64_t t, int rows) {
+    const int64_t nb = k / QK, wrow = nb * Q4_0_BYTES;
+    const uint8_t *xr[Q40_ROWS];
+    int64_t xb[Q40_ROWS];
+    for (int r = 0; r < rows; r++) {
+        xr[r] = xa + xq_row_offset(k, t + r);
+        xb[r] = xq_block_stride(n_tokens, t + r);
+    }
+    int64_t j = j0;
+    for (; j + Q40_COLS <= j1; j += Q40_COLS)
+        q40_tile(y + t * n + j, n, xr, xb, xd + t, ft ? ft + t : NULL, n_tokens, w + j * wrow,
+                 wrow, nb, rows, Q40_COLS);
+    if (j < j1)
+        q40_tile(y + t * n + j, n, xr, xb, xd + t, ft ? ft + t : NULL, n_tokens, w + j * wrow,
+                 wrow, nb, rows, (int)(j1 - j));
+}
+
+static void q40_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_tokens, int64_t n,
+                    int64_t k, int64_t j0, int64_t j1) {
+    const int64_t nb = k / QK;
+    const float *xd = xq_cscales(xa, n_tokens, k);
+    int32_t *ft = pw_k_fold_scratch((size_t)(n_tokens * nb) * sizeof(int32_t));
+    if (ft) q40_fold_totals(ft, xa, n_tokens, k);
+    /* Columns in blocks whose weights stay in L2 while every row tile
+     * passes over them. */
+    int64_t col_block = COL_BLOCK_BYTES / (nb * Q4_0_BYTES);
+    col_block = col_block < Q40_COLS ? Q40_COLS : col_block / Q40_COLS * Q40_COLS;
+    for (int64_t n0 = j0; n0 < j1; n0 += col_block) {
+        int64_t n1 = n0 + col_block < j1 ? n0 + col_block : j1;
+        int64_t t = 0;
+        for (; t + Q40_ROWS <= n_tokens; t += Q40_ROWS)
+            q40_rows(y, n, xa, xd, ft, n_tokens, k, w, n0, n1, t, Q40_ROWS);
+        switch (n_tokens - t) { /* constant row counts: each an unrolled tile */
+        case 0: break;
+        case 1: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, n0, n1, t, 1); break;
+        case 2: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, n0, n1, t, 2); break;
+        case 3: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, n0, n1, t, 3); break;
+#if Q40_ROWS > 4
+        case 4: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, n0, n1, t, 4); break;
+        case 5: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, n0, n1, t, 5); break;
+        case 6: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, n0, n1, t, 6); break;
+        default: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, n0, n1, t, 7); break;
+#endif
+        }
+    }
+}
+#else
+/* The portable copy: the sequence as written, one output at a time. */
+static void q40_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_tokens, int64_t n,
+                    int64_t k, int64_t j0, int64_t j1) {
+    const int64_t nb = k / QK, wrow = nb * Q4_0_BYTES;
+    const float *xd = xq_cscales(xa, n_tokens, k);
+    for (int64_t t = 0; t < n_tokens; t++) {
+        const uint8_t *row = xa + xq_row_offset(k, t);
+        const int64_t bs = xq_block_stride(n_tokens, t);
+        for (int64_t j = j0; j < j1; j++) {
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *blk = w + j * wrow + b * Q4_0_BYTES;
+                const int8_t *a = xq_cvalues(row + b * bs);
+                int32_t p = 0;
+                for (int i = 0; i < QK / 2; i++)
+                    p += ((blk[2 + i] & 0x0F) - 8) * a[i] + ((blk[2 + i] >> 4) - 8) * a[i + QK / 2];
+                acc = pw_madd(mq_half(blk) * xd[b * n_tokens + t], (float)p, acc);
+            }
+            y[t * n + j] = acc;
+        }
+    }
+}
+#endif
+
 /* The type switch is outside the loops so each type's tiles are
  * specialised. */
 void PW_ISA(pw_k_qdot_run)(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type,
                            int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
     switch (type) {
     case PW_Q8_0: mq_typed(y, xa, w, n_tokens, n, k, PW_Q8_0, Q8_0_BYTES, j0, j1); break;
-    case PW_Q4_0: mq_typed(y, xa, w, n_tokens, n, k, PW_Q4_0, Q4_0_BYTES, j0, j1); break;
+    case PW_Q4_0: q40_run(y, xa, w, n_tokens, n, k, j0, j1); break;
     case PW_Q4_1: mq_typed(y, xa, w, n_tokens, n, k, PW_Q4_1, Q4_1_BYTES, j0, j1); break;
     default: assert(!"pw_k_matmul_quant: unsupported weight type"); break;
     }

@@ -128,6 +128,10 @@ void pw_k_embedding_kquant(float *out, const int32_t *ids, const void *table, pw
  * least `bytes`, grown as needed and freed at thread exit; NULL when memory
  * is short. Launch arguments are replayed verbatim and hold no scratch. */
 uint8_t *pw_k_act_scratch(size_t bytes);
+/* A second such buffer, for what one thread's share of a product derives
+ * from the activation rows (the Q4_0 tiles' fold totals); NULL when memory
+ * is short, and the tiles then derive it where they use it. */
+int32_t *pw_k_fold_scratch(size_t bytes);
 
 /* pw_k_matmul_quant with the copy fixed (level must run here:
  * pw_k_isa_int8_runs), threads as pw_k_matmul_quant splits them. */

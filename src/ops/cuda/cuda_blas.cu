@@ -133,14 +133,20 @@ extern "C" pw_status pw_cuda_blas_handle(const pw_cuda_stream_ctx *ctx, cublasHa
         return PW_OK;
     }
     *out = NULL;
+    // Creating the handle allocates its workspace (and, on failure, frees
+    // it): inside a capture that would invalidate the capture, so the
+    // handle must come from an eager launch (a warm-up) first.
+    enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    PW_CUDA_TRY(cudaStreamIsCapturing(ctx->stream, &cap));
+    if (cap != cudaStreamCaptureStatusNone)
+        return pw_error(PW_ERR_CAPTURE,
+                        "library handle created in capture: the stream's cuBLAS handle does not "
+                        "exist yet and cannot be created while the stream captures; launch the "
+                        "stream's kernels once eagerly first (a warm-up)");
     PW_TRY(pw_cuda_blas_load(NULL));
     blas_ctx *b = (blas_ctx *)pw_host_calloc(1, sizeof *b);
     if (!b) return PW_ERR_OOM;
-    // Setup allocates; during a capture a relaxed window says that is intended.
-    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-    cudaError_t xerr = cudaThreadExchangeStreamCaptureMode(&mode);
     pw_status st = blas_setup(b, ctx->stream);
-    if (xerr == cudaSuccess) (void)cudaThreadExchangeStreamCaptureMode(&mode);
     if (st != PW_OK) {
         blas_ctx_free(b);
         return st;

@@ -57,8 +57,9 @@ pw_status pw_cuda_check_blas(cublasStatus_t st, const char *call);
  * and fixed numerics (pedantic FP32, no atomics, host scalars); created on
  * first use. Creating it allocates device memory, so the first matmul on a
  * stream should run eagerly, before any capture (pw_device_caps
- * .needs_warmup); if it happens during one, the allocation runs in a
- * relaxed capture-mode window. */
+ * .needs_warmup); during a capture it is refused with PW_ERR_CAPTURE
+ * (setup allocates, and its failure path frees, neither of which a
+ * capture may contain). */
 pw_status pw_cuda_blas_handle(const pw_cuda_stream_ctx *ctx, cublasHandle_t *out);
 
 #ifdef __cplusplus
