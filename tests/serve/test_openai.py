@@ -68,8 +68,10 @@ if chat_model:
     srv = Server(binary, chat_model, "--max-seqs", "4", "--ctx", "512", "--threads", "2")
     client = openai.OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key="none",
                            timeout=600, max_retries=0)
-    # no system message: the template's default one, as `piecewise run` uses
-    msgs = [{"role": "user", "content": "What is the capital of France? Answer in one sentence."}]
+    # An explicit system message: with SmolLM2's default one ("You are a helpful
+    # AI assistant named SmolLM...") this 135M model answers the question in French.
+    msgs = [{"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "What is the capital of France?"}]
     r = client.chat.completions.create(model="smollm", messages=msgs, max_tokens=24,
                                        temperature=0)
     answer = r.choices[0].message.content
