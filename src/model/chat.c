@@ -208,8 +208,8 @@ static pw_status find_markers(const pw_model *m, const pw_jinja_rendered *r, pro
     return s;
 }
 
-/* Renders the conversation into p; strip_bos: drop a leading BOS marker
- * when the tokenizer adds BOS itself. */
+/* Renders the conversation into p, with a leading BOS dropped when the
+ * tokenizer adds BOS itself. */
 static pw_status render(const pw_model *m, const pw_chat_message *msgs, int n, bool add_generation_prompt,
                         prompt *p) {
     memset(p, 0, sizeof *p);

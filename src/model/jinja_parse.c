@@ -69,7 +69,7 @@ typedef struct parser {
 
 static pw_status fail(parser *p, int line, const char *fmt, ...) PW_PRINTF(3, 4);
 static pw_status fail(parser *p, int line, const char *fmt, ...) {
-    (void)p; /* every message names the line instead */
+    (void)p;
     char msg[256];
     va_list ap;
     va_start(ap, fmt);
