@@ -15,7 +15,7 @@ model=models/SmolLM2-135M-Instruct.Q4_1.gguf
 echo
 echo "== a batch of chat prompts, FULL for decode steps and PIECEWISE for mixed ones"
 build/piecewise run "$model" --mode auto -n 96 \
-  -p "What is the capital of France?" \
+  -p "What is the capital of France? Answer in one sentence." \
   -p "Write a haiku about the sea." \
   -p "Give me three tips for learning to code." \
   -p "Why is the sky blue? Answer in two sentences."
