@@ -19,8 +19,6 @@ ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 
 # for the serve tests' virtualenv with the openai client
 pkg-config --exists libcjson 2>/dev/null || dpkg -s libcjson-dev >/dev/null 2>&1 || need+=(libcjson-dev)
 python3 -c "import ensurepip, venv" >/dev/null 2>&1 || need+=(python3-venv)
-# a headless browser for the serve chat page test (tests/serve/test_page.py)
-command -v chromium >/dev/null || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
@@ -28,4 +26,13 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
 else
   echo "all dependencies present"
+fi
+# Optional: a headless browser for the serve chat page test
+# (tests/serve/test_page.py), which reports a skip without it; a failed
+# install is not fatal.
+if ! command -v chromium >/dev/null; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  echo "installing: chromium (optional)"
+  { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null; } ||
+    echo "could not install chromium: the chat page test will skip"
 fi
