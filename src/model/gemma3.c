@@ -133,32 +133,24 @@ pw_status pw_gemma3_load_weights(pw_model *m) {
     int64_t q_dim = in->n_heads * in->head_dim, kv_dim = in->n_kv_heads * in->head_dim;
     bool keep = pw_model_keep_quantized_weights();
     PW_TRY(pw_model_load_embeddings(m, keep));
-    char name[96];
     for (int64_t l = 0; l < in->n_layers; l++) {
         pw_llama_layer *L = &m->layers[l];
-        struct {
-            const char *suffix;
-            int64_t d0, d1;
-            pw_tensor **dst;
-        } want[] = {
-            {"attn_norm", in->dim, 0, &L->attn_norm},
-            {"attn_q", in->dim, q_dim, &L->wq},
-            {"attn_k", in->dim, kv_dim, &L->wk},
-            {"attn_v", in->dim, kv_dim, &L->wv},
-            {"attn_q_norm", in->head_dim, 0, &L->q_norm},
-            {"attn_k_norm", in->head_dim, 0, &L->k_norm},
-            {"attn_output", q_dim, in->dim, &L->wo},
-            {"post_attention_norm", in->dim, 0, &L->post_attn_norm},
-            {"ffn_norm", in->dim, 0, &L->ffn_norm},
-            {"ffn_gate", in->dim, in->ffn_dim, &L->w_gate},
-            {"ffn_up", in->dim, in->ffn_dim, &L->w_up},
-            {"ffn_down", in->ffn_dim, in->dim, &L->w_down},
-            {"post_ffw_norm", in->dim, 0, &L->post_ffn_norm},
+        const pw_layer_weight want[] = {
+            {"attn_norm.weight", in->dim, 0, &L->attn_norm},
+            {"attn_q.weight", in->dim, q_dim, &L->wq},
+            {"attn_k.weight", in->dim, kv_dim, &L->wk},
+            {"attn_v.weight", in->dim, kv_dim, &L->wv},
+            {"attn_q_norm.weight", in->head_dim, 0, &L->q_norm},
+            {"attn_k_norm.weight", in->head_dim, 0, &L->k_norm},
+            {"attn_output.weight", q_dim, in->dim, &L->wo},
+            {"post_attention_norm.weight", in->dim, 0, &L->post_attn_norm},
+            {"ffn_norm.weight", in->dim, 0, &L->ffn_norm},
+            {"ffn_gate.weight", in->dim, in->ffn_dim, &L->w_gate},
+            {"ffn_up.weight", in->dim, in->ffn_dim, &L->w_up},
+            {"ffn_down.weight", in->ffn_dim, in->dim, &L->w_down},
+            {"post_ffw_norm.weight", in->dim, 0, &L->post_ffn_norm},
         };
-        for (size_t i = 0; i < PW_ARRAY_LEN(want); i++) {
-            snprintf(name, sizeof name, "blk.%" PRId64 ".%s.weight", l, want[i].suffix);
-            PW_TRY(pw_model_load_weight(m, name, want[i].d0, want[i].d1, keep, want[i].dst));
-        }
+        PW_TRY(pw_model_load_layer_weights(m, l, want, PW_ARRAY_LEN(want), keep));
     }
     return pw_model_load_head(m, keep);
 }

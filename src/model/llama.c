@@ -120,6 +120,17 @@ pw_status pw_model_load_weight(pw_model *m, const char *name, int64_t d0, int64_
     return pw_model_load_weight_rows(m, name, d0, d1, 0, d1 ? d1 : 1, keep_quantized, out);
 }
 
+pw_status pw_model_load_layer_weights(pw_model *m, int64_t l, const pw_layer_weight *want,
+                                      size_t n, bool keep_quantized) {
+    char name[96];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "blk.%" PRId64 ".%s", l, want[i].suffix);
+        PW_TRY(pw_model_load_weight(m, name, want[i].d0, want[i].d1, keep_quantized,
+                                    want[i].dst));
+    }
+    return PW_OK;
+}
+
 pw_status pw_model_load_embeddings(pw_model *m, bool keep) {
     const pw_gguf_tensor *embd;
     PW_TRY(pw_gguf_find_tensor(m->gguf, "token_embd.weight", &embd));
@@ -153,28 +164,20 @@ pw_status pw_model_load_head(pw_model *m, bool keep) {
 static pw_status load_llama_layers(pw_model *m, bool keep) {
     const pw_model_info *in = &m->info;
     int64_t kv_dim = in->n_kv_heads * in->head_dim;
-    char name[96];
     for (int64_t l = 0; l < in->n_layers; l++) {
         pw_llama_layer *L = &m->layers[l];
-        struct {
-            const char *suffix;
-            int64_t d0, d1;
-            pw_tensor **dst;
-        } want[] = {
-            {"attn_norm", in->dim, 0, &L->attn_norm},
-            {"attn_q", in->dim, in->dim, &L->wq},
-            {"attn_k", in->dim, kv_dim, &L->wk},
-            {"attn_v", in->dim, kv_dim, &L->wv},
-            {"attn_output", in->dim, in->dim, &L->wo},
-            {"ffn_norm", in->dim, 0, &L->ffn_norm},
-            {"ffn_gate", in->dim, in->ffn_dim, &L->w_gate},
-            {"ffn_up", in->dim, in->ffn_dim, &L->w_up},
-            {"ffn_down", in->ffn_dim, in->dim, &L->w_down},
+        const pw_layer_weight want[] = {
+            {"attn_norm.weight", in->dim, 0, &L->attn_norm},
+            {"attn_q.weight", in->dim, in->dim, &L->wq},
+            {"attn_k.weight", in->dim, kv_dim, &L->wk},
+            {"attn_v.weight", in->dim, kv_dim, &L->wv},
+            {"attn_output.weight", in->dim, in->dim, &L->wo},
+            {"ffn_norm.weight", in->dim, 0, &L->ffn_norm},
+            {"ffn_gate.weight", in->dim, in->ffn_dim, &L->w_gate},
+            {"ffn_up.weight", in->dim, in->ffn_dim, &L->w_up},
+            {"ffn_down.weight", in->ffn_dim, in->dim, &L->w_down},
         };
-        for (size_t i = 0; i < PW_ARRAY_LEN(want); i++) {
-            snprintf(name, sizeof name, "blk.%" PRId64 ".%s.weight", l, want[i].suffix);
-            PW_TRY(pw_model_load_weight(m, name, want[i].d0, want[i].d1, keep, want[i].dst));
-        }
+        PW_TRY(pw_model_load_layer_weights(m, l, want, PW_ARRAY_LEN(want), keep));
     }
     return PW_OK;
 }

@@ -67,6 +67,16 @@ bool pw_model_keep_quantized_weights(void);
  * order) and wraps it (quantized blocks where the ops take them, else f32). */
 pw_status pw_model_load_weight(pw_model *m, const char *name, int64_t d0, int64_t d1,
                                bool keep_quantized, pw_tensor **out);
+/* One weight of a layer: the name after "blk.<l>.", its shape (d1 = 0 for
+ * 1-D) and where it goes. */
+typedef struct {
+    const char *suffix;
+    int64_t d0, d1;
+    pw_tensor **dst;
+} pw_layer_weight;
+/* Loads want[0..n) of layer l with pw_model_load_weight. */
+pw_status pw_model_load_layer_weights(pw_model *m, int64_t l, const pw_layer_weight *want,
+                                      size_t n, bool keep_quantized);
 /* Sets info.vocab, tok_embd, output_norm and output (tied when absent) and
  * info.file_dtype; the layers are loaded by the caller in between. */
 pw_status pw_model_load_embeddings(pw_model *m, bool keep_quantized);

@@ -12,21 +12,14 @@
  * the file has no output.weight. Hyperparameters: family_hparams.c. */
 #include "model/llama.h"
 
-#include <inttypes.h>
-#include <stdio.h>
 
 pw_status pw_qwen_load_layers(pw_model *m, bool keep) {
     const pw_model_info *in = &m->info;
     bool qwen3 = m->arch == PW_ARCH_QWEN3;
     int64_t q_dim = in->n_heads * in->head_dim, kv_dim = in->n_kv_heads * in->head_dim;
-    char name[96];
     for (int64_t l = 0; l < in->n_layers; l++) {
         pw_llama_layer *L = &m->layers[l];
-        struct {
-            const char *suffix;
-            int64_t d0, d1;
-            pw_tensor **dst;
-        } want[] = {
+        const pw_layer_weight want[] = {
             {"attn_norm.weight", in->dim, 0, &L->attn_norm},
             {"attn_q.weight", in->dim, q_dim, &L->wq},
             {"attn_k.weight", in->dim, kv_dim, &L->wk},
@@ -44,10 +37,7 @@ pw_status pw_qwen_load_layers(pw_model *m, bool keep) {
             {"attn_v.bias", kv_dim, 0, &L->bv},
         };
         size_t n = qwen3 ? PW_ARRAY_LEN(want) - 1 : PW_ARRAY_LEN(want);
-        for (size_t i = 0; i < n; i++) {
-            snprintf(name, sizeof name, "blk.%" PRId64 ".%s", l, want[i].suffix);
-            PW_TRY(pw_model_load_weight(m, name, want[i].d0, want[i].d1, keep, want[i].dst));
-        }
+        PW_TRY(pw_model_load_layer_weights(m, l, want, n, keep));
     }
     return PW_OK;
 }
