@@ -9,6 +9,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The configuration of a teacher-forced check: one engine (NONE, no
+ * progress output) in which every prefix prompt + tokens[0..s), s < n_steps,
+ * is a request of its own, side by side. */
+static inline void teacher_forced_config(pw_engine_config *cfg, int64_t n_prompt,
+                                         int64_t n_steps) {
+    pw_engine_config_init(cfg);
+    cfg->mode = PW_GRAPH_NONE;
+    cfg->max_num_seqs = n_steps;
+    cfg->max_model_len = (n_prompt + n_steps + 16) / 16 * 16;
+    cfg->kv_cache_positions = cfg->max_model_len * n_steps;
+    cfg->progress = PW_PROGRESS_OFF;
+    cfg->print_capture_totals = false;
+}
+
 /* Runs prompts[0..n) to completion (at most max_steps steps) and writes
  * each request's first max_out tokens (zero-filled) to out[i * max_out]. */
 static inline pw_status run_staggered(pw_engine *e, pw_model *m, const char *const *prompts, int n,

@@ -34,6 +34,7 @@
  *   test_model_float64_golden --write FAMILY VOCAB OUT   writes a family's file */
 #include "piecewise_llm.h"
 #include "test_util.h"
+#include "engine_runs.h"
 #include "internal.h"
 #include "model/synth_family.h"
 
@@ -235,13 +236,7 @@ static void report_forced(pw_model *m, const golden_ref *r) {
     for (int i = 0; i < r->n_runs; i++) {
         const golden_run *g = &r->runs[i];
         pw_engine_config cfg;
-        pw_engine_config_init(&cfg);
-        cfg.mode = PW_GRAPH_NONE;
-        cfg.max_num_seqs = g->n_steps;
-        cfg.max_model_len = (g->n_prompt + g->n_steps + 16) / 16 * 16;
-        cfg.kv_cache_positions = cfg.max_model_len * g->n_steps;
-        cfg.progress = PW_PROGRESS_OFF;
-        cfg.print_capture_totals = false;
+        teacher_forced_config(&cfg, g->n_prompt, g->n_steps);
         pw_engine *e = NULL;
         CHECK_OK(pw_engine_new(m, &cfg, &e));
         if (!e) break;

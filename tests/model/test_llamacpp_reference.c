@@ -44,6 +44,7 @@
  * checked at all, or when piecewise was built without cJSON. */
 #include "piecewise_llm.h"
 #include "test_util.h"
+#include "engine_runs.h"
 #include "internal.h"
 #include "model/gguf.h"
 #include "model/tokenizer.h"
@@ -283,13 +284,7 @@ static int64_t compared_steps(const reference_run *r) {
 static void check_forced(pw_model *m, const reference_run *r, int index, const char *stem,
                          int64_t *n_steps, double *sum_error) {
     pw_engine_config cfg;
-    pw_engine_config_init(&cfg);
-    cfg.mode = PW_GRAPH_NONE;
-    cfg.max_num_seqs = r->n_tokens;
-    cfg.max_model_len = (r->n_prompt + r->n_tokens + 16) / 16 * 16;
-    cfg.kv_cache_positions = cfg.max_model_len * r->n_tokens;
-    cfg.progress = PW_PROGRESS_OFF;
-    cfg.print_capture_totals = false;
+    teacher_forced_config(&cfg, r->n_prompt, r->n_tokens);
     pw_engine *e = NULL;
     CHECK_OK(pw_engine_new(m, &cfg, &e));
     if (!e) return;
