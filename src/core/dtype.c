@@ -27,8 +27,10 @@ int64_t pw_dtype_block_bytes(pw_dtype t) {
     return (unsigned)t < PW_DTYPE_COUNT_ ? dtypes[t].block_bytes : 0;
 }
 int64_t pw_dtype_row_bytes(pw_dtype t, int64_t n) {
-    if ((unsigned)t >= PW_DTYPE_COUNT_) return -1;
-    return n / dtypes[t].block_elems * dtypes[t].block_bytes;
+    if ((unsigned)t >= PW_DTYPE_COUNT_ || n < 0) return -1;
+    int64_t blocks = n / dtypes[t].block_elems;
+    if (blocks > INT64_MAX / dtypes[t].block_bytes) return -1; /* sizes from a file */
+    return blocks * dtypes[t].block_bytes;
 }
 
 static const char *const device_names[PW_DEVICE_COUNT_] = {

@@ -33,7 +33,7 @@ static uint64_t int32s(int64_t n) { return mul(sizeof(int32_t), n); }
 static uint64_t rows_of(pw_dtype t, int64_t rows, int64_t n) {
     int64_t be = pw_dtype_block_elems(t);
     if ((unsigned)t >= PW_DTYPE_COUNT_ || be <= 0 || n < 0 || n % be != 0) return TOO_BIG;
-    return mul((uint64_t)pw_dtype_row_bytes(t, n), rows);
+    return mul(mul((uint64_t)pw_dtype_block_bytes(t), n / be), rows);
 }
 
 static uint64_t rope_table(int64_t max_pos, int64_t head_dim) {
@@ -41,8 +41,24 @@ static uint64_t rope_table(int64_t max_pos, int64_t head_dim) {
     return floats(max_pos, head_dim);
 }
 
-/* The scratch a launch needs, as the kernel's set sizes it. */
-static uint64_t scratch(const pw_kernel *k, const void *args) {
+/* A dimension no model has: the kernel sets size their scratch in plain
+ * int64 arithmetic (products of two or three dimensions), which a forged
+ * size could overflow, so sizes past it are refused before they are asked. */
+#define MAX_DIM ((int64_t)1 << 24)
+
+static bool dims_ok(int n, const int64_t *dims) {
+    for (int i = 0; i < n; i++)
+        if (dims[i] < 0 || dims[i] > MAX_DIM) return false;
+    return true;
+}
+
+/* The scratch a launch needs, as the kernel's set sizes it, for the
+ * dimensions its sizing function reads. */
+#define SCRATCH(...)                                                                        \
+    scratch(k, p, (const int64_t[]){__VA_ARGS__},                                            \
+            (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
+static uint64_t scratch(const pw_kernel *k, const void *args, const int64_t *dims, int n_dims) {
+    if (!dims_ok(n_dims, dims)) return TOO_BIG;
     static const pw_device devices[] = {PW_DEVICE_CPU, PW_DEVICE_CUDA};
     for (size_t d = 0; d < sizeof devices / sizeof devices[0]; d++) {
         const pw_kernel_set *set = pw_kernel_set_for(devices[d]);
@@ -92,7 +108,7 @@ static uint64_t extent(const pw_kernel *k, pw_kernel_id id, const void *p, uint1
         if (IS(pw_k_matmul_args, x)) return floats(a->n_tokens, a->k);
         if (IS(pw_k_matmul_args, w)) return floats(a->n, a->k);
         *nullable = true;
-        return scratch(k, p);
+        return SCRATCH(a->n_tokens, a->n, a->k);
     }
     case PW_KERNEL_MATMUL_QUANT: {
         const pw_k_matmul_quant_args *a = p;
@@ -160,7 +176,7 @@ static uint64_t extent(const pw_kernel *k, pw_kernel_id id, const void *p, uint1
         if (IS(pw_k_qkv_rope_args, positions)) return int32s(a->n_tokens);
         if (IS(pw_k_qkv_rope_args, rope_table)) return rope_table(a->max_pos, a->head_dim);
         *nullable = true;
-        return scratch(k, p);
+        return SCRATCH(a->n_tokens, qw, kw, a->dim);
     }
     case PW_KERNEL_GATE_UP_SILU: {
         const pw_k_gate_up_silu_args *a = p;
@@ -169,7 +185,7 @@ static uint64_t extent(const pw_kernel *k, pw_kernel_id id, const void *p, uint1
         if (IS(pw_k_gate_up_silu_args, w_up)) return rows_of(a->t_up, a->f, a->dim);
         if (IS(pw_k_gate_up_silu_args, scratch)) {
             *nullable = true;
-            return scratch(k, p);
+            return SCRATCH(a->n_tokens, a->f, a->dim);
         }
         return floats(a->n_tokens, a->f); /* out, up */
     }
@@ -192,7 +208,7 @@ static uint64_t extent(const pw_kernel *k, pw_kernel_id id, const void *p, uint1
         if (IS(pw_k_lm_head_args, w)) return rows_of(a->type, a->n, a->k);
         *nullable = true; /* meta: every row; scratch: a set that needs none */
         if (IS(pw_k_lm_head_args, meta)) return sizeof(pw_attn_meta);
-        return scratch(k, p);
+        return SCRATCH(a->n_tokens, a->n, a->k);
     }
     case PW_KERNEL_SELECT_ROWS: {
         const pw_k_select_rows_args *a = p;
