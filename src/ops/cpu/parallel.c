@@ -13,9 +13,12 @@
  * scheduler time slice for it; and the threads finish within a small
  * share of each other, so the caller seldom waits at the end of a job. Workers are started when first needed (up
  * to pw_get_num_threads() - 1 of them) and kept; between jobs they spin
- * for a short while, then sleep on a condition variable, so back-to-back
- * kernel launches in a replayed graph do not pay a wake-up each but an
- * idle pool costs nothing.
+ * for a short, timed while (PW_K_SPIN_NS), then sleep on a condition
+ * variable, so back-to-back kernel launches in a replayed graph do not pay
+ * a wake-up each, but a pool between steps, or one whose caller the OS has
+ * preempted, gives its core back within tens of microseconds. The caller
+ * signals only when a worker sleeps, so a job among spinning workers costs
+ * no lock and no system call.
  *
  * Kernels only split work whose elements are computed independently by
  * the same code whatever the split (matmul output columns, attention
@@ -26,11 +29,23 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <time.h>
 
 /* Most workers the pool starts (threads beyond this run serially). */
 #define PW_K_MAX_WORKERS 63
-/* Spin iterations a worker waits for the next job before sleeping. */
-#define PW_K_SPIN_ITERS 20000
+/* How long a worker spins for the next job before it sleeps. The gaps
+ * between one layer's kernels are a few microseconds, and waking a sleeping
+ * worker costs tens (a futex wake, more in a virtual machine); gaps between
+ * steps, or while the OS has preempted the caller, last milliseconds, and a
+ * worker spinning through them takes a core from the caller, the server's
+ * other threads and everything else on the machine. It used to be 20,000
+ * pause instructions, 0.5 to 1.6 ms depending on the CPU's pause latency:
+ * a serving process with 2 threads then spent 19% of its samples in the
+ * worker's spin loop. Measured by time, not pauses, so it means the same on
+ * every CPU. */
+#define PW_K_SPIN_NS 50000
+/* Pauses between two reads of the clock while spinning. */
+#define PW_K_SPIN_CHECK 64
 /* Guided cut: GUIDED_ROUNDS shares per thread (see share_begin). Equal
  * shares, four per thread, were measured 6-10% slower at batch 16-64 with
  * 2 threads on a quiet machine (smaller column blocks, more hand-offs); the
@@ -62,6 +77,11 @@ _Static_assert(GUIDED_ROUNDS * (PW_K_MAX_WORKERS + 1) <= 0xffff, "share count fi
 typedef struct pool {
     pthread_mutex_t lock; /* protects sleeping workers' wake-up */
     pthread_cond_t wake;
+    /* Workers that are, or are about to be, waiting on `wake`: raised under
+     * `lock` before a worker's last look at the ticket, read by the caller
+     * after it publishes one (both sequentially consistent, so either the
+     * worker sees the new ticket or the caller sees the sleeper). */
+    atomic_int sleepers;
     pthread_mutex_t busy; /* one job at a time; a second caller runs serially */
     pthread_t threads[PW_K_MAX_WORKERS];
     int n_workers;
@@ -76,13 +96,20 @@ typedef struct pool {
     int64_t n;
 } pool;
 
-static pool g_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-                      PTHREAD_MUTEX_INITIALIZER};
+static pool g_pool = {.lock = PTHREAD_MUTEX_INITIALIZER,
+                      .wake = PTHREAD_COND_INITIALIZER,
+                      .busy = PTHREAD_MUTEX_INITIALIZER};
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
+}
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* First item of share s (of `shares`, with `threads` threads): the guided
@@ -116,23 +143,35 @@ static void run_shares(pool *p, uint32_t gen) {
     }
 }
 
+/* Waits until the ticket's generation is not `seen`: spins for up to
+ * PW_K_SPIN_NS, then sleeps. Returns the new generation. */
+static uint32_t wait_for_job(pool *p, uint32_t seen) {
+    uint32_t gen;
+    int64_t deadline = 0;
+    for (int spins = 0;; spins++) {
+        gen = TICKET_GEN(atomic_load_explicit(&p->ticket, memory_order_acquire));
+        if (gen != seen) return gen;
+        if (spins % PW_K_SPIN_CHECK == 0) {
+            int64_t t = now_ns();
+            if (!deadline) deadline = t + PW_K_SPIN_NS;
+            else if (t >= deadline) break;
+        }
+        cpu_relax();
+    }
+    pthread_mutex_lock(&p->lock);
+    atomic_fetch_add(&p->sleepers, 1);
+    while ((gen = TICKET_GEN(atomic_load(&p->ticket))) == seen) pthread_cond_wait(&p->wake, &p->lock);
+    atomic_fetch_sub(&p->sleepers, 1);
+    pthread_mutex_unlock(&p->lock);
+    return gen;
+}
+
 static void *worker_main(void *arg) {
     pool *p = &g_pool;
     uint32_t seen = (uint32_t)(uintptr_t)arg; /* the generation when the pool started */
     for (;;) {
-        uint32_t gen;
-        int spins = 0;
-        while ((gen = TICKET_GEN(atomic_load_explicit(&p->ticket, memory_order_acquire))) == seen) {
-            if (++spins < PW_K_SPIN_ITERS) {
-                cpu_relax();
-                continue;
-            }
-            pthread_mutex_lock(&p->lock);
-            while (TICKET_GEN(atomic_load(&p->ticket)) == seen) pthread_cond_wait(&p->wake, &p->lock);
-            pthread_mutex_unlock(&p->lock);
-        }
-        seen = gen;
-        run_shares(p, gen);
+        seen = wait_for_job(p, seen);
+        run_shares(p, seen);
     }
     return NULL;
 }
@@ -182,10 +221,14 @@ void pw_k_parallel_for(int64_t n, pw_k_range_fn fn, void *ctx) {
     const int shares = n >= (int64_t)GUIDED_ROUNDS * threads ? GUIDED_ROUNDS * threads : (int)n;
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
     uint32_t gen = TICKET_GEN(atomic_load_explicit(&p->ticket, memory_order_relaxed)) + 1;
-    pthread_mutex_lock(&p->lock);
-    atomic_store_explicit(&p->ticket, TICKET(gen, shares, 0), memory_order_release);
-    pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->lock);
+    atomic_store(&p->ticket, TICKET(gen, shares, 0));
+    if (atomic_load(&p->sleepers) > 0) {
+        /* a sleeper holds `lock` from its last look at the ticket until it
+         * waits, so this broadcast cannot fall between the two */
+        pthread_mutex_lock(&p->lock);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->lock);
+    }
     run_shares(p, gen);
     for (int spins = 0; atomic_load_explicit(&p->done, memory_order_acquire) < shares;) {
         if (++spins < PW_K_WAIT_SPINS) {
