@@ -25,15 +25,28 @@ A fixed set of requests instead of a time: --requests N sends requests 0..N-1
 that two servers, or one with and without a cache, can be compared answer
 for answer (bench/serve-prefix-check.sh).
 
+Every timed run ends by --deadline seconds (default: --seconds plus the
+larger of 60 and --seconds): requests still streaming then are closed and
+counted as "unfinished" (their tokens so far still count), so a server that
+stalls (llama-server's per-operation thread barriers crawl when its threads
+cannot all run at once on a loaded machine) still gives a figure instead of
+a hung benchmark. The load average at the start and end is reported, since
+figures taken on a busy machine mean little.
+
 Soak options: --disconnect-rate P makes a client close its connection
 mid-stream (after a random number of content chunks) with probability P
 per request; those requests are counted as "disconnected", not as errors.
 --rss-pid PID samples VmRSS from /proc/PID/status every --rss-every
-seconds and reports the first, middle and last samples and the peak."""
+seconds and reports the first, middle and last samples and the peak, and
+the CPU seconds that process used during the load and per generated token
+(a figure that holds up better than tok/s on a machine shared with other
+work)."""
 import argparse
 import http.client
 import json
+import os
 import random
+import socket
 import threading
 import time
 import urllib.parse
@@ -97,7 +110,8 @@ def percentile(xs, p):
 
 
 def one_request(url, args, messages, max_tokens):
-    """(time to first token, answer text, usage) of one streamed greedy request."""
+    """(time to first token, answer text, usage) of one streamed greedy request
+    (given up, with socket.timeout, after --deadline seconds)."""
     u = urllib.parse.urlparse(url)
     headers = {"Content-Type": "application/json"}
     if args.api_key:
@@ -106,7 +120,7 @@ def one_request(url, args, messages, max_tokens):
             "stream": True, "stream_options": {"include_usage": True}}
     if args.cache_prompt:
         body["cache_prompt"] = True
-    c = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=600)
+    c = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=args.deadline)
     t0 = time.monotonic()
     ttft, text, usage = None, "", None
     try:
@@ -136,7 +150,7 @@ def one_request(url, args, messages, max_tokens):
     return ttft, text, usage
 
 
-def client_loop(url, args, end, out, idx):
+def client_loop(url, args, end, hard_end, out, idx):
     u = urllib.parse.urlparse(url)
     headers = {"Content-Type": "application/json"}
     if args.api_key:
@@ -169,19 +183,26 @@ def client_loop(url, args, end, out, idx):
             body["cache_prompt"] = True
         n += 1
         answer = ""
-        c = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=600)
+        chunks = 0
         t0 = time.monotonic()
+        if t0 >= hard_end:
+            break
+        c = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=hard_end - t0)
         try:
             c.request("POST", "/v1/chat/completions", body=json.dumps(body), headers=headers)
+            sock = c.sock  # the response keeps it when the server closes after it
             r = c.getresponse()
             if r.status != 200:
                 out["errors"] += 1
                 r.read()
                 continue
             last = None
-            chunks = 0
             usage = None
             while True:
+                left = hard_end - time.monotonic()
+                if left <= 0:
+                    raise socket.timeout("deadline")
+                sock.settimeout(left)
                 line = r.readline()
                 if not line:
                     break
@@ -215,22 +236,51 @@ def client_loop(url, args, end, out, idx):
             out["requests"] += 1
             if args.requests:
                 args.answers[k] = answer
+        except socket.timeout:
+            if time.monotonic() < hard_end - 1:
+                out["errors"] += 1
+            else:  # cut by --deadline: what arrived still counts as throughput
+                out["unfinished"] += 1
+                out["tokens"] += chunks
         except (OSError, http.client.HTTPException, ValueError):
             out["errors"] += 1
         finally:
             c.close()
 
 
+def cpu_seconds(pid):
+    """User plus system CPU seconds of process pid so far (None if gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def load_average():
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return None
+
+
 def rss_sampler(pid, every, stop, samples):
+    """Appends (seconds, VmRSS, RssAnon, RssFile) in KiB every `every` seconds:
+    RssFile is the mapped model file as pages of it are touched, RssAnon the
+    heap and the KV cache, where a leak would show."""
     t0 = time.monotonic()
     while True:
         try:
+            kib = {}
             with open(f"/proc/{pid}/status") as f:
                 for line in f:
-                    if line.startswith("VmRSS:"):
-                        samples.append((time.monotonic() - t0, int(line.split()[1])))
-                        break
-        except OSError:
+                    key = line.split(":", 1)[0]
+                    if key in ("VmRSS", "RssAnon", "RssFile"):
+                        kib[key] = int(line.split()[1])
+            samples.append((time.monotonic() - t0, kib.get("VmRSS", 0), kib.get("RssAnon", 0),
+                            kib.get("RssFile", 0)))
+        except (OSError, ValueError, IndexError):
             return
         if stop.wait(every):
             return
@@ -242,13 +292,17 @@ def main():
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--deadline", type=float,
+                    help="seconds after which requests still running are cut "
+                    "(default: --seconds + max(60, --seconds))")
     ap.add_argument("--api-key")
     ap.add_argument("--label", default="")
     ap.add_argument("--json", action="store_true", help="print one JSON line")
     ap.add_argument("--disconnect-rate", type=float, default=0.0,
                     help="probability per request of closing the connection mid-stream")
     ap.add_argument("--seed", type=int, default=1, help="seed for the disconnect choices")
-    ap.add_argument("--rss-pid", type=int, help="sample VmRSS of this process")
+    ap.add_argument("--rss-pid", type=int,
+                    help="the server's process: sample its VmRSS, and report its CPU time")
     ap.add_argument("--rss-every", type=float, default=5.0, help="seconds between RSS samples")
     ap.add_argument("--rss-log", help="write every RSS sample (seconds, KiB) to this file")
     ap.add_argument("--workload", choices=("plain", "shared-prompt"), default="plain")
@@ -262,6 +316,10 @@ def main():
                     help="send exactly this many requests (0: run for --seconds)")
     ap.add_argument("--record", help="with --requests: write the answers (JSON list) here")
     args = ap.parse_args()
+    if args.deadline is None:
+        args.deadline = args.seconds + max(60.0, args.seconds)
+    if args.deadline <= 0:
+        ap.error("--deadline must be positive")
     if not 0.0 <= args.disconnect_rate <= 1.0:
         ap.error("--disconnect-rate must be between 0 and 1")
     if args.record and not args.requests:
@@ -283,8 +341,8 @@ def main():
                      "ttft_second_ms": round(t2 * 1e3, 1) if t2 else None,
                      "ttft_ratio": round(t2 / t1, 3) if t1 and t2 else None}
         except (OSError, http.client.HTTPException, ValueError) as e:
-            probe = {"probe_error": str(e)}
-    outs = [dict(ttft=[], itl=[], tokens=0, requests=0, errors=0, disconnected=0)
+            probe = {"probe_error": str(e) or type(e).__name__}
+    outs = [dict(ttft=[], itl=[], tokens=0, requests=0, errors=0, disconnected=0, unfinished=0)
             for _ in range(args.clients)]
     rss = []
     stop = threading.Event()
@@ -292,15 +350,20 @@ def main():
     if args.rss_pid:
         sampler = threading.Thread(target=rss_sampler, args=(args.rss_pid, args.rss_every, stop, rss))
         sampler.start()
+    load_start = load_average()
+    cpu_start = cpu_seconds(args.rss_pid) if args.rss_pid else None
     start = time.monotonic()
     end = start + args.seconds
-    ths = [threading.Thread(target=client_loop, args=(args.url, args, end, outs[i], i))
+    hard_end = start + args.deadline
+    ths = [threading.Thread(target=client_loop, args=(args.url, args, end, hard_end, outs[i], i))
            for i in range(args.clients)]
     for t in ths:
         t.start()
     for t in ths:
         t.join()
     wall = time.monotonic() - start  # includes the requests that ran past the end
+    cpu_end = cpu_seconds(args.rss_pid) if args.rss_pid else None
+    load_end = load_average()
     if sampler:
         stop.set()
         sampler.join()
@@ -316,26 +379,41 @@ def main():
         "itl_p50_ms": round(percentile(itl, 50) * 1e3, 1),
         "itl_p99_ms": round(percentile(itl, 99) * 1e3, 1),
         "disconnected": sum(o["disconnected"] for o in outs),
+        "unfinished": sum(o["unfinished"] for o in outs),
         "workload": args.workload,
+        "load_start": load_start and round(load_start, 2),
+        "load_end": load_end and round(load_end, 2),
     }
+    if cpu_start is not None and cpu_end is not None:
+        res["server_cpu_s"] = round(cpu_end - cpu_start, 2)
+        res["server_cpu_ms_per_tok"] = round(1e3 * (cpu_end - cpu_start) / tokens, 2) if tokens else None
     res.update(probe)
     if args.record:
         with open(args.record, "w") as f:
             json.dump(args.answers, f)
     if rss:
         res.update(rss_samples=len(rss), rss_first_kib=rss[0][1], rss_mid_kib=rss[len(rss) // 2][1],
-                   rss_last_kib=rss[-1][1], rss_peak_kib=max(k for _, k in rss))
+                   rss_last_kib=rss[-1][1], rss_peak_kib=max(s[1] for s in rss),
+                   rss_anon_first_kib=rss[0][2], rss_anon_mid_kib=rss[len(rss) // 2][2],
+                   rss_anon_last_kib=rss[-1][2], rss_file_first_kib=rss[0][3],
+                   rss_file_last_kib=rss[-1][3])
         if args.rss_log:
             with open(args.rss_log, "w") as f:
-                for t, k in rss:
-                    f.write(f"{t:.1f} {k}\n")
+                f.write("# seconds VmRSS RssAnon RssFile (KiB)\n")
+                for t, k, anon, fil in rss:
+                    f.write(f"{t:.1f} {k} {anon} {fil}\n")
     if args.json:
         print(json.dumps(res))
     else:
         print(f"{args.label or args.url}: {args.clients} clients, {res['requests']} requests "
               f"({res['errors']} errors) in {res['seconds']} s: {res['tok_s']} tok/s | "
               f"TTFT p50 {res['ttft_p50_ms']} ms p99 {res['ttft_p99_ms']} ms | "
-              f"ITL p50 {res['itl_p50_ms']} ms p99 {res['itl_p99_ms']} ms")
+              f"ITL p50 {res['itl_p50_ms']} ms p99 {res['itl_p99_ms']} ms | "
+              f"load average {res['load_start']} -> {res['load_end']}")
+        if res["unfinished"]:
+            print(f"  {res['unfinished']} requests still running at the {args.deadline:g} s deadline, cut")
+        if "server_cpu_s" in res:
+            print(f"  server CPU {res['server_cpu_s']} s, {res['server_cpu_ms_per_tok']} ms per token")
         if args.disconnect_rate:
             print(f"  {res['disconnected']} requests disconnected on purpose mid-stream")
         if probe:
@@ -345,7 +423,10 @@ def main():
                   + (f" ({probe['probe_error']})" if "probe_error" in probe else ""))
         if rss:
             print(f"  RSS KiB: first {res['rss_first_kib']} middle {res['rss_mid_kib']} "
-                  f"last {res['rss_last_kib']} peak {res['rss_peak_kib']} ({res['rss_samples']} samples)")
+                  f"last {res['rss_last_kib']} peak {res['rss_peak_kib']} ({res['rss_samples']} samples); "
+                  f"anonymous first {res['rss_anon_first_kib']} middle {res['rss_anon_mid_kib']} "
+                  f"last {res['rss_anon_last_kib']}; file first {res['rss_file_first_kib']} "
+                  f"last {res['rss_file_last_kib']}")
 
 
 if __name__ == "__main__":
