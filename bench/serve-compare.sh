@@ -101,7 +101,12 @@ def load(name):
         return None
 
 def fmt(x):
-    return "-" if x is None else (f"{x:g}" if isinstance(x, (int, float)) else str(x))
+    if x is None or (isinstance(x, float) and x != x):  # absent, or NaN: no sample
+        return "-"
+    return f"{x:g}" if isinstance(x, (int, float)) else str(x)
+
+def times(r):
+    return "-" if r is None else f"{r:g}x"
 
 def ratio(a, b, key):
     if not a or not b or not a.get(key) or not b.get(key):
@@ -116,10 +121,14 @@ print("| workload | tok/s piecewise | tok/s llama-server | ratio | TTFT p50 ms p
 print("|---|---|---|---|---|---|---|---|---|")
 for label, a, b in rows:
     g = lambda r, k: fmt(r.get(k)) if r else "-"
-    print(f"| {label} | {g(a, 'tok_s')} | {g(b, 'tok_s')} | {fmt(ratio(a, b, 'tok_s'))}x "
+    print(f"| {label} | {g(a, 'tok_s')} | {g(b, 'tok_s')} | {times(ratio(a, b, 'tok_s'))} "
           f"| {g(a, 'ttft_p50_ms')} / {g(b, 'ttft_p50_ms')} | {g(a, 'itl_p99_ms')} / {g(b, 'itl_p99_ms')} "
           f"| {g(a, 'server_cpu_ms_per_tok')} / {g(b, 'server_cpu_ms_per_tok')} "
           f"| {g(a, 'unfinished')} / {g(b, 'unfinished')} | {g(a, 'load_start')} / {g(b, 'load_start')} |")
+loads = [r["load_start"] for _, x, y in rows for r in (x, y) if r and r.get("load_start") is not None]
+if loads and max(loads) > 0.5 * (os.cpu_count() or 1):
+    print(f"\nWarning: load average up to {max(loads):g} on {os.cpu_count()} CPUs during these runs: "
+          "other work shared the cores, so these figures compare nothing.")
 for name in ("piecewise", "llama-server"):
     s = load(f"{name}-shared")
     if s:
@@ -134,20 +143,27 @@ def target(what, ok):
 top = max(clients)
 a, b = load(f"piecewise-plain-{top}"), load(f"llama-server-plain-{top}")
 r_plain = ratio(a, b, "tok_s")
-target(f"{top} clients: throughput >= 2.5x llama-server's ({fmt(r_plain)}x)",
+target(f"{top} clients: throughput >= 2.5x llama-server's ({times(r_plain)})",
        None if r_plain is None else r_plain >= 2.5)
-if a and b:
-    target(f"{top} clients: p99 ITL <= llama-server's ({a['itl_p99_ms']} vs {b['itl_p99_ms']} ms)",
-           a["itl_p99_ms"] <= b["itl_p99_ms"])
+def at_most(a, b, key):
+    """a[key] <= b[key], or None when either has no figure."""
+    x, y = (r and r.get(key) for r in (a, b))
+    if not isinstance(x, (int, float)) or not isinstance(y, (int, float)) or x != x or y != y:
+        return None
+    return x <= y
+
+target(f"{top} clients: p99 ITL <= llama-server's "
+       f"({fmt(a and a.get('itl_p99_ms'))} vs {fmt(b and b.get('itl_p99_ms'))} ms)",
+       at_most(a, b, "itl_p99_ms"))
 for c in clients:
     a, b = load(f"piecewise-plain-{c}"), load(f"llama-server-plain-{c}")
     target(f"{c} clients: TTFT p50 <= llama-server's "
-           f"({a and a['ttft_p50_ms']} vs {b and b['ttft_p50_ms']} ms)",
-           None if not (a and b) else a["ttft_p50_ms"] <= b["ttft_p50_ms"])
+           f"({fmt(a and a.get('ttft_p50_ms'))} vs {fmt(b and b.get('ttft_p50_ms'))} ms)",
+           at_most(a, b, "ttft_p50_ms"))
 s = load("piecewise-shared")
 target(f"shared prompt: second TTFT <= 0.2x the first ({fmt(s and s.get('ttft_ratio'))})",
        None if not (s and s.get("ttft_ratio") is not None) else s["ttft_ratio"] <= 0.2)
 r_shared = ratio(s, load("llama-server-shared"), "tok_s")
-target(f"shared prompt: throughput ratio ({fmt(r_shared)}x) >= the plain one at {top} clients "
-       f"({fmt(r_plain)}x)", None if r_shared is None or r_plain is None else r_shared >= r_plain)
+target(f"shared prompt: throughput ratio ({times(r_shared)}) >= the plain one at {top} clients "
+       f"({times(r_plain)})", None if r_shared is None or r_plain is None else r_shared >= r_plain)
 PY

@@ -15,7 +15,10 @@ about --system-tokens tokens (default 1000), followed by the client's own
 question. Before the load it measures the time to first token of a first
 request alone (the system prompt computed) and of a second one alone with
 another question (the system prompt cached, by a server that caches
-prefixes), and reports both and their ratio. --cache-prompt adds
+prefixes), and reports both and their ratio. "unique-prompt" gives every
+request a system prompt of its own of that size (nothing to share: a
+prefix cache's worst case, and the quickest way to write every KV block
+once). --cache-prompt adds
 "cache_prompt": true to every request (llama-server's prompt cache switch;
 piecewise ignores it: its prefix cache is on unless --no-prefix-cache).
 
@@ -94,6 +97,10 @@ QUESTIONS = [
 
 
 def build_messages(args, idx, k):
+    if args.workload == "unique-prompt":
+        q = QUESTIONS[(idx + k) % len(QUESTIONS)].format(k=k)
+        return [{"role": "system", "content": system_prompt(args.system_tokens, f"{args.nonce}-{idx}-{k}")},
+                {"role": "user", "content": q}]
     if args.workload == "shared-prompt":
         q = QUESTIONS[(idx + k) % len(QUESTIONS)].format(k=k)
         return [{"role": "system", "content": args.system_text},
@@ -305,7 +312,7 @@ def main():
                     help="the server's process: sample its VmRSS, and report its CPU time")
     ap.add_argument("--rss-every", type=float, default=5.0, help="seconds between RSS samples")
     ap.add_argument("--rss-log", help="write every RSS sample (seconds, KiB) to this file")
-    ap.add_argument("--workload", choices=("plain", "shared-prompt"), default="plain")
+    ap.add_argument("--workload", choices=("plain", "shared-prompt", "unique-prompt"), default="plain")
     ap.add_argument("--system-tokens", type=int, default=1000,
                     help="shared-prompt: about this many tokens of system prompt")
     ap.add_argument("--nonce", help="shared-prompt: the system prompt's first words "
@@ -326,8 +333,8 @@ def main():
         ap.error("--record needs --requests")
     if args.requests and args.disconnect_rate:
         ap.error("--requests and --disconnect-rate do not go together")
-    args.system_text = system_prompt(args.system_tokens,
-                                     args.nonce or f"{random.SystemRandom().getrandbits(40):010x}")
+    args.nonce = args.nonce or f"{random.SystemRandom().getrandbits(40):010x}"
+    args.system_text = system_prompt(args.system_tokens, args.nonce)
     args.counter, args.counter_lock, args.answers = [0], threading.Lock(), [None] * args.requests
     probe = {}
     if args.workload == "shared-prompt":
