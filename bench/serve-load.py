@@ -29,7 +29,7 @@ that two servers, or one with and without a cache, can be compared answer
 for answer (bench/serve-prefix-check.sh).
 
 Every timed run ends by --deadline seconds (default: --seconds plus the
-larger of 60 and --seconds): requests still streaming then are closed and
+larger of 60 and --seconds; none for --requests): requests still streaming then are closed and
 counted as "unfinished" (their tokens so far still count), so a server that
 stalls (llama-server's per-operation thread barriers crawl when its threads
 cannot all run at once on a loaded machine) still gives a figure instead of
@@ -323,8 +323,8 @@ def main():
                     help="send exactly this many requests (0: run for --seconds)")
     ap.add_argument("--record", help="with --requests: write the answers (JSON list) here")
     args = ap.parse_args()
-    if args.deadline is None:
-        args.deadline = args.seconds + max(60.0, args.seconds)
+    if args.deadline is None:  # a fixed set of requests runs to its end
+        args.deadline = 1e7 if args.requests else args.seconds + max(60.0, args.seconds)
     if args.deadline <= 0:
         ap.error("--deadline must be positive")
     if not 0.0 <= args.disconnect_rate <= 1.0:

@@ -44,6 +44,9 @@ static void usage(FILE *f) {
             "                           has had a second at least) is closed to admit a new one\n"
             "  --ctx N                  context per request (default: the model's, at most 2048)\n"
             "  --max-batched-tokens N   tokens per step, bounds prefill chunks (default 128)\n"
+            "  --kv-positions N         KV cache positions shared by all requests, raised to\n"
+            "                           --ctx if smaller; resident as they are first written\n"
+            "                           (default 16384)\n"
             "  --max-body BYTES         largest request body; larger gets 413 (default 1048576)\n"
             "  --model-name NAME        the id /v1/models reports (default: the model's name)\n"
             "  --verify-every N         re-run one step in N eagerly and compare the logits bit\n"
@@ -148,6 +151,9 @@ static int parse_args(int argc, char **argv, serve_options *o) {
         } else if (strcmp(a, "--max-batched-tokens") == 0) {
             if (pw_cli_int(argc, argv, &i, 1, 1 << 16, &o->cfg.max_num_batched_tokens)) return 2;
             batched_given = true;
+        } else if (strcmp(a, "--kv-positions") == 0) {
+            if (pw_cli_int(argc, argv, &i, 16, (int64_t)1 << 24, &o->cfg.kv_cache_positions))
+                return 2;
         } else if (strcmp(a, "--max-body") == 0) {
             if (pw_cli_int(argc, argv, &i, 64, (int64_t)1 << 30, &n)) return 2;
             o->http.max_body = (size_t)n;

@@ -49,11 +49,13 @@ cli([model, "--bogus"], 2, "unknown option '--bogus'")
 cli([model, "--api-key", ""], 2, "the key is empty")
 cli([model, "--verify-every", "-1"], 2, "outside [0,")
 cli([model, "--max-seqs", "8", "--max-batched-tokens", "4"], 2, "must be at least --max-seqs")
+cli([model, "--kv-positions", "8"], 2, "outside [16,")
+cli([model, "--kv-positions", "lots"], 2, "is not an integer")
 cli(["/no/such/model.gguf"], 1, "/no/such/model.gguf")
 cli([model, "--host", "not-an-address", "--port", "0"], 1, "not a numeric")
 h = subprocess.run([binary, "serve", "--help"], capture_output=True, text=True, timeout=60)
 for opt in ["--host", "--port", "--max-seqs", "--threads", "--api-key", "--mode", "--max-queue",
-            "--timeout", "--verify-every"]:
+            "--timeout", "--verify-every", "--kv-positions"]:
     t.check(h.returncode == 0 and opt in h.stdout, f"serve --help documents {opt}")
 
 # ---- the main server ------------------------------------------------------------------------
