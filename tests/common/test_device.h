@@ -14,16 +14,6 @@
 
 static inline pw_device pw_test_device(void) { return pw_device_from_env(); }
 
-/* Host memory the test device's copies accept during a capture too
- * (page-locked on a discrete device); freed with pw_test_host_free. */
-static inline void *pw_test_host_alloc(size_t bytes) {
-    void *p = NULL;
-    if (pw_device_host_alloc(pw_test_device(), bytes, &p) != PW_OK) return NULL;
-    return p;
-}
-
-static inline void pw_test_host_free(void *p) { pw_device_host_free(pw_test_device(), p); }
-
 static void pw_test_noop_kernel(const void *args) { (void)args; }
 static const pw_kernel pw_test_noop = {"noop", pw_test_noop_kernel, NULL, NULL};
 
@@ -44,8 +34,8 @@ static inline pw_status pw_test_write(pw_stream *s, void *dst, const void *src, 
     return pw_stream_synchronize(s);
 }
 
-/* Waits for the work queued on s, then copies bytes from device src into
- * host dst. */
+/* Copies bytes from device src into host dst on s, after the work queued
+ * before it, and waits for it. */
 static inline pw_status pw_test_read(pw_stream *s, void *dst, const void *src, size_t bytes) {
     PW_TRY(pw_stream_copy_d2h(s, dst, src, bytes));
     return pw_stream_synchronize(s);
