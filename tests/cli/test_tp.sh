@@ -53,6 +53,14 @@ for mode in none piecewise full auto; do
   done
 done
 
+# sampling: rank 0 samples and the others take its tokens; the same seed
+# gives the same text at every degree, since the logits are the same bits
+sampled=(-p "Once upon a time" -n 40 --temp 0.9 --top-k 40 --seed 7 -q)
+ref=$("$bin" run "$model" "${sampled[@]}" --tp 1 2>"$tmp/err") || { echo "FAIL: sampled --tp 1"; fail=1; }
+out=$(mpi 2 "$bin" run "$model" "${sampled[@]}" --tp 2 2>"$tmp/err")
+[ -n "$ref" ] && [ "$out" = "$ref" ] ||
+  { printf 'FAIL: sampled --tp 2 differs:\n%s\n---\n%s\n' "$out" "$ref"; fail=1; }
+
 # ---- FULL decode replays at TP = 2, and each rank's share of the weights ---------
 mpi 2 "$bin" run "$model" -p "Once upon a time" -n 24 --mode full --tp 2 >/dev/null 2>"$tmp/err"
 full=$(sed -n 's/.*steps: [0-9]* none, [0-9]* piecewise, \([0-9]*\) full.*/\1/p' "$tmp/err" | head -1)
