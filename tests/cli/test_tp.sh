@@ -53,6 +53,23 @@ for mode in none piecewise full auto; do
   done
 done
 
+# every logit bit: a hash of the logits of a run that mixes prefill chunks
+# with decode (pw_tp_logits, built beside the tests)
+logits_bin="$(dirname "$bin")/tests/pw_tp_logits"
+if [ -x "$logits_bin" ]; then
+  for mode in none piecewise full; do
+    ref=$("$logits_bin" "$model" 1 "$mode" 2>"$tmp/err") || { echo "FAIL: logits --tp 1 $mode: $(cat "$tmp/err")"; fail=1; }
+    for n in 2 3 4; do
+      out=$(mpi "$n" "$logits_bin" "$model" "$n" "$mode" 2>"$tmp/err")
+      [ -n "$ref" ] && [ "$out" = "$ref" ] ||
+        { echo "FAIL: logits --tp $n $mode: '$out', --tp 1: '$ref' $(cat "$tmp/err")"; fail=1; }
+    done
+    echo "logits $mode: $ref at --tp 1, 2, 3, 4"
+  done
+else
+  skip_part "$logits_bin not built"
+fi
+
 # sampling: rank 0 samples and the others take its tokens; the same seed
 # gives the same text at every degree, since the logits are the same bits
 sampled=(-p "Once upon a time" -n 40 --temp 0.9 --top-k 40 --seed 7 -q)
