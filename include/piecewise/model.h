@@ -64,8 +64,6 @@ PW_API void pw_model_free(pw_model *m);
 PW_API pw_status pw_tp_init(int tp);
 PW_API int pw_tp_rank(void);
 PW_API int pw_tp_size(void);
-/* True when every rank passes ok = true (a collective: all ranks call it). */
-PW_API bool pw_tp_all_ok(bool ok);
 /* Leaves the job: MPI_Finalize, or with a non-zero exit code MPI_Abort
  * (the other ranks may be waiting in a collective). No-op without MPI. */
 PW_API void pw_tp_finish(int exit_code);

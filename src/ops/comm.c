@@ -10,6 +10,7 @@
 #include "ops/comm.h"
 
 #include "internal.h"
+#include "piecewise/model.h"
 #include "pw_config.h"
 
 #include <stdio.h>
@@ -123,18 +124,6 @@ pw_status pw_tp_init(int tp) {
 
 int pw_tp_rank(void) { return tp_rank; }
 int pw_tp_size(void) { return tp_size; }
-
-bool pw_tp_all_ok(bool ok) {
-#if PW_HAVE_MPI
-    if (tp_comm == MPI_COMM_NULL) return ok;
-    int mine = ok ? 0 : 1, any = 0;
-    int rc = MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, tp_comm);
-    if (rc != MPI_SUCCESS) fail_collective("the ranks' status exchange", rc);
-    return any == 0;
-#else
-    return ok;
-#endif
-}
 
 void pw_tp_finish(int exit_code) {
 #if PW_HAVE_MPI
