@@ -22,6 +22,7 @@
  * is not is refused with the reason. */
 #include "model/llama.h"
 
+#include "model/gguf.h"
 #include "ops/comm.h"
 
 #include <inttypes.h>
@@ -103,6 +104,8 @@ static pw_status load_col_shards(pw_model *m, const char *name, int64_t d0, int6
             memcpy(buf + (size_t)(s * d1 + r) * shard_row, src + (size_t)r * full_row + col,
                    shard_row);
     }
+    /* the rest of the tensor is other ranks' (a no-op for a dequantized copy) */
+    pw_gguf_release_pages(m->gguf, src, (size_t)d1 * full_row);
     pw_tensor_release(full);
     m->owned[m->n_owned++] = (float *)buf;
     int64_t shape[2] = {n * d1, width};
