@@ -255,11 +255,22 @@ int pw_cli_load_model(const char *cmd, const char *path, int64_t tp, pw_engine_c
     return 0;
 }
 
-void pw_cli_print_tp_rank(const pw_engine *engine) {
+void pw_cli_print_tp_rank(const pw_engine *engine, const pw_tp_comm_stats *since) {
     pw_engine_stats st;
     pw_engine_get_stats(engine, &st);
     struct rusage ru;
     long peak_kib = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
-    fprintf(stderr, "tp rank %d of %d: %zu weight bytes, %zu KV cache bytes, peak RSS %ld KiB\n",
-            pw_tp_rank(), pw_tp_size(), st.weight_bytes, st.kv_cache_bytes, peak_kib);
+    pw_tp_comm_stats cs;
+    pw_tp_get_comm_stats(&cs);
+    cs.gather_seconds -= since->gather_seconds;
+    cs.broadcast_seconds -= since->broadcast_seconds;
+    double steps = st.steps > 0 ? (double)st.steps : 1;
+    double busy = st.prefill_seconds + st.decode_seconds;
+    fprintf(stderr,
+            "tp rank %d of %d: %zu weight bytes, %zu KV cache bytes, peak RSS %ld KiB; "
+            "all-reduce gathers %.1f us/step (%.1f%% of the steps' time), rank 0's step "
+            "broadcasts %.1f us/step\n",
+            pw_tp_rank(), pw_tp_size(), st.weight_bytes, st.kv_cache_bytes, peak_kib,
+            cs.gather_seconds / steps * 1e6, busy > 0 ? 100.0 * cs.gather_seconds / busy : 0.0,
+            cs.broadcast_seconds / steps * 1e6);
 }

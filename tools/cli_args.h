@@ -78,7 +78,9 @@ int pw_cli_tp_option(int argc, char **argv, int *i, int64_t *tp);
 int pw_cli_load_model(const char *cmd, const char *path, int64_t tp, pw_engine_config *cfg,
                       pw_model **out);
 /* One line per rank on standard error (every rank, quiet or not): its
- * weight and KV-cache bytes and its peak resident memory. */
-void pw_cli_print_tp_rank(const pw_engine *engine);
+ * weight and KV-cache bytes, its peak resident memory, and the time its
+ * steps spent in the collectives since `since` (taken after start-up, so
+ * that the captures' all-reduces are left out). */
+void pw_cli_print_tp_rank(const pw_engine *engine, const pw_tp_comm_stats *since);
 
 #endif

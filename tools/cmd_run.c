@@ -333,10 +333,12 @@ int pw_cmd_run(int argc, char **argv) {
                      : "raw prompts");
     s = pw_engine_new(model, &o.cfg, &engine);
     if (s != PW_OK) rc = pw_cli_fail("run: compiling and capturing", s);
+    pw_tp_comm_stats comm_at_start;
+    pw_tp_get_comm_stats(&comm_at_start);
     if (rc == 0) rc = add_prompts(model, engine, &o, chat, reqs);
     if (rc == 0) rc = generate(model, engine, &o, chat, reqs);
     if (rc == 0 && !o.quiet) print_stats(engine);
-    if (rc == 0 && o.tp > 0) pw_cli_print_tp_rank(engine);
+    if (rc == 0 && o.tp > 0) pw_cli_print_tp_rank(engine, &comm_at_start);
     for (int i = 0; i < o.n_prompts; i++) free(reqs[i].text);
     pw_engine_free(engine);
     pw_model_free(model);

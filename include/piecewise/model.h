@@ -64,6 +64,14 @@ PW_API void pw_model_free(pw_model *m);
 PW_API pw_status pw_tp_init(int tp);
 PW_API int pw_tp_rank(void);
 PW_API int pw_tp_size(void);
+/* Time this rank spent in the collectives since pw_tp_init: the
+ * all-reduces' gathers (inside the forward, so inside the decode time) and
+ * the per-step broadcasts of rank 0's decisions. */
+typedef struct pw_tp_comm_stats {
+    int64_t gathers, broadcasts;
+    double gather_seconds, broadcast_seconds;
+} pw_tp_comm_stats;
+PW_API void pw_tp_get_comm_stats(pw_tp_comm_stats *out);
 /* Leaves the job: MPI_Finalize, or with a non-zero exit code MPI_Abort
  * (the other ranks may be waiting in a collective). No-op without MPI. */
 PW_API void pw_tp_finish(int exit_code);

@@ -10,6 +10,7 @@
 #include "ops/comm.h"
 
 #include "internal.h"
+#include "piecewise/extend.h"
 #include "piecewise/model.h"
 #include "pw_config.h"
 
@@ -25,6 +26,9 @@ static MPI_Comm tp_comm = MPI_COMM_NULL;
 
 static int tp_rank, tp_size = 1;
 static bool tp_mpi_started;
+/* Time inside the collectives (pw_tp_get_comm_stats): the kernel and the
+ * engine call them from the thread that steps, one at a time. */
+static pw_tp_comm_stats tp_stats;
 
 int pw_comm_rank(void) { return tp_rank; }
 int pw_comm_size(void) { return tp_size; }
@@ -64,9 +68,12 @@ void pw_comm_allgather_shards(const float *send, float *recv, int64_t shards, in
         counts[r] = (int)((b - a) * per_shard);
         displs[r] = (int)(a * per_shard);
     }
+    double t0 = pw_monotonic_seconds();
     int rc = MPI_Allgatherv(send, counts[tp_rank], MPI_FLOAT, recv, counts, displs, MPI_FLOAT,
                             tp_comm);
     if (rc != MPI_SUCCESS) fail_collective("the all-reduce's gather", rc);
+    tp_stats.gathers++;
+    tp_stats.gather_seconds += pw_monotonic_seconds() - t0;
 #else
     (void)s0, (void)s1;
 #endif
@@ -76,8 +83,11 @@ pw_status pw_comm_bcast(void *buf, size_t bytes) {
     if (tp_size == 1) return PW_OK;
 #if PW_HAVE_MPI
     if (bytes > INT32_MAX) return pw_error(PW_ERR_INVALID_ARG, "broadcast of %zu bytes", bytes);
+    double t0 = pw_monotonic_seconds();
     int rc = MPI_Bcast(buf, (int)bytes, MPI_BYTE, 0, tp_comm);
     if (rc != MPI_SUCCESS) fail_collective("a broadcast from rank 0", rc);
+    tp_stats.broadcasts++;
+    tp_stats.broadcast_seconds += pw_monotonic_seconds() - t0;
 #else
     (void)buf, (void)bytes;
 #endif
@@ -121,6 +131,8 @@ pw_status pw_tp_init(int tp) {
                     tp, tp);
 #endif
 }
+
+void pw_tp_get_comm_stats(pw_tp_comm_stats *out) { *out = tp_stats; }
 
 int pw_tp_rank(void) { return tp_rank; }
 int pw_tp_size(void) { return tp_size; }
