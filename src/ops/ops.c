@@ -363,6 +363,10 @@ static pw_status launch_all_reduce(const pw_op_env *env, const pw_value *args,
     int64_t shards = args[1].as.i, s0, s1;
     pw_tp_shard_range(shards, pw_comm_size(), pw_comm_rank(), &s0, &s1);
     int64_t t = p->shape[0] / (s1 - s0), n = p->shape[1];
+    if (shards * t * n > INT32_MAX) /* MPI counts are int */
+        return pw_error(PW_ERR_UNSUPPORTED,
+                        "all_reduce: %lld shards of [%lld][%lld] exceed one MPI gather",
+                        (long long)shards, (long long)t, (long long)n);
     pw_k_all_reduce_shards_args a = {fdata(outs[0]), fdata(p), NULL, t, n, shards, s1 - s0};
     if (pw_comm_size() > 1)
         PW_TRY(scratch_alloc(env, (size_t)(shards * t * n) * sizeof(float), &a.gather));
