@@ -58,6 +58,10 @@ PW_API int pw_env_choice(const char *name, const char *const *choices, int defau
  * with a warning that says it expected `accepted` and is using `fallback`). */
 PW_API const char *pw_env_string(const char *name, bool (*valid)(const char *value),
                                  const char *accepted, const char *fallback);
+/* The device PW_DEVICE names (cpu, cuda, emu), or the CPU: the default
+ * device of an engine and of the tests, so that a test suite or a script
+ * runs unchanged on another device. */
+PW_API pw_device pw_device_from_env(void);
 
 /* The one hash: 64-bit FNV-1a of n bytes, continuing from h. Start from
  * PW_FNV1A_BASIS; chain calls to hash several pieces as one. The graph
