@@ -69,6 +69,10 @@ PW_API pw_device pw_device_from_env(void);
 #define PW_FNV1A_BASIS UINT64_C(0xcbf29ce484222325)
 PW_API uint64_t pw_fnv1a(uint64_t h, const void *data, size_t n);
 
+/* True if s[0..len) is well-formed UTF-8: no overlong forms, surrogates,
+ * truncated sequences or code points past U+10FFFF. */
+PW_API bool pw_utf8_valid(const char *s, size_t len);
+
 /* The string builder. Zero-initialise one (pw_sb sb = {0}), append to it,
  * then take the text with pw_sb_finish or drop it with pw_sb_discard. A
  * failed allocation (or a failed format) makes it stop appending and
