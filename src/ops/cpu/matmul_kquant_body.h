@@ -470,8 +470,8 @@ KQ_INLINE __m128i kq_scales_mins_vec(const uint8_t *s) {
  * (words 16-31) of each 128-bit lane into words: odd control bytes 0x80
  * give the zero high bytes. */
 KQ_INLINE __m512i kq_ctrl2(int b0, int b1) {
-    const int z = 0x8000;
-    __m512i lo = _mm512_set1_epi16((short)(z | b0)), hi = _mm512_set1_epi16((short)(z | b1));
+    __m512i lo = _mm512_set1_epi16((short)(-0x8000 | b0));
+    __m512i hi = _mm512_set1_epi16((short)(-0x8000 | b1));
     return _mm512_mask_blend_epi64(0xF0, lo, hi);
 }
 
@@ -542,12 +542,13 @@ KQ_INLINE void kq_row_col(const uint8_t *blk, pw_dtype type, const __m512i a[4],
         __m512i sc = _mm512_shuffle_epi8(smb, kq_ctrl2(2 * m, 2 * m + 1));
         acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u, a[m]), sc);
     }
-    /* mins: words 2l and 2l+1 = m_l */
-    const int z = 0x8000;
-    __m256i mctrl = _mm256_setr_epi32((z | 8) | (z | 8) << 16, (z | 9) | (z | 9) << 16,
-                                      (z | 10) | (z | 10) << 16, (z | 11) | (z | 11) << 16,
-                                      (z | 12) | (z | 12) << 16, (z | 13) | (z | 13) << 16,
-                                      (z | 14) | (z | 14) << 16, (z | 15) | (z | 15) << 16);
+    /* mins: words 2l and 2l+1 = m_l (byte 8 + l, high byte zero) */
+#define KQ_W(b) ((short)(-0x8000 | (b)))
+    const __m256i mctrl =
+        _mm256_setr_epi16(KQ_W(8), KQ_W(8), KQ_W(9), KQ_W(9), KQ_W(10), KQ_W(10), KQ_W(11),
+                          KQ_W(11), KQ_W(12), KQ_W(12), KQ_W(13), KQ_W(13), KQ_W(14), KQ_W(14),
+                          KQ_W(15), KQ_W(15));
+#undef KQ_W
     __m256i side_w = _mm256_shuffle_epi8(_mm512_castsi512_si256(smb), mctrl);
     *mp = _mm256_madd_epi16(bs, side_w);
     *is = _mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
