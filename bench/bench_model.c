@@ -274,11 +274,11 @@ static double wall_seconds(void) {
  * step: a thread CPU-time read is a system call, and two per step cost
  * about as much as the scheduler. */
 static pw_status run_requests(pw_engine *e, const int32_t *prompt, int64_t n_prompt, int64_t n,
-                              int64_t max_new, double *decode_wall, double *decode_cpu) {
-    pw_sampling_params sp = {0};
+                              int64_t max_new, const pw_sampling_params *sp, double *decode_wall,
+                              double *decode_cpu) {
     int64_t ids[4096];
     double w0 = 0, c0 = 0;
-    for (int64_t i = 0; i < n; i++) TRY(pw_engine_add_request(e, prompt, n_prompt, max_new, &sp, &ids[i]));
+    for (int64_t i = 0; i < n; i++) TRY(pw_engine_add_request(e, prompt, n_prompt, max_new, sp, &ids[i]));
     for (int64_t step = 0; pw_engine_has_work(e); step++) {
         const pw_step_token *toks;
         int64_t nt;
@@ -292,16 +292,32 @@ static pw_status run_requests(pw_engine *e, const int32_t *prompt, int64_t n_pro
     return PW_OK;
 }
 
+/* Greedy, with the end-of-generation tokens banned (logit bias -100), so
+ * that every request decodes all its tokens, as llama-bench's do: a random
+ * model with tied embeddings tends to repeat its input, and where BOS is
+ * also EOS (Qwen's vocabulary) it would stop at once. */
+static void greedy_without_eog(const pw_model *m, pw_logit_bias *bias, pw_sampling_params *sp) {
+    *sp = (pw_sampling_params){0};
+    int32_t vocab = (int32_t)pw_model_get_info(m)->vocab;
+    for (int32_t t = 0; t < vocab && sp->n_logit_bias < PW_MAX_LOGIT_BIAS; t++)
+        if (pw_model_is_end_of_generation(m, t)) bias[sp->n_logit_bias++] = (pw_logit_bias){t, -100.0f};
+    sp->logit_bias = bias;
+}
+
 static pw_status measure_decode(pw_engine *e, pw_model *m, const model_opts *o, int64_t batch,
                                 decode_result *out) {
     double tok_s[1000], step_ms[1000], cpu_tok_s[1000];
-    int32_t bos = pw_model_bos(m);
+    pw_logit_bias bias[PW_MAX_LOGIT_BIAS];
+    pw_sampling_params sp;
+    greedy_without_eog(m, bias, &sp);
+    /* BOS, or token 0 in a vocabulary without one */
+    int32_t bos = pw_model_bos(m) >= 0 ? pw_model_bos(m) : 0;
     /* One unmeasured run warms caches and the pools' free lists. */
-    TRY(run_requests(e, &bos, 1, batch, o->tokens, NULL, NULL));
+    TRY(run_requests(e, &bos, 1, batch, o->tokens, &sp, NULL, NULL));
     for (int r = 0; r < o->repeats; r++) {
         double wall = 0, cpu = 0;
         pw_engine_reset_stats(e);
-        TRY(run_requests(e, &bos, 1, batch, o->tokens, &wall, &cpu));
+        TRY(run_requests(e, &bos, 1, batch, o->tokens, &sp, &wall, &cpu));
         pw_engine_stats st;
         pw_engine_get_stats(e, &st);
         tok_s[r] = (double)st.decode_step_tokens / (wall > 0 ? wall : 1e-12);
@@ -371,13 +387,14 @@ static pw_status measure_prefill(pw_engine *e, pw_model *m, const model_opts *o,
     if (n + 1 > in->context) n = in->context - 1;
     int32_t prompt[ENGINE_MIN_BATCHED_TOKENS];
     /* Deterministic tokens spread over the vocabulary; BOS first. */
-    prompt[0] = pw_model_bos(m);
+    prompt[0] = pw_model_bos(m) >= 0 ? pw_model_bos(m) : 0;
     for (int64_t i = 1; i < n; i++) prompt[i] = (int32_t)((i * 7919) % in->vocab);
     double tok_s[1000];
-    TRY(run_requests(e, prompt, n, 1, 1, NULL, NULL));
+    const pw_sampling_params greedy = {0};
+    TRY(run_requests(e, prompt, n, 1, 1, &greedy, NULL, NULL));
     for (int r = 0; r < o->repeats; r++) {
         pw_engine_reset_stats(e);
-        TRY(run_requests(e, prompt, n, 1, 1, NULL, NULL));
+        TRY(run_requests(e, prompt, n, 1, 1, &greedy, NULL, NULL));
         pw_engine_stats st;
         pw_engine_get_stats(e, &st);
         tok_s[r] = (double)st.prompt_tokens / (st.prefill_seconds > 0 ? st.prefill_seconds : 1e-12);

@@ -221,6 +221,12 @@ int pw_cmd_serve(int argc, char **argv) {
     serve_http *http = NULL;
     pw_status s = pw_model_load(o.model, &model);
     if (s != PW_OK) return pw_cli_fail("serve", s);
+    /* a template that cannot be rendered fails here, before compiling and
+     * listening, not on every chat request */
+    if (pw_model_has_chat_template(model) && (s = pw_model_check_chat_template(model)) != PW_OK) {
+        rc = pw_cli_fail("serve", s);
+        goto done;
+    }
     const pw_model_info *info = pw_model_get_info(model);
     int64_t ctx = o.ctx ? o.ctx : (info->context < 2048 ? info->context : 2048);
     o.cfg.max_model_len = ctx;

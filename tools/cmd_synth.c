@@ -25,7 +25,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: piecewise synth --shape NAME --type TYPE [-o FILE] [--vocab FILE]\n"
             "                       [--seed N] [--force]\n"
-            "       piecewise synth --family NAME --vocab FILE [-o FILE] [--force]\n"
+            "       piecewise synth --family NAME --vocab FILE [--shape NAME] [--type TYPE]\n"
+            "                       [-o FILE] [--force]\n"
             "       piecewise synth --list\n\n"
             "Writes a GGUF model with a real model's shape and random weights in one quant\n"
             "type, which piecewise and llama.cpp both load: for measuring speed and memory\n"
@@ -40,11 +41,12 @@ static void usage(FILE *f) {
             "                  " SYNTH_DEFAULT_VOCAB ")\n"
             "  --seed N        random seed (default 1); same seed, same file\n"
             "  --force         replace FILE if it exists\n"
-            "  --family NAME   instead of --shape/--type: a small model of a family's\n"
-            "                  architecture (llama3, mistral, qwen2, qwen3, phi3: dim 256,\n"
-            "                  4 layers, F16) over the vocabulary of --vocab (llama.cpp's\n"
-            "                  models/ggml-vocab-*.gguf), as the golden tests use\n"
-            "                  (docs/models.md, \"What proves a family\")\n"
+            "  --family NAME   a model of a family's architecture (llama3, mistral, qwen2,\n"
+            "                  qwen3, phi3) over the vocabulary of --vocab (llama.cpp's\n"
+            "                  models/ggml-vocab-*.gguf): alone, dim 256, 4 layers, F16, as\n"
+            "                  the golden tests use (docs/models.md, \"What proves a\n"
+            "                  family\"); --shape and --type (not q4_k_m) give it another\n"
+            "                  size and weight type, for speed measurements\n"
             "  --list          print the shapes and types\n\n"
             "Sizes: 1b about 0.7-1.3 GB, 3b 1.9-3.4 GB, 8b 4.3-8.1 GB (q4_0 to q8_0).\n");
 }
@@ -137,10 +139,6 @@ int pw_cmd_synth(int argc, char **argv) {
     }
     pw_synth_family_config fam;
     if (family) {
-        if (shape_name || type_name) {
-            fprintf(stderr, "piecewise: synth: --family replaces --shape and --type\n");
-            return 2;
-        }
         if (pw_synth_family_preset(family, &fam) != PW_OK) {
             fprintf(stderr, "piecewise: synth: %s\n", pw_last_error());
             return 2;
@@ -150,17 +148,24 @@ int pw_cmd_synth(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    const pw_synth_shape *shape = family ? NULL : pw_synth_shape_find(shape_name);
-    const pw_synth_type *type = family ? NULL : pw_synth_type_find(type_name);
-    if (!family && !shape) {
+    const pw_synth_shape *shape = shape_name ? pw_synth_shape_find(shape_name) : NULL;
+    const pw_synth_type *type = type_name ? pw_synth_type_find(type_name) : NULL;
+    if (shape_name && !shape) {
         fprintf(stderr, "piecewise: synth: unknown shape '%s' (piecewise synth --list)\n",
                 shape_name);
         return 2;
     }
-    if (!family && !type) {
+    if (type_name && !type) {
         fprintf(stderr, "piecewise: synth: unknown type '%s' (piecewise synth --list)\n",
                 type_name);
         return 2;
+    }
+    if (family && (shape || type)) {
+        if (type && type->q4_k_m) {
+            fprintf(stderr, "piecewise: synth: --family takes one weight type, not the q4_k_m mix\n");
+            return 2;
+        }
+        pw_synth_family_resize(&fam, shape, type ? type->dtype : fam.weight_dtype);
     }
 
     char path[4096];
@@ -180,7 +185,9 @@ int pw_cmd_synth(int argc, char **argv) {
         }
         if (make_dirs(path)) return 1;
         if (family)
-            snprintf(path + n, sizeof path - (size_t)n, "/family-%s.gguf", family);
+            snprintf(path + n, sizeof path - (size_t)n, "/family-%s%s%s%s%s.gguf", family,
+                     shape ? "-" : "", shape ? shape->name : "", type ? "-" : "",
+                     type ? type->name : "");
         else
             snprintf(path + n, sizeof path - (size_t)n, "/%s-%s.gguf", shape->name, type->name);
     } else if ((size_t)snprintf(path, sizeof path, "%s", out) >= sizeof path) {

@@ -116,6 +116,11 @@ bool serve_tokenize(const pw_model *m, const char *body, size_t len, char **out,
                     serve_error *err);
 bool serve_detokenize(const pw_model *m, const char *body, size_t len, char **out,
                       serve_error *err);
+/* A chat request's "tools" and "tool_choice" (serve_tools.c): *tools_json
+ * (malloc'ed) is the tools array for the chat template, or NULL when the
+ * request has none or tool_choice is "none"; false with *err (400) for a
+ * malformed tool or an unsupported tool_choice. */
+bool serve_chat_tools(const struct cJSON *root, char **tools_json, serve_error *err);
 /* True if s[0..len) is well-formed UTF-8. */
 bool serve_utf8_valid(const char *s, size_t len);
 /* A NUL-terminated copy of s[0..n) (malloc'ed; NULL when memory ran out)

@@ -41,35 +41,7 @@ char *serve_error_json(const serve_error *err) {
     return s;
 }
 
-bool serve_utf8_valid(const char *str, size_t len) {
-    const unsigned char *s = (const unsigned char *)str;
-    size_t i = 0;
-    while (i < len) {
-        unsigned c = s[i];
-        size_t n;
-        unsigned min;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if ((c & 0xE0) == 0xC0) {
-            n = 1, min = 0x80, c &= 0x1F;
-        } else if ((c & 0xF0) == 0xE0) {
-            n = 2, min = 0x800, c &= 0x0F;
-        } else if ((c & 0xF8) == 0xF0) {
-            n = 3, min = 0x10000, c &= 0x07;
-        } else {
-            return false;
-        }
-        if (len - i <= n) return false; /* truncated sequence */
-        for (size_t k = 1; k <= n; k++) {
-            if ((s[i + k] & 0xC0) != 0x80) return false;
-            c = (c << 6) | (s[i + k] & 0x3F);
-        }
-        if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return false;
-        i += n + 1;
-    }
-    return true;
-}
+bool serve_utf8_valid(const char *str, size_t len) { return pw_utf8_valid(str, len); }
 
 /* A copy of s[0..n) with malformed UTF-8 replaced by U+FFFD (a model can
  * emit any bytes; JSON must carry valid text). */
@@ -308,8 +280,10 @@ static bool chat_prompt(const pw_model *m, const cJSON *root, serve_params *p, s
                         "this model has no chat template; use /v1/completions with a raw prompt");
         ok = false;
     }
+    char *tools = NULL;
+    if (ok) ok = serve_chat_tools(root, &tools, err);
     if (ok) {
-        pw_status s = pw_model_tokenize_chat(m, cm, n, true, true, &p->prompt, &p->n_prompt);
+        pw_status s = pw_model_tokenize_chat_tools(m, cm, n, tools, true, true, &p->prompt, &p->n_prompt);
         if (s != PW_OK) {
             serve_error_set(err, 400, "invalid_request_error", "messages", NULL, "%s",
                             pw_last_error());
@@ -317,6 +291,7 @@ static bool chat_prompt(const pw_model *m, const cJSON *root, serve_params *p, s
             ok = false;
         }
     }
+    cJSON_free(tools);
     for (int i = 0; contents && i < n; i++) free(contents[i]);
     free(contents);
     free(cm);

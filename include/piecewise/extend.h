@@ -58,12 +58,20 @@ PW_API int pw_env_choice(const char *name, const char *const *choices, int defau
  * with a warning that says it expected `accepted` and is using `fallback`). */
 PW_API const char *pw_env_string(const char *name, bool (*valid)(const char *value),
                                  const char *accepted, const char *fallback);
+/* The device PW_DEVICE names (cpu, cuda, emu), or the CPU: the default
+ * device of an engine and of the tests, so that a test suite or a script
+ * runs unchanged on another device. */
+PW_API pw_device pw_device_from_env(void);
 
 /* The one hash: 64-bit FNV-1a of n bytes, continuing from h. Start from
  * PW_FNV1A_BASIS; chain calls to hash several pieces as one. The graph
  * cache stores these values in its files, so they never change. */
 #define PW_FNV1A_BASIS UINT64_C(0xcbf29ce484222325)
 PW_API uint64_t pw_fnv1a(uint64_t h, const void *data, size_t n);
+
+/* True if s[0..len) is well-formed UTF-8: no overlong forms, surrogates,
+ * truncated sequences or code points past U+10FFFF. */
+PW_API bool pw_utf8_valid(const char *s, size_t len);
 
 /* The string builder. Zero-initialise one (pw_sb sb = {0}), append to it,
  * then take the text with pw_sb_finish or drop it with pw_sb_discard. A

@@ -124,6 +124,22 @@ PW_API pw_status pw_model_apply_chat_template(const pw_model *m, const pw_chat_m
 PW_API pw_status pw_model_tokenize_chat(const pw_model *m, const pw_chat_message *msgs, int n,
                                         bool add_generation_prompt, bool add_special, int32_t **ids,
                                         int64_t *n_ids);
+/* The same with the tools the model may call: tools_json is a JSON array
+ * of tool definitions, such as OpenAI's {"type": "function", "function":
+ * {"name": ..., "description": ..., "parameters": {...}}}, which the
+ * template receives as `tools`, as transformers, vLLM and llama.cpp pass
+ * it (read as Python's json.loads reads it, so the template's tojson
+ * writes it as they do). NULL: no tools (`tools` undefined, as in the
+ * calls above). Text that is not a JSON array of objects (or is nested
+ * deeper than 64 levels) is PW_ERR_INVALID_ARG. Tool definitions are data:
+ * like message text, they never become special tokens. Reading tool calls
+ * out of the model's answer is the caller's work. */
+PW_API pw_status pw_model_apply_chat_template_tools(const pw_model *m, const pw_chat_message *msgs,
+                                                    int n, const char *tools_json,
+                                                    bool add_generation_prompt, char **out);
+PW_API pw_status pw_model_tokenize_chat_tools(const pw_model *m, const pw_chat_message *msgs, int n,
+                                              const char *tools_json, bool add_generation_prompt,
+                                              bool add_special, int32_t **ids, int64_t *n_ids);
 /* The text that follows an assistant answer to add the next user turn:
  * closes the answer (unless it ended with its end-of-turn token,
  * answer_closed) and opens the assistant's reply. For multi-turn chat that

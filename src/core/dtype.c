@@ -50,6 +50,13 @@ pw_status pw_device_parse(const char *name, pw_device *out) {
                     name ? name : "(null)");
 }
 
+pw_device pw_device_from_env(void) {
+    const char *names[PW_DEVICE_COUNT_ + 1];
+    for (int d = 0; d < PW_DEVICE_COUNT_; d++) names[d] = device_names[d];
+    names[PW_DEVICE_COUNT_] = NULL;
+    return (pw_device)pw_env_choice("PW_DEVICE", names, PW_DEVICE_CPU);
+}
+
 /* Read by the kernels; a plain int is enough since it is set before work. */
 static int num_threads = 1;
 void pw_set_num_threads(int n) { num_threads = n < 1 ? 1 : n; }

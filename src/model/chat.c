@@ -114,9 +114,29 @@ static pw_jinja_value *token_string(const pw_model *m, int32_t id) {
     return pw_jinja_string(text, strlen(text), true);
 }
 
-static pw_status build_context(const pw_model *m, const pw_chat_message *msgs, int n,
-                               bool add_generation_prompt, pw_jinja_value **out) {
+/* The caller's tools (a JSON array of objects) as the template's `tools`. */
+static pw_status parse_tools(const char *tools_json, pw_jinja_value **out) {
     *out = NULL;
+    pw_jinja_value *v = NULL;
+    if (pw_jinja_from_json(tools_json, strlen(tools_json), &v) != PW_OK) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", pw_last_error());
+        return pw_error(PW_ERR_INVALID_ARG, "chat: tools: %s", why);
+    }
+    if (!pw_jinja_is_list_of_dicts(v)) {
+        pw_jinja_value_free(v);
+        return pw_error(PW_ERR_INVALID_ARG, "chat: tools must be a JSON array of objects");
+    }
+    *out = v;
+    return PW_OK;
+}
+
+static pw_status build_context(const pw_model *m, const pw_chat_message *msgs, int n,
+                               const char *tools_json, bool add_generation_prompt,
+                               pw_jinja_value **out) {
+    *out = NULL;
+    pw_jinja_value *tools = NULL;
+    if (tools_json) PW_TRY(parse_tools(tools_json, &tools));
     pw_jinja_value *ctx = pw_jinja_dict(), *list = pw_jinja_list();
     pw_status s = ctx && list ? PW_OK : PW_ERR_OOM;
     for (int i = 0; s == PW_OK && i < n; i++) {
@@ -134,6 +154,11 @@ static pw_status build_context(const pw_model *m, const pw_chat_message *msgs, i
     if (s == PW_OK) s = pw_jinja_set(ctx, "add_generation_prompt", pw_jinja_bool(add_generation_prompt));
     if (s == PW_OK) s = pw_jinja_set(ctx, "bos_token", token_string(m, pw_tokenizer_bos(m->tokenizer)));
     if (s == PW_OK) s = pw_jinja_set(ctx, "eos_token", token_string(m, pw_tokenizer_eos(m->tokenizer)));
+    if (s == PW_OK && tools) {
+        s = pw_jinja_set(ctx, "tools", tools);
+        tools = NULL;
+    }
+    pw_jinja_value_free(tools);
     pw_jinja_value_free(list);
     if (s != PW_OK) {
         pw_jinja_value_free(ctx);
@@ -210,15 +235,15 @@ static pw_status find_markers(const pw_model *m, const pw_jinja_rendered *r, pro
 
 /* Renders the conversation into p, with a leading BOS dropped when the
  * tokenizer adds BOS itself. */
-static pw_status render(const pw_model *m, const pw_chat_message *msgs, int n, bool add_generation_prompt,
-                        prompt *p) {
+static pw_status render(const pw_model *m, const pw_chat_message *msgs, int n, const char *tools_json,
+                        bool add_generation_prompt, prompt *p) {
     memset(p, 0, sizeof *p);
     PW_TRY(check_messages(msgs, n));
     pw_jinja_template *t = NULL;
     PW_TRY(load_template(m, &t));
     pw_jinja_value *ctx = NULL;
     pw_jinja_rendered r = {0};
-    pw_status s = build_context(m, msgs, n, add_generation_prompt, &ctx);
+    pw_status s = build_context(m, msgs, n, tools_json, add_generation_prompt, &ctx);
     if (s == PW_OK) {
         s = pw_jinja_render(t, ctx, NULL, &r);
         if (s != PW_OK && s != PW_ERR_OOM) {
@@ -258,7 +283,7 @@ static pw_status render(const pw_model *m, const pw_chat_message *msgs, int n, b
 pw_status pw_model_check_chat_template(const pw_model *m) {
     pw_chat_message probe = {"user", "Hello"};
     prompt p;
-    pw_status s = render(m, &probe, 1, true, &p);
+    pw_status s = render(m, &probe, 1, NULL, true, &p);
     prompt_free(&p);
     return s;
 }
@@ -311,9 +336,15 @@ static pw_status tokens_out(const pw_model *m, const prompt *p, size_t from, boo
 
 pw_status pw_model_apply_chat_template(const pw_model *m, const pw_chat_message *msgs, int n,
                                        bool add_generation_prompt, char **out) {
+    return pw_model_apply_chat_template_tools(m, msgs, n, NULL, add_generation_prompt, out);
+}
+
+pw_status pw_model_apply_chat_template_tools(const pw_model *m, const pw_chat_message *msgs, int n,
+                                             const char *tools_json, bool add_generation_prompt,
+                                             char **out) {
     *out = NULL;
     prompt p;
-    pw_status s = render(m, msgs, n, add_generation_prompt, &p);
+    pw_status s = render(m, msgs, n, tools_json, add_generation_prompt, &p);
     if (s == PW_OK) s = text_out(&p, 0, out);
     prompt_free(&p);
     return s;
@@ -322,10 +353,16 @@ pw_status pw_model_apply_chat_template(const pw_model *m, const pw_chat_message 
 pw_status pw_model_tokenize_chat(const pw_model *m, const pw_chat_message *msgs, int n,
                                  bool add_generation_prompt, bool add_bos, int32_t **ids,
                                  int64_t *n_ids) {
+    return pw_model_tokenize_chat_tools(m, msgs, n, NULL, add_generation_prompt, add_bos, ids, n_ids);
+}
+
+pw_status pw_model_tokenize_chat_tools(const pw_model *m, const pw_chat_message *msgs, int n,
+                                       const char *tools_json, bool add_generation_prompt,
+                                       bool add_bos, int32_t **ids, int64_t *n_ids) {
     *ids = NULL;
     *n_ids = 0;
     prompt p;
-    pw_status s = render(m, msgs, n, add_generation_prompt, &p);
+    pw_status s = render(m, msgs, n, tools_json, add_generation_prompt, &p);
     if (s == PW_OK) s = tokens_out(m, &p, 0, add_bos, ids, n_ids);
     prompt_free(&p);
     return s;
@@ -344,8 +381,8 @@ static pw_status render_next_turn(const pw_model *m, const char *user, bool answ
     static const char answer[] = "Sure.";
     pw_chat_message conv[3] = {{"user", "Hello."}, {"assistant", answer}, {"user", user}};
     prompt head;
-    PW_TRY(render(m, conv, 1, true, &head));
-    pw_status s = render(m, conv, 3, true, p);
+    PW_TRY(render(m, conv, 1, NULL, true, &head));
+    pw_status s = render(m, conv, 3, NULL, true, p);
     size_t at = head.len + strlen(answer);
     if (s == PW_OK && (p->len < at || memcmp(p->text, head.text, head.len) != 0 ||
                        memcmp(p->text + head.len, answer, strlen(answer)) != 0))

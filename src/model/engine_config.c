@@ -30,18 +30,9 @@ pw_status pw_capture_policy_parse(const char *name, pw_capture_policy *out) {
                     name ? name : "(null)");
 }
 
-/* PW_DEVICE picks the default device (any device name), so that a test
- * suite or a script runs unchanged on another device. */
-static pw_device default_device(void) {
-    const char *names[PW_DEVICE_COUNT_ + 1];
-    for (int d = 0; d < PW_DEVICE_COUNT_; d++) names[d] = pw_device_name((pw_device)d);
-    names[PW_DEVICE_COUNT_] = NULL;
-    return (pw_device)pw_env_choice("PW_DEVICE", names, PW_DEVICE_CPU);
-}
-
 void pw_engine_config_init(pw_engine_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
-    cfg->device = default_device();
+    cfg->device = pw_device_from_env(); /* PW_DEVICE, or the CPU */
     cfg->mode = PW_GRAPH_MODE_DEFAULT;
     cfg->max_num_seqs = ENGINE_DEFAULT_MAX_SEQS;
     cfg->max_num_batched_tokens = ENGINE_DEFAULT_BATCHED_TOKENS;

@@ -80,5 +80,15 @@ pw_jinja_value *pw_jinja_dict(void);
 pw_status pw_jinja_append(pw_jinja_value *list, pw_jinja_value *v);
 pw_status pw_jinja_set(pw_jinja_value *dict, const char *key, pw_jinja_value *v);
 void pw_jinja_value_free(pw_jinja_value *v);
+/* Whether v is a list whose items are all dicts (true for an empty list). */
+bool pw_jinja_is_list_of_dicts(const pw_jinja_value *v);
+
+/* JSON text (len bytes) as a value, read as Python's json.loads reads it
+ * (jinja_json.c): objects become dicts in key order, numbers with a
+ * fraction or exponent floats, other numbers ints; every string is data.
+ * PW_ERR_INVALID_ARG naming the fault and its byte offset for text that
+ * is not strict JSON, not UTF-8, nested deeper than 64 levels, holds a NUL
+ * character, an integer outside 64 bits or a number out of range. */
+pw_status pw_jinja_from_json(const char *text, size_t len, pw_jinja_value **out);
 
 #endif

@@ -593,6 +593,13 @@ pw_jinja_value *pw_jinja_string(const char *s, size_t len, bool trusted) {
 pw_jinja_value *pw_jinja_list(void) { return box(jv_list()); }
 pw_jinja_value *pw_jinja_dict(void) { return box(jv_dict()); }
 
+bool pw_jinja_is_list_of_dicts(const pw_jinja_value *v) {
+    if (!v || v->v.type != JV_LIST) return false;
+    for (int64_t i = 0; i < v->v.u.l->n; i++)
+        if (v->v.u.l->items[i].type != JV_DICT) return false;
+    return true;
+}
+
 void pw_jinja_value_free(pw_jinja_value *v) {
     if (!v) return;
     jv_release(v->v);

@@ -13,6 +13,7 @@
 
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
+#include "model/synth.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -45,6 +46,15 @@ pw_status pw_synth_family_preset(const char *family, pw_synth_family_config *out
     }
     *out = c;
     return PW_OK;
+}
+
+void pw_synth_family_resize(pw_synth_family_config *c, const pw_synth_shape *shape, pw_dtype dtype) {
+    c->weight_dtype = dtype;
+    if (!shape) return;
+    c->dim = shape->dim, c->n_layers = shape->n_layers, c->n_heads = shape->n_heads;
+    c->n_kv_heads = shape->n_kv_heads, c->ffn_dim = shape->ffn_dim, c->head_dim = 0;
+    if (strcmp(c->arch, "qwen3") == 0) c->head_dim = 2 * shape->dim / shape->n_heads;
+    if (strcmp(c->arch, "phi3") == 0) c->n_kv_heads = shape->n_heads;
 }
 
 static uint64_t rng_next(uint64_t *s) { /* xorshift64* */

@@ -39,6 +39,17 @@ typedef struct pw_synth_family_config {
  * small models. PW_ERR_INVALID_ARG for another name. */
 pw_status pw_synth_family_preset(const char *family, pw_synth_family_config *out);
 
+/* Gives cfg another size: the dim, layers, heads, KV heads and FFN width of
+ * shape (synth.h, e.g. "1b", Llama-3.2-1B's), and its 2-D weights the type
+ * dtype (PW_F16 or a quant type), for measuring a family's speed at a real
+ * size. What makes the family stays: Qwen 3's q is twice dim wide (as in
+ * Qwen3-0.6B, 16 heads of 128 at dim 1024), Phi-3 has as many KV heads as
+ * heads, and the embedding tying, rope and norm constants are the
+ * preset's. shape NULL keeps the size. */
+struct pw_synth_shape;
+void pw_synth_family_resize(pw_synth_family_config *cfg, const struct pw_synth_shape *shape,
+                            pw_dtype dtype);
+
 /* Writes the model to out_path: metadata for cfg->arch, the tokenizer.* keys
  * of vocab_path (a GGUF; its tensors, if any, are not copied) and random
  * weights. */

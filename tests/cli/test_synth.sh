@@ -14,7 +14,9 @@ src="${PW_SOURCE_DIR:-$(dirname "$0")/../..}"
 expect_fail 2 "--shape and --type are required" synth --type q4_0
 expect_fail 2 "unknown shape 'huge'" synth --shape huge --type q4_0
 expect_fail 2 "unknown family 'gpt9'" synth --family gpt9 --vocab x
-expect_fail 2 "--family replaces --shape and --type" synth --family phi3 --shape tiny --vocab x
+expect_fail 2 "--family takes one weight type, not the q4_k_m mix" synth --family phi3 --type q4_k_m --vocab x
+expect_fail 2 "unknown shape 'huge'" synth --family phi3 --shape huge --vocab x
+expect_fail 2 "unknown type 'q3_x'" synth --family phi3 --type q3_x --vocab x
 expect_fail 2 "unknown type 'q3_x'" synth --shape tiny --type q3_x
 expect_fail 2 "unknown option '--bogus'" synth --shape tiny --type q4_0 --bogus
 expect_fail 1 "cannot open '$tmp/none.gguf'" synth --shape tiny --type q4_0 --vocab "$tmp/none.gguf" -o "$tmp/x.gguf"
@@ -74,6 +76,15 @@ if [ -f "$vocab" ]; then
     "$bin" synth --family qwen3 --vocab "$vocab" -o "$tmp/qwen3b.gguf" >/dev/null 2>&1 &&
     cmp -s "$tmp/qwen3.gguf" "$tmp/qwen3b.gguf" || { echo "FAIL: --family qwen3"; fail=1; }
   "$bin" inspect "$tmp/qwen3.gguf" 2>&1 | grep -q "qwen3" || { echo "FAIL: inspect of the qwen3 file"; fail=1; }
+  # ... at another size and weight type: Qwen 3's q stays twice dim wide, and it generates
+  out=$(XDG_CACHE_HOME="$tmp/cache" "$bin" synth --family qwen3 --shape tiny --type q8_0 --vocab "$vocab" 2>"$tmp/err")
+  [ "$out" = "$tmp/cache/piecewise/synth/family-qwen3-tiny-q8_0.gguf" ] ||
+    { echo "FAIL: family cache path '$out' $(cat "$tmp/err")"; fail=1; }
+  "$bin" inspect "$out" >"$tmp/inspect" 2>&1
+  grep -q "blk.1.attn_q.weight  *q8_0  *\[256, 512\]" "$tmp/inspect" && ! grep -q "blk.2.attn_q" "$tmp/inspect" ||
+    { echo "FAIL: inspect of the resized qwen3 file: $(grep attn_q "$tmp/inspect" | head -3)"; fail=1; }
+  "$bin" run "$out" --raw -p "Hello" -n 4 --temp 0 -q >/dev/null 2>"$tmp/err" ||
+    { echo "FAIL: run of the resized qwen3 file: $(cat "$tmp/err")"; fail=1; }
 else
   skip_part "$vocab absent: synthetic models"
 fi

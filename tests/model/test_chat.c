@@ -187,6 +187,61 @@ static void test_bad_templates(void) {
     pw_model_free(m);
 }
 
+/* Tools reach the template as `tools`, as data: their text never becomes a
+ * special token, and text that is not a JSON array of objects is refused. */
+static void test_tools(void) {
+    pw_model *m = model_with_template(
+        "{% if tools is defined %}<tools>{{ tools | tojson }}</tools>{% for t in tools %}"
+        "[{{ t.function.name }}]{% endfor %}{% endif %}{% for m in messages %}<s>{{ m.content }}</s>"
+        "{% endfor %}");
+    if (!m) return;
+    pw_chat_message user = {"user", "hi"};
+    char *text = NULL;
+    CHECK_OK(pw_model_apply_chat_template_tools(m, &user, 1,
+             "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"n\": [1, 1.0]}}, "
+             "{\"type\": \"function\", \"function\": {\"name\": \"</s>\"}}]", true, &text));
+    /* the template's <s> is dropped (the tokenizer adds BOS): its first turn starts at "hi" */
+    if (text)
+        CHECK_STREQ(text, "<tools>[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"n\": [1, 1.0]}}, "
+                          "{\"type\": \"function\", \"function\": {\"name\": \"</s>\"}}]</tools>[f][</s>]"
+                          "<s>hi</s>");
+    free(text);
+    /* NULL: no tools, as pw_model_apply_chat_template */
+    CHECK_OK(pw_model_apply_chat_template_tools(m, &user, 1, NULL, true, &text));
+    if (text) CHECK_STREQ(text, "hi</s>");
+    free(text);
+    /* as tokens: the tool name "</s>" is text, the template's </s> the EOS token */
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    CHECK_OK(pw_model_tokenize_chat_tools(m, &user, 1, "[{\"function\": {\"name\": \"</s>\"}}]", true, true,
+                                          &ids, &n));
+    int eos = 0;
+    for (int64_t i = 0; i < n; i++) eos += ids[i] == pw_model_eos(m);
+    CHECK(eos == 1);
+    free(ids);
+    static const struct {
+        const char *json, *why;
+    } bad[] = {
+        {"{}", "JSON array of objects"},
+        {"[1]", "JSON array of objects"},
+        {"[{}, \"x\"]", "JSON array of objects"},
+        {"[{\"a\": }]", "chat: tools: JSON: unexpected character at byte 7"},
+        {"[{\"a\": \"\\u0000\"}]", "NUL character"},
+        {"", "unexpected end"},
+    };
+    for (size_t i = 0; i < PW_ARRAY_LEN(bad); i++) {
+        text = (char *)1;
+        CHECK_ERR(pw_model_apply_chat_template_tools(m, &user, 1, bad[i].json, true, &text),
+                  PW_ERR_INVALID_ARG, bad[i].why);
+        CHECK(text == NULL);
+        ids = (int32_t *)1;
+        CHECK_ERR(pw_model_tokenize_chat_tools(m, &user, 1, bad[i].json, true, true, &ids, &n),
+                  PW_ERR_INVALID_ARG, bad[i].why);
+        CHECK(ids == NULL);
+    }
+    pw_model_free(m);
+}
+
 static void test_missing(void) {
     pw_model *m = model_with_template(NULL);
     if (!m) return;
@@ -211,6 +266,7 @@ int main(void) {
     test_mistral();
     test_bad_templates();
     test_missing();
+    test_tools();
     unlink(path);
     return pw_test_finish("model_chat");
 }

@@ -306,6 +306,100 @@ static void test_api_errors(void) {
     }
 }
 
+/* JSON as json.loads reads it, written back by tojson as json.dumps writes
+ * it: want is Python's json.dumps(json.loads(text), ensure_ascii=False). */
+static void expect_json(const char *text, const char *want) {
+    pw_jinja_value *v = NULL, *c = pw_jinja_dict();
+    pw_status s = pw_jinja_from_json(text, strlen(text), &v);
+    if (s != PW_OK) fprintf(stderr, "%s: %s\n", text, pw_last_error());
+    CHECK(s == PW_OK);
+    CHECK_OK(pw_jinja_set(c, "v", v));
+    pw_jinja_template *t = NULL;
+    pw_jinja_rendered r = {0};
+    CHECK_OK(pw_jinja_parse("{{ v | tojson }}", 16, &t));
+    CHECK_OK(pw_jinja_render(t, c, NULL, &r));
+    if (r.text) CHECK_STREQ(r.text, want);
+    CHECK(r.n_trusted == 0); /* JSON strings are data */
+    pw_jinja_rendered_free(&r);
+    pw_jinja_template_free(t);
+    pw_jinja_value_free(c);
+}
+
+static void test_from_json(void) {
+    expect_json(" [1, 1.0, -0, 1e2, 2.5E-3, -7, true, false, null] ",
+                "[1, 1.0, 0, 100.0, 0.0025, -7, true, false, null]");
+    expect_json("{\"s\": \"a\\u00e9\\ud83d\\ude00\\n\\\"\\/\\\\\\t\", \"raw\": \"\xc3\xa9\"}",
+                "{\"s\": \"a\xc3\xa9\xf0\x9f\x98\x80\\n\\\"/\\\\\\t\", \"raw\": \"\xc3\xa9\"}");
+    /* a repeated key keeps its first place and its last value */
+    expect_json("{\"k\": 1, \"k2\": [], \"k\": {\"x\": {}}}", "{\"k\": {\"x\": {}}, \"k2\": []}");
+    expect_json("[9223372036854775807, -9223372036854775808]", "[9223372036854775807, -9223372036854775808]");
+    char deep[2 * 64 + 1];
+    memset(deep, '[', 64);
+    memset(deep + 64, ']', 64);
+    deep[128] = '\0';
+    pw_jinja_value *v = NULL;
+    CHECK_OK(pw_jinja_from_json(deep, 128, &v)); /* 64 levels */
+    pw_jinja_value_free(v);
+    char deeper[2 * 65 + 1];
+    memset(deeper, '[', 65);
+    memset(deeper + 65, ']', 65);
+    deeper[130] = '\0';
+    static const struct {
+        const char *text, *why;
+    } bad[] = {
+        {"", "unexpected end"},
+        {"[", "unexpected end"},
+        {"[1,]", "unexpected character"},
+        {"[1 2]", "expected ',' or ']'"},
+        {"{\"a\" 1}", "expected ':'"},
+        {"{1: 2}", "expected a string key"},
+        {"{\"a\": 1,}", "expected a string key"},
+        {"01", "text after the value"},
+        {"1.", "bad number"},
+        {"1e", "bad number"},
+        {"-", "bad number"},
+        {".5", "unexpected character"},
+        {"+1", "unexpected character"},
+        {"\"\\x\"", "bad escape"},
+        {"\"\\u12\"", "bad \\u escape"},
+        {"\"\\ud800\"", "lone surrogate"},
+        {"\"\\ud800\\u0041\"", "lone surrogate"},
+        {"\"\\udc00\"", "lone surrogate"},
+        {"\"\\u0000\"", "NUL character"},
+        {"\"a\tb\"", "control character"},
+        {"\"abc", "unterminated string"},
+        {"\"abc\\", "unterminated string"},
+        {"9223372036854775808", "64-bit range"},
+        {"-9223372036854775809", "64-bit range"},
+        {"1e999", "out of range"},
+        {"NaN", "unexpected character"},
+        {"nul", "unexpected character"},
+        {"True", "unexpected character"},
+        {"[1] x", "text after the value"},
+        {"\"\xff\"", "not valid UTF-8"},
+        {"\"\xed\xa0\x80\"", "not valid UTF-8"},
+    };
+    for (size_t i = 0; i < PW_ARRAY_LEN(bad); i++) {
+        v = NULL;
+        CHECK_ERR(pw_jinja_from_json(bad[i].text, strlen(bad[i].text), &v), PW_ERR_INVALID_ARG, bad[i].why);
+        CHECK(v == NULL);
+    }
+    CHECK_ERR(pw_jinja_from_json(deeper, 130, &v), PW_ERR_INVALID_ARG, "deeper than 64");
+    CHECK_ERR(pw_jinja_from_json("[1]\0", 4, &v), PW_ERR_INVALID_ARG, "text after the value");
+    CHECK_ERR(pw_jinja_from_json(NULL, 0, &v), PW_ERR_INVALID_ARG, "no text");
+    /* every allocation failing in turn: an error, never a crash or a leak */
+    const char *doc = "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"p\": [1, 2.5, \"x\\u00e9\"]}}]";
+    for (int n = 1; n < 200; n++) {
+        pw_host_fail_nth(n);
+        v = NULL;
+        pw_status s = pw_jinja_from_json(doc, strlen(doc), &v);
+        pw_host_fail_nth(0);
+        CHECK(s == PW_OK || s == PW_ERR_OOM);
+        CHECK((s == PW_OK) == (v != NULL));
+        pw_jinja_value_free(v);
+    }
+}
+
 int main(void) {
     ctx = standard_context();
     test_statements();
@@ -318,6 +412,7 @@ int main(void) {
     test_bounds();
     test_trusted_spans();
     test_api_errors();
+    test_from_json();
     pw_jinja_value_free(ctx);
     return pw_test_finish("model_jinja");
 }

@@ -25,8 +25,8 @@ static uint64_t rng_next(uint64_t *s) {
 
 static void test_shadow_matches_real(void) {
     pw_pool *real = NULL, *shadow = NULL;
-    CHECK_OK(pw_pool_new(PW_DEVICE_CPU, "real", &real));
-    CHECK_OK(pw_pool_new(PW_DEVICE_CPU, "shadow", &shadow));
+    CHECK_OK(pw_pool_new(pw_test_device(), "real", &real));
+    CHECK_OK(pw_pool_new(pw_test_device(), "shadow", &shadow));
     CHECK_OK(pw_pool_set_shadow(shadow, true));
     CHECK(pw_pool_is_shadow(shadow) && !pw_pool_is_shadow(real));
     enum { LIVE = 64, OPS = 4000 };
@@ -69,7 +69,7 @@ static void test_shadow_matches_real(void) {
 
 static void test_shadow_faults(void) {
     pw_pool *p = NULL;
-    CHECK_OK(pw_pool_new(PW_DEVICE_CPU, "shadow", &p));
+    CHECK_OK(pw_pool_new(pw_test_device(), "shadow", &p));
     CHECK_OK(pw_pool_set_shadow(p, true));
     void *ptr = NULL;
     CHECK_OK(pw_pool_alloc(p, 4096, &ptr));
@@ -90,7 +90,7 @@ static void test_shadow_faults(void) {
 
 static void test_shadow_refused(void) {
     pw_pool *p = NULL;
-    CHECK_OK(pw_pool_new(PW_DEVICE_CPU, "busy", &p));
+    CHECK_OK(pw_pool_new(pw_test_device(), "busy", &p));
     void *ptr = NULL;
     CHECK_OK(pw_pool_alloc(p, 100, &ptr));
     CHECK_ERR(pw_pool_set_shadow(p, true), PW_ERR_STATE,
@@ -193,7 +193,7 @@ static void model_init(toy_model *m) {
     memset(m, 0, sizeof *m);
     g_model = m;
     toy_env_init(&m->env);
-    CHECK_OK(pw_pool_new(PW_DEVICE_CPU, "acts", &m->act_pool));
+    CHECK_OK(pw_pool_new(pw_test_device(), "acts", &m->act_pool));
     for (intptr_t i = 0; i < 2; i++) {
         pw_callable c = {piece_fn, (void *)i, i ? "piece1" : "piece0"};
         pw_wrapper_options o;
@@ -209,6 +209,7 @@ static void model_init(toy_model *m) {
 }
 
 static void model_free(toy_model *m) {
+    CHECK_OK(pw_stream_synchronize(m->env.stream)); /* nothing queued may use what is freed */
     pw_graph_wrapper_free(m->full);
     pw_graph_wrapper_free(m->piece[0]);
     pw_graph_wrapper_free(m->piece[1]);
@@ -250,7 +251,9 @@ static void check_plan(pw_graph_mode mode, const int64_t *sizes, int n) {
     CHECK_EQ_INT(plan.graphs, rep.graphs_captured);
     pw_pool_get_stats(m.env.graph_pool, &st);
     CHECK_EQ_INT(plan.graph_pool_segments, st.n_segments);
-    /* the real capture's PIECEWISE runs do run the op between the pieces */
+    /* the real capture's PIECEWISE runs do run the op between the pieces
+     * (once the stream's queued work has run) */
+    CHECK_OK(pw_stream_synchronize(m.env.stream));
     if (pw_graph_mode_uses(mode, PW_MODE_PIECEWISE)) CHECK(m.eager_launches_run > 0);
 
     /* the pool now holds graphs: planning again is refused, with the reason */

@@ -96,6 +96,8 @@ static void *module_thread(void *arg) {
         m->captured[r] = rep.graphs_captured;
         m->graphs_after[r] = pw_graph_wrapper_num_graphs(m->w[0]);
         for (int i = 0; i < N_PIECES && s == PW_OK; i++) s = pw_graph_wrapper_clear(m->w[i]);
+        /* the warm-ups (on a device that needs them) may still be queued */
+        if (s == PW_OK) s = pw_stream_synchronize(m->env.stream);
         if (s == PW_OK) s = pw_pool_trim(m->env.graph_pool, false, NULL);
     }
     m->status = s;

@@ -4,8 +4,11 @@
  * pieces and graphs counted exactly; native stitching; the interposer; the
  * memory plan over a module (include/piecewise/memory_plan.h); and every
  * error a caller can make. */
-#include "test_util.h"
 #include "internal.h"
+#include "test_device.h"
+#include "test_util.h"
+
+#include <stddef.h>
 
 #define WIDTH 4
 #define MAX_TOKENS 16
@@ -28,6 +31,7 @@ typedef struct net_env {
     pw_stream *stream;
     pw_pool *eager_pool, *graph_pool, *input_pool;
     pw_tensor *x;        /* persistent input, MAX_TOKENS rows */
+    float x_host[MAX_TOKENS * WIDTH]; /* what fill_x wrote into x */
     pw_tensor *x_rows;   /* the rows of the current step */
     pw_value arg;
     int gate_calls;
@@ -52,9 +56,17 @@ static void gate_kernel(const void *p) {
     const elem_args *e = p;
     for (int64_t i = 0; i < e->n; i++) e->y[i] = e->a[i] > 0 ? e->a[i] : 0;
 }
-static const pw_kernel k_scale = {"scale", scale_kernel, NULL};
-static const pw_kernel k_add = {"add", add_kernel, NULL};
-static const pw_kernel k_gate = {"gate", gate_kernel, NULL};
+static const pw_kernel_args elem_layout = {
+    sizeof(elem_args), 3, {offsetof(elem_args, a), offsetof(elem_args, b), offsetof(elem_args, y)},
+    NULL};
+static const pw_kernel k_scale = {"scale", scale_kernel, NULL, &elem_layout};
+static const pw_kernel k_add = {"add", add_kernel, NULL, &elem_layout};
+static const pw_kernel k_gate = {"gate", gate_kernel, NULL, &elem_layout};
+
+static float expected(float x) {
+    float h = 2 * x, g = h > 0 ? h : 0, y = g + x, g2 = y > 0 ? y : 0;
+    return 0.5f * g2;
+}
 
 static pw_pool *out_pool(net_env *env) {
     return pw_stream_is_capturing(env->stream) ? pw_capture_pool() : env->eager_pool;
@@ -132,15 +144,25 @@ static pw_status inputs(void *user, pw_runtime_mode mode, const pw_batch_desc *d
 
 static void env_init(net_env *env) {
     memset(env, 0, sizeof *env);
-    CHECK_OK(pw_stream_new(PW_DEVICE_CPU, &env->stream));
-    CHECK_OK(pw_pool_new(PW_DEVICE_CPU, "eager", &env->eager_pool));
-    CHECK_OK(pw_pool_new(PW_DEVICE_CPU, "graphs", &env->graph_pool));
-    CHECK_OK(pw_pool_new(PW_DEVICE_CPU, "inputs", &env->input_pool));
+    CHECK_OK(pw_stream_new(pw_test_device(), &env->stream));
+    CHECK_OK(pw_pool_new(pw_test_device(), "eager", &env->eager_pool));
+    CHECK_OK(pw_pool_new(pw_test_device(), "graphs", &env->graph_pool));
+    CHECK_OK(pw_pool_new(pw_test_device(), "inputs", &env->input_pool));
     int64_t shape[2] = {MAX_TOKENS, WIDTH};
     CHECK_OK(pw_tensor_new(env->input_pool, PW_F32, 2, shape, &env->x));
 }
 
+/* True when the first n rows of out are expected(x) for the x of the step. */
+static bool out_matches(net_env *env, const pw_tensor *out, int64_t n) {
+    float *y = pw_test_read_tensor(env->stream, out);
+    bool ok = y != NULL;
+    for (int64_t i = 0; ok && i < n * WIDTH; i++) ok = y[i] == expected(env->x_host[i]);
+    free(y);
+    return ok;
+}
+
 static void env_free(net_env *env) {
+    CHECK_OK(pw_stream_synchronize(env->stream)); /* nothing queued may use what is freed */
     pw_tensor_release(env->x_rows);
     pw_tensor_release(env->x);
     pw_pool_free(env->input_pool);
@@ -150,13 +172,9 @@ static void env_free(net_env *env) {
 }
 
 static void fill_x(net_env *env, int step) {
-    float *x = pw_tensor_data(env->x);
-    for (int i = 0; i < MAX_TOKENS * WIDTH; i++) x[i] = (float)((i * 7 + step * 3) % 11) - 5.0f;
-}
-
-static float expected(float x) {
-    float h = 2 * x, g = h > 0 ? h : 0, y = g + x, g2 = y > 0 ? y : 0;
-    return 0.5f * g2;
+    for (int i = 0; i < MAX_TOKENS * WIDTH; i++)
+        env->x_host[i] = (float)((i * 7 + step * 3) % 11) - 5.0f;
+    CHECK_OK(pw_test_write(env->stream, pw_tensor_data(env->x), env->x_host, sizeof env->x_host));
 }
 
 static pw_module *make_module(net_env *env, pw_graph_mode mode, pw_stitch_kind stitch) {
@@ -192,10 +210,8 @@ static bool run_and_check(net_env *env, pw_module *m, int64_t n, int step,
     CHECK_OK(set_rows(env, desc.num_tokens));
     pw_value out = pw_value_none();
     CHECK_OK(pw_module_run(m, mode, &desc, NULL, &env->arg, 1, &out));
-    bool ok = out.kind == PW_VAL_TENSOR && pw_tensor_dim(out.as.tensor, 0) == desc.num_tokens;
-    const float *x = pw_tensor_data(env->x);
-    for (int64_t i = 0; ok && i < n * WIDTH; i++)
-        ok = ((const float *)pw_tensor_data(out.as.tensor))[i] == expected(x[i]);
+    bool ok = out.kind == PW_VAL_TENSOR && pw_tensor_dim(out.as.tensor, 0) == desc.num_tokens &&
+              out_matches(env, out.as.tensor, n);
     pw_value_release(out);
     *mode_out = mode;
     return ok;
@@ -236,9 +252,7 @@ static void test_capture_and_replay(pw_stitch_kind stitch) {
     CHECK_OK(set_rows(&env, 3));
     pw_value eager;
     CHECK_OK(pw_module_run(m, PW_MODE_NONE, &d3, NULL, &env.arg, 1, &eager));
-    CHECK(eager.kind == PW_VAL_TENSOR &&
-          ((const float *)pw_tensor_data(eager.as.tensor))[5] ==
-              expected(((const float *)pw_tensor_data(env.x))[5]));
+    CHECK(eager.kind == PW_VAL_TENSOR && out_matches(&env, eager.as.tensor, 3));
     pw_value_release(eager);
     pw_counters_reset();
     if (stitch == PW_STITCH_NATIVE && !pw_module_stitch_is_native(m))
@@ -338,7 +352,7 @@ static void test_memory_plan(void) {
     co.progress = PW_PROGRESS_OFF;
     co.print_totals = false;
     pw_memory_plan *plan = NULL;
-    CHECK_OK(pw_memory_plan_new(PW_DEVICE_CPU, 0, &plan));
+    CHECK_OK(pw_memory_plan_new(pw_test_device(), 0, &plan));
     CHECK_OK(pw_memory_plan_add(plan, "weights", 4096));
     standins_seen seen = {0};
     size_t graphs = 0;
@@ -365,16 +379,16 @@ static void test_memory_plan(void) {
 
     /* a budget: the most units whose one allocation's reservation fits */
     size_t resident = 4096 + graphs, one = 0;
-    CHECK_OK(pw_memory_reservation(PW_DEVICE_CPU, unit_bytes(NULL, 1), &one));
+    CHECK_OK(pw_memory_reservation(pw_test_device(), unit_bytes(NULL, 1), &one));
     CHECK(one >= 1000);
     size_t budget = resident + 3 * one + 123;
-    CHECK_OK(pw_memory_plan_new(PW_DEVICE_CPU, budget, &plan));
+    CHECK_OK(pw_memory_plan_new(pw_test_device(), budget, &plan));
     CHECK_OK(pw_memory_plan_add(plan, "weights", 4096));
     CHECK_OK(pw_memory_plan_add(plan, "graphs", graphs));
     CHECK_OK(pw_memory_plan_fit(plan, "block", unit_bytes, NULL, (int64_t)1 << 40, &units));
     size_t r_n = 0, r_next = 0;
-    CHECK_OK(pw_memory_reservation(PW_DEVICE_CPU, unit_bytes(NULL, units), &r_n));
-    CHECK_OK(pw_memory_reservation(PW_DEVICE_CPU, unit_bytes(NULL, units + 1), &r_next));
+    CHECK_OK(pw_memory_reservation(pw_test_device(), unit_bytes(NULL, units), &r_n));
+    CHECK_OK(pw_memory_reservation(pw_test_device(), unit_bytes(NULL, units + 1), &r_next));
     CHECK(units >= 1);
     CHECK(r_n <= budget - resident);
     CHECK(r_next > budget - resident);
@@ -386,7 +400,7 @@ static void test_memory_plan(void) {
     pw_memory_plan_free(plan);
 
     /* too small for one unit: refused, naming every part */
-    CHECK_OK(pw_memory_plan_new(PW_DEVICE_CPU, resident, &plan));
+    CHECK_OK(pw_memory_plan_new(pw_test_device(), resident, &plan));
     CHECK_OK(pw_memory_plan_add(plan, "weights", 4096));
     CHECK_OK(pw_memory_plan_add(plan, "graphs", graphs));
     CHECK_ERR(pw_memory_plan_fit(plan, "block", unit_bytes, NULL, 10, &units), PW_ERR_INVALID_ARG,
@@ -400,7 +414,7 @@ static void test_memory_plan(void) {
               "at least one unit");
     CHECK_ERR(pw_memory_plan_graphs(plan, NULL, inputs, &env, &co, NULL, NULL, NULL),
               PW_ERR_INVALID_ARG, "needs a plan, a module");
-    CHECK_ERR(pw_memory_plan_new(PW_DEVICE_CPU, 0, NULL), PW_ERR_INVALID_ARG, "out is NULL");
+    CHECK_ERR(pw_memory_plan_new(pw_test_device(), 0, NULL), PW_ERR_INVALID_ARG, "out is NULL");
     pw_memory_plan_free(plan);
     pw_memory_plan_free(NULL);
     pw_module_free(m);
@@ -574,10 +588,7 @@ static bool lazy_step(net_env *env, pw_module *m, int64_t n, int step, pw_route 
     CHECK_OK(set_rows(env, route->desc.num_tokens));
     pw_value out = pw_value_none();
     CHECK_OK(pw_module_run(m, route->mode, &route->desc, NULL, &env->arg, 1, &out));
-    bool ok = out.kind == PW_VAL_TENSOR;
-    const float *x = pw_tensor_data(env->x);
-    for (int64_t i = 0; ok && i < n * WIDTH; i++)
-        ok = ((const float *)pw_tensor_data(out.as.tensor))[i] == expected(x[i]);
+    bool ok = out.kind == PW_VAL_TENSOR && out_matches(env, out.as.tensor, n);
     pw_value_release(out);
     if (route->capture.mode != PW_MODE_NONE)
         CHECK_OK(pw_module_capture_one(m, &route->capture, inputs, env, NULL));

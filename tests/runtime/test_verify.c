@@ -192,7 +192,7 @@ static void test_accepts_safe_runnable(void) {
     pw_value arg = pw_value_tensor(f.x);
     CHECK_OK(pw_graph_wrapper_call(f.w, &arg, 1, &out));
     CHECK(pw_tensor_data(out.as.tensor) == addr);
-    CHECK(toy_check(out.as.tensor, f.x, 8, -2, 0));
+    CHECK(toy_check(&f.env, out.as.tensor, f.x, 8, -2, 0));
     pw_value_release(out);
     CHECK_OK(pw_forward_context_pop());
     fixture_free(&f);

@@ -65,7 +65,7 @@ static void test_pass_through_and_accessors(void) {
         toy_push(modes[i], 8);
         CHECK_OK(call1(w, x, &out));
         CHECK(out.kind == PW_VAL_TENSOR && pw_tensor_owns_storage(out.as.tensor));
-        CHECK(toy_check(out.as.tensor, x, 8, 2, 1));
+        CHECK(toy_check(&env, out.as.tensor, x, 8, 2, 1));
         pw_value_release(out);
         toy_pop();
     }
@@ -146,16 +146,16 @@ static void test_capture_then_replay(void) {
     pw_value_release(captured); /* the caller's free reaches the pool */
     CHECK_EQ_INT(pw_pool_graph_refs(env.graph_pool), 1);
 
-    toy_fill(x, 100);
+    toy_fill(&env, x, 100);
     CHECK_OK(call1(w, x, &r1));
     CHECK_EQ_INT(p.calls, 1); /* replay does not call the runnable */
     CHECK(r1.kind == PW_VAL_TENSOR && !pw_tensor_owns_storage(r1.as.tensor));
     CHECK(pw_tensor_data(r1.as.tensor) == y_addr);
-    CHECK(toy_check(r1.as.tensor, x, 8, 3, -1));
-    toy_fill(x, -50);
+    CHECK(toy_check(&env, r1.as.tensor, x, 8, 3, -1));
+    toy_fill(&env, x, -50);
     CHECK_OK(call1(w, x, &r2));
     CHECK(r2.as.tensor == r1.as.tensor); /* the same output tensor every replay */
-    CHECK(toy_check(r2.as.tensor, x, 8, 3, -1));
+    CHECK(toy_check(&env, r2.as.tensor, x, 8, 3, -1));
     pw_value_release(r1);
     pw_value_release(r2);
     toy_pop();
@@ -180,7 +180,7 @@ static void test_capture_then_replay(void) {
     pw_value_release(captured);
     CHECK_OK(call1(w, x, &r1));
     CHECK_EQ_INT(pw_tensor_dim(r1.as.tensor, 0), 4);
-    CHECK(toy_check(r1.as.tensor, x, 4, 3, -1));
+    CHECK(toy_check(&env, r1.as.tensor, x, 4, 3, -1));
     pw_value_release(r1);
     toy_pop();
     CHECK_EQ_INT(pw_graph_wrapper_num_graphs(w), 2);
@@ -212,7 +212,9 @@ static void negate_kernel(const void *p) {
     for (int64_t i = 0; i < a->n; i++) a->y[i] = -a->y[i];
 }
 
-static const pw_kernel k_negate = {"negate", negate_kernel, NULL, NULL};
+static const pw_kernel_args negate_layout = {sizeof(negate_args), 1, {offsetof(negate_args, y)},
+                                             NULL};
+static const pw_kernel k_negate = {"negate", negate_kernel, NULL, &negate_layout};
 
 static pw_status nested_forward(void *user, const pw_value *args, int nargs, pw_value *out) {
     nested_model *m = user;
@@ -270,30 +272,24 @@ static void test_nested_full_around_piecewise(void) {
     /* PIECEWISE replay: the outer wrapper passes through, pieces replay,
      * the eager step in between really runs. */
     int eager_before = m.eager_calls, p1_before = p1.calls;
-    toy_fill(x, 7);
+    toy_fill(&env, x, 7);
     toy_push(PW_MODE_PIECEWISE, 8);
     CHECK_OK(call1(full, x, &out));
     toy_pop();
     CHECK_EQ_INT(m.eager_calls, eager_before + 1);
     CHECK_EQ_INT(p1.calls, p1_before);
-    const float *y = pw_tensor_data(out.as.tensor), *xd = pw_tensor_data(x);
-    bool ok = true;
-    for (int i = 0; i < 8 * TOY_WIDTH; i++) ok &= y[i] == -(2 * xd[i]) + 5;
-    CHECK(ok);
+    CHECK(toy_check(&env, out.as.tensor, x, 8, -2, 5)); /* -(2x) + 5, exactly */
     pw_value_release(out);
 
     /* FULL replay: nothing inside runs, not even the eager step. */
-    toy_fill(x, -3);
+    toy_fill(&env, x, -3);
     int model_calls = m.calls;
     toy_push(PW_MODE_FULL, 8);
     CHECK_OK(call1(full, x, &out));
     toy_pop();
     CHECK_EQ_INT(m.calls, model_calls);
     CHECK_EQ_INT(m.eager_calls, eager_before + 1);
-    y = pw_tensor_data(out.as.tensor);
-    ok = true;
-    for (int i = 0; i < 8 * TOY_WIDTH; i++) ok &= y[i] == -(2 * xd[i]) + 5;
-    CHECK(ok);
+    CHECK(toy_check(&env, out.as.tensor, x, 8, -2, 5));
     pw_value_release(out);
     pw_graph_wrapper_get_counters(full, &c);
     CHECK_EQ_INT(c.replays, 1);
@@ -336,7 +332,7 @@ static void test_debug_address_check(void) {
     CHECK_OK(pw_capture_phase_end());
     /* No false alarm: same buffers, new contents, many replays. */
     for (int step = 0; step < 5; step++) {
-        toy_fill(x, (float)step);
+        toy_fill(&env, x, (float)step);
         for (int i = 0; i < 3; i++) {
             CHECK_OK(call1(all[i], x, &out));
             pw_value_release(out);
@@ -409,7 +405,7 @@ static void test_weak_ref_output_memory_reused(void) {
     /* Replays still return the alias at the same address. */
     CHECK_OK(call1(w, x, &out));
     CHECK(pw_tensor_data(out.as.tensor) == addr);
-    CHECK(toy_check(out.as.tensor, x, 8, 2, 0));
+    CHECK(toy_check(&env, out.as.tensor, x, 8, 2, 0));
     pw_value_release(out);
     toy_pop();
 
@@ -468,7 +464,7 @@ static void test_tuple_output(void) {
     CHECK(pw_tensor_data(pw_tuple_get(r1.as.tuple, 1).as.tensor) == a1);
     CHECK(!pw_tensor_owns_storage(pw_tuple_get(r1.as.tuple, 1).as.tensor));
     CHECK_EQ_INT(pw_tuple_get(r1.as.tuple, 2).as.i, 42);
-    CHECK(toy_check(pw_tuple_get(r1.as.tuple, 1).as.tensor, x, 4, 2, 0));
+    CHECK(toy_check(&env, pw_tuple_get(r1.as.tuple, 1).as.tensor, x, 4, 2, 0));
     pw_value_release(r1);
     pw_value_release(r2);
     toy_pop();
@@ -539,7 +535,7 @@ static void test_failed_captures(void) {
     pw_value_release(out);
     CHECK_OK(pw_capture_phase_end());
     CHECK_OK(call1(w, x, &out));
-    CHECK(toy_check(out.as.tensor, x, 8, 2, 0));
+    CHECK(toy_check(&env, out.as.tensor, x, 8, 2, 0));
     pw_value_release(out);
     toy_pop();
     pw_wrapper_counters c;
@@ -651,7 +647,7 @@ static void test_many_descriptors(void) {
     for (int t = 1; t <= N; t++) {
         toy_push(PW_MODE_PIECEWISE, t);
         pw_status s = call1(w, x, &out);
-        ok &= s == PW_OK && pw_tensor_dim(out.as.tensor, 0) == t && toy_check(out.as.tensor, x, t, 1, 0.5f);
+        ok &= s == PW_OK && pw_tensor_dim(out.as.tensor, 0) == t && toy_check(&env, out.as.tensor, x, t, 1, 0.5f);
         pw_value_release(out);
         toy_pop();
     }
@@ -783,7 +779,7 @@ static void test_call_as(void) {
     /* another mode passes through, without a context */
     CHECK_OK(pw_graph_wrapper_call_as(w, PW_MODE_NONE, &d16, &in, 1, &out));
     CHECK_EQ_INT(p.calls, 1);
-    CHECK(toy_check(out.as.tensor, x, 16, 2, 1));
+    CHECK(toy_check(&env, out.as.tensor, x, 16, 2, 1));
     pw_value_release(out);
     /* its own mode captures (inside the capture phase), then replays */
     pw_capture_phase_begin();
@@ -791,13 +787,13 @@ static void test_call_as(void) {
     CHECK_OK(pw_capture_phase_end());
     pw_value_release(out);
     CHECK(pw_graph_wrapper_has_graph(w, &d16));
-    toy_fill(x, 7);
+    toy_fill(&env, x, 7);
     /* a context saying NONE does not override the arguments */
     toy_push(PW_MODE_NONE, 16);
     CHECK_OK(pw_graph_wrapper_call_as(w, PW_MODE_PIECEWISE, &d16, &in, 1, &out));
     toy_pop();
     CHECK_EQ_INT(p.calls, 2); /* replayed: the runnable did not run */
-    CHECK(toy_check(out.as.tensor, x, 16, 2, 1));
+    CHECK(toy_check(&env, out.as.tensor, x, 16, 2, 1));
     pw_value_release(out);
     pw_wrapper_counters c;
     pw_graph_wrapper_get_counters(w, &c);

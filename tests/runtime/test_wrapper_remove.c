@@ -30,7 +30,7 @@ static bool replays_right(toy_env *env, pw_graph_wrapper *w, pw_tensor *x, int i
     toy_pop();
     bool ok = s == PW_OK && pw_stream_synchronize(env->stream) == PW_OK &&
               out.kind == PW_VAL_TENSOR && pw_tensor_dim(out.as.tensor, 0) == i + 1 &&
-              toy_check(out.as.tensor, x, i + 1, 3.0f, 2.0f);
+              toy_check(env, out.as.tensor, x, i + 1, 3.0f, 2.0f);
     pw_value_release(out);
     return ok;
 }

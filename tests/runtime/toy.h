@@ -1,12 +1,17 @@
 /* Toy kernels and runnables for the runtime tests: a "piece" computes
  * y = a * x + b on the first num_tokens rows of its input (num_tokens from
- * the forward context when one is set), launching one kernel on a CPU
- * stream and allocating y from the graph pool. */
+ * the forward context when one is set), launching one kernel on a stream
+ * of the test device (test_device.h) and allocating y from the graph pool.
+ * Inputs are filled and outputs checked through stream copies, so the
+ * tests hold on a discrete device too. */
 #ifndef PW_TEST_RUNTIME_TOY_H
 #define PW_TEST_RUNTIME_TOY_H
 
 #include "internal.h"
+#include "test_device.h"
 #include "test_util.h"
+
+#include <stddef.h>
 
 #define TOY_WIDTH 4 /* floats per token row */
 
@@ -18,12 +23,14 @@ typedef struct toy_env {
 
 static inline void toy_env_init(toy_env *env) {
     memset(env, 0, sizeof *env);
-    CHECK_OK(pw_stream_new(PW_DEVICE_CPU, &env->stream));
-    CHECK_OK(pw_pool_new(PW_DEVICE_CPU, "graphs", &env->graph_pool));
-    CHECK_OK(pw_pool_new(PW_DEVICE_CPU, "inputs", &env->input_pool));
+    CHECK_OK(pw_stream_new(pw_test_device(), &env->stream));
+    CHECK_OK(pw_pool_new(pw_test_device(), "graphs", &env->graph_pool));
+    CHECK_OK(pw_pool_new(pw_test_device(), "inputs", &env->input_pool));
+    CHECK_OK(pw_test_warm_up(env->stream));
 }
 
 static inline void toy_env_free(toy_env *env) {
+    CHECK_OK(pw_stream_synchronize(env->stream)); /* nothing queued may use what is freed */
     pw_pool_free(env->input_pool);
     pw_pool_free(env->graph_pool);
     pw_stream_free(env->stream);
@@ -41,7 +48,11 @@ static void axpb_kernel(const void *p) {
     for (int64_t i = 0; i < a->n; i++) a->y[i] = a->a * a->x[i] + a->b;
 }
 
-static const pw_kernel k_axpb = {"axpb", axpb_kernel, NULL, NULL};
+/* Its address words, so that a device that checks launches (the emulated
+ * one) knows x and y are device addresses. */
+static const pw_kernel_args axpb_layout = {
+    sizeof(axpb_args), 2, {offsetof(axpb_args, x), offsetof(axpb_args, y)}, NULL};
+static const pw_kernel k_axpb = {"axpb", axpb_kernel, NULL, &axpb_layout};
 
 typedef struct toy_piece {
     toy_env *env;
@@ -95,19 +106,24 @@ static inline pw_callable toy_piece_callable(toy_piece *p, const char *name) {
     return c;
 }
 
+/* x[i] = base + i, written through env's stream. */
+static inline void toy_fill(toy_env *env, pw_tensor *x, float base) {
+    int64_t n = pw_tensor_numel(x);
+    float *d = malloc((size_t)n * sizeof *d);
+    CHECK(d != NULL);
+    if (!d) return;
+    for (int64_t i = 0; i < n; i++) d[i] = base + (float)i;
+    CHECK_OK(pw_test_write(env->stream, pw_tensor_data(x), d, (size_t)n * sizeof *d));
+    free(d);
+}
+
 /* A persistent input buffer of `rows` token rows, filled with base + i. */
 static inline pw_tensor *toy_input(toy_env *env, int64_t rows, float base) {
     int64_t shape[2] = {rows, TOY_WIDTH};
     pw_tensor *x = NULL;
     CHECK_OK(pw_tensor_new(env->input_pool, PW_F32, 2, shape, &x));
-    float *d = pw_tensor_data(x);
-    for (int64_t i = 0; i < rows * TOY_WIDTH; i++) d[i] = base + (float)i;
+    toy_fill(env, x, base);
     return x;
-}
-
-static inline void toy_fill(pw_tensor *x, float base) {
-    float *d = pw_tensor_data(x);
-    for (int64_t i = 0; i < pw_tensor_numel(x); i++) d[i] = base + (float)i;
 }
 
 /* Pushes {mode, num_tokens relaxed} as the forward context. */
@@ -119,12 +135,16 @@ static inline void toy_push(pw_runtime_mode mode, int64_t num_tokens) {
 
 static inline void toy_pop(void) { CHECK_OK(pw_forward_context_pop()); }
 
-/* True if y[i] == a * x[i] + b for the first rows token rows. */
-static inline bool toy_check(const pw_tensor *y, const pw_tensor *x, int64_t rows, float a, float b) {
-    const float *yd = pw_tensor_data(y), *xd = pw_tensor_data(x);
-    for (int64_t i = 0; i < rows * TOY_WIDTH; i++)
-        if (yd[i] != a * xd[i] + b) return false;
-    return true;
+/* True if y[i] == a * x[i] + b for the first rows token rows, once the
+ * work queued on env's stream has run. */
+static inline bool toy_check(toy_env *env, const pw_tensor *y, const pw_tensor *x, int64_t rows,
+                             float a, float b) {
+    float *yd = pw_test_read_tensor(env->stream, y), *xd = pw_test_read_tensor(env->stream, x);
+    bool ok = yd && xd;
+    for (int64_t i = 0; ok && i < rows * TOY_WIDTH; i++) ok = yd[i] == a * xd[i] + b;
+    free(yd);
+    free(xd);
+    return ok;
 }
 
 #endif

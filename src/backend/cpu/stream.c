@@ -427,7 +427,8 @@ pw_status pw_stream_capture_rewind(pw_stream *s, size_t n) {
         return pw_error(PW_ERR_CAPTURE, "capture_rewind: no capture is open on this stream");
     if (s->backend)
         return pw_error(PW_ERR_UNSUPPORTED,
-                        "capture_rewind: a %s capture cannot forget launches it already made",
+                        "capture_rewind: a capture on the %s device cannot forget launches it "
+                        "already made",
                         pw_device_name(s->device));
     pw_graph *g = s->recording;
     if (n > g->n)

@@ -422,7 +422,7 @@ static void run_item(const emu_item *it) {
     switch (it->kind) {
     case ITEM_KERNEL: {
         _Alignas(16) unsigned char copy[PW_MAX_KERNEL_ARG_BYTES];
-        memcpy(copy, it->args, it->argbytes);
+        if (it->argbytes) memcpy(copy, it->args, it->argbytes);
         it->k->cpu(copy);
         break;
     }
@@ -564,7 +564,7 @@ static pw_status stream_launch(void *impl, const pw_kernel *k, const void *args,
         it->kind = ITEM_KERNEL;
         it->k = k;
         it->argbytes = (uint32_t)argbytes;
-        memcpy(it->args, args, argbytes);
+        if (argbytes) memcpy(it->args, args, argbytes);
     }
     pthread_mutex_unlock(&emu_lock);
     if (!it) return PW_ERR_OOM;
