@@ -74,6 +74,7 @@ typedef struct model_opts {
     int repeats;
     int json;
     int lean; /* --lean: FULL decode and prefill only */
+    int64_t tp; /* --tp N (0: without it); N > 1 needs --lean */
 } model_opts;
 
 typedef struct decode_result {
@@ -117,7 +118,9 @@ static void usage(FILE *f) {
             "                             forced warm-up or peak measurements (what the peer\n"
             "                             script compares; a fraction of the time)\n"
             PW_CLI_CAPTURE_HELP
-            PW_CLI_GRAPH_CACHE_HELP,
+            PW_CLI_GRAPH_CACHE_HELP
+            PW_CLI_TP_HELP
+            "                             (with N > 1, --lean only; rank 0 prints the figures)\n",
             DEFAULT_TOKENS, DEFAULT_REPEATS);
 }
 
@@ -202,6 +205,8 @@ static int parse_args(int argc, char **argv, model_opts *o) {
             o->repeats = (int)v;
         } else if ((v = pw_cli_capture_option(argc, argv, &i, &bench_capture_cfg)) != 0) {
             if (v < 0) return 2;
+        } else if ((v = pw_cli_tp_option(argc, argv, &i, &o->tp)) != 0) {
+            if (v < 0) return 2;
         } else if (a[0] != '-' && !o->path) {
             o->path = a;
         } else {
@@ -212,6 +217,11 @@ static int parse_args(int argc, char **argv, model_opts *o) {
     }
     if (!o->path) {
         usage(stderr);
+        return 2;
+    }
+    if (o->tp > 1 && (!o->lean || bench_graph_cache)) {
+        fprintf(stderr, "piecewise bench model: --tp %lld measures --lean only, without "
+                        "--graph-cache\n", (long long)o->tp);
         return 2;
     }
     return 0;
@@ -718,7 +728,8 @@ static void bandwidth_json(const model_opts *o, const capture_result *c, const d
 static pw_status run_lean(pw_model *m, const model_opts *o,
                           decode_result scaling[MAX_BATCHES][MAX_BATCHES], capture_result *c) {
     TRY(measure_scaling(m, o, scaling));
-    if (bench_device == PW_DEVICE_CPU) measure_bandwidth(o, c);
+    /* a tensor-parallel job measures its ranks' decode, not one core's bandwidth */
+    if (bench_device == PW_DEVICE_CPU && pw_tp_size() <= 1) measure_bandwidth(o, c);
     pw_engine_config cfg;
     quiet_config(&cfg);
     pw_engine *e = NULL;
@@ -767,8 +778,9 @@ int pw_bench_model(int argc, char **argv) {
     if (rc) return rc == 1 ? 0 : 2;
     pw_set_num_threads(o.threads);
     pw_model *m = NULL;
-    pw_status s = pw_model_load(o.path, &m);
-    if (s != PW_OK) return pw_cli_fail("bench model: loading the model", s);
+    rc = pw_cli_load_model("bench model: loading the model", o.path, o.tp, NULL, &m);
+    if (rc) return rc;
+    pw_status s = PW_OK;
     const pw_model_info *in = pw_model_get_info(m);
     if (o.tokens + 1 > in->context) {
         fprintf(stderr, "piecewise bench model: --tokens %" PRId64 " exceeds the context of %" PRId64 "\n",

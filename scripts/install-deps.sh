@@ -18,6 +18,9 @@ ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 
 # piecewise serve: JSON (cJSON; its HTTP server is its own); python3-venv
 # for the serve tests' virtualenv with the openai client
 pkg-config --exists libcjson 2>/dev/null || dpkg -s libcjson-dev >/dev/null 2>&1 || need+=(libcjson-dev)
+# tensor parallelism (--tp N under mpirun): Open MPI's headers, libraries and launcher
+command -v mpicc >/dev/null || need+=(libopenmpi-dev)
+command -v mpirun >/dev/null || need+=(openmpi-bin)
 python3 -c "import ensurepip, venv" >/dev/null 2>&1 || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"

@@ -1,8 +1,10 @@
 #include "cli_args.h"
+#include "cli.h"
 
 #include "piecewise/extend.h"
 
 #include <errno.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,4 +218,59 @@ int pw_cli_graph_cache_option(int argc, char **argv, int *i, pw_engine_config *c
         return 1;
     }
     return 0;
+}
+
+/* ---- tensor parallelism ------------------------------------------------- */
+
+int pw_cli_tp_option(int argc, char **argv, int *i, int64_t *tp) {
+    if (strcmp(argv[*i], "--tp") != 0) return 0;
+    return pw_cli_int(argc, argv, i, 1, 64, tp) ? -1 : 1;
+}
+
+int pw_cli_load_model(const char *cmd, const char *path, int64_t tp, pw_engine_config *cfg,
+                      pw_model **out) {
+    *out = NULL;
+    char what[64];
+    snprintf(what, sizeof what, "%s", cmd);
+    if (tp == 0) {
+        pw_status s = pw_model_load(path, out);
+        return s == PW_OK ? 0 : pw_cli_fail(what, s);
+    }
+    pw_status s = pw_tp_init((int)tp);
+    if (s != PW_OK) return pw_cli_fail(what, s);
+    if (tp > 1 && cfg && cfg->graph_cache_dir) {
+        fprintf(stderr, "piecewise %s: --graph-cache is not supported with --tp %lld yet\n", cmd,
+                (long long)tp);
+        return 2;
+    }
+    if (pw_tp_rank() != 0) {
+        if (!freopen("/dev/null", "w", stdout)) return pw_cli_fail(what, PW_ERR_IO);
+        if (cfg) cfg->progress = PW_PROGRESS_OFF;
+    }
+    s = pw_model_load_tp(path, out);
+    if (s != PW_OK) {
+        snprintf(what, sizeof what, "%s: rank %d", cmd, pw_tp_rank());
+        return pw_cli_fail(what, s);
+    }
+    return 0;
+}
+
+void pw_cli_print_tp_rank(const pw_engine *engine, const pw_tp_comm_stats *since) {
+    pw_engine_stats st;
+    pw_engine_get_stats(engine, &st);
+    struct rusage ru;
+    long peak_kib = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
+    pw_tp_comm_stats cs;
+    pw_tp_get_comm_stats(&cs);
+    cs.gather_seconds -= since->gather_seconds;
+    cs.broadcast_seconds -= since->broadcast_seconds;
+    double steps = st.steps > 0 ? (double)st.steps : 1;
+    double busy = st.prefill_seconds + st.decode_seconds;
+    fprintf(stderr,
+            "tp rank %d of %d: %zu weight bytes, %zu KV cache bytes, peak RSS %ld KiB; "
+            "all-reduce gathers %.1f us/step (%.1f%% of the steps' time), rank 0's step "
+            "broadcasts %.1f us/step\n",
+            pw_tp_rank(), pw_tp_size(), st.weight_bytes, st.kv_cache_bytes, peak_kib,
+            cs.gather_seconds / steps * 1e6, busy > 0 ? 100.0 * cs.gather_seconds / busy : 0.0,
+            cs.broadcast_seconds / steps * 1e6);
 }

@@ -60,4 +60,27 @@ int pw_cli_graph_cache_option(int argc, char **argv, int *i, pw_engine_config *c
     "  --no-distinct-capture      capture every layer's piece for real instead of\n"         \
     "                             patching one capture per distinct piece\n"
 
+
+/* ---- tensor parallelism (docs/tensor-parallel.md) ------------------------ */
+
+/* --tp N for run and bench model. Returns 1 if argv[*i] was it (consumed),
+ * 0 if not, -1 on a bad value (message printed). *tp stays 0 without it. */
+int pw_cli_tp_option(int argc, char **argv, int *i, int64_t *tp);
+#define PW_CLI_TP_HELP                                                                     \
+    "  --tp N                     tensor parallelism over N processes, started as\n"        \
+    "                             'mpirun -np N piecewise ... --tp N'; the tokens are the\n" \
+    "                             same bits at every N (--tp 1: one process, same order)\n"
+/* Loads the model: the whole of it without --tp (tp 0), or, after joining
+ * the job of tp ranks, this rank's slice. The other ranks' standard output
+ * goes to /dev/null (rank 0 speaks for the job) and, with cfg, their
+ * progress is off; errors still reach standard error. Returns 0, or the
+ * exit code after printing the error. */
+int pw_cli_load_model(const char *cmd, const char *path, int64_t tp, pw_engine_config *cfg,
+                      pw_model **out);
+/* One line per rank on standard error (every rank, quiet or not): its
+ * weight and KV-cache bytes, its peak resident memory, and the time its
+ * steps spent in the collectives since `since` (taken after start-up, so
+ * that the captures' all-reduces are left out). */
+void pw_cli_print_tp_rank(const pw_engine *engine, const pw_tp_comm_stats *since);
+
 #endif

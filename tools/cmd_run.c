@@ -43,6 +43,7 @@ static void usage(FILE *f) {
             "                             asks for: tokenizer.ggml.add_bos_token/add_eos_token)\n"
             "  -q, --quiet                print only the generated text\n"
             PW_CLI_CAPTURE_HELP
+            PW_CLI_TP_HELP
             "  -h, --help                 this help\n",
             RUN_MAX_PROMPTS, RUN_DEFAULT_TOKENS);
 }
@@ -55,6 +56,7 @@ typedef struct run_options {
     pw_engine_config cfg;
     pw_sampling_params sp;
     int64_t threads;
+    int64_t tp; /* --tp: 0 without it */
     bool add_special; /* the BOS/EOS the model asks for */
     bool quiet;
     bool raw;
@@ -78,6 +80,9 @@ static int parse_args(int argc, char **argv, run_options *o) {
         int cap = pw_cli_graph_cache_option(argc, argv, &i, &o->cfg);
         if (cap < 0) return 2;
         if (cap > 0) continue;
+        int tp = pw_cli_tp_option(argc, argv, &i, &o->tp);
+        if (tp < 0) return 2;
+        if (tp > 0) continue;
         if (strcmp(a, "-p") == 0 || strcmp(a, "--prompt") == 0) {
             if (!(v = pw_cli_value(argc, argv, &i))) return 2;
             if (o->n_prompts == RUN_MAX_PROMPTS) {
@@ -246,7 +251,9 @@ static int take_tokens(pw_model *model, pw_engine *engine, run_request *reqs, in
 static int generate(pw_model *model, pw_engine *engine, const run_options *o, bool chat,
                     run_request *reqs) {
     run_output out = {.stream_one = o->n_prompts == 1};
-    out.live = !out.stream_one && isatty(STDOUT_FILENO);
+    /* mpirun hands its ranks a terminal whatever it writes to: a
+     * tensor-parallel job prints whole answers */
+    out.live = !out.stream_one && isatty(STDOUT_FILENO) && pw_tp_size() <= 1;
     if (out.stream_one && !chat) {
         fputs(o->prompts[0], stdout);
         pw_cli_flush_stdout();
@@ -308,8 +315,11 @@ int pw_cmd_run(int argc, char **argv) {
     pw_engine *engine = NULL;
     run_request reqs[RUN_MAX_PROMPTS];
     memset(reqs, 0, sizeof reqs);
-    pw_status s = pw_model_load(o.model, &model);
-    if (s != PW_OK) return pw_cli_fail("run", s);
+    rc = pw_cli_load_model("run", o.model, o.tp, &o.cfg, &model);
+    if (rc) return rc;
+    if (pw_tp_rank() != 0) o.quiet = true; /* rank 0 reports for the job */
+    o.cfg.print_capture_totals = !o.quiet;
+    pw_status s;
     bool chat = !o.raw && pw_model_has_chat_template(model);
     /* a template that cannot be rendered is an error now, not a wrong prompt */
     if (chat && (s = pw_model_check_chat_template(model)) != PW_OK) {
@@ -323,9 +333,12 @@ int pw_cmd_run(int argc, char **argv) {
                      : "raw prompts");
     s = pw_engine_new(model, &o.cfg, &engine);
     if (s != PW_OK) rc = pw_cli_fail("run: compiling and capturing", s);
+    pw_tp_comm_stats comm_at_start;
+    pw_tp_get_comm_stats(&comm_at_start);
     if (rc == 0) rc = add_prompts(model, engine, &o, chat, reqs);
     if (rc == 0) rc = generate(model, engine, &o, chat, reqs);
     if (rc == 0 && !o.quiet) print_stats(engine);
+    if (rc == 0 && o.tp > 0) pw_cli_print_tp_rank(engine, &comm_at_start);
     for (int i = 0; i < o.n_prompts; i++) free(reqs[i].text);
     pw_engine_free(engine);
     pw_model_free(model);

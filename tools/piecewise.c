@@ -86,4 +86,9 @@ static int check_stdout(int rc) {
     return rc ? rc : 1;
 }
 
-int main(int argc, char **argv) { return check_stdout(run_command(argc, argv)); }
+int main(int argc, char **argv) {
+    int rc = check_stdout(run_command(argc, argv));
+    /* a tensor-parallel job ends together: an error ends every rank */
+    pw_tp_finish(rc);
+    return rc;
+}

@@ -49,6 +49,36 @@ typedef struct pw_model_info {
  * prepares the weights and the tokenizer. Errors name the file and field. */
 PW_API pw_status pw_model_load(const char *path, pw_model **out);
 PW_API void pw_model_free(pw_model *m);
+
+/* ---- tensor parallelism (docs/tensor-parallel.md) ------------------------
+ * One model split across the processes of `mpirun -np N`: call pw_tp_init(N)
+ * once before loading, then pw_model_load_tp on every rank. Each rank
+ * holds its own KV-head groups of q/k/v and o, and the matching shards of
+ * gate/up and down; the row-parallel products (o, down) sum their shards
+ * in an order fixed by the model, so the tokens are bitwise the same at
+ * every degree (pw_model_load_tp with N = 1 gives that order on one
+ * process; pw_model_load keeps the unsplit products). */
+/* Joins the MPI job as one of tp ranks. tp = 1 needs no MPI. Errors: a tp
+ * that does not match the number of processes mpirun started, a build
+ * without MPI (the message says how to get it). */
+PW_API pw_status pw_tp_init(int tp);
+PW_API int pw_tp_rank(void);
+PW_API int pw_tp_size(void);
+/* Time this rank spent in the collectives since pw_tp_init: the
+ * all-reduces' gathers (inside the forward, so inside the decode time) and
+ * the per-step broadcasts of rank 0's decisions. */
+typedef struct pw_tp_comm_stats {
+    int64_t gathers, broadcasts;
+    double gather_seconds, broadcast_seconds;
+} pw_tp_comm_stats;
+PW_API void pw_tp_get_comm_stats(pw_tp_comm_stats *out);
+/* Leaves the job: MPI_Finalize, or with a non-zero exit code MPI_Abort
+ * (the other ranks may be waiting in a collective). No-op without MPI. */
+PW_API void pw_tp_finish(int exit_code);
+/* Loads this rank's slice of the model (pw_tp_rank of pw_tp_size). Llama
+ * architecture only; errors name what cannot be split (head groups fewer
+ * than ranks, a shard that is not whole quantization blocks). */
+PW_API pw_status pw_model_load_tp(const char *path, pw_model **out);
 PW_API const pw_model_info *pw_model_get_info(const pw_model *m);
 
 /* The forward pass as an IR graph with a symbolic token count: placeholders

@@ -17,6 +17,7 @@
 #include "model/engine_internal.h"
 
 #include "model/sampler.h"
+#include "ops/comm.h"
 
 #include <inttypes.h>
 #include <string.h>
@@ -178,10 +179,23 @@ static pw_status fetch_logits(pw_engine *e, const pw_tensor *logits) {
     return pw_stream_synchronize(e->stream);
 }
 
+/* Tensor parallelism: the other ranks take rank 0's sampled tokens (their
+ * logits are the same bits, so this only makes rank 0 the one that decides). */
+static pw_status follow_rank0_tokens(pw_engine *e, int64_t n_new) {
+    if (pw_comm_size() <= 1 || n_new == 0) return PW_OK;
+    int32_t *ids = pw_host_alloc((size_t)n_new * sizeof *ids);
+    if (!ids) return PW_ERR_OOM;
+    for (int64_t k = 0; k < n_new; k++) ids[k] = e->run.step_tokens[k].token;
+    pw_status s = pw_comm_bcast(ids, (size_t)n_new * sizeof *ids);
+    for (int64_t k = 0; s == PW_OK && k < n_new; k++) e->run.step_tokens[k].token = ids[k];
+    pw_host_free(ids);
+    return s;
+}
+
 /* Advances every scheduled request past its tokens and samples the next
  * token of each whose pending tokens all ran, from its last_logits row.
- * Returns the number of new tokens (in e->run.step_tokens). */
-static int64_t sample_scheduled(pw_engine *e, int64_t *prompt_tokens) {
+ * Sets *n_out to the number of new tokens (in e->run.step_tokens). */
+static pw_status sample_scheduled(pw_engine *e, int64_t *prompt_tokens, int64_t *n_out) {
     int64_t vocab = pw_model_get_info(e->model)->vocab;
     int64_t n_new = 0;
     for (int64_t i = 0; i < e->sched.n_batch; i++) {
@@ -192,14 +206,44 @@ static int64_t sample_scheduled(pw_engine *e, int64_t *prompt_tokens) {
         pw_kv_blocks_computed(&e->kv, r->slot, r->tokens, r->n_computed);
         if (r->n_computed < r->n_tokens) continue; /* prefill chunk, more to come */
         const float *row = e->run.last_logits + r->slot * vocab;
-        pw_step_token st = pw_request_sample(r, row, vocab, e->run.sample_scratch);
-        r->tokens[r->n_tokens++] = st.token;
-        r->finished =
-            pw_model_is_end_of_generation(e->model, st.token) || r->n_tokens >= r->limit;
-        st.finished = r->finished;
-        e->run.step_tokens[n_new++] = st;
+        e->run.step_tokens[n_new++] = pw_request_sample(r, row, vocab, e->run.sample_scratch);
     }
-    return n_new;
+    PW_TRY(follow_rank0_tokens(e, n_new));
+    int64_t k = 0;
+    for (int64_t i = 0; i < e->sched.n_batch; i++) {
+        pw_request *r = e->sched.batch[i].r;
+        if (r->n_computed < r->n_tokens) continue;
+        pw_step_token *st = &e->run.step_tokens[k++];
+        r->tokens[r->n_tokens++] = st->token;
+        r->finished =
+            pw_model_is_end_of_generation(e->model, st->token) || r->n_tokens >= r->limit;
+        st->finished = r->finished;
+    }
+    *n_out = n_new;
+    return PW_OK;
+}
+
+/* Tensor parallelism: every rank runs the same schedule, and rank 0's
+ * choice of mode and descriptor (padding) is the one every rank runs, so
+ * that all of them replay the same graph and meet in the same all-reduces.
+ * A rank whose schedule differs stops the job with an error. */
+static pw_status agree_route(int64_t nt, pw_route *route) {
+    if (pw_comm_size() <= 1) return PW_OK;
+    struct {
+        int64_t nt;
+        pw_route route;
+    } msg;
+    memset(&msg, 0, sizeof msg);
+    msg.nt = nt;
+    msg.route = *route;
+    PW_TRY(pw_comm_bcast(&msg, sizeof msg));
+    if (msg.nt != nt)
+        return pw_error(PW_ERR_STATE,
+                        "tensor parallel rank %d scheduled %" PRId64 " tokens, rank 0 %" PRId64
+                        ": the ranks disagree",
+                        pw_comm_rank(), nt, msg.nt);
+    *route = msg.route;
+    return PW_OK;
 }
 
 static void record_step(pw_engine *e, pw_runtime_mode mode, int64_t n_tokens, int64_t n_new,
@@ -259,11 +303,12 @@ pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_
     }
     pw_route route;
     PW_TRY(pw_dispatcher_route(pw_module_dispatcher(e->module), nt, uniform, false, &route));
+    PW_TRY(agree_route(nt, &route));
     e->stats.lazy_padded += route.kind == PW_ROUTE_PADDED;
     e->stats.lazy_eager += route.kind == PW_ROUTE_EAGER;
     PW_TRY(forward_checked(e, route.mode, &route.desc, nt));
-    int64_t prompt_tokens = 0;
-    int64_t n_new = sample_scheduled(e, &prompt_tokens);
+    int64_t prompt_tokens = 0, n_new = 0;
+    PW_TRY(sample_scheduled(e, &prompt_tokens, &n_new));
     /* after the step has used the host arrays: the capture rewrites them */
     if (route.capture.mode != PW_MODE_NONE) PW_TRY(pw_engine_capture_lazily(e, &route.capture));
     record_step(e, route.mode, nt, n_new, prompt_tokens, pw_monotonic_seconds() - t0);

@@ -105,8 +105,10 @@ static pw_status alloc_rope(pw_engine *e) {
 /* One layer's K (or V) cache, rounded so every layer's starts aligned. */
 static size_t kv_layer_bytes(const pw_engine *e, int64_t num_blocks) {
     const pw_model_info *in = pw_model_get_info(e->model);
+    /* a tensor-parallel rank caches its own KV heads only */
     size_t bytes = (size_t)num_blocks * (size_t)e->cfg.block_size *
-                   (size_t)(in->n_kv_heads * in->head_dim) * sizeof(float);
+                   (size_t)(pw_model_local_shape(e->model).n_kv_heads * in->head_dim) *
+                   sizeof(float);
     return (bytes + PW_POOL_ALIGN - 1) / PW_POOL_ALIGN * PW_POOL_ALIGN;
 }
 

@@ -11,8 +11,9 @@ pw_status pw_engine_init_op_env(pw_engine *e) {
     env->k_cache = e->run.k_cache;
     env->v_cache = e->run.v_cache;
     env->n_layers = (int)in->n_layers;
-    env->n_heads = (int)in->n_heads;
-    env->n_kv_heads = (int)in->n_kv_heads;
+    pw_model_local local = pw_model_local_shape(e->model); /* a tensor-parallel rank's heads */
+    env->n_heads = (int)local.n_heads;
+    env->n_kv_heads = (int)local.n_kv_heads;
     env->head_dim = (int)in->head_dim;
     env->num_blocks = e->kv.num_blocks;
     env->max_seqs = e->cfg.max_num_seqs;

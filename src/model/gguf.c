@@ -512,6 +512,17 @@ pw_status pw_gguf_open(const char *path, pw_gguf **out) {
     return open_parsed(g, out);
 }
 
+void pw_gguf_release_pages(const pw_gguf *g, const void *p, size_t n) {
+    if (!g || !g->mapping || n == 0) return;
+    uintptr_t map0 = (uintptr_t)g->mapping, map1 = map0 + g->size;
+    uintptr_t a = (uintptr_t)p, b = a + n;
+    if (a < map0 || b > map1 || b < a) return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    a = (a + page - 1) / page * page;
+    b = b / page * page;
+    if (b > a) (void)madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
 void pw_gguf_free(pw_gguf *g) {
     if (!g) return;
     for (int64_t i = 0; i < g->n_kv; i++) {

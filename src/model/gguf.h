@@ -129,6 +129,13 @@ pw_status pw_gguf_kv_array_float(const pw_gguf_kv *kv, uint64_t i, double *out);
 pw_status pw_gguf_kv_array_string(const pw_gguf_kv *kv, uint64_t i, const char **out,
                                   size_t *len);
 
+/* Drops the resident pages wholly inside [p, p + n) of the file's mapping
+ * (a tensor-parallel rank that copied out its slice of a tensor never reads
+ * the rest, and its pages would stay in its RSS). The mapping is
+ * read-only, so a later read faults them back in from the file. A range
+ * outside the mapping (or a gguf read from memory) is left alone. */
+void pw_gguf_release_pages(const pw_gguf *g, const void *p, size_t n);
+
 /* Lookups by key. Absent keys are PW_ERR_NOT_FOUND ("gguf: key 'x' not
  * found"); values out of the target's range or of another type are
  * PW_ERR_FORMAT. */

@@ -16,6 +16,7 @@
 #include "model/dequant.h"
 #include "model/model_contents.h"
 #include "model/model_ir.h"
+#include "ops/comm.h"
 #include "ops/ops.h"
 
 #include <inttypes.h>
@@ -191,12 +192,14 @@ static pw_status load_weights(pw_model *m) {
     case PW_ARCH_QWEN2:
     case PW_ARCH_QWEN3: PW_TRY(pw_qwen_load_layers(m, keep)); break;
     case PW_ARCH_PHI3: PW_TRY(pw_phi3_load_layers(m, keep)); break;
-    default: PW_TRY(load_llama_layers(m, keep)); break;
+    default: PW_TRY(m->tp_size ? pw_model_tp_load_layers(m, keep) : load_llama_layers(m, keep));
+        break;
     }
     return pw_model_load_head(m, keep);
 }
 
-pw_status pw_model_load(const char *path, pw_model **out) {
+/* The whole model (tp false), or this tensor-parallel rank's slice. */
+static pw_status load_model(const char *path, bool tp, pw_model **out) {
     *out = NULL;
     if (!path) return pw_error(PW_ERR_INVALID_ARG, "pw_model_load: path is NULL");
     pw_model *m = pw_host_calloc(1, sizeof *m);
@@ -206,6 +209,7 @@ pw_status pw_model_load(const char *path, pw_model **out) {
     if (s == PW_OK) s = read_hparams(m);
     if (s == PW_OK)
         s = pw_model_check_contents(m->gguf, m->info.arch, m->info.n_layers, m->info.head_dim);
+    if (s == PW_OK && tp) s = pw_model_tp_plan(m, pw_comm_size(), pw_comm_rank());
     if (s == PW_OK) {
         m->layers = pw_host_calloc((size_t)m->info.n_layers, sizeof *m->layers);
         if (!m->layers) s = PW_ERR_OOM;
@@ -223,6 +227,10 @@ pw_status pw_model_load(const char *path, pw_model **out) {
     *out = m;
     return PW_OK;
 }
+
+pw_status pw_model_load(const char *path, pw_model **out) { return load_model(path, false, out); }
+
+pw_status pw_model_load_tp(const char *path, pw_model **out) { return load_model(path, true, out); }
 
 void pw_model_free(pw_model *m) {
     if (!m) return;
@@ -333,8 +341,27 @@ typedef struct layer_io {
  * attention norm, `next_norm`, or the final norm when `last`). The fused
  * ops give the same bits as the unfused chain with 7 launches instead of
  * 15. */
-static layer_io build_layer(ir_builder *b, pw_model_arch arch, const pw_model_info *in,
-                            int64_t l, const int *lw, layer_io io, int next_norm, bool last) {
+/* A row-parallel product (o, down) of a tensor-parallel model: this rank's
+ * shards' partial products, then the all-reduce that sums every rank's in
+ * shard order (model_tp.c). Unsplit: the plain matmul. */
+static int row_parallel(ir_builder *b, const pw_model *m, const char *name, int64_t l, int x,
+                        int w) {
+    pw_ir_arg a[3];
+    a[0] = N(x), a[1] = N(w);
+    if (!m->tp_size) return ir_call(b, name, l, PW_OP_MATMUL, a, 2);
+    char partials[48];
+    snprintf(partials, sizeof partials, "%s_partials", name);
+    a[2] = pw_ir_arg_int(m->tp_g1 - m->tp_g0);
+    int p = ir_call(b, partials, l, PW_OP_MATMUL_SHARDS, a, 3);
+    a[0] = N(p), a[1] = pw_ir_arg_int(m->tp_groups);
+    return ir_call(b, name, l, PW_OP_ALL_REDUCE, a, 2);
+}
+
+static layer_io build_layer(ir_builder *b, const pw_model *m, int64_t l, const int *lw,
+                            layer_io io, int next_norm, bool last) {
+    pw_model_arch arch = m->arch;
+    pw_model_local local = pw_model_local_shape(m);
+    const pw_model_local *in = &local;
     pw_ir_arg a[9];
     a[0] = N(io.x), a[1] = N(lw[W_Q]), a[2] = N(lw[W_K]), a[3] = N(lw[W_V]);
     int qkv;
@@ -366,16 +393,14 @@ static layer_io build_layer(ir_builder *b, pw_model_arch arch, const pw_model_in
     int o = ir_call(b, "attn_out", l, PW_OP_EMPTY_LIKE, a, 1);
     a[0] = N(q), a[1] = N(k), a[2] = N(v), a[3] = N(o), a[4] = pw_ir_arg_int(l);
     ir_call(b, "attn", l, PW_OP_ATTENTION, a, 5);
-    a[0] = N(o), a[1] = N(lw[W_O]);
-    int proj = ir_call(b, "o_proj", l, PW_OP_MATMUL, a, 2);
+    int proj = row_parallel(b, m, "o_proj", l, o, lw[W_O]);
     a[0] = N(io.h), a[1] = N(proj), a[2] = N(lw[W_FFN_NORM]);
     int res1 = ir_call(b, "h_attn_ffn_in", l, PW_OP_ADD_RMS_NORM, a, 3);
     int h1 = ir_getitem(b, "h_attn", l, res1, 0);
     int x2 = ir_getitem(b, "ffn_in", l, res1, 1);
     a[0] = N(x2), a[1] = N(lw[W_GATE]), a[2] = N(lw[W_UP]);
     int act = ir_call(b, "act", l, PW_OP_GATE_UP_SILU, a, 3);
-    a[0] = N(act), a[1] = N(lw[W_DOWN]);
-    int down = ir_call(b, "down", l, PW_OP_MATMUL, a, 2);
+    int down = row_parallel(b, m, "down", l, act, lw[W_DOWN]);
     a[0] = N(h1), a[1] = N(down), a[2] = N(next_norm);
     int res2 = ir_call(b, "h_next_in", l, PW_OP_ADD_RMS_NORM, a, 3);
     layer_io next;
@@ -411,7 +436,7 @@ pw_status pw_model_build_ir(const pw_model *m, pw_ir **out) {
     for (int64_t l = 0; l < in->n_layers; l++) {
         bool last = l + 1 == in->n_layers;
         int next_norm = last ? out_norm : w[(l + 1) * W_SLOTS + W_ATTN_NORM];
-        io = build_layer(&b, m->arch, in, l, &w[l * W_SLOTS], io, next_norm, last);
+        io = build_layer(&b, m, l, &w[l * W_SLOTS], io, next_norm, last);
     }
     /* the rows the step samples from only (op lm_head) */
     a[0] = N(io.x), a[1] = N(lm_head), a[2] = pw_ir_arg_float(0.0);

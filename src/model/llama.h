@@ -58,7 +58,26 @@ struct pw_model {
     pw_tensor *rope_freqs;  /* [head_dim/2] frequency divisors (rope_freqs.weight); NULL: none */
     const float *rope_freq_factors; /* its data (host f32), or NULL */
     double rope_freq_scale; /* positions times this (linear scaling); 1: none */
+    /* Tensor parallelism (model_tp.c; pw_model_load_tp): this rank holds
+     * KV-head groups [tp_g0, tp_g1) of tp_groups, with their q heads, and
+     * the same shards of the feed-forward (tp_groups shards of ffn_dim).
+     * tp_size 0: the unsplit model, today's products. */
+    int tp_size, tp_rank;
+    int64_t tp_groups, tp_g0, tp_g1;
 };
+
+/* The heads and feed-forward width this process computes: all of them,
+ * or a tensor-parallel rank's share (model_tp.c). */
+typedef struct pw_model_local {
+    int64_t n_heads, n_kv_heads, ffn_dim;
+} pw_model_local;
+pw_model_local pw_model_local_shape(const pw_model *m);
+
+/* model_tp.c: checks that the model can be split into tp_size ranks and
+ * sets m's tp fields (before the weights are loaded). */
+pw_status pw_model_tp_plan(pw_model *m, int tp_size, int tp_rank);
+/* Loads a tensor-parallel rank's Llama layers (the split ones sliced). */
+pw_status pw_model_tp_load_layers(pw_model *m, bool keep_quantized);
 
 /* What llama.c shares with the other architectures' builders. */
 /* True unless PW_DEQUANTIZE=1. */

@@ -303,6 +303,34 @@ PW_K_ARGS_STRUCT(pw_k_select_rows_args, PW_K_FIELDS_SELECT_ROWS)
     V(S, int64_t, n)
 PW_K_ARGS_STRUCT(pw_k_bias_add_args, PW_K_FIELDS_BIAS_ADD)
 
+/* slice_cols: out[t][j] = x[t][col0 + j] for j < width: one K-shard of a
+ * row-parallel product's input, contiguous for its matmul. */
+#define PW_K_FIELDS_SLICE_COLS(A, V, S)                                                        \
+    A(S, float *, out)       /* [n_tokens][width] */                                           \
+    A(S, const float *, x)   /* [n_tokens][x_cols] */                                          \
+    V(S, int64_t, n_tokens)                                                                    \
+    V(S, int64_t, x_cols)                                                                      \
+    V(S, int64_t, col0)                                                                        \
+    V(S, int64_t, width)
+PW_K_ARGS_STRUCT(pw_k_slice_cols_args, PW_K_FIELDS_SLICE_COLS)
+
+/* all_reduce_shards: the tensor-parallel all-reduce of a row-parallel
+ * product. Each rank holds the partial products of its shards
+ * (ops/comm.h: pw_tp_shard_range of n_shards), [its shards][n_tokens][n];
+ * the kernel gathers every rank's into `gather` [n_shards][n_tokens][n]
+ * and sums them in shard order, out = ((p0 + p1) + p2) + ..., so the
+ * result does not depend on how many ranks there are. One rank: no
+ * gather (it may be NULL); the sum reads partials. */
+#define PW_K_FIELDS_ALL_REDUCE_SHARDS(A, V, S)                                                 \
+    A(S, float *, out)            /* [n_tokens][n] */                                          \
+    A(S, const float *, partials) /* [this rank's shards][n_tokens][n] */                      \
+    A(S, float *, gather)         /* [n_shards][n_tokens][n], or NULL with one rank */          \
+    V(S, int64_t, n_tokens)                                                                    \
+    V(S, int64_t, n)                                                                           \
+    V(S, int64_t, n_shards)                                                                    \
+    V(S, int64_t, local_shards)   /* this rank's, checked against the communicator */          
+PW_K_ARGS_STRUCT(pw_k_all_reduce_shards_args, PW_K_FIELDS_ALL_REDUCE_SHARDS)
+
 /* Every kernel of the op table (ops/op_table.h) with its argument struct
  * and field table: X(KERNEL, args struct, field table). Kernels that share
  * a struct share its table. */
@@ -330,7 +358,9 @@ PW_K_ARGS_STRUCT(pw_k_bias_add_args, PW_K_FIELDS_BIAS_ADD)
     X(LM_HEAD, pw_k_lm_head_args, PW_K_FIELDS_LM_HEAD)                                         \
     X(SELECT_ROWS, pw_k_select_rows_args, PW_K_FIELDS_SELECT_ROWS)                             \
     X(ROPE_NEOX, pw_k_rope_args, PW_K_FIELDS_ROPE)                                             \
-    X(BIAS_ADD, pw_k_bias_add_args, PW_K_FIELDS_BIAS_ADD)
+    X(BIAS_ADD, pw_k_bias_add_args, PW_K_FIELDS_BIAS_ADD)                                      \
+    X(SLICE_COLS, pw_k_slice_cols_args, PW_K_FIELDS_SLICE_COLS)                                \
+    X(ALL_REDUCE_SHARDS, pw_k_all_reduce_shards_args, PW_K_FIELDS_ALL_REDUCE_SHARDS)
 /* clang-format on */
 
 #if defined(__GNUC__) && !defined(__CUDACC__)

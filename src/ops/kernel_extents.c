@@ -223,6 +223,19 @@ static uint64_t extent(const pw_kernel *k, pw_kernel_id id, const void *p, uint1
         if (IS(pw_k_bias_add_args, bias)) return floats(1, a->n);
         return floats(a->n_tokens, a->n);
     }
+    case PW_KERNEL_SLICE_COLS: {
+        const pw_k_slice_cols_args *a = p;
+        if (IS(pw_k_slice_cols_args, x)) return floats(a->n_tokens, a->x_cols);
+        return floats(a->n_tokens, a->width);
+    }
+    case PW_KERNEL_ALL_REDUCE_SHARDS: {
+        const pw_k_all_reduce_shards_args *a = p;
+        if (IS(pw_k_all_reduce_shards_args, out)) return floats(a->n_tokens, a->n);
+        if (IS(pw_k_all_reduce_shards_args, partials))
+            return mul(floats(a->n_tokens, a->n), a->local_shards);
+        *nullable = true; /* gather: one rank */
+        return mul(floats(a->n_tokens, a->n), a->n_shards);
+    }
     case PW_KERNEL_COUNT_: break;
     }
     return 0;

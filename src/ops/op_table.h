@@ -49,7 +49,9 @@
     X(LM_HEAD,        lm_head,      ("x", "w", "softcap"),              false)           \
     X(QKV_ROPE_NEOX,  qkv_rope_neox, ("x", "wq", "wk", "wv", "n_heads", "n_kv_heads"), false) \
     X(QKV_BIAS_ROPE_NEOX, qkv_bias_rope_neox, ("x", "wq", "wk", "wv", "bq", "bk", "bv", \
-                                              "n_heads", "n_kv_heads"), false)
+                                              "n_heads", "n_kv_heads"), false)            \
+    X(MATMUL_SHARDS,  matmul_shards, ("x", "w", "n_shards"),            false)           \
+    X(ALL_REDUCE,     all_reduce,   ("partials", "n_shards"),           false)
 
 /* PW_KERNEL_TABLE(X) calls X(ID, name) per kernel: the id is PW_KERNEL_<ID>
  * and the launch args struct is pw_k_<...>_args of ops/kernel_args.h. A
@@ -79,7 +81,9 @@
     X(LM_HEAD,         lm_head)                                                          \
     X(SELECT_ROWS,     select_rows)                                                      \
     X(ROPE_NEOX,       rope_neox)                                                        \
-    X(BIAS_ADD,        bias_add)
+    X(BIAS_ADD,        bias_add)                                                         \
+    X(SLICE_COLS,      slice_cols)                                                       \
+    X(ALL_REDUCE_SHARDS, all_reduce_shards)
 /* clang-format on */
 
 typedef enum pw_op_id {

@@ -10,6 +10,7 @@
 #include "ops/ops.h"
 
 #include "core/tensor.h"
+#include "ops/comm.h"
 #include "ops/kernel_set.h"
 #include "ops/op_table.h"
 #include "pw_testing.h"
@@ -260,18 +261,22 @@ static pw_status infer_matmul(const op_def *d, const pw_op_env *env, const pw_va
 /* y = x w^T. An f32 weight's kernel may want scratch (the CPU BLAS path's
  * zero-padded tile, the CUDA matmul's partial last tile): an ordinary
  * short-lived block. */
-static pw_status matmul_rows(const pw_op_env *env, float *y, const float *x, int64_t t,
-                             const pw_tensor *w) {
-    int64_t n = w->shape[0], k = w->shape[1];
-    if (w->dtype != PW_F32) {
-        pw_k_matmul_quant_args q = {y, x, w->data, t, n, k, w->dtype};
+static pw_status matmul_raw(const pw_op_env *env, float *y, const float *x, int64_t t,
+                            const void *w, pw_dtype type, int64_t n, int64_t k) {
+    if (type != PW_F32) {
+        pw_k_matmul_quant_args q = {y, x, w, t, n, k, type};
         return launch_kernel(env, PW_KERNEL_MATMUL_QUANT, &q, sizeof q);
     }
-    pw_k_matmul_args a = {y, x, fdata(w), NULL, t, n, k};
+    pw_k_matmul_args a = {y, x, w, NULL, t, n, k};
     PW_TRY(scratch_alloc(env, kernel_scratch_bytes(env, PW_KERNEL_MATMUL, &a), &a.scratch));
     pw_status s = launch_kernel(env, PW_KERNEL_MATMUL, &a, sizeof a);
     scratch_release(env, a.scratch);
     return s;
+}
+
+static pw_status matmul_rows(const pw_op_env *env, float *y, const float *x, int64_t t,
+                             const pw_tensor *w) {
+    return matmul_raw(env, y, x, t, w->data, w->dtype, w->shape[0], w->shape[1]);
 }
 
 static pw_status matmul_into(const pw_op_env *env, float *y, const pw_tensor *x,
@@ -283,6 +288,91 @@ static pw_status launch_matmul(const pw_op_env *env, const pw_value *args,
                                pw_tensor *const *outs) {
     pw_tensor *out = outs[0];
     return matmul_into(env, fdata(out), targ(args, 0), targ(args, 1));
+}
+
+/* ---- tensor parallelism: row-parallel shards and their all-reduce ------------------ */
+
+/* matmul_shards(x f32[T][S*Ks], w [S*N][Ks], n_shards S) -> f32[S*T][N]:
+ * shard s's partial product x[:, s*Ks:(s+1)*Ks] w_s^T, w_s = rows
+ * [s*N, (s+1)*N) of w, each by the ordinary matmul kernel on its own. */
+static pw_status infer_matmul_shards(const op_def *d, const pw_op_env *env, const pw_value *args,
+                                     out_spec *s) {
+    pw_tensor *x = NULL, *w = NULL;
+    int64_t shards = 0;
+    PW_TRY(arg_tensor(d, args, 0, PW_F32, 2, &x));
+    PW_TRY(arg_weight(d, args, 1, &w));
+    PW_TRY(arg_int(d, args, 2, 1, 1 << 16, &shards));
+    if (w->shape[0] % shards != 0 || x->shape[1] != shards * w->shape[1])
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "op '%s': %lld shards of w [%lld][%lld] do not match x's K = %lld",
+                        d->name, (long long)shards, (long long)w->shape[0],
+                        (long long)w->shape[1], (long long)x->shape[1]);
+    spec_2d(s, PW_F32, shards * x->shape[0], w->shape[0] / shards);
+    return PW_OK;
+}
+
+static pw_status launch_matmul_shards(const pw_op_env *env, const pw_value *args,
+                                      pw_tensor *const *outs) {
+    pw_tensor *x = targ(args, 0), *w = targ(args, 1);
+    int64_t shards = args[2].as.i, t = x->shape[0], ks = w->shape[1];
+    int64_t n = w->shape[0] / shards;
+    size_t w_shard_bytes = pw_dtype_row_bytes(w->dtype, ks) * (size_t)n;
+    /* one token's shard is contiguous already; more need their columns packed */
+    float *packed = NULL;
+    if (t > 1) PW_TRY(scratch_alloc(env, (size_t)(t * ks) * sizeof(float), &packed));
+    pw_status st = PW_OK;
+    for (int64_t sh = 0; sh < shards && st == PW_OK; sh++) {
+        const float *xs = fdata(x) + sh * ks;
+        if (packed) {
+            pw_k_slice_cols_args a = {packed, fdata(x), t, x->shape[1], sh * ks, ks};
+            st = launch_kernel(env, PW_KERNEL_SLICE_COLS, &a, sizeof a);
+            xs = packed;
+        }
+        if (st == PW_OK)
+            st = matmul_raw(env, fdata(outs[0]) + sh * t * n, xs, t,
+                            (const uint8_t *)w->data + (size_t)sh * w_shard_bytes, w->dtype, n,
+                            ks);
+    }
+    scratch_release(env, packed);
+    return st;
+}
+
+/* all_reduce(partials f32[S_local*T][N], n_shards S) -> f32[T][N]: every
+ * rank's shard partials summed in shard order (all_reduce_shards). */
+static pw_status infer_all_reduce(const op_def *d, const pw_op_env *env, const pw_value *args,
+                                  out_spec *s) {
+    pw_tensor *p = NULL;
+    int64_t shards = 0, s0, s1;
+    PW_TRY(arg_tensor(d, args, 0, PW_F32, 2, &p));
+    PW_TRY(arg_int(d, args, 1, 1, 1 << 16, &shards));
+    if (shards < pw_comm_size())
+        return pw_error(PW_ERR_INVALID_ARG, "op '%s': %lld shards for %d ranks", d->name,
+                        (long long)shards, pw_comm_size());
+    pw_tp_shard_range(shards, pw_comm_size(), pw_comm_rank(), &s0, &s1);
+    if (p->shape[0] % (s1 - s0) != 0)
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "op '%s': %lld partial rows are not %lld local shards of whole tokens",
+                        d->name, (long long)p->shape[0], (long long)(s1 - s0));
+    spec_2d(s, PW_F32, p->shape[0] / (s1 - s0), p->shape[1]);
+    return PW_OK;
+}
+
+static pw_status launch_all_reduce(const pw_op_env *env, const pw_value *args,
+                                   pw_tensor *const *outs) {
+    pw_tensor *p = targ(args, 0);
+    int64_t shards = args[1].as.i, s0, s1;
+    pw_tp_shard_range(shards, pw_comm_size(), pw_comm_rank(), &s0, &s1);
+    int64_t t = p->shape[0] / (s1 - s0), n = p->shape[1];
+    if (shards * t * n > INT32_MAX) /* MPI counts are int */
+        return pw_error(PW_ERR_UNSUPPORTED,
+                        "all_reduce: %lld shards of [%lld][%lld] exceed one MPI gather",
+                        (long long)shards, (long long)t, (long long)n);
+    pw_k_all_reduce_shards_args a = {fdata(outs[0]), fdata(p), NULL, t, n, shards, s1 - s0};
+    if (pw_comm_size() > 1)
+        PW_TRY(scratch_alloc(env, (size_t)(shards * t * n) * sizeof(float), &a.gather));
+    pw_status st = launch_kernel(env, PW_KERNEL_ALL_REDUCE_SHARDS, &a, sizeof a);
+    scratch_release(env, a.gather);
+    return st;
 }
 
 /* ---- rope ---------------------------------------------------------------------------- */

@@ -327,8 +327,9 @@ static void test_errors(world *w) {
     CHECK(pw_op_is_splitting("attention"));
     CHECK(!pw_op_is_splitting("matmul"));
     CHECK(!pw_op_is_splitting("nope"));
-    /* 13, the four Gemma 3 ops, lm_head, the two NeoX qkv ops (Qwen 2, Phi-3) */
-    bool all_resolve = pw_op_count() == 20;
+    /* 13, the four Gemma 3 ops, lm_head, the two NeoX qkv ops (Qwen 2, Phi-3),
+     * the two of tensor parallelism (matmul_shards, all_reduce) */
+    bool all_resolve = pw_op_count() == 22;
     for (int i = 0; i < pw_op_count(); i++)
         all_resolve &= pw_op_resolve(&w->env, pw_op_name(i), &c) == PW_OK;
     CHECK(all_resolve);

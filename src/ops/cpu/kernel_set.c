@@ -58,5 +58,7 @@ const pw_kernel_set pw_kernel_set_cpu = {
         [PW_KERNEL_SELECT_ROWS] = {&pw_kernel_select_rows, NULL},
         [PW_KERNEL_ROPE_NEOX] = {&pw_kernel_rope_neox, NULL},
         [PW_KERNEL_BIAS_ADD] = {&pw_kernel_bias_add, NULL},
+        [PW_KERNEL_SLICE_COLS] = {&pw_kernel_slice_cols, NULL},
+        [PW_KERNEL_ALL_REDUCE_SHARDS] = {&pw_kernel_all_reduce_shards, NULL},
     },
 };

@@ -308,4 +308,15 @@ void pw_k_rope_table_scaled(float *table, int64_t max_pos, int64_t head_dim, dou
 extern const pw_kernel pw_kernel_rope_neox;
 extern const pw_kernel pw_kernel_bias_add;
 
+/* Tensor parallelism (all_reduce.c): one K-shard of a row-parallel
+ * product's input (pw_k_slice_cols_args), and the shard-ordered
+ * all-reduce of the partial products (pw_k_all_reduce_shards_args). */
+void pw_k_slice_cols(float *out, const float *x, int64_t n_tokens, int64_t x_cols, int64_t col0,
+                     int64_t width);
+/* out = ((p[0] + p[1]) + p[2]) + ... over n_shards blocks of n floats each */
+void pw_k_sum_shards(float *out, const float *p, int64_t n_shards, int64_t n);
+
+extern const pw_kernel pw_kernel_slice_cols;
+extern const pw_kernel pw_kernel_all_reduce_shards;
+
 #endif
