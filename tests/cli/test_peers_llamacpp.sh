@@ -293,5 +293,21 @@ expect_out "llama.cpp: $cache/portable"
 PW_PEERS_CPUINFO=$tmp/cpuamx FAIL_FLAVOURS="native noamx portable" PW_BUILD=$pwfake \
   expect 1 "llama.cpp (native, noamx and portable builds) cannot run $model: killed by signal 4 (ILL)" compare --repeats 1 "$model"
 
+# bench/peers/synth-table.sh refuses bad arguments before it writes or runs
+# anything: exit 2, the reason; no piecewise build: exit 1.
+table() {
+  local code=$1 msg=$2; shift 2
+  bash "$src/bench/peers/synth-table.sh" "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
+  if [ "$rc" -ne "$code" ] || ! grep -qF -- "$msg" "$tmp/err"; then
+    echo "FAIL: synth-table.sh $* -> exit $rc (want $code, '$msg'), stderr: $(cat "$tmp/err")"; fail=1
+  fi
+}
+table 2 "unknown shape '2b'" --shapes 2b
+table 2 "unknown type 'q9_9'" --types q4_0,q9_9
+table 2 "--repeats '0': expected a whole number from 1 to 100" --repeats 0
+table 2 "--types needs a value" --types
+table 2 "unknown argument '--frob'" --frob
+PW_BUILD=$tmp/nowhere table 1 "no $tmp/nowhere/piecewise: build piecewise first" --shapes 1b
+
 [ $fail -eq 0 ] && echo "cli_peers_llamacpp: all checks passed"
 exit $fail

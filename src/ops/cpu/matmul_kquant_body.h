@@ -70,6 +70,9 @@
 /* Columns processed together so their weight rows stay in L2 while every
  * row tile of the activations streams past them. */
 #define KQ_COL_BLOCK_BYTES (128 * 1024)
+/* Decode's weight prefetch goes to L2, not L1 (PW_K_DECODE_PREFETCH,
+ * matmul_quant_isa.h). */
+#define KQ_DECODE_PREFETCH PW_K_DECODE_PREFETCH
 
 /* IEEE half at p (little-endian) to float, exact. */
 KQ_INLINE float kq_half_portable(const uint8_t *p) {
@@ -271,7 +274,7 @@ KQ_INLINE void kq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
              * for the same super-block of the next tile's column early. */
             if (rows == 1)
                 for (int64_t o = 0; o < bb; o += 64)
-                    _mm_prefetch((const char *)(blk + cols * wrow + o), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(blk + cols * wrow + o), KQ_DECODE_PREFETCH);
             col[c] = kq_col_make(blk, type);
         }
         const int8_t *av[KQ_BATCH_ROWS];
@@ -385,11 +388,6 @@ KQ_INLINE void kq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
         for (int pc = 0; pc < pairs; pc++) {
             b0[pc] = w + (2 * pc) * wrow + sb * bb;
             b1[pc] = b0[pc] + wrow;
-            if (rows == 1)
-                for (int64_t o = 0; o < bb; o += 64) {
-                    _mm_prefetch((const char *)(b0[pc] + cols * wrow + o), _MM_HINT_T0);
-                    _mm_prefetch((const char *)(b1[pc] + cols * wrow + o), _MM_HINT_T0);
-                }
             kq_col c0 = kq_col_make(b0[pc], type), c1 = kq_col_make(b1[pc], type);
             scw[pc] = kq_pair(c0.scw, c1.scw);
             qh[pc] = kq_pair(c0.qh, c1.qh);
@@ -445,8 +443,153 @@ KQ_INLINE void kq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
             y[r * ldy + 2 * pc + 1] = kq_hsum((pw_v8f)_mm512_extractf32x8_ps(v, 1));
         }
 }
+/* The decode tile (one activation row, 1-4 columns): each column's
+ * integer lanes on 512-bit vectors holding two chunks, lanes 0-7 the first
+ * and lanes 8-15 the second, folded into lanes 0-7 at the end of the
+ * super-block. The integer sums are exact, so the fold gives the very lane
+ * sums is_l of the 256-bit code, and the float steps are the same
+ * operations on them. The activations' 256 bytes are loaded once per
+ * super-block for every column; a column's scales are unpacked with a few
+ * vector operations and widened by byte shuffles, and its 4-bit values come
+ * from 32-byte broadcasts (one half shifted by 4), so that a super-block
+ * costs 4 (Q4_K, Q5_K) or 2 x 2 (Q6_K) multiply pairs and little else. */
+
+/* Q4_K/Q5_K: bytes 0-7 the scales sc_0..7, bytes 8-15 the mins m_0..7 of
+ * the 12 packed bytes at s (kq_scales_mins, in one vector). */
+KQ_INLINE __m128i kq_scales_mins_vec(const uint8_t *s) {
+    __m128i x = _mm_loadu_si128((const __m128i *)s); /* w0 w1 w2 (w3: not scales) */
+    __m128i a = _mm_shuffle_epi32(x, _MM_SHUFFLE(2, 1, 2, 0)); /* w0 w2 w1 w2 */
+    a = _mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4));
+    a = _mm_and_si128(a, _mm_setr_epi32(0x3F3F3F3F, 0x0F0F0F0F, 0x3F3F3F3F, 0x0F0F0F0F));
+    __m128i b = _mm_shuffle_epi32(x, _MM_SHUFFLE(1, 1, 0, 0)); /* w0 w0 w1 w1 */
+    b = _mm_and_si128(_mm_srli_epi32(b, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+    return _mm_or_si128(a, b);
+}
+
+/* Byte shuffle control that widens byte b0 (words 0-15) and byte b1
+ * (words 16-31) of each 128-bit lane into words: odd control bytes 0x80
+ * give the zero high bytes. */
+KQ_INLINE __m512i kq_ctrl2(int b0, int b1) {
+    __m512i lo = _mm512_set1_epi16((short)(-0x8000 | b0));
+    __m512i hi = _mm512_set1_epi16((short)(-0x8000 | b1));
+    return _mm512_mask_blend_epi64(0xF0, lo, hi);
+}
+
+/* One column's super-block against the activation chunks a[0..3] (64
+ * bytes each, chunks 2m and 2m+1): the 8 exact lane sums is_l (Q6_K's
+ * offset included) into *is, and the Q4_K/Q5_K min terms mp_l into *mp. */
+KQ_INLINE void kq_row_col(const uint8_t *blk, pw_dtype type, const __m512i a[4], __m256i bs,
+                          __m256i *is, __m256i *mp) {
+    const __m512i lo4 = _mm512_set1_epi8(0x0F);
+    __m512i acc = _mm512_setzero_si512();
+    if (type == PW_Q6_K) {
+        /* the 16 int8 scales as words, in both halves */
+        __m128i sc8 = _mm_loadu_si128((const __m128i *)(blk + 192));
+        __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+        __m512i scw2 = _mm512_inserti64x4(_mm512_castsi256_si512(sc16), sc16, 1);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m512i ql = _mm512_loadu_si512(blk + 64 * h);
+            __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h)));
+            /* chunks 4h, 4h+1: low nibbles, qh bits 0-1 and 2-3 to bits 4-5 */
+            __m512i h01 = _mm512_sllv_epi16(qh, _mm512_mask_blend_epi64(0xF0, _mm512_set1_epi16(4),
+                                                                        _mm512_set1_epi16(2)));
+            __m512i u01 = _mm512_or_si512(_mm512_and_si512(ql, lo4),
+                                          _mm512_and_si512(h01, _mm512_set1_epi8(0x30)));
+            /* chunks 4h+2, 4h+3: high nibbles, qh bits 4-5 and 6-7 */
+            __m512i h23 = _mm512_srlv_epi16(qh, _mm512_mask_blend_epi64(0xF0, _mm512_set1_epi16(0),
+                                                                        _mm512_set1_epi16(2)));
+            __m512i u23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), lo4),
+                                          _mm512_and_si512(h23, _mm512_set1_epi8(0x30)));
+            /* chunk i: lanes 0-3 scale sc_2i, lanes 4-7 sc_2i+1 */
+            const int g = 8 * h;
+            __m512i s01 = _mm512_permutexvar_epi16(
+                _mm512_setr_epi64(0x0001000100010001LL * g, 0x0001000100010001LL * g,
+                                  0x0001000100010001LL * (g + 1), 0x0001000100010001LL * (g + 1),
+                                  0x0001000100010001LL * (g + 2), 0x0001000100010001LL * (g + 2),
+                                  0x0001000100010001LL * (g + 3), 0x0001000100010001LL * (g + 3)),
+                scw2);
+            __m512i s23 = _mm512_permutexvar_epi16(
+                _mm512_setr_epi64(0x0001000100010001LL * (g + 4), 0x0001000100010001LL * (g + 4),
+                                  0x0001000100010001LL * (g + 5), 0x0001000100010001LL * (g + 5),
+                                  0x0001000100010001LL * (g + 6), 0x0001000100010001LL * (g + 6),
+                                  0x0001000100010001LL * (g + 7), 0x0001000100010001LL * (g + 7)),
+                scw2);
+            acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u01, a[2 * h]), s01);
+            acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u23, a[2 * h + 1]), s23);
+        }
+        __m256i side = _mm256_madd_epi16(bs, sc16);
+        __m256i sum = _mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
+        *is = _mm256_sub_epi32(sum, _mm256_slli_epi32(side, 5));
+        *mp = _mm256_setzero_si256();
+        return;
+    }
+    __m512i smb = _mm512_broadcast_i32x4(kq_scales_mins_vec(blk + 4));
+    const uint8_t *qs = blk + (type == PW_Q5_K ? 48 : 16);
+    __m512i qh = type == PW_Q5_K
+                     ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 16)))
+                     : _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int m = 0; m < 4; m++) {
+        __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * m)));
+        __m512i u = _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFFFF0000u, v, 4), lo4);
+        if (type == PW_Q5_K) {
+            /* bit 2m (lanes 0-7) or 2m+1 (lanes 8-15) of each qh byte adds 16 */
+            __m512i sel = _mm512_mask_blend_epi64(0xF0, _mm512_set1_epi8((char)(1 << (2 * m))),
+                                                  _mm512_set1_epi8((char)(1 << (2 * m + 1))));
+            u = _mm512_mask_add_epi8(u, _mm512_test_epi8_mask(qh, sel), u, _mm512_set1_epi8(0x10));
+        }
+        __m512i sc = _mm512_shuffle_epi8(smb, kq_ctrl2(2 * m, 2 * m + 1));
+        acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u, a[m]), sc);
+    }
+    /* mins: words 2l and 2l+1 = m_l (byte 8 + l, high byte zero) */
+#define KQ_W(b) ((short)(-0x8000 | (b)))
+    const __m256i mctrl =
+        _mm256_setr_epi16(KQ_W(8), KQ_W(8), KQ_W(9), KQ_W(9), KQ_W(10), KQ_W(10), KQ_W(11),
+                          KQ_W(11), KQ_W(12), KQ_W(12), KQ_W(13), KQ_W(13), KQ_W(14), KQ_W(14),
+                          KQ_W(15), KQ_W(15));
+#undef KQ_W
+    __m256i side_w = _mm256_shuffle_epi8(_mm512_castsi512_si256(smb), mctrl);
+    *mp = _mm256_madd_epi16(bs, side_w);
+    *is = _mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
+}
+
+KQ_INLINE void kq_tile_row(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
+                           int64_t nsb, pw_dtype type, int64_t bb, int cols) {
+    __m256 acc[KQ_ROW_COLS];
+    for (int c = 0; c < KQ_ROW_COLS; c++) acc[c] = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const int8_t *av = kx_values(xa) + sb * KQ_QKK;
+        __m512i a[4];
+        for (int m = 0; m < 4; m++) a[m] = _mm512_loadu_si512(av + 64 * m);
+        const float da = kx_scales(xa, nsb)[sb];
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)(kx_sums(xa, nsb) + 16 * sb));
+#pragma GCC unroll 4
+        for (int c = 0; c < cols; c++) {
+            const uint8_t *blk = w + c * wrow + sb * bb;
+            /* Decode streams the weights from memory once per token: ask
+             * for the same super-block of the next tile's column early,
+             * into L2 (KQ_DECODE_PREFETCH). */
+            for (int64_t o = 0; o < bb; o += 64)
+                _mm_prefetch((const char *)(blk + cols * wrow + o), KQ_DECODE_PREFETCH);
+            __m256i is, mp;
+            kq_row_col(blk, type, a, bs, &is, &mp);
+            if (type == PW_Q6_K) {
+                float d = kq_half(blk + 208);
+                acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d * da), _mm256_cvtepi32_ps(is), acc[c]);
+            } else {
+                float d = kq_half(blk), dmin = kq_half(blk + 2);
+                __m256 s = _mm256_fmadd_ps(_mm256_set1_ps(d * da), _mm256_cvtepi32_ps(is), acc[c]);
+                acc[c] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * da), _mm256_cvtepi32_ps(mp), s);
+            }
+        }
+    }
+    for (int c = 0; c < cols; c++) y[c] = kq_hsum((pw_v8f)acc[c]);
+}
+
 #define KQ_KTILE(rows, cols)                                                                   \
-    ((cols) % 2 == 0                                                                           \
+    ((rows) == 1 ? kq_tile_row(y + j, xa, w + j * wrow, wrow, nb, type, bb, cols)             \
+     : (cols) % 2 == 0                                                                         \
          ? kq_tile_pairs(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols)     \
          : kq_tile(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols))
 #endif
@@ -669,7 +812,7 @@ KQ_INLINE void q5_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
         for (int c = 0; c < cols; c++) {
             const uint8_t *blk = w + c * wrow + b * bb;
 #if KQ_X86
-            if (rows == 1) _mm_prefetch((const char *)(blk + cols * wrow), _MM_HINT_T0);
+            if (rows == 1) _mm_prefetch((const char *)(blk + cols * wrow), KQ_DECODE_PREFETCH);
 #endif
             q5_prep p = q5_prep_make(blk, type);
             pw_v8f dw = KQ_SPLAT(kq_half(blk));
@@ -731,8 +874,8 @@ KQ_INLINE void q5_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
         for (int pc = 0; pc < pairs; pc++) {
             const uint8_t *b0 = w + (2 * pc) * wrow + b * bb, *b1 = b0 + wrow;
             if (rows == 1) {
-                _mm_prefetch((const char *)(b0 + cols * wrow), _MM_HINT_T0);
-                _mm_prefetch((const char *)(b1 + cols * wrow), _MM_HINT_T0);
+                _mm_prefetch((const char *)(b0 + cols * wrow), KQ_DECODE_PREFETCH);
+                _mm_prefetch((const char *)(b1 + cols * wrow), KQ_DECODE_PREFETCH);
             }
             __m512i wv = q5_w_pair(b0, b1, type);
             __m512i corr = _mm512_setzero_si512();

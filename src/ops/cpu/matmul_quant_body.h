@@ -605,8 +605,10 @@ MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, i
              * the same block of the next tile's column ahead of time. The
              * batch tiles ask PF_COLS columns ahead (a large product, as the
              * LM head, streams its weights from memory on the first row
-             * tile of a column block). */
-            _mm_prefetch((const char *)(blk + (rows == 1 ? cols : PF_COLS) * wrow), _MM_HINT_T0);
+             * tile of a column block). Decode's go to L2
+             * (PW_K_DECODE_PREFETCH). */
+            if (rows == 1) _mm_prefetch((const char *)(blk + cols * wrow), PW_K_DECODE_PREFETCH);
+            else _mm_prefetch((const char *)(blk + PF_COLS * wrow), _MM_HINT_T0);
 #endif
             mq_wprep p = mq_wprep_make(blk, type);
 #if !MQ_X86
@@ -886,7 +888,7 @@ MQ_INLINE void q40_weights(const uint8_t *blk, int64_t wrow, int cols, q40_vi *l
             c[i] = _mm_loadu_si128((const __m128i *)(blk + i * wrow + 2));
             /* the same column's block of the next tile (decode streams
              * each column from memory once per token) */
-            _mm_prefetch((const char *)(blk + (i + Q40_COLS) * wrow), _MM_HINT_T0);
+            _mm_prefetch((const char *)(blk + (i + Q40_COLS) * wrow), PW_K_DECODE_PREFETCH);
         } else {
             c[i] = _mm_setzero_si128();
         }
