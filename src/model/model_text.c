@@ -17,17 +17,7 @@ pw_status pw_model_ids_to_caller(int32_t *host_ids, int64_t n, int32_t **ids) {
 
 pw_status pw_model_tokenize(const pw_model *m, const char *text, bool add_special, int32_t **ids,
                             int64_t *n) {
-    *ids = NULL;
-    *n = 0;
-    if (!text) return pw_error(PW_ERR_INVALID_ARG, "tokenize: text is NULL");
-    unsigned flags = PW_TOKENIZE_PARSE_SPECIAL;
-    if (add_special) flags |= PW_TOKENIZE_ADD_SPECIAL;
-    int32_t *tmp = NULL;
-    int64_t count = 0;
-    PW_TRY(pw_tokenizer_encode(m->tokenizer, text, strlen(text), flags, &tmp, &count));
-    PW_TRY(pw_model_ids_to_caller(tmp, count, ids));
-    *n = count;
-    return PW_OK;
+    return pw_model_tokenize_text(m, text, add_special, true, ids, n);
 }
 
 pw_status pw_model_tokenize_text(const pw_model *m, const char *text, bool add_special,
