@@ -147,30 +147,34 @@ static pw_status read_number(reader *r, pw_jinja_value **out) {
 
 static pw_status read_value(reader *r, int depth, pw_jinja_value **out);
 
+/* The byte c, consumed; false (nothing consumed) when another comes. */
+static bool accept(reader *r, char c) {
+    if (r->at >= r->n || r->s[r->at] != c) return false;
+    r->at++;
+    return true;
+}
+
+/* After a list item or a dict entry: true at ',' (another follows), false
+ * at the closing bracket or with *s set to the error of any other byte. */
+static bool next_item(reader *r, char close, pw_status *s) {
+    skip_space(r);
+    if (accept(r, ',')) return true;
+    if (!accept(r, close)) *s = fail(r, close == ']' ? "expected ',' or ']'" : "expected ',' or '}'");
+    return false;
+}
+
 static pw_status read_list(reader *r, int depth, pw_jinja_value **out) {
     pw_jinja_value *list = pw_jinja_list();
     if (!list) return PW_ERR_OOM;
     r->at++;
     skip_space(r);
     pw_status s = PW_OK;
-    if (r->at < r->n && r->s[r->at] == ']') {
-        r->at++;
-    } else {
+    if (!accept(r, ']')) {
         for (;;) {
             pw_jinja_value *v = NULL;
             if ((s = read_value(r, depth + 1, &v)) != PW_OK) break;
             if ((s = pw_jinja_append(list, v)) != PW_OK) break;
-            skip_space(r);
-            if (r->at < r->n && r->s[r->at] == ',') {
-                r->at++;
-                continue;
-            }
-            if (r->at < r->n && r->s[r->at] == ']') {
-                r->at++;
-                break;
-            }
-            s = fail(r, "expected ',' or ']'");
-            break;
+            if (!next_item(r, ']', &s)) break;
         }
     }
     if (s != PW_OK) {
@@ -187,9 +191,7 @@ static pw_status read_dict(reader *r, int depth, pw_jinja_value **out) {
     r->at++;
     skip_space(r);
     pw_status s = PW_OK;
-    if (r->at < r->n && r->s[r->at] == '}') {
-        r->at++;
-    } else {
+    if (!accept(r, '}')) {
         for (;;) {
             skip_space(r);
             if (r->at >= r->n || r->s[r->at] != '"') {
@@ -212,18 +214,7 @@ static pw_status read_dict(reader *r, int depth, pw_jinja_value **out) {
             }
             if (s == PW_OK) s = pw_jinja_set(dict, k, v);
             free(k);
-            if (s != PW_OK) break;
-            skip_space(r);
-            if (r->at < r->n && r->s[r->at] == ',') {
-                r->at++;
-                continue;
-            }
-            if (r->at < r->n && r->s[r->at] == '}') {
-                r->at++;
-                break;
-            }
-            s = fail(r, "expected ',' or '}'");
-            break;
+            if (s != PW_OK || !next_item(r, '}', &s)) break;
         }
     }
     if (s != PW_OK) {
