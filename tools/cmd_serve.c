@@ -75,6 +75,7 @@ int pw_cmd_serve(int argc, char **argv) {
 #include <errno.h>
 #include <signal.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct serve_options {
     const char *model;
@@ -284,6 +285,11 @@ int pw_cmd_serve(int argc, char **argv) {
     fprintf(stderr,
             "piecewise serve: %s on http://%s:%d (max %lld requests at once, context %lld)\n",
             o.http.model_name, o.http.host, port, (long long)o.cfg.max_num_seqs, (long long)ctx);
+    if (pw_tp_size() > 1)
+        fprintf(stderr,
+                "piecewise serve: tensor parallel over %d ranks; SIGINT or SIGTERM to this "
+                "rank 0 (pid %ld) stops the job in order (a signal to mpirun ends it at once)\n",
+                pw_tp_size(), (long)getpid());
     fflush(stderr);
 
     int sig = wait_signal(&sigs, -1);
