@@ -35,9 +35,6 @@
 
 #define PW_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
-/* Sleeps for `seconds` (monotonic, restarted after a signal) (clock.c). */
-void pw_sleep_seconds(double seconds);
-
 /* bytes for a message: "512 B", "1.5 KiB", "64.0 MiB" (strbuf.c). Returns buf. */
 const char *pw_format_bytes(size_t bytes, char *buf, size_t cap);
 
