@@ -12,9 +12,9 @@
  *     rank it waits for;
  *   - no spinning: Open MPI's blocking calls poll at full speed however
  *     long they wait, so a follower rank of an idle server would burn a
- *     core. Here a wait polls for a couple of milliseconds (a step's
- *     messages arrive within microseconds of the slowest rank), then sleeps
- *     between polls.
+ *     core. Here a wait polls (a step's messages arrive as soon as the
+ *     slowest rank gets there), yielding the core after 2 ms, and after
+ *     0.1 s sleeps between polls (pause_wait).
  * Point-to-point messages between two ranks on one tag are not overtaken,
  * so successive gathers and broadcasts pair up in order.
  *
@@ -32,6 +32,7 @@
 #include "pw_config.h"
 
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,12 +45,27 @@ static MPI_Comm tp_comm = MPI_COMM_NULL;
 /* one tag per kind of exchange, so that kinds never match each other */
 enum { TAG_BCAST = 1, TAG_GATHER, TAG_COMMANDS };
 
-/* How a wait polls: at full speed for SPIN_S, then with sleeps doubling
- * from FIRST_NAP_S up to the cap (a step's wait, or an idle follower's). */
+/* How a wait polls: at full speed for SPIN_S; then yielding the core
+ * between polls (to another rank on the same core, if any: no delay
+ * otherwise) until YIELD_S; then, as the wait is no longer part of a
+ * normal step (a rank is stopped, or an idle follower waits for the next
+ * step), with sleeps doubling from FIRST_NAP_S up to the cap. */
 #define SPIN_S 2e-3
-#define FIRST_NAP_S 20e-6
+#define YIELD_S 0.1
+#define FIRST_NAP_S 50e-6
 #define STEP_NAP_S 1e-3
 #define IDLE_NAP_S 20e-3
+
+/* One pause of a wait that has lasted `waited` seconds. */
+static void pause_wait(double waited, double *nap, double cap) {
+    if (waited < SPIN_S) return;
+    if (waited < YIELD_S) {
+        sched_yield();
+        return;
+    }
+    pw_sleep_seconds(*nap);
+    if (*nap < cap) *nap *= 2;
+}
 #endif
 
 static int tp_rank, tp_size = 1;
@@ -107,9 +123,7 @@ static void wait_requests(MPI_Request *reqs, const int *peers, int n, const char
                     tp_rank, tp_size, peer, tp_timeout_s, what);
             end_job();
         }
-        if (waited < SPIN_S) continue;
-        pw_sleep_seconds(nap);
-        if (nap < STEP_NAP_S) nap *= 2;
+        pause_wait(waited, &nap, STEP_NAP_S);
     }
 }
 
@@ -213,9 +227,7 @@ pw_status pw_comm_recv_commands(uint8_t **buf, size_t *cap, size_t *bytes) {
         int rc = MPI_Improbe(0, TAG_COMMANDS, tp_comm, &flag, &msg, &st);
         if (rc != MPI_SUCCESS) fail_collective(what, rc);
         if (flag) break;
-        if (pw_monotonic_seconds() - t0 < SPIN_S) continue;
-        pw_sleep_seconds(nap);
-        if (nap < IDLE_NAP_S) nap *= 2;
+        pause_wait(pw_monotonic_seconds() - t0, &nap, IDLE_NAP_S);
     }
     double t1 = pw_monotonic_seconds();
     int count = 0;
