@@ -258,15 +258,23 @@ t.check(not running(rank_pid(0)), "rank 0 still runs 20 s after a follower was k
 srv.kill()
 
 # ---- chat --tp 2 with scripted input ----------------------------------------------------------
-if smollm:
+# SmolLM2's template, and a tiny random model's (whose template cannot add a
+# turn, so each turn after the first starts a new conversation)
+tiny_chat = os.path.join(workdir, "tiny_chat.gguf")
+subprocess.run([tiny_tool, tiny_chat,
+                "{% for m in messages %}[INST] {{ m['content'] }} [/INST]{% endfor %}"],
+               check=True, timeout=60)
+for chat_model in [m for m in (smollm, tiny_chat) if m]:
+    name = os.path.basename(chat_model)
     script = "What is 2 + 2?\nAnd 3 + 3?\n/reset\nName a color.\n"
-    rc1, ref, err1 = run(binary, "chat", smollm, "-n", "16", "--tp", "1", stdin=script)
-    rc2, out, err2 = run("timeout", "300", *MPIRUN, binary, "chat", smollm, "-n", "16",
+    rc1, ref, err1 = run(binary, "chat", chat_model, "-n", "16", "--tp", "1", stdin=script)
+    rc2, out, err2 = run("timeout", "300", *MPIRUN, binary, "chat", chat_model, "-n", "16",
                          "--tp", "2", stdin=script)
-    t.check(rc1 == 0 and ref.count("(new conversation)") == 1, f"chat --tp 1: {rc1} {err1}")
-    t.check(rc2 == 0 and out == ref, f"chat --tp 2 -> {rc2}:\n{out}\n---\n{ref}\n{err2[-1500:]}")
-else:
-    t.skip_part("chat --tp 2 needs SmolLM2's chat template")
+    t.check(rc1 == 0 and ref.count("(new conversation)") == 1, f"chat {name} --tp 1: {rc1} {err1}")
+    t.check(rc2 == 0 and out == ref,
+            f"chat {name} --tp 2 -> {rc2}:\n{out}\n---\n{ref}\n{err2[-1500:]}")
+if not smollm:
+    t.skip_part("chat --tp 2 with SmolLM2's chat template")
 
 
 # ---- bad combinations and values -------------------------------------------------------------
