@@ -1,7 +1,8 @@
 """piecewise serve and chat with tensor parallelism (--tp 2 under mpirun):
  - greedy answers over HTTP, several requests at once (mixed prefill and
-   decode steps), a seeded sampled one and one whose client leaves
-   mid-stream, equal bit for bit to `serve --tp 1`'s: on stories260K in
+   decode steps), seeded sampled ones (n = 2), one with logit_bias and
+   penalties, and one whose client leaves mid-stream, equal bit for bit to
+   `serve --tp 1`'s: on stories260K in
    modes none, piecewise and full, and on SmolLM2 (completions and chat) in
    none and auto (PIECEWISE and FULL steps, counted in /metrics);
  - an idle job: both ranks sleep (their CPU time over 3 idle seconds);
@@ -94,8 +95,8 @@ def answer(srv, path, body):
     st, j = srv.json("POST", path, body, timeout=300)
     if st != 200:
         return f"<HTTP {st}: {j}>"
-    ch = j["choices"][0]
-    return ch["text"] if "text" in ch else ch["message"]["content"]
+    return "|".join(ch["text"] if "text" in ch else ch["message"]["content"]
+                    for ch in j["choices"])
 
 
 def leave_midstream(srv, body):
@@ -184,7 +185,10 @@ if stories:
             for p, n in [("Once upon a time", 40), ("The cat", 25), ("Lily went to the park and", 9),
                          ("One day a big dog", 33)]]
     reqs.append(("/v1/completions", {"prompt": "Tom had a ball", "max_tokens": 30,
-                                     "temperature": 0.9, "top_k": 40, "seed": 11}))
+                                     "temperature": 0.9, "top_k": 40, "seed": 11, "n": 2}))
+    reqs.append(("/v1/completions", {"prompt": "The dog", "max_tokens": 24, "temperature": 0,
+                                     "logit_bias": {"13": -100, "300": 3},
+                                     "presence_penalty": 0.5, "frequency_penalty": 0.25}))
     leaver = {"prompt": "The sun was", "max_tokens": 200, "temperature": 0}
     compare("stories260K", stories, reqs,
             [("none", ["none"]), ("piecewise", ["piecewise"]), ("full", ["full"])], leaver)
