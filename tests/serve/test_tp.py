@@ -10,13 +10,15 @@
    --tp-timeout, with "rank 1 did not answer" on rank 0 and a non-zero exit;
  - a follower killed while serving ends the job with a non-zero exit;
  - `chat --tp 2` with scripted input prints what `chat --tp 1` prints;
- - bad combinations and values: clear errors.
+ - bad combinations and values, and a port rank 0 cannot listen on: clear
+   errors, and the job ends.
 Skips (77) in a build without MPI or without mpirun.
 Usage: test_tp.py PIECEWISE TINY_MODEL_TOOL WORKDIR"""
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -298,5 +300,14 @@ expect_fail("chat --tp 2 alone", ["chat", model, "--tp", "2"], 1,
 expect_fail("serve --tp 2 --graph-cache",
             ["serve", model, "--tp", "2", "--port", "0", "--graph-cache", workdir], 0,
             "--graph-cache is not supported with --tp 2", launch=["timeout", "120", *MPIRUN])
+
+# rank 0 cannot listen: the error, and the followers end with it
+taken = socket.socket()
+taken.bind(("127.0.0.1", 0))
+taken.listen()
+expect_fail("serve --tp 2 on a port in use",
+            ["serve", model, "--tp", "2", "--port", str(taken.getsockname()[1])], 0,
+            "cannot listen on 127.0.0.1 port", launch=["timeout", "120", *MPIRUN])
+taken.close()
 
 t.finish()
