@@ -598,6 +598,25 @@ KQ_INLINE void kq_tile_row(float *y, const uint8_t *xa, const uint8_t *w, int64_
     for (int c = 0; c < cols; c++) y[c] = kq_hsum((pw_v8f)acc[c]);
 }
 
+/* Dword m (0-3) of each 128-bit lane in all four of its dwords: the
+ * shuffle's control is an immediate at every optimisation level. */
+KQ_INLINE __m256i kq_dword_splat256(__m256i v, int m) {
+    switch (m) {
+    case 0: return _mm256_shuffle_epi32(v, 0x00);
+    case 1: return _mm256_shuffle_epi32(v, 0x55);
+    case 2: return _mm256_shuffle_epi32(v, 0xAA);
+    default: return _mm256_shuffle_epi32(v, 0xFF);
+    }
+}
+KQ_INLINE __m512i kq_dword_splat512(__m512i v, int m) {
+    switch (m) {
+    case 0: return _mm512_shuffle_epi32(v, _MM_PERM_AAAA);
+    case 1: return _mm512_shuffle_epi32(v, _MM_PERM_BBBB);
+    case 2: return _mm512_shuffle_epi32(v, _MM_PERM_CCCC);
+    default: return _mm512_shuffle_epi32(v, _MM_PERM_DDDD);
+    }
+}
+
 /* The Q4_K/Q5_K decode tile (one activation row, 1-4 columns), on 256-bit
  * vectors whose 8 dwords are the lanes l themselves (no fold). Chunk i of
  * a column gives its unscaled lane sums p_il = sum_t q_e a_e by one
@@ -669,7 +688,7 @@ KQ_INLINE void kq_tile_row_dp(float *y, const uint8_t *xa, const uint8_t *w, int
                  * hi's (a borrow from a negative p_2m is masked off) */
                 const __m256i pp = _mm256_ternarylogic_epi32(
                     lo16, _mm256_dpbusd_epi32(hi, u0, a[2 * m]), hi, 0xCA);
-                const __m256i sc = _mm256_shuffle_epi32(scp, m * 0x55);
+                const __m256i sc = kq_dword_splat256(scp, m);
                 if (m % 2 == 0) is0 = _mm256_dpwssd_epi32(is0, pp, sc);
                 else is1 = _mm256_dpwssd_epi32(is1, pp, sc);
             }
@@ -749,7 +768,7 @@ KQ_INLINE void kq_tile_row_dp2(float *y, const uint8_t *xa, const uint8_t *w, in
                 }
                 const __m512i pp = _mm512_ternarylogic_epi32(
                     lo16, _mm512_dpbusd_epi32(hi, u0, a[2 * m]), hi, 0xCA);
-                const __m512i sc = _mm512_shuffle_epi32(scp, (_MM_PERM_ENUM)(m * 0x55));
+                const __m512i sc = kq_dword_splat512(scp, m);
                 if (m % 2 == 0) is0 = _mm512_dpwssd_epi32(is0, pp, sc);
                 else is1 = _mm512_dpwssd_epi32(is1, pp, sc);
             }
