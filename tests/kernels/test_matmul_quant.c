@@ -376,6 +376,22 @@ static void check_out_of_memory(void) {
     CHECK(kt_bitwise_equal(inline_totals, whole, (size_t)(t * n) * sizeof *whole));
     free(x), free(w), free(inline_totals), free(whole);
 
+    /* Q4_0 batches of 9 rows or more unpack the weights into a panel;
+     * when its buffer cannot grow, the tiles unpack them where they use
+     * them: the same bits. 128 blocks a row: a larger panel than any
+     * earlier call's, while the activations and fold totals of 9 rows fit
+     * the buffers already grown above, so the failing allocation is the
+     * panel's. */
+    const int64_t panel_k = 4096, panel_t = 9;
+    x = kt_random((size_t)(panel_t * panel_k));
+    w = random_blocks(PW_Q4_0, n, panel_k);
+    pw_host_fail_nth(1);
+    float *unpanelled = run(PW_Q4_0, x, w, panel_t, n, panel_k);
+    pw_host_fail_nth(0);
+    whole = run(PW_Q4_0, x, w, panel_t, n, panel_k);
+    CHECK(kt_bitwise_equal(unpanelled, whole, (size_t)(panel_t * n) * sizeof *whole));
+    free(x), free(w), free(unpanelled), free(whole);
+
     /* 1024 blocks: 73,728 bytes a row, past the stack buffer; 12 rows are
      * more than the buffer grew to above. */
     const int64_t big_k = 32768, big_t = 12;
@@ -394,8 +410,8 @@ static void check_out_of_memory(void) {
 
 /* 1, 2 and 3 threads give the same bits on a product above the split
  * threshold with a partial column group. */
-static void check_threads(pw_dtype type) {
-    const int64_t t = 5, n = 203, k = 256;
+static void check_threads(pw_dtype type, int64_t t) {
+    const int64_t n = 203, k = 256;
     float *x = kt_random((size_t)(t * k));
     uint8_t *w = random_blocks(type, n, k);
     pw_set_num_threads(1);
@@ -619,12 +635,18 @@ int main(void) {
         static const int64_t shapes[][3] = {{1, 1, 32}, {1, 7, 64}, {3, 5, 96}, {4, 9, 32},
                                             {6, 13, 160}, {9, 4, 256}, {13, 17, 64},
                                             {2, 14, 64}, {5, 31, 32}, {8, 19, 576},
-                                            {17, 6, 128}};
+                                            {17, 6, 128},
+                                            /* Q4_0's panels (9 rows and more): whole
+                                             * and partial 16-column panels, row
+                                             * tails of every size to 7 */
+                                            {9, 16, 32}, {16, 33, 96}, {23, 47, 64},
+                                            {31, 8, 64}, {40, 1, 32}};
         for (size_t s = 0; s < KT_LEN(shapes); s++)
             check_reference(types[i], shapes[s][0], shapes[s][1], shapes[s][2]);
         check_extremes(types[i]);
         check_invariance(types[i], 23, 128, 100 + i);
-        check_threads(types[i]);
+        check_threads(types[i], 5);
+        check_threads(types[i], 21);
         check_embedding(types[i]);
     }
     CHECK(!pw_k_quant_supported(PW_F32));

@@ -100,13 +100,14 @@ static int8_copy copy_for(pw_k_int8_isa level) {
  * keeps a buffer that grows to the largest call it has made and is freed
  * when the thread exits. A second buffer holds what a thread's share of
  * the product derives from them (Q4_0's per-block fold totals), since the
- * calling thread runs a share too while its first buffer holds the rows. */
+ * calling thread runs a share too while its first buffer holds the rows;
+ * a third holds a thread's unpacked weight panel (Q4_0's batches). */
 typedef struct act_buffer {
     uint8_t *p;
     size_t cap;
 } act_buffer;
 
-static pthread_key_t act_keys[2];
+static pthread_key_t act_keys[3];
 static bool act_keys_ok;
 static pthread_once_t act_once = PTHREAD_ONCE_INIT;
 
@@ -118,7 +119,8 @@ static void act_buffer_free(void *v) {
 
 static void act_key_init(void) {
     act_keys_ok = pthread_key_create(&act_keys[0], act_buffer_free) == 0 &&
-                  pthread_key_create(&act_keys[1], act_buffer_free) == 0;
+                  pthread_key_create(&act_keys[1], act_buffer_free) == 0 &&
+                  pthread_key_create(&act_keys[2], act_buffer_free) == 0;
 }
 
 static uint8_t *thread_buffer(int which, size_t bytes) {
@@ -150,6 +152,8 @@ static uint8_t *thread_buffer(int which, size_t bytes) {
 uint8_t *pw_k_act_scratch(size_t bytes) { return thread_buffer(0, bytes); }
 
 int32_t *pw_k_fold_scratch(size_t bytes) { return (int32_t *)(void *)thread_buffer(1, bytes); }
+
+uint8_t *pw_k_panel_scratch(size_t bytes) { return thread_buffer(2, bytes); }
 
 /* ---- the product ---------------------------------------------------------- */
 

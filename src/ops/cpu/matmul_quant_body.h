@@ -877,13 +877,10 @@ typedef __m256 q40_vf;
 /* The tile's 16-byte nibble groups of block b (cols columns, the rest
  * zero) as four vectors: vector q, lane of column c, holds bytes 4q..4q+3,
  * whose low nibbles are elements 4q..4q+3 and high nibbles 16+4q..19+4q. */
-MQ_INLINE void q40_weights(const uint8_t *blk, int64_t wrow, int cols, q40_vi *lo, q40_vi *hi,
-                           q40_vf *dw) {
+MQ_INLINE void q40_nibbles(const uint8_t *blk, int64_t wrow, int cols, q40_vi *lo, q40_vi *hi) {
     __m128i c[Q40_COLS];
-    _Alignas(64) uint16_t h[Q40_COLS];
 #pragma GCC unroll 16
     for (int i = 0; i < Q40_COLS; i++) {
-        int col = Q40_COL(i);
         if (i < cols) {
             c[i] = _mm_loadu_si128((const __m128i *)(blk + i * wrow + 2));
             /* the same column's block of the next tile (decode streams
@@ -892,8 +889,6 @@ MQ_INLINE void q40_weights(const uint8_t *blk, int64_t wrow, int cols, q40_vi *l
         } else {
             c[i] = _mm_setzero_si128();
         }
-        if (col < cols) memcpy(&h[i], blk + col * wrow, 2);
-        else h[i] = 0;
     }
 #if Q40_COLS == 16
     q40_vi z[4];
@@ -915,7 +910,6 @@ MQ_INLINE void q40_weights(const uint8_t *blk, int64_t wrow, int cols, q40_vi *l
         lo[i] = _mm512_and_si512(q[i], m);
         hi[i] = _mm512_and_si512(_mm512_srli_epi16(q[i], 4), m);
     }
-    *dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)h));
 #else
     q40_vi z[4];
     for (int g = 0; g < 4; g++) z[g] = _mm256_set_m128i(c[2 * g + 1], c[2 * g]);
@@ -928,6 +922,24 @@ MQ_INLINE void q40_weights(const uint8_t *blk, int64_t wrow, int cols, q40_vi *l
         lo[i] = _mm256_and_si256(q[i], m);
         hi[i] = _mm256_and_si256(_mm256_srli_epi16(q[i], 4), m);
     }
+#endif
+}
+
+/* The nibbles (q40_nibbles) and the columns' scales dw, lane p of column
+ * Q40_COL(p), converted exactly. */
+MQ_INLINE void q40_weights(const uint8_t *blk, int64_t wrow, int cols, q40_vi *lo, q40_vi *hi,
+                           q40_vf *dw) {
+    _Alignas(64) uint16_t h[Q40_COLS];
+#pragma GCC unroll 16
+    for (int i = 0; i < Q40_COLS; i++) {
+        int col = Q40_COL(i);
+        if (col < cols) memcpy(&h[i], blk + col * wrow, 2);
+        else h[i] = 0;
+    }
+    q40_nibbles(blk, wrow, cols, lo, hi);
+#if Q40_COLS == 16
+    *dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)h));
+#else
     *dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)h));
 #endif
 }
@@ -945,42 +957,114 @@ MQ_INLINE q40_vi q40_dot(q40_vi start, q40_vi u, const int8_t *a) {
 #endif
 }
 
+/* Panels (batches): a tile's Q40_COLS columns unpacked once per call,
+ * block by block, into what q40_weights gives (the 8 nibble vectors lo[0..3],
+ * hi[0..3], then the scales as floats), so that every row tile of the
+ * batch loads them instead of transposing the blocks again and gathering
+ * the columns' scales. The operands, and so the bits, are the tile's. */
+#define Q40_VEC_BYTES ((int64_t)sizeof(q40_vi))
+#define Q40_PANEL_BLOCK_BYTES (9 * Q40_VEC_BYTES)
+/* A panel of nb blocks in a per-thread buffer, at a 64-byte boundary. */
+#define Q40_PANEL_BYTES(nb) ((size_t)((nb) * Q40_PANEL_BLOCK_BYTES + 64))
+/* Batches from this many rows take panels: the unpacking is then shared
+ * by at least two row tiles (below, one tile does it where it uses it). */
+#define Q40_PANEL_MIN_ROWS (Q40_ROWS + 1)
+
+MQ_INLINE q40_vi q40_vload(const uint8_t *p) {
+#if Q40_COLS == 16
+    return _mm512_load_si512((const void *)p);
+#else
+    return _mm256_load_si256((const __m256i *)p);
+#endif
+}
+MQ_INLINE void q40_vstore(uint8_t *p, q40_vi v) {
+#if Q40_COLS == 16
+    _mm512_store_si512((void *)p, v);
+#else
+    _mm256_store_si256((__m256i *)p, v);
+#endif
+}
+
+/* Columns [0, cols) of w (rows wrow bytes apart), blocks [0, nb), into
+ * panel. The scales are converted one by one and stored where the tiles
+ * read them a whole panel later, so no vector load waits on the stores. */
+static void q40_panel_fill(uint8_t *panel, const uint8_t *w, int64_t wrow, int64_t nb,
+                           int cols) {
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = w + b * Q4_0_BYTES;
+        uint8_t *pb = panel + b * Q40_PANEL_BLOCK_BYTES;
+        q40_vi lo[4], hi[4];
+        q40_nibbles(blk, wrow, cols, lo, hi);
+        for (int i = 0; i < 4; i++) {
+            q40_vstore(pb + i * Q40_VEC_BYTES, lo[i]);
+            q40_vstore(pb + (4 + i) * Q40_VEC_BYTES, hi[i]);
+        }
+        float *d = (float *)(void *)(pb + 8 * Q40_VEC_BYTES);
+        for (int i = 0; i < Q40_COLS; i++)
+            d[i] = Q40_COL(i) < cols ? mq_half(blk + Q40_COL(i) * wrow) : 0.0f;
+    }
+}
+
 /* rows x cols outputs (rows <= Q40_ROWS, cols <= Q40_COLS): rows' values
  * at xr[r] (block b at + b * xb[r]), scales xd and fold totals ft
  * block-major with n_tokens per block (NULL ft: derived here from the
- * fold lanes), already at the tile's first row. */
+ * fold lanes), already at the tile's first row; the weights from panel
+ * (a constant choice at each call site) or from w. */
 MQ_INLINE void q40_tile(float *y, int64_t ldy, const uint8_t *const *xr, const int64_t *xb,
                         const float *xd, const int32_t *ft, int64_t n_tokens,
-                        const uint8_t *w, int64_t wrow, int64_t nb, int rows, int cols) {
+                        const uint8_t *w, int64_t wrow, const uint8_t *panel, int64_t nb,
+                        int rows, int cols) {
     q40_vf acc[Q40_ROWS];
 #pragma GCC unroll 8
     for (int r = 0; r < rows; r++) acc[r] = (q40_vf){0};
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = w + b * Q4_0_BYTES;
         q40_vi lo[4], hi[4];
         q40_vf dw;
-        q40_weights(blk, wrow, cols, lo, hi, &dw);
+        if (panel) {
+            const uint8_t *pb = panel + b * Q40_PANEL_BLOCK_BYTES;
+            for (int i = 0; i < 4; i++) {
+                lo[i] = q40_vload(pb + i * Q40_VEC_BYTES);
+                hi[i] = q40_vload(pb + (4 + i) * Q40_VEC_BYTES);
+            }
+#if Q40_COLS == 16
+            dw = _mm512_load_ps((const void *)(pb + 8 * Q40_VEC_BYTES));
+#else
+            dw = _mm256_load_ps((const float *)(const void *)(pb + 8 * Q40_VEC_BYTES));
+#endif
+        } else {
+            q40_weights(w + b * Q4_0_BYTES, wrow, cols, lo, hi, &dw);
+        }
+        /* Row by row within each step, so that the rows' dependent
+         * chains of dot products interleave. */
+        q40_vi sum[Q40_ROWS];
+        const int8_t *a[Q40_ROWS];
 #pragma GCC unroll 8
         for (int r = 0; r < rows; r++) {
             const uint8_t *xv = xr[r] + b * xb[r];
-            const int8_t *a = (const int8_t *)xv;
-            int32_t f0 = ft ? ft[b * n_tokens + r] : q40_fold_total(xv);
+            a[r] = (const int8_t *)xv;
+            /* (the panel path always has the fold totals) */
+            int32_t f0 = panel || ft ? ft[b * n_tokens + r] : q40_fold_total(xv);
 #if Q40_COLS == 16
-            q40_vi sum = _mm512_set1_epi32(f0);
+            sum[r] = _mm512_set1_epi32(f0);
 #else
-            q40_vi sum = _mm256_set1_epi32(f0);
+            sum[r] = _mm256_set1_epi32(f0);
 #endif
+        }
 #pragma GCC unroll 4
-            for (int i = 0; i < 4; i++) {
-                sum = q40_dot(sum, lo[i], a + 4 * i);
-                sum = q40_dot(sum, hi[i], a + 16 + 4 * i);
-            }
+        for (int i = 0; i < 4; i++) {
+#pragma GCC unroll 8
+            for (int r = 0; r < rows; r++) sum[r] = q40_dot(sum[r], lo[i], a[r] + 4 * i);
+#pragma GCC unroll 8
+            for (int r = 0; r < rows; r++) sum[r] = q40_dot(sum[r], hi[i], a[r] + 16 + 4 * i);
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < rows; r++) {
 #if Q40_COLS == 16
             q40_vf ds = _mm512_mul_ps(dw, _mm512_set1_ps(xd[b * n_tokens + r]));
-            acc[r] = _mm512_fmadd_ps(ds, _mm512_cvtepi32_ps(sum), acc[r]);
+            acc[r] = _mm512_fmadd_ps(ds, _mm512_cvtepi32_ps(sum[r]), acc[r]);
 #else
             q40_vf ds = _mm256_mul_ps(dw, _mm256_set1_ps(xd[b * n_tokens + r]));
-            acc[r] = _mm256_fmadd_ps(ds, _mm256_cvtepi32_ps(sum), acc[r]);
+            acc[r] = _mm256_fmadd_ps(ds, _mm256_cvtepi32_ps(sum[r]), acc[r]);
 #endif
         }
     }
@@ -997,10 +1081,11 @@ MQ_INLINE void q40_tile(float *y, int64_t ldy, const uint8_t *const *xr, const i
     }
 }
 
-/* Rows [t, t + rows) over columns [j0, j1), full tiles then the rest. */
+/* Rows [t, t + rows) over columns [j0, j1), full tiles then the rest
+ * (from panel: the columns of one panel, j1 - j0 <= Q40_COLS). */
 MQ_INLINE void q40_rows(float *y, int64_t n, const uint8_t *xa, const float *xd,
                         const int32_t *ft, int64_t n_tokens, int64_t k, const uint8_t *w,
-                        int64_t j0, int64_t j1, int64_t t, int rows) {
+                        const uint8_t *panel, int64_t j0, int64_t j1, int64_t t, int rows) {
     const int64_t nb = k / QK, wrow = nb * Q4_0_BYTES;
     const uint8_t *xr[Q40_ROWS];
     int64_t xb[Q40_ROWS];
@@ -1009,41 +1094,70 @@ MQ_INLINE void q40_rows(float *y, int64_t n, const uint8_t *xa, const float *xd,
         xb[r] = xq_block_stride(n_tokens, t + r);
     }
     int64_t j = j0;
+    if (panel) {
+        if (j1 - j == Q40_COLS)
+            q40_tile(y + t * n + j, n, xr, xb, xd + t, ft + t, n_tokens, NULL, wrow, panel, nb,
+                     rows, Q40_COLS);
+        else
+            q40_tile(y + t * n + j, n, xr, xb, xd + t, ft + t, n_tokens, NULL, wrow, panel, nb,
+                     rows, (int)(j1 - j));
+        return;
+    }
     for (; j + Q40_COLS <= j1; j += Q40_COLS)
         q40_tile(y + t * n + j, n, xr, xb, xd + t, ft ? ft + t : NULL, n_tokens, w + j * wrow,
-                 wrow, nb, rows, Q40_COLS);
+                 wrow, NULL, nb, rows, Q40_COLS);
     if (j < j1)
         q40_tile(y + t * n + j, n, xr, xb, xd + t, ft ? ft + t : NULL, n_tokens, w + j * wrow,
-                 wrow, nb, rows, (int)(j1 - j));
+                 wrow, NULL, nb, rows, (int)(j1 - j));
+}
+
+/* Every row over columns [n0, n1): tiles of Q40_ROWS rows, then one tile
+ * of the rows left (a constant row count at each call: unrolled tiles). */
+MQ_INLINE void q40_all_rows(float *y, int64_t n, const uint8_t *xa, const float *xd,
+                            const int32_t *ft, int64_t n_tokens, int64_t k, const uint8_t *w,
+                            const uint8_t *panel, int64_t n0, int64_t n1) {
+    int64_t t = 0;
+    for (; t + Q40_ROWS <= n_tokens; t += Q40_ROWS)
+        q40_rows(y, n, xa, xd, ft, n_tokens, k, w, panel, n0, n1, t, Q40_ROWS);
+    switch (n_tokens - t) {
+    case 0: break;
+    case 1: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, panel, n0, n1, t, 1); break;
+    case 2: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, panel, n0, n1, t, 2); break;
+    case 3: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, panel, n0, n1, t, 3); break;
+#if Q40_ROWS > 4
+    case 4: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, panel, n0, n1, t, 4); break;
+    case 5: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, panel, n0, n1, t, 5); break;
+    case 6: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, panel, n0, n1, t, 6); break;
+    default: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, panel, n0, n1, t, 7); break;
+#endif
+    }
 }
 
 static void q40_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_tokens, int64_t n,
                     int64_t k, int64_t j0, int64_t j1) {
-    const int64_t nb = k / QK;
+    const int64_t nb = k / QK, wrow = nb * Q4_0_BYTES;
     const float *xd = xq_cscales(xa, n_tokens, k);
     int32_t *ft = pw_k_fold_scratch((size_t)(n_tokens * nb) * sizeof(int32_t));
     if (ft) q40_fold_totals(ft, xa, n_tokens, k);
+    uint8_t *panel = ft && n_tokens >= Q40_PANEL_MIN_ROWS
+                         ? pw_k_panel_scratch(Q40_PANEL_BYTES(nb))
+                         : NULL;
+    if (panel) {
+        panel += (64 - (uintptr_t)panel % 64) % 64;
+        for (int64_t j = j0; j < j1; j += Q40_COLS) {
+            int64_t j2 = j + Q40_COLS < j1 ? j + Q40_COLS : j1;
+            q40_panel_fill(panel, w + j * wrow, wrow, nb, (int)(j2 - j));
+            q40_all_rows(y, n, xa, xd, ft, n_tokens, k, NULL, panel, j, j2);
+        }
+        return;
+    }
     /* Columns in blocks whose weights stay in L2 while every row tile
      * passes over them. */
     int64_t col_block = COL_BLOCK_BYTES / (nb * Q4_0_BYTES);
     col_block = col_block < Q40_COLS ? Q40_COLS : col_block / Q40_COLS * Q40_COLS;
     for (int64_t n0 = j0; n0 < j1; n0 += col_block) {
         int64_t n1 = n0 + col_block < j1 ? n0 + col_block : j1;
-        int64_t t = 0;
-        for (; t + Q40_ROWS <= n_tokens; t += Q40_ROWS)
-            q40_rows(y, n, xa, xd, ft, n_tokens, k, w, n0, n1, t, Q40_ROWS);
-        switch (n_tokens - t) { /* constant row counts: each an unrolled tile */
-        case 0: break;
-        case 1: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, n0, n1, t, 1); break;
-        case 2: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, n0, n1, t, 2); break;
-        case 3: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, n0, n1, t, 3); break;
-#if Q40_ROWS > 4
-        case 4: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, n0, n1, t, 4); break;
-        case 5: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, n0, n1, t, 5); break;
-        case 6: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, n0, n1, t, 6); break;
-        default: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, n0, n1, t, 7); break;
-#endif
-        }
+        q40_all_rows(y, n, xa, xd, ft, n_tokens, k, w, NULL, n0, n1);
     }
 }
 #else
