@@ -25,6 +25,7 @@
 
 /* Environment variable that turns off keeping quantized weights. */
 #define PW_ENV_DEQUANTIZE "PW_DEQUANTIZE"
+#define PW_ENV_INTERLEAVE "PW_INTERLEAVE"
 
 
 /* general.architecture: which loader and graph builder run. */
@@ -116,6 +117,41 @@ pw_status pw_model_load_weight_rows(pw_model *m, const char *name, int64_t d0, i
     return s;
 }
 
+/* A whole 2-D weight in the layout the CPU kernels prefer for its type
+ * (pw_op_preferred_weight_dtype: Q4_0 rows interleaved in groups of 16),
+ * rewritten in place in the file's private mapping, so it costs no second
+ * copy: the pages written become the process's own instead of the page
+ * cache's. PW_INTERLEAVE=0 keeps the file's layout (for measurement); so
+ * does a gguf read from memory, or no memory for the rewrite. The bits of
+ * every product are the same either way. */
+static pw_status prefer_layout(pw_model *m, pw_tensor **t) {
+    static const char *const values[] = {"1", "0", NULL};
+    pw_tensor *w = *t;
+    if (pw_tensor_ndim(w) != 2 || pw_env_choice(PW_ENV_INTERLEAVE, values, 0) != 0)
+        return PW_OK;
+    pw_dtype from = pw_tensor_dtype(w);
+    int64_t shape[2] = {pw_tensor_dim(w, 0), pw_tensor_dim(w, 1)};
+    pw_dtype to = pw_op_preferred_weight_dtype(from, shape[0], shape[1]);
+    if (to == from) return PW_OK;
+    void *data = pw_tensor_data(w);
+    size_t bytes = pw_tensor_nbytes(w);
+    pw_tensor *x;
+    PW_TRY(pw_tensor_wrap(data, PW_DEVICE_CPU, to, 2, shape, &x));
+    bool done = pw_gguf_set_writable(m->gguf, data, bytes, true);
+    if (done) {
+        done = pw_op_convert_weight(data, from, to, shape[0], shape[1]);
+        (void)pw_gguf_set_writable(m->gguf, data, bytes, false);
+    }
+    pw_clear_error(); /* a failed rewrite keeps the file's layout */
+    if (!done) {
+        pw_tensor_release(x);
+        return PW_OK;
+    }
+    pw_tensor_release(w);
+    *t = x;
+    return PW_OK;
+}
+
 pw_status pw_model_load_weight(pw_model *m, const char *name, int64_t d0, int64_t d1,
                                bool keep_quantized, pw_tensor **out) {
     return pw_model_load_weight_rows(m, name, d0, d1, 0, d1 ? d1 : 1, keep_quantized, out);
@@ -128,6 +164,7 @@ pw_status pw_model_load_layer_weights(pw_model *m, int64_t l, const pw_layer_wei
         snprintf(name, sizeof name, "blk.%" PRId64 ".%s", l, want[i].suffix);
         PW_TRY(pw_model_load_weight(m, name, want[i].d0, want[i].d1, keep_quantized,
                                     want[i].dst));
+        PW_TRY(prefer_layout(m, want[i].dst));
     }
     return PW_OK;
 }
@@ -140,8 +177,9 @@ pw_status pw_model_load_embeddings(pw_model *m, bool keep) {
     m->owned = pw_host_calloc((size_t)(m->info.n_layers * PW_GEMMA3_WEIGHTS_PER_LAYER + 4),
                               sizeof(float *));
     if (!m->owned) return PW_ERR_OOM;
-    return pw_model_load_weight(m, "token_embd.weight", m->info.dim, m->info.vocab, keep,
-                                &m->tok_embd);
+    PW_TRY(pw_model_load_weight(m, "token_embd.weight", m->info.dim, m->info.vocab, keep,
+                                &m->tok_embd));
+    return prefer_layout(m, &m->tok_embd);
 }
 
 pw_status pw_model_load_head(pw_model *m, bool keep) {
@@ -150,6 +188,7 @@ pw_status pw_model_load_head(pw_model *m, bool keep) {
     const pw_gguf_tensor *head;
     if (pw_gguf_find_tensor(m->gguf, "output.weight", &head) == PW_OK) {
         PW_TRY(pw_model_load_weight(m, "output.weight", in->dim, in->vocab, keep, &m->output));
+        PW_TRY(prefer_layout(m, &m->output));
     } else {
         pw_clear_error();
         m->info.tied_embeddings = true;

@@ -8,6 +8,17 @@
 
 bool pw_op_quantized_weight_supported(pw_dtype type) { return pw_k_quant_supported(type); }
 
+pw_dtype pw_op_preferred_weight_dtype(pw_dtype type, int64_t rows, int64_t cols) {
+    (void)cols;
+    return type == PW_Q4_0 && rows >= PW_K_Q40X16_ROWS ? PW_Q4_0X16 : type;
+}
+
+bool pw_op_convert_weight(void *data, pw_dtype from, pw_dtype to, int64_t rows, int64_t cols) {
+    if (from == PW_Q4_0 && to == PW_Q4_0X16) return pw_k_q4_0_interleave(data, rows, cols);
+    if (from == PW_Q4_0X16 && to == PW_Q4_0) return pw_k_q4_0_deinterleave(data, rows, cols);
+    return from == to;
+}
+
 void pw_op_rope_table(float *table, int64_t max_pos, int64_t head_dim, double theta) {
     pw_k_rope_table(table, max_pos, head_dim, theta);
 }
@@ -29,5 +40,6 @@ bool pw_op_reads_weight_dtype(pw_device device, pw_dtype dtype) {
      * has the quantized kernels; otherwise the caller supplies f32. */
     const pw_kernel_set *set = pw_kernel_set_for(device);
     return set && set->entries[PW_KERNEL_MATMUL_QUANT].kernel &&
-           set->entries[PW_KERNEL_EMBEDDING_QUANT].kernel && pw_k_quant_supported(dtype);
+           set->entries[PW_KERNEL_EMBEDDING_QUANT].kernel && pw_k_quant_supported(dtype) &&
+           (dtype != PW_Q4_0X16 || set == pw_kernel_set_for(PW_DEVICE_CPU));
 }

@@ -69,7 +69,50 @@
 #include "ops/cpu/matmul_quant_body.h"
 
 bool pw_k_quant_supported(pw_dtype type) {
-    return type == PW_Q8_0 || type == PW_Q4_0 || type == PW_Q4_1 || pw_k_kquant_supported(type);
+    return type == PW_Q8_0 || type == PW_Q4_0 || type == PW_Q4_0X16 || type == PW_Q4_1 ||
+           pw_k_kquant_supported(type);
+}
+
+/* ---- Q4_0x16 ---------------------------------------------------------------- */
+
+/* Byte j (0..15) of row r's nibbles of block b within a group, and r's
+ * scale, in the interleaved layout (kernels.h). */
+static size_t x16_nibble_at(int64_t b, int r, int j) {
+    return (size_t)(b * PW_K_Q40X16_BLOCK_BYTES + 32 + (j / 4) * 64 + r * 4 + j % 4);
+}
+static size_t x16_scale_at(int64_t b, int r) {
+    return (size_t)(b * PW_K_Q40X16_BLOCK_BYTES + 2 * r);
+}
+
+/* Each whole group of 16 rows through a copy of its bytes: to the
+ * interleaved layout (to_x16) or back, 4 nibble bytes at a time. */
+static bool x16_convert(uint8_t *w, int64_t n, int64_t k, bool to_x16) {
+    const int64_t nb = k / QK, wrow = nb * Q4_0_BYTES, group = PW_K_Q40X16_ROWS * wrow;
+    if (n < PW_K_Q40X16_ROWS) return true;
+    uint8_t *tmp = pw_host_alloc((size_t)group);
+    if (!tmp) return false;
+    for (int64_t g = 0; g + PW_K_Q40X16_ROWS <= n; g += PW_K_Q40X16_ROWS) {
+        uint8_t *gw = w + g * wrow;
+        memcpy(tmp, gw, (size_t)group);
+        for (int64_t b = 0; b < nb; b++)
+            for (int r = 0; r < PW_K_Q40X16_ROWS; r++) {
+                uint8_t *blk = (to_x16 ? tmp : gw) + r * wrow + b * Q4_0_BYTES;
+                uint8_t *x = to_x16 ? gw : tmp;
+                for (int j = 0; j < QK / 2; j += 4) {
+                    uint8_t *xv = x + x16_nibble_at(b, r, j);
+                    memcpy(to_x16 ? xv : blk + 2 + j, to_x16 ? blk + 2 + j : xv, 4);
+                }
+                uint8_t *scale = x + x16_scale_at(b, r);
+                memcpy(to_x16 ? scale : blk, to_x16 ? blk : scale, 2);
+            }
+    }
+    pw_host_free(tmp);
+    return true;
+}
+
+bool pw_k_q4_0_interleave(void *w, int64_t n, int64_t k) { return x16_convert(w, n, k, true); }
+bool pw_k_q4_0_deinterleave(void *w, int64_t n, int64_t k) {
+    return x16_convert(w, n, k, false);
 }
 
 typedef void (*quantize_fn) PW_K_Q8B_QUANTIZE_PARAMS;
@@ -233,7 +276,9 @@ void pw_k_matmul_quant(float *y, const float *x, const void *w, pw_dtype type,
  * depends on the type only through its fold): Q4_0 and Q4_1 share theirs,
  * Q8_0 has its own, the other types are quantized elsewhere (-1). */
 static int act_rows_kind(pw_dtype type) {
-    return type == PW_Q8_0 ? 0 : type == PW_Q4_0 || type == PW_Q4_1 ? 1 : -1;
+    return type == PW_Q8_0                                              ? 0
+           : type == PW_Q4_0 || type == PW_Q4_0X16 || type == PW_Q4_1 ? 1
+                                                                        : -1;
 }
 
 bool pw_k_quant_share_activations(const pw_dtype *types, int n) {
@@ -374,6 +419,19 @@ static void dequant_row(float *out, const uint8_t *row, pw_dtype type, int64_t d
     }
 }
 
+/* Row r of a Q4_0x16 group g, as dequant_row gives the Q4_0 row. */
+static void x16_dequant_row(float *out, const uint8_t *g, int r, int64_t dim) {
+    for (int64_t b = 0; b < dim / QK; b++) {
+        float *o = out + b * QK;
+        float d = mq_half(g + x16_scale_at(b, r));
+        for (int j = 0; j < QK / 2; j++) {
+            uint8_t q = g[x16_nibble_at(b, r, j)];
+            o[j] = (float)((q & 0x0F) - 8) * d;
+            o[j + QK / 2] = (float)((q >> 4) - 8) * d;
+        }
+    }
+}
+
 void pw_k_embedding_quant(float *out, const int32_t *ids, const void *table, pw_dtype type,
                           int64_t n_tokens, int64_t vocab, int64_t dim) {
     if (pw_k_kquant_supported(type)) {
@@ -387,8 +445,11 @@ void pw_k_embedding_quant(float *out, const int32_t *ids, const void *table, pw_
         int32_t id = ids[t];
         if (id < 0 || id >= vocab)
             memset(o, 0, (size_t)dim * sizeof *o);
+        else if (type == PW_Q4_0X16 && id < vocab / PW_K_Q40X16_ROWS * PW_K_Q40X16_ROWS)
+            x16_dequant_row(o, (const uint8_t *)table + id / 16 * 16 * row_bytes, id % 16, dim);
         else
-            dequant_row(o, (const uint8_t *)table + id * row_bytes, type, dim);
+            dequant_row(o, (const uint8_t *)table + id * row_bytes,
+                        type == PW_Q4_0X16 ? PW_Q4_0 : type, dim);
     }
 }
 

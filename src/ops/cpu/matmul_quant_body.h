@@ -957,6 +957,10 @@ MQ_INLINE q40_vi q40_dot(q40_vi start, q40_vi u, const int8_t *a) {
 #endif
 }
 
+/* How far ahead a decode tile of Q4_0x16 asks for its weights: groups are
+ * contiguous, so the stream is linear across them. */
+#define Q40_X16_PF_BYTES (8 * PW_K_Q40X16_BLOCK_BYTES)
+
 /* Panels (batches): a tile's Q40_COLS columns unpacked once per call,
  * block by block, into what q40_weights gives (the 8 nibble vectors lo[0..3],
  * hi[0..3], then the scales as floats), so that every row tile of the
@@ -1010,17 +1014,63 @@ static void q40_panel_fill(uint8_t *panel, const uint8_t *w, int64_t wrow, int64
  * block-major with n_tokens per block (NULL ft: derived here from the
  * fold lanes), already at the tile's first row; the weights from panel
  * (a constant choice at each call site) or from w. */
-MQ_INLINE void q40_tile(float *y, int64_t ldy, const uint8_t *const *xr, const int64_t *xb,
-                        const float *xd, const int32_t *ft, int64_t n_tokens,
-                        const uint8_t *w, int64_t wrow, const uint8_t *panel, int64_t nb,
-                        int rows, int cols) {
+/* Where a tile's weights come from (a constant at each call site). */
+enum { Q40_SRC_BLOCKS, Q40_SRC_PANEL, Q40_SRC_X16 };
+
+/* Block b of a Q4_0x16 group (g: the group's block 0; half: which 8
+ * columns in the 256-bit copies): the nibbles as q40_nibbles gives them and
+ * the scales, lane c being column c (plus 8 * half). */
+MQ_INLINE void q40_x16_weights(const uint8_t *g, int64_t b, int half, q40_vi *lo, q40_vi *hi,
+                               q40_vf *dw) {
+    const uint8_t *gb = g + b * PW_K_Q40X16_BLOCK_BYTES;
+    const q40_vi m =
+#if Q40_COLS == 16
+        _mm512_set1_epi8(0x0F);
+    (void)half;
+    *dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)gb));
+    for (int i = 0; i < 4; i++) {
+        q40_vi q = _mm512_loadu_si512((const void *)(gb + 32 + 64 * i));
+        lo[i] = _mm512_and_si512(q, m);
+        hi[i] = _mm512_and_si512(_mm512_srli_epi16(q, 4), m);
+    }
+#else
+        _mm256_set1_epi8(0x0F);
+    *dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gb + 16 * half)));
+    for (int i = 0; i < 4; i++) {
+        q40_vi q = _mm256_loadu_si256((const __m256i *)(gb + 32 + 64 * i + 32 * half));
+        lo[i] = _mm256_and_si256(q, m);
+        hi[i] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m);
+    }
+#endif
+}
+
+/* rows x cols outputs (rows <= Q40_ROWS, cols <= Q40_COLS): rows' values
+ * at xr[r] (block b at + b * xb[r]), scales xd and fold totals ft
+ * block-major with n_tokens per block (NULL ft: derived here from the
+ * fold lanes), already at the tile's first row. The weights: src
+ * BLOCKS, w the first column's blocks, rows wrow bytes apart, lane p
+ * column Q40_COL(p); PANEL, w a panel of the same lanes; X16, w a Q4_0x16
+ * group's block 0, wrow the half (256-bit copies), lane p column p, and
+ * the tile stores lanes [c0, c0 + cols). */
+MQ_INLINE void q40_tile_src(float *y, int64_t ldy, const uint8_t *const *xr, const int64_t *xb,
+                            const float *xd, const int32_t *ft, int64_t n_tokens,
+                            const uint8_t *w, int64_t wrow, int src, int64_t nb, int rows,
+                            int c0, int cols) {
     q40_vf acc[Q40_ROWS];
 #pragma GCC unroll 8
     for (int r = 0; r < rows; r++) acc[r] = (q40_vf){0};
+    const uint8_t *panel = src == Q40_SRC_PANEL ? w : NULL;
     for (int64_t b = 0; b < nb; b++) {
         q40_vi lo[4], hi[4];
         q40_vf dw;
-        if (panel) {
+        if (src == Q40_SRC_X16) {
+            if (rows == 1) /* decode: the next group's block, as q40_nibbles */
+                for (int l = 0; l < PW_K_Q40X16_BLOCK_BYTES; l += 64)
+                    _mm_prefetch((const char *)(w + b * PW_K_Q40X16_BLOCK_BYTES + l +
+                                                Q40_X16_PF_BYTES),
+                                 PW_K_DECODE_PREFETCH);
+            q40_x16_weights(w, b, (int)wrow, lo, hi, &dw);
+        } else if (src == Q40_SRC_PANEL) {
             const uint8_t *pb = panel + b * Q40_PANEL_BLOCK_BYTES;
             for (int i = 0; i < 4; i++) {
                 lo[i] = q40_vload(pb + i * Q40_VEC_BYTES);
@@ -1071,21 +1121,35 @@ MQ_INLINE void q40_tile(float *y, int64_t ldy, const uint8_t *const *xr, const i
 #pragma GCC unroll 8
     for (int r = 0; r < rows; r++) {
         _Alignas(64) float v[Q40_COLS];
+        if (src == Q40_SRC_X16 && c0 == 0 && cols == Q40_COLS) {
+#if Q40_COLS == 16
+            _mm512_storeu_ps(y + r * ldy, acc[r]);
+#else
+            _mm256_storeu_ps(y + r * ldy, acc[r]);
+#endif
+            continue;
+        }
 #if Q40_COLS == 16
         _mm512_store_ps(v, acc[r]);
 #else
         _mm256_store_ps(v, acc[r]);
 #endif
-        for (int p = 0; p < Q40_COLS; p++)
-            if (Q40_COL(p) < cols) y[r * ldy + Q40_COL(p)] = v[p];
+        if (src == Q40_SRC_X16)
+            for (int p = 0; p < cols; p++) y[r * ldy + p] = v[c0 + p];
+        else
+            for (int p = 0; p < Q40_COLS; p++)
+                if (Q40_COL(p) < cols) y[r * ldy + Q40_COL(p)] = v[p];
     }
 }
 
-/* Rows [t, t + rows) over columns [j0, j1), full tiles then the rest
- * (from panel: the columns of one panel, j1 - j0 <= Q40_COLS). */
+
+/* Rows [t, t + rows) over columns [j0, j1) of w (q40_tile_src's src):
+ * BLOCKS, full tiles then the rest; PANEL, the panel's columns (j1 - j0 <=
+ * Q40_COLS); X16, lanes [j0, j1) of a group's half (y at the half's lane
+ * 0). */
 MQ_INLINE void q40_rows(float *y, int64_t n, const uint8_t *xa, const float *xd,
                         const int32_t *ft, int64_t n_tokens, int64_t k, const uint8_t *w,
-                        const uint8_t *panel, int64_t j0, int64_t j1, int64_t t, int rows) {
+                        int src, int64_t half, int64_t j0, int64_t j1, int64_t t, int rows) {
     const int64_t nb = k / QK, wrow = nb * Q4_0_BYTES;
     const uint8_t *xr[Q40_ROWS];
     int64_t xb[Q40_ROWS];
@@ -1093,44 +1157,57 @@ MQ_INLINE void q40_rows(float *y, int64_t n, const uint8_t *xa, const float *xd,
         xr[r] = xa + xq_row_offset(k, t + r);
         xb[r] = xq_block_stride(n_tokens, t + r);
     }
-    int64_t j = j0;
-    if (panel) {
-        if (j1 - j == Q40_COLS)
-            q40_tile(y + t * n + j, n, xr, xb, xd + t, ft + t, n_tokens, NULL, wrow, panel, nb,
-                     rows, Q40_COLS);
+    const int32_t *ftt = ft ? ft + t : NULL;
+    y += t * n;
+    if (src == Q40_SRC_X16) {
+        if (j0 == 0 && j1 == Q40_COLS)
+            q40_tile_src(y, n, xr, xb, xd + t, ftt, n_tokens, w, half, Q40_SRC_X16, nb, rows, 0,
+                         Q40_COLS);
         else
-            q40_tile(y + t * n + j, n, xr, xb, xd + t, ft + t, n_tokens, NULL, wrow, panel, nb,
-                     rows, (int)(j1 - j));
+            q40_tile_src(y + j0, n, xr, xb, xd + t, ftt, n_tokens, w, half, Q40_SRC_X16, nb, rows,
+                         (int)j0, (int)(j1 - j0));
         return;
     }
+    if (src == Q40_SRC_PANEL) {
+        if (j1 - j0 == Q40_COLS)
+            q40_tile_src(y + j0, n, xr, xb, xd + t, ft + t, n_tokens, w, wrow, Q40_SRC_PANEL, nb,
+                         rows, 0, Q40_COLS);
+        else
+            q40_tile_src(y + j0, n, xr, xb, xd + t, ft + t, n_tokens, w, wrow, Q40_SRC_PANEL, nb,
+                         rows, 0, (int)(j1 - j0));
+        return;
+    }
+    int64_t j = j0;
     for (; j + Q40_COLS <= j1; j += Q40_COLS)
-        q40_tile(y + t * n + j, n, xr, xb, xd + t, ft ? ft + t : NULL, n_tokens, w + j * wrow,
-                 wrow, NULL, nb, rows, Q40_COLS);
+        q40_tile_src(y + j, n, xr, xb, xd + t, ftt, n_tokens, w + j * wrow, wrow, Q40_SRC_BLOCKS,
+                     nb, rows, 0, Q40_COLS);
     if (j < j1)
-        q40_tile(y + t * n + j, n, xr, xb, xd + t, ft ? ft + t : NULL, n_tokens, w + j * wrow,
-                 wrow, NULL, nb, rows, (int)(j1 - j));
+        q40_tile_src(y + j, n, xr, xb, xd + t, ftt, n_tokens, w + j * wrow, wrow, Q40_SRC_BLOCKS,
+                     nb, rows, 0, (int)(j1 - j));
 }
 
-/* Every row over columns [n0, n1): tiles of Q40_ROWS rows, then one tile
- * of the rows left (a constant row count at each call: unrolled tiles). */
+/* Every row over columns [n0, n1) (q40_rows): tiles of Q40_ROWS rows, then
+ * one tile of the rows left (a constant row count at each call: unrolled
+ * tiles). */
 MQ_INLINE void q40_all_rows(float *y, int64_t n, const uint8_t *xa, const float *xd,
                             const int32_t *ft, int64_t n_tokens, int64_t k, const uint8_t *w,
-                            const uint8_t *panel, int64_t n0, int64_t n1) {
+                            int src, int64_t half, int64_t n0, int64_t n1) {
     int64_t t = 0;
-    for (; t + Q40_ROWS <= n_tokens; t += Q40_ROWS)
-        q40_rows(y, n, xa, xd, ft, n_tokens, k, w, panel, n0, n1, t, Q40_ROWS);
+#define Q40_ROWS_AT(rows) q40_rows(y, n, xa, xd, ft, n_tokens, k, w, src, half, n0, n1, t, rows)
+    for (; t + Q40_ROWS <= n_tokens; t += Q40_ROWS) Q40_ROWS_AT(Q40_ROWS);
     switch (n_tokens - t) {
     case 0: break;
-    case 1: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, panel, n0, n1, t, 1); break;
-    case 2: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, panel, n0, n1, t, 2); break;
-    case 3: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, panel, n0, n1, t, 3); break;
+    case 1: Q40_ROWS_AT(1); break;
+    case 2: Q40_ROWS_AT(2); break;
+    case 3: Q40_ROWS_AT(3); break;
 #if Q40_ROWS > 4
-    case 4: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, panel, n0, n1, t, 4); break;
-    case 5: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, panel, n0, n1, t, 5); break;
-    case 6: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, panel, n0, n1, t, 6); break;
-    default: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, panel, n0, n1, t, 7); break;
+    case 4: Q40_ROWS_AT(4); break;
+    case 5: Q40_ROWS_AT(5); break;
+    case 6: Q40_ROWS_AT(6); break;
+    default: Q40_ROWS_AT(7); break;
 #endif
     }
+#undef Q40_ROWS_AT
 }
 
 static void q40_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_tokens, int64_t n,
@@ -1147,7 +1224,7 @@ static void q40_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_tok
         for (int64_t j = j0; j < j1; j += Q40_COLS) {
             int64_t j2 = j + Q40_COLS < j1 ? j + Q40_COLS : j1;
             q40_panel_fill(panel, w + j * wrow, wrow, nb, (int)(j2 - j));
-            q40_all_rows(y, n, xa, xd, ft, n_tokens, k, NULL, panel, j, j2);
+            q40_all_rows(y, n, xa, xd, ft, n_tokens, k, panel, Q40_SRC_PANEL, 0, j, j2);
         }
         return;
     }
@@ -1157,8 +1234,31 @@ static void q40_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_tok
     col_block = col_block < Q40_COLS ? Q40_COLS : col_block / Q40_COLS * Q40_COLS;
     for (int64_t n0 = j0; n0 < j1; n0 += col_block) {
         int64_t n1 = n0 + col_block < j1 ? n0 + col_block : j1;
-        q40_all_rows(y, n, xa, xd, ft, n_tokens, k, w, NULL, n0, n1);
+        q40_all_rows(y, n, xa, xd, ft, n_tokens, k, w, Q40_SRC_BLOCKS, 0, n0, n1);
     }
+}
+
+/* Columns [j0, j1) of a Q4_0x16 weight (PW_K_Q40X16_*): the whole groups
+ * through their interleaved blocks, the rows past them (n % 16, kept as
+ * Q4_0 rows) as q40_run. */
+static void q40x_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_tokens, int64_t n,
+                     int64_t k, int64_t j0, int64_t j1) {
+    const int64_t nb = k / QK, wrow = nb * Q4_0_BYTES, whole = n / 16 * 16;
+    const float *xd = xq_cscales(xa, n_tokens, k);
+    int32_t *ft = pw_k_fold_scratch((size_t)(n_tokens * nb) * sizeof(int32_t));
+    if (ft) q40_fold_totals(ft, xa, n_tokens, k);
+    const int64_t jb = j1 < whole ? j1 : whole;
+    for (int64_t g0 = j0 / 16 * 16; g0 < jb; g0 += 16) {
+        const int64_t c0 = (j0 > g0 ? j0 : g0) - g0, c1 = (jb < g0 + 16 ? jb : g0 + 16) - g0;
+        for (int64_t h = 0; h < 16 / Q40_COLS; h++) { /* the 256-bit copies: two halves */
+            const int64_t l0 = h * Q40_COLS, a = c0 > l0 ? c0 - l0 : 0,
+                          e = c1 < l0 + Q40_COLS ? c1 - l0 : Q40_COLS;
+            if (a < e)
+                q40_all_rows(y + g0 + l0, n, xa, xd, ft, n_tokens, k, w + g0 * wrow,
+                             Q40_SRC_X16, h, a, e);
+        }
+    }
+    if (j1 > whole) q40_run(y, xa, w, n_tokens, n, k, j0 > whole ? j0 : whole, j1);
 }
 #else
 /* The portable copy: the sequence as written, one output at a time. */
@@ -1183,6 +1283,36 @@ static void q40_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_tok
         }
     }
 }
+
+/* The portable copy of Q4_0x16: the same sequence, the nibbles and scales
+ * read where the interleaved layout keeps them. */
+static void q40x_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_tokens, int64_t n,
+                     int64_t k, int64_t j0, int64_t j1) {
+    const int64_t nb = k / QK, wrow = nb * Q4_0_BYTES, whole = n / 16 * 16;
+    const float *xd = xq_cscales(xa, n_tokens, k);
+    const int64_t jb = j1 < whole ? j1 : whole;
+    for (int64_t t = 0; t < n_tokens; t++) {
+        const uint8_t *row = xa + xq_row_offset(k, t);
+        const int64_t bs = xq_block_stride(n_tokens, t);
+        for (int64_t j = j0; j < jb; j++) {
+            const uint8_t *g = w + j / 16 * 16 * wrow;
+            const int c = (int)(j % 16);
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *gb = g + b * PW_K_Q40X16_BLOCK_BYTES;
+                const int8_t *a = xq_cvalues(row + b * bs);
+                int32_t p = 0;
+                for (int i = 0; i < QK / 2; i++) {
+                    uint8_t q = gb[32 + (i / 4) * 64 + c * 4 + i % 4];
+                    p += ((q & 0x0F) - 8) * a[i] + ((q >> 4) - 8) * a[i + QK / 2];
+                }
+                acc = pw_madd(mq_half(gb + 2 * c) * xd[b * n_tokens + t], (float)p, acc);
+            }
+            y[t * n + j] = acc;
+        }
+    }
+    if (j1 > whole) q40_run(y, xa, w, n_tokens, n, k, j0 > whole ? j0 : whole, j1);
+}
 #endif
 
 /* The type switch is outside the loops so each type's tiles are
@@ -1192,6 +1322,7 @@ void PW_ISA(pw_k_qdot_run)(float *y, const uint8_t *xa, const uint8_t *w, pw_dty
     switch (type) {
     case PW_Q8_0: mq_typed(y, xa, w, n_tokens, n, k, PW_Q8_0, Q8_0_BYTES, j0, j1); break;
     case PW_Q4_0: q40_run(y, xa, w, n_tokens, n, k, j0, j1); break;
+    case PW_Q4_0X16: q40x_run(y, xa, w, n_tokens, n, k, j0, j1); break;
     case PW_Q4_1: mq_typed(y, xa, w, n_tokens, n, k, PW_Q4_1, Q4_1_BYTES, j0, j1); break;
     default: assert(!"pw_k_matmul_quant: unsupported weight type"); break;
     }
