@@ -60,7 +60,12 @@ int main(int argc, char **argv) {
         for (int c = 0; c < copies; c++) {
             /* Q4_0x16: Q4_0 weights interleaved, as the model loader does */
             w[c] = kb_weights(type == PW_Q4_0X16 ? PW_Q4_0 : type, n, k);
-            if (type == PW_Q4_0X16 && !pw_k_q4_0_interleave(w[c], n, k)) abort();
+            if (type == PW_Q4_0X16) {
+                uint8_t *x = kb_weights(PW_Q4_0, n, k);
+                pw_k_q4_0_interleave(x, w[c], n, k);
+                free(w[c]);
+                w[c] = x;
+            }
         }
         float *x = kb_activations(T * k), *y = malloc((size_t)(T * n) * sizeof *y);
         if (!y) abort();

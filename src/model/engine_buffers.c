@@ -142,13 +142,12 @@ pw_status pw_engine_alloc_kv_cache(pw_engine *e, pw_pool *pool, int64_t num_bloc
 static pw_status dequantize_weight(const pw_tensor *w, float *out) {
     pw_dtype dt = pw_tensor_dtype(w);
     if (dt != PW_Q4_0X16) return pw_dequantize(dt, pw_tensor_data(w), out, pw_tensor_numel(w));
-    size_t bytes = pw_tensor_nbytes(w);
-    void *copy = pw_host_alloc(bytes);
+    void *copy = pw_host_alloc(pw_tensor_nbytes(w));
     if (!copy) return PW_ERR_OOM;
-    memcpy(copy, pw_tensor_data(w), bytes);
-    pw_status s = pw_op_convert_weight(copy, dt, PW_Q4_0, pw_tensor_dim(w, 0), pw_tensor_dim(w, 1))
-                      ? pw_dequantize(PW_Q4_0, copy, out, pw_tensor_numel(w))
-                      : PW_ERR_OOM;
+    /* (a pair pw_op_convert_weight always converts) */
+    (void)pw_op_convert_weight(copy, pw_tensor_data(w), dt, PW_Q4_0, pw_tensor_dim(w, 0),
+                               pw_tensor_dim(w, 1));
+    pw_status s = pw_dequantize(PW_Q4_0, copy, out, pw_tensor_numel(w));
     pw_host_free(copy);
     return s;
 }

@@ -523,17 +523,6 @@ void pw_gguf_release_pages(const pw_gguf *g, const void *p, size_t n) {
     if (b > a) (void)madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
-bool pw_gguf_set_writable(const pw_gguf *g, const void *p, size_t n, bool writable) {
-    if (!g || !g->mapping || n == 0) return false;
-    uintptr_t map0 = (uintptr_t)g->mapping, map1 = map0 + g->size;
-    uintptr_t a = (uintptr_t)p, b = a + n;
-    if (a < map0 || b > map1 || b < a) return false;
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    a = a / page * page;
-    b = (b + page - 1) / page * page;
-    return mprotect((void *)a, b - a, writable ? PROT_READ | PROT_WRITE : PROT_READ) == 0;
-}
-
 void pw_gguf_free(pw_gguf *g) {
     if (!g) return;
     for (int64_t i = 0; i < g->n_kv; i++) {

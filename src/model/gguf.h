@@ -136,12 +136,6 @@ pw_status pw_gguf_kv_array_string(const pw_gguf_kv *kv, uint64_t i, const char *
  * outside the mapping (or a gguf read from memory) is left alone. */
 void pw_gguf_release_pages(const pw_gguf *g, const void *p, size_t n);
 
-/* Makes the pages of [p, p + n) in the file's mapping writable (true), or
- * read-only again (false). The mapping is private: written pages become
- * the process's own copies (copy on write), the file never changes. False
- * when the range is not inside a mapping g owns (a gguf read from memory)
- * or the protection cannot change; nothing is then writable. */
-bool pw_gguf_set_writable(const pw_gguf *g, const void *p, size_t n, bool writable);
 
 /* Lookups by key. Absent keys are PW_ERR_NOT_FOUND ("gguf: key 'x' not
  * found"); values out of the target's range or of another type are

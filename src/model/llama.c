@@ -117,13 +117,17 @@ pw_status pw_model_load_weight_rows(pw_model *m, const char *name, int64_t d0, i
     return s;
 }
 
+/* Rows converted between releases of the file's pages (prefer_layout). */
+#define LAYOUT_CHUNK_BYTES (4u << 20)
+
 /* A whole 2-D weight in the layout the CPU kernels prefer for its type
  * (pw_op_preferred_weight_dtype: Q4_0 rows interleaved in groups of 16),
- * rewritten in place in the file's private mapping, so it costs no second
- * copy: the pages written become the process's own instead of the page
- * cache's. PW_INTERLEAVE=0 keeps the file's layout (for measurement); so
- * does a gguf read from memory, or no memory for the rewrite. The bits of
- * every product are the same either way. */
+ * written into memory of the model's own, chunk by chunk, while the
+ * file's pages the chunks came from are released (pw_gguf_release_pages),
+ * so the process holds about one copy: the weight's, not also the page
+ * cache's. PW_INTERLEAVE=0 keeps the file's layout (for measurement), as
+ * does no memory for the copy. Every product gives the same bits either
+ * way. */
 static pw_status prefer_layout(pw_model *m, pw_tensor **t) {
     static const char *const values[] = {"1", "0", NULL};
     pw_tensor *w = *t;
@@ -133,20 +137,26 @@ static pw_status prefer_layout(pw_model *m, pw_tensor **t) {
     int64_t shape[2] = {pw_tensor_dim(w, 0), pw_tensor_dim(w, 1)};
     pw_dtype to = pw_op_preferred_weight_dtype(from, shape[0], shape[1]);
     if (to == from) return PW_OK;
-    void *data = pw_tensor_data(w);
-    size_t bytes = pw_tensor_nbytes(w);
-    pw_tensor *x;
-    PW_TRY(pw_tensor_wrap(data, PW_DEVICE_CPU, to, 2, shape, &x));
-    bool done = pw_gguf_set_writable(m->gguf, data, bytes, true);
-    if (done) {
-        done = pw_op_convert_weight(data, from, to, shape[0], shape[1]);
-        (void)pw_gguf_set_writable(m->gguf, data, bytes, false);
-    }
-    pw_clear_error(); /* a failed rewrite keeps the file's layout */
-    if (!done) {
-        pw_tensor_release(x);
+    const uint8_t *src = pw_tensor_data(w);
+    size_t row = (size_t)pw_dtype_row_bytes(from, shape[1]), bytes = pw_tensor_nbytes(w);
+    uint8_t *dst = pw_host_alloc(bytes);
+    pw_tensor *x = NULL;
+    if (!dst || pw_tensor_wrap(dst, PW_DEVICE_CPU, to, 2, shape, &x) != PW_OK) {
+        pw_host_free(dst);
+        pw_clear_error(); /* no memory: the file's layout */
         return PW_OK;
     }
+    /* chunks of whole groups of 16 rows (the last: the rest), so each
+     * chunk's groups are the weight's */
+    int64_t chunk = (int64_t)(LAYOUT_CHUNK_BYTES / row) / 16 * 16;
+    if (chunk < 16) chunk = 16;
+    for (int64_t r0 = 0; r0 < shape[0]; r0 += chunk) {
+        int64_t rows = shape[0] - r0 < chunk ? shape[0] - r0 : chunk;
+        (void)pw_op_convert_weight(dst + (size_t)r0 * row, src + (size_t)r0 * row, from, to,
+                                   rows, shape[1]);
+        pw_gguf_release_pages(m->gguf, src, (size_t)(r0 + rows) * row);
+    }
+    m->owned[m->n_owned++] = (float *)(void *)dst;
     pw_tensor_release(w);
     *t = x;
     return PW_OK;

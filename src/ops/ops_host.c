@@ -6,6 +6,8 @@
 #include "ops/kernel_set.h"
 #include "ops/ops.h"
 
+#include <string.h>
+
 bool pw_op_quantized_weight_supported(pw_dtype type) { return pw_k_quant_supported(type); }
 
 pw_dtype pw_op_preferred_weight_dtype(pw_dtype type, int64_t rows, int64_t cols) {
@@ -13,10 +15,13 @@ pw_dtype pw_op_preferred_weight_dtype(pw_dtype type, int64_t rows, int64_t cols)
     return type == PW_Q4_0 && rows >= PW_K_Q40X16_ROWS ? PW_Q4_0X16 : type;
 }
 
-bool pw_op_convert_weight(void *data, pw_dtype from, pw_dtype to, int64_t rows, int64_t cols) {
-    if (from == PW_Q4_0 && to == PW_Q4_0X16) return pw_k_q4_0_interleave(data, rows, cols);
-    if (from == PW_Q4_0X16 && to == PW_Q4_0) return pw_k_q4_0_deinterleave(data, rows, cols);
-    return from == to;
+bool pw_op_convert_weight(void *dst, const void *src, pw_dtype from, pw_dtype to, int64_t rows,
+                          int64_t cols) {
+    if (from == PW_Q4_0 && to == PW_Q4_0X16) pw_k_q4_0_interleave(dst, src, rows, cols);
+    else if (from == PW_Q4_0X16 && to == PW_Q4_0) pw_k_q4_0_deinterleave(dst, src, rows, cols);
+    else if (from == to) memcpy(dst, src, (size_t)pw_dtype_row_bytes(from, cols) * (size_t)rows);
+    else return false;
+    return true;
 }
 
 void pw_op_rope_table(float *table, int64_t max_pos, int64_t head_dim, double theta) {

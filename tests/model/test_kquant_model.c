@@ -332,11 +332,11 @@ static int weights_of(const pw_model *m, pw_dtype dtype) {
     return count;
 }
 
-/* Q4_0 weights are rewritten at load into the interleaved Q4_0x16 layout
- * (docs/kernels.md) in the file's private mapping: the tokens are those
- * of the file's layout (PW_INTERLEAVE=0) in every mode and batch, the
- * held bytes the same, and the file is never changed (a second model from
- * it, loaded while the first is alive, reads the file's layout). */
+/* Q4_0 weights are converted at load into the interleaved Q4_0x16 layout
+ * (docs/kernels.md): the tokens are those of the file's layout
+ * (PW_INTERLEAVE=0) in every mode and batch, the held bytes the same, and
+ * the file is never changed (a second model from it, loaded while the
+ * first is alive, reads the file's layout). */
 static void test_q4_0_interleaved_model(void) {
     char path[] = "/tmp/pw_test_q4_0_XXXXXX";
     int fd = mkstemp(path);

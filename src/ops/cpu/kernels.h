@@ -184,10 +184,10 @@ bool pw_k_quant_supported(pw_dtype type);
  * exactly the Q4_0 bits. */
 #define PW_K_Q40X16_ROWS 16
 #define PW_K_Q40X16_BLOCK_BYTES (16 * 18)
-/* Rewrites w (n rows of k, Q4_0) as Q4_0x16 in place (false: no memory for
- * one group's rows, w unchanged), and back. */
-bool pw_k_q4_0_interleave(void *w, int64_t n, int64_t k);
-bool pw_k_q4_0_deinterleave(void *w, int64_t n, int64_t k);
+/* Writes src (n rows of k, Q4_0) into dst as Q4_0x16, and back; dst and
+ * src do not overlap. */
+void pw_k_q4_0_interleave(void *dst, const void *src, int64_t n, int64_t k);
+void pw_k_q4_0_deinterleave(void *dst, const void *src, int64_t n, int64_t k);
 
 /* y[T][N] = x[T][K] * W[N][K]^T, W a row-major [N][K] array of blocks of
  * `type`. No scratch; y must not alias x. */

@@ -84,35 +84,35 @@ static size_t x16_scale_at(int64_t b, int r) {
     return (size_t)(b * PW_K_Q40X16_BLOCK_BYTES + 2 * r);
 }
 
-/* Each whole group of 16 rows through a copy of its bytes: to the
- * interleaved layout (to_x16) or back, 4 nibble bytes at a time. */
-static bool x16_convert(uint8_t *w, int64_t n, int64_t k, bool to_x16) {
-    const int64_t nb = k / QK, wrow = nb * Q4_0_BYTES, group = PW_K_Q40X16_ROWS * wrow;
-    if (n < PW_K_Q40X16_ROWS) return true;
-    uint8_t *tmp = pw_host_alloc((size_t)group);
-    if (!tmp) return false;
-    for (int64_t g = 0; g + PW_K_Q40X16_ROWS <= n; g += PW_K_Q40X16_ROWS) {
-        uint8_t *gw = w + g * wrow;
-        memcpy(tmp, gw, (size_t)group);
+/* Rows [0, n) of src into dst (not overlapping), whole groups of 16 to
+ * the interleaved layout (to_x16) or back, 4 nibble bytes at a time; the
+ * rows past them as they are. */
+static void x16_convert(uint8_t *dst, const uint8_t *src, int64_t n, int64_t k, bool to_x16) {
+    const int64_t nb = k / QK, wrow = nb * Q4_0_BYTES, whole = n / 16 * 16;
+    for (int64_t g = 0; g < whole; g += PW_K_Q40X16_ROWS) {
+        const uint8_t *gs = src + g * wrow;
+        uint8_t *gd = dst + g * wrow;
         for (int64_t b = 0; b < nb; b++)
             for (int r = 0; r < PW_K_Q40X16_ROWS; r++) {
-                uint8_t *blk = (to_x16 ? tmp : gw) + r * wrow + b * Q4_0_BYTES;
-                uint8_t *x = to_x16 ? gw : tmp;
+                const int64_t row_at = r * wrow + b * Q4_0_BYTES;
                 for (int j = 0; j < QK / 2; j += 4) {
-                    uint8_t *xv = x + x16_nibble_at(b, r, j);
-                    memcpy(to_x16 ? xv : blk + 2 + j, to_x16 ? blk + 2 + j : xv, 4);
+                    size_t x = x16_nibble_at(b, r, j);
+                    if (to_x16) memcpy(gd + x, gs + row_at + 2 + j, 4);
+                    else memcpy(gd + row_at + 2 + j, gs + x, 4);
                 }
-                uint8_t *scale = x + x16_scale_at(b, r);
-                memcpy(to_x16 ? scale : blk, to_x16 ? blk : scale, 2);
+                size_t sc = x16_scale_at(b, r);
+                if (to_x16) memcpy(gd + sc, gs + row_at, 2);
+                else memcpy(gd + row_at, gs + sc, 2);
             }
     }
-    pw_host_free(tmp);
-    return true;
+    memcpy(dst + whole * wrow, src + whole * wrow, (size_t)((n - whole) * wrow));
 }
 
-bool pw_k_q4_0_interleave(void *w, int64_t n, int64_t k) { return x16_convert(w, n, k, true); }
-bool pw_k_q4_0_deinterleave(void *w, int64_t n, int64_t k) {
-    return x16_convert(w, n, k, false);
+void pw_k_q4_0_interleave(void *dst, const void *src, int64_t n, int64_t k) {
+    x16_convert(dst, src, n, k, true);
+}
+void pw_k_q4_0_deinterleave(void *dst, const void *src, int64_t n, int64_t k) {
+    x16_convert(dst, src, n, k, false);
 }
 
 typedef void (*quantize_fn) PW_K_Q8B_QUANTIZE_PARAMS;
