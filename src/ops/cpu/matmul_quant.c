@@ -92,7 +92,28 @@ static void x16_convert(uint8_t *dst, const uint8_t *src, int64_t n, int64_t k, 
     for (int64_t g = 0; g < whole; g += PW_K_Q40X16_ROWS) {
         const uint8_t *gs = src + g * wrow;
         uint8_t *gd = dst + g * wrow;
-        for (int64_t b = 0; b < nb; b++)
+        for (int64_t b = 0; b < nb; b++) {
+            if (to_x16) { /* 4 rows at a time: a 4 x 4 transpose of 4-byte groups */
+                typedef uint32_t v4u __attribute__((vector_size(16)));
+                for (int q = 0; q < PW_K_Q40X16_ROWS / 4; q++) {
+                    v4u r[4];
+                    for (int i = 0; i < 4; i++)
+                        memcpy(&r[i], gs + (4 * q + i) * wrow + b * Q4_0_BYTES + 2, 16);
+                    v4u t0 = __builtin_shufflevector(r[0], r[1], 0, 4, 1, 5),
+                        t1 = __builtin_shufflevector(r[0], r[1], 2, 6, 3, 7),
+                        t2 = __builtin_shufflevector(r[2], r[3], 0, 4, 1, 5),
+                        t3 = __builtin_shufflevector(r[2], r[3], 2, 6, 3, 7);
+                    v4u o[4] = {__builtin_shufflevector(t0, t2, 0, 1, 4, 5),
+                                __builtin_shufflevector(t0, t2, 2, 3, 6, 7),
+                                __builtin_shufflevector(t1, t3, 0, 1, 4, 5),
+                                __builtin_shufflevector(t1, t3, 2, 3, 6, 7)};
+                    for (int i = 0; i < 4; i++)
+                        memcpy(gd + x16_nibble_at(b, 4 * q, 4 * i), &o[i], 16);
+                }
+                for (int r = 0; r < PW_K_Q40X16_ROWS; r++)
+                    memcpy(gd + x16_scale_at(b, r), gs + r * wrow + b * Q4_0_BYTES, 2);
+                continue;
+            }
             for (int r = 0; r < PW_K_Q40X16_ROWS; r++) {
                 const int64_t row_at = r * wrow + b * Q4_0_BYTES;
                 for (int j = 0; j < QK / 2; j += 4) {
@@ -104,6 +125,7 @@ static void x16_convert(uint8_t *dst, const uint8_t *src, int64_t n, int64_t k, 
                 if (to_x16) memcpy(gd + sc, gs + row_at, 2);
                 else memcpy(gd + row_at, gs + sc, 2);
             }
+        }
     }
     memcpy(dst + whole * wrow, src + whole * wrow, (size_t)((n - whole) * wrow));
 }
