@@ -826,11 +826,12 @@ MQ_INLINE void mq_typed(float *y, const uint8_t *xa, const uint8_t *w, int64_t n
     }
 }
 
-/* ---- Q4_0: one integer sum per block --------------------------------------- */
+/* ---- Q4_0 and Q4_1: one integer sum per block ------------------------------ */
 
-/* Q4_0's sequence (matmul_quant.c): per output, for blocks b in order from
- * acc = +0, p = sum_{j<32} (n_j - 8) a_j (exact int32) and
- * acc = fma(d_w * d_a, (float)p, acc); y = acc. One float step per block,
+/* Their sequence (matmul_quant.c): per output, for blocks b in order from
+ * acc = +0 and mn = +0, p = sum_{j<32} (n_j - 8) a_j (exact int32),
+ * acc = fma(d_w * d_a, (float)p, acc), and for Q4_1
+ * mn = fma(fma(8, d_w, m_w), s_a, mn); y = acc (Q4_1: acc + mn). One float step per block,
  * not one per 4 values: the x86 copies lay 8 or 16 columns side by side in
  * a vector (one lane per column, the block's 16 nibble bytes of each
  * column transposed into four vectors of 4-byte groups), so each broadcast
@@ -877,17 +878,25 @@ typedef __m256 q40_vf;
 /* The tile's 16-byte nibble groups of block b (cols columns, the rest
  * zero) as four vectors: vector q, lane of column c, holds bytes 4q..4q+3,
  * whose low nibbles are elements 4q..4q+3 and high nibbles 16+4q..19+4q. */
-MQ_INLINE void q40_nibbles(const uint8_t *blk, int64_t wrow, int cols, q40_vi *lo, q40_vi *hi) {
+MQ_INLINE void q40_weights(const uint8_t *blk, int64_t wrow, int cols, pw_dtype type, q40_vi *lo,
+                           q40_vi *hi, q40_vf *dw, q40_vf *mw) {
+    const int qo = type == PW_Q4_1 ? 4 : 2; /* the nibbles follow d (and Q4_1's m) */
     __m128i c[Q40_COLS];
+    _Alignas(64) uint16_t h[Q40_COLS];
 #pragma GCC unroll 16
     for (int i = 0; i < Q40_COLS; i++) {
+        int col = Q40_COL(i);
         if (i < cols) {
-            c[i] = _mm_loadu_si128((const __m128i *)(blk + i * wrow + 2));
+            c[i] = _mm_loadu_si128((const __m128i *)(blk + i * wrow + qo));
             /* the same column's block of the next tile (decode streams
              * each column from memory once per token) */
             _mm_prefetch((const char *)(blk + (i + Q40_COLS) * wrow), PW_K_DECODE_PREFETCH);
         } else {
             c[i] = _mm_setzero_si128();
+        }
+        if (type == PW_Q4_0) {
+            if (col < cols) memcpy(&h[i], blk + col * wrow, 2);
+            else h[i] = 0;
         }
     }
 #if Q40_COLS == 16
@@ -910,6 +919,25 @@ MQ_INLINE void q40_nibbles(const uint8_t *blk, int64_t wrow, int cols, q40_vi *l
         lo[i] = _mm512_and_si512(q[i], m);
         hi[i] = _mm512_and_si512(_mm512_srli_epi16(q[i], 4), m);
     }
+    if (type == PW_Q4_1) {
+        /* Q4_1's d and m are one 4-byte word per column: one gather, split
+         * in registers (16 two-byte stores read back as one vector would
+         * stall on store forwarding, twice) */
+        const __m512i at = _mm512_mullo_epi32(
+            _mm512_setr_epi32(Q40_COL(0), Q40_COL(1), Q40_COL(2), Q40_COL(3), Q40_COL(4),
+                              Q40_COL(5), Q40_COL(6), Q40_COL(7), Q40_COL(8), Q40_COL(9),
+                              Q40_COL(10), Q40_COL(11), Q40_COL(12), Q40_COL(13), Q40_COL(14),
+                              Q40_COL(15)),
+            _mm512_set1_epi32((int)wrow));
+        __mmask16 live = 0;
+        for (int p = 0; p < Q40_COLS; p++)
+            if (Q40_COL(p) < cols) live |= (__mmask16)(1u << p);
+        __m512i dm = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, at, blk, 1);
+        *dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));
+        *mw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16)));
+    } else {
+        *dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)h));
+    }
 #else
     q40_vi z[4];
     for (int g = 0; g < 4; g++) z[g] = _mm256_set_m128i(c[2 * g + 1], c[2 * g]);
@@ -922,25 +950,31 @@ MQ_INLINE void q40_nibbles(const uint8_t *blk, int64_t wrow, int cols, q40_vi *l
         lo[i] = _mm256_and_si256(q[i], m);
         hi[i] = _mm256_and_si256(_mm256_srli_epi16(q[i], 4), m);
     }
-#endif
-}
-
-/* The nibbles (q40_nibbles) and the columns' scales dw, lane p of column
- * Q40_COL(p), converted exactly. */
-MQ_INLINE void q40_weights(const uint8_t *blk, int64_t wrow, int cols, q40_vi *lo, q40_vi *hi,
-                           q40_vf *dw) {
-    _Alignas(64) uint16_t h[Q40_COLS];
-#pragma GCC unroll 16
-    for (int i = 0; i < Q40_COLS; i++) {
-        int col = Q40_COL(i);
-        if (col < cols) memcpy(&h[i], blk + col * wrow, 2);
-        else h[i] = 0;
+    if (type == PW_Q4_1) { /* d and m: one gather (the AVX-512 copy's note) */
+        const __m256i at = _mm256_mullo_epi32(
+            _mm256_setr_epi32(Q40_COL(0), Q40_COL(1), Q40_COL(2), Q40_COL(3), Q40_COL(4),
+                              Q40_COL(5), Q40_COL(6), Q40_COL(7)),
+            _mm256_set1_epi32((int)wrow));
+        const __m256i live = _mm256_cmpgt_epi32(
+            _mm256_set1_epi32(cols), _mm256_setr_epi32(Q40_COL(0), Q40_COL(1), Q40_COL(2),
+                                                       Q40_COL(3), Q40_COL(4), Q40_COL(5),
+                                                       Q40_COL(6), Q40_COL(7)));
+        __m256i dm = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (const int *)blk, at,
+                                                 live, 1);
+        /* the low and high halves of each word, packed to 8 halves each */
+        const __m256i lo16 = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1,
+                                              -1, -1, 0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1,
+                                              -1, -1, -1, -1);
+        const __m256i hi16 = _mm256_setr_epi8(2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1,
+                                              -1, -1, 2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1,
+                                              -1, -1, -1, -1);
+        __m256i d2 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(dm, lo16), 0x08);
+        __m256i m2 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(dm, hi16), 0x08);
+        *dw = _mm256_cvtph_ps(_mm256_castsi256_si128(d2));
+        *mw = _mm256_cvtph_ps(_mm256_castsi256_si128(m2));
+    } else {
+        *dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)h));
     }
-    q40_nibbles(blk, wrow, cols, lo, hi);
-#if Q40_COLS == 16
-    *dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)h));
-#else
-    *dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)h));
 #endif
 }
 
@@ -957,17 +991,47 @@ MQ_INLINE q40_vi q40_dot(q40_vi start, q40_vi u, const int8_t *a) {
 #endif
 }
 
+/* Where a tile's weights come from (a constant at each call site). */
+enum { Q40_SRC_BLOCKS, Q40_SRC_PANEL, Q40_SRC_X16 };
+
+/* Block b of a Q4_0x16 group (g: the group's block 0; half: which 8
+ * columns in the 256-bit copies): the nibbles as q40_weights gives them and
+ * the scales, lane c being column c (plus 8 * half). */
+MQ_INLINE void q40_x16_weights(const uint8_t *g, int64_t b, int half, q40_vi *lo, q40_vi *hi,
+                               q40_vf *dw) {
+    const uint8_t *gb = g + b * PW_K_Q40X16_BLOCK_BYTES;
+#if Q40_COLS == 16
+    const q40_vi m = _mm512_set1_epi8(0x0F);
+    (void)half;
+    *dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)gb));
+    for (int i = 0; i < 4; i++) {
+        q40_vi q = _mm512_loadu_si512((const void *)(gb + 32 + 64 * i));
+        lo[i] = _mm512_and_si512(q, m);
+        hi[i] = _mm512_and_si512(_mm512_srli_epi16(q, 4), m);
+    }
+#else
+    const q40_vi m = _mm256_set1_epi8(0x0F);
+    *dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gb + 16 * half)));
+    for (int i = 0; i < 4; i++) {
+        q40_vi q = _mm256_loadu_si256((const __m256i *)(gb + 32 + 64 * i + 32 * half));
+        lo[i] = _mm256_and_si256(q, m);
+        hi[i] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m);
+    }
+#endif
+}
+
 /* How far ahead a decode tile of Q4_0x16 asks for its weights: groups are
  * contiguous, so the stream is linear across them. */
 #define Q40_X16_PF_BYTES (8 * PW_K_Q40X16_BLOCK_BYTES)
 
 /* Panels (batches): a tile's Q40_COLS columns unpacked once per call,
  * block by block, into what q40_weights gives (the 8 nibble vectors lo[0..3],
- * hi[0..3], then the scales as floats), so that every row tile of the
- * batch loads them instead of transposing the blocks again and gathering
- * the columns' scales. The operands, and so the bits, are the tile's. */
+ * hi[0..3], then the scales d and, for Q4_1, m + 8 d as floats), so that
+ * every row tile of the batch loads them instead of transposing the
+ * blocks again and gathering the columns' scales. The operands, and so
+ * the bits, are the tile's. */
 #define Q40_VEC_BYTES ((int64_t)sizeof(q40_vi))
-#define Q40_PANEL_BLOCK_BYTES (9 * Q40_VEC_BYTES)
+#define Q40_PANEL_BLOCK_BYTES (10 * Q40_VEC_BYTES)
 /* A panel of nb blocks in a per-thread buffer, at a 64-byte boundary. */
 #define Q40_PANEL_BYTES(nb) ((size_t)((nb) * Q40_PANEL_BLOCK_BYTES + 64))
 /* Batches from this many rows take panels: the unpacking is then shared
@@ -989,100 +1053,71 @@ MQ_INLINE void q40_vstore(uint8_t *p, q40_vi v) {
 #endif
 }
 
-/* Columns [0, cols) of w (rows wrow bytes apart), blocks [0, nb), into
- * panel. The scales are converted one by one and stored where the tiles
- * read them a whole panel later, so no vector load waits on the stores. */
-static void q40_panel_fill(uint8_t *panel, const uint8_t *w, int64_t wrow, int64_t nb,
-                           int cols) {
+/* m' = m + 8 d (Q4_1's centred minimum): 8 d is exact, one rounding. */
+MQ_INLINE q40_vf q40_min_scale(q40_vf dw, q40_vf mw) {
+#if Q40_COLS == 16
+    return _mm512_fmadd_ps(_mm512_set1_ps(8.0f), dw, mw);
+#else
+    return _mm256_fmadd_ps(_mm256_set1_ps(8.0f), dw, mw);
+#endif
+}
+
+/* Columns [0, cols) of w (rows wrow bytes apart, blocks of `type`), blocks
+ * [0, nb), into panel. */
+MQ_INLINE void q40_panel_fill(uint8_t *panel, const uint8_t *w, int64_t wrow, int64_t nb,
+                              pw_dtype type, int cols) {
+    const int64_t bb = type == PW_Q4_1 ? Q4_1_BYTES : Q4_0_BYTES;
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = w + b * Q4_0_BYTES;
         uint8_t *pb = panel + b * Q40_PANEL_BLOCK_BYTES;
         q40_vi lo[4], hi[4];
-        q40_nibbles(blk, wrow, cols, lo, hi);
+        q40_vf dw, mw;
+        q40_weights(w + b * bb, wrow, cols, type, lo, hi, &dw, &mw);
         for (int i = 0; i < 4; i++) {
             q40_vstore(pb + i * Q40_VEC_BYTES, lo[i]);
             q40_vstore(pb + (4 + i) * Q40_VEC_BYTES, hi[i]);
         }
-        float *d = (float *)(void *)(pb + 8 * Q40_VEC_BYTES);
-        for (int i = 0; i < Q40_COLS; i++)
-            d[i] = Q40_COL(i) < cols ? mq_half(blk + Q40_COL(i) * wrow) : 0.0f;
+        q40_vstore(pb + 8 * Q40_VEC_BYTES, (q40_vi)dw);
+        if (type == PW_Q4_1) q40_vstore(pb + 9 * Q40_VEC_BYTES, (q40_vi)q40_min_scale(dw, mw));
     }
 }
 
 /* rows x cols outputs (rows <= Q40_ROWS, cols <= Q40_COLS): rows' values
- * at xr[r] (block b at + b * xb[r]), scales xd and fold totals ft
- * block-major with n_tokens per block (NULL ft: derived here from the
- * fold lanes), already at the tile's first row; the weights from panel
- * (a constant choice at each call site) or from w. */
-/* Where a tile's weights come from (a constant at each call site). */
-enum { Q40_SRC_BLOCKS, Q40_SRC_PANEL, Q40_SRC_X16 };
-
-/* Block b of a Q4_0x16 group (g: the group's block 0; half: which 8
- * columns in the 256-bit copies): the nibbles as q40_nibbles gives them and
- * the scales, lane c being column c (plus 8 * half). */
-MQ_INLINE void q40_x16_weights(const uint8_t *g, int64_t b, int half, q40_vi *lo, q40_vi *hi,
-                               q40_vf *dw) {
-    const uint8_t *gb = g + b * PW_K_Q40X16_BLOCK_BYTES;
-    const q40_vi m =
-#if Q40_COLS == 16
-        _mm512_set1_epi8(0x0F);
-    (void)half;
-    *dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)gb));
-    for (int i = 0; i < 4; i++) {
-        q40_vi q = _mm512_loadu_si512((const void *)(gb + 32 + 64 * i));
-        lo[i] = _mm512_and_si512(q, m);
-        hi[i] = _mm512_and_si512(_mm512_srli_epi16(q, 4), m);
-    }
-#else
-        _mm256_set1_epi8(0x0F);
-    *dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gb + 16 * half)));
-    for (int i = 0; i < 4; i++) {
-        q40_vi q = _mm256_loadu_si256((const __m256i *)(gb + 32 + 64 * i + 32 * half));
-        lo[i] = _mm256_and_si256(q, m);
-        hi[i] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m);
-    }
-#endif
-}
-
-/* rows x cols outputs (rows <= Q40_ROWS, cols <= Q40_COLS): rows' values
- * at xr[r] (block b at + b * xb[r]), scales xd and fold totals ft
- * block-major with n_tokens per block (NULL ft: derived here from the
- * fold lanes), already at the tile's first row. The weights: src
- * BLOCKS, w the first column's blocks, rows wrow bytes apart, lane p
- * column Q40_COL(p); PANEL, w a panel of the same lanes; X16, w a Q4_0x16
- * group's block 0, wrow the half (256-bit copies), lane p column p, and
- * the tile stores lanes [c0, c0 + cols). */
-MQ_INLINE void q40_tile_src(float *y, int64_t ldy, const uint8_t *const *xr, const int64_t *xb,
-                            const float *xd, const int32_t *ft, int64_t n_tokens,
-                            const uint8_t *w, int64_t wrow, int src, int64_t nb, int rows,
-                            int c0, int cols) {
-    q40_vf acc[Q40_ROWS];
+ * at xr[r] (block b at + b * xb[r]), scales xd, block sums xs and fold
+ * totals ft block-major with n_tokens per block (NULL ft: derived here
+ * from the fold lanes), already at the tile's first row. The weights:
+ * src BLOCKS, w the first column's blocks of `type`, rows wrow bytes
+ * apart, lane p column Q40_COL(p); PANEL, w a panel of the same lanes;
+ * X16 (Q4_0), w a Q4_0x16 group's block 0, wrow the half (256-bit
+ * copies), lane p column p, and the tile stores lanes [c0, c0 + cols). */
+MQ_INLINE void q40_tile(float *y, int64_t ldy, const uint8_t *const *xr, const int64_t *xb,
+                        const float *xd, const float *xs, const int32_t *ft, int64_t n_tokens,
+                        const uint8_t *w, int64_t wrow, int src, int64_t nb, pw_dtype type,
+                        int rows, int c0, int cols) {
+    const int64_t bb = type == PW_Q4_1 ? Q4_1_BYTES : Q4_0_BYTES;
+    q40_vf acc[Q40_ROWS], mn[Q40_ROWS];
 #pragma GCC unroll 8
-    for (int r = 0; r < rows; r++) acc[r] = (q40_vf){0};
-    const uint8_t *panel = src == Q40_SRC_PANEL ? w : NULL;
+    for (int r = 0; r < rows; r++) acc[r] = mn[r] = (q40_vf){0};
     for (int64_t b = 0; b < nb; b++) {
         q40_vi lo[4], hi[4];
-        q40_vf dw;
+        q40_vf dw, mw, mc;
         if (src == Q40_SRC_X16) {
-            if (rows == 1) /* decode: the next group's block, as q40_nibbles */
+            if (rows == 1) /* decode: ahead in the groups' linear stream */
                 for (int l = 0; l < PW_K_Q40X16_BLOCK_BYTES; l += 64)
                     _mm_prefetch((const char *)(w + b * PW_K_Q40X16_BLOCK_BYTES + l +
                                                 Q40_X16_PF_BYTES),
                                  PW_K_DECODE_PREFETCH);
             q40_x16_weights(w, b, (int)wrow, lo, hi, &dw);
         } else if (src == Q40_SRC_PANEL) {
-            const uint8_t *pb = panel + b * Q40_PANEL_BLOCK_BYTES;
+            const uint8_t *pb = w + b * Q40_PANEL_BLOCK_BYTES;
             for (int i = 0; i < 4; i++) {
                 lo[i] = q40_vload(pb + i * Q40_VEC_BYTES);
                 hi[i] = q40_vload(pb + (4 + i) * Q40_VEC_BYTES);
             }
-#if Q40_COLS == 16
-            dw = _mm512_load_ps((const void *)(pb + 8 * Q40_VEC_BYTES));
-#else
-            dw = _mm256_load_ps((const float *)(const void *)(pb + 8 * Q40_VEC_BYTES));
-#endif
+            dw = (q40_vf)q40_vload(pb + 8 * Q40_VEC_BYTES);
+            if (type == PW_Q4_1) mc = (q40_vf)q40_vload(pb + 9 * Q40_VEC_BYTES);
         } else {
-            q40_weights(w + b * Q4_0_BYTES, wrow, cols, lo, hi, &dw);
+            q40_weights(w + b * bb, wrow, cols, type, lo, hi, &dw, &mw);
+            if (type == PW_Q4_1) mc = q40_min_scale(dw, mw);
         }
         /* Row by row within each step, so that the rows' dependent
          * chains of dot products interleave. */
@@ -1093,7 +1128,7 @@ MQ_INLINE void q40_tile_src(float *y, int64_t ldy, const uint8_t *const *xr, con
             const uint8_t *xv = xr[r] + b * xb[r];
             a[r] = (const int8_t *)xv;
             /* (the panel path always has the fold totals) */
-            int32_t f0 = panel || ft ? ft[b * n_tokens + r] : q40_fold_total(xv);
+            int32_t f0 = src == Q40_SRC_PANEL || ft ? ft[b * n_tokens + r] : q40_fold_total(xv);
 #if Q40_COLS == 16
             sum[r] = _mm512_set1_epi32(f0);
 #else
@@ -1112,27 +1147,33 @@ MQ_INLINE void q40_tile_src(float *y, int64_t ldy, const uint8_t *const *xr, con
 #if Q40_COLS == 16
             q40_vf ds = _mm512_mul_ps(dw, _mm512_set1_ps(xd[b * n_tokens + r]));
             acc[r] = _mm512_fmadd_ps(ds, _mm512_cvtepi32_ps(sum[r]), acc[r]);
+            if (type == PW_Q4_1)
+                mn[r] = _mm512_fmadd_ps(mc, _mm512_set1_ps(xs[b * n_tokens + r]), mn[r]);
 #else
             q40_vf ds = _mm256_mul_ps(dw, _mm256_set1_ps(xd[b * n_tokens + r]));
             acc[r] = _mm256_fmadd_ps(ds, _mm256_cvtepi32_ps(sum[r]), acc[r]);
+            if (type == PW_Q4_1)
+                mn[r] = _mm256_fmadd_ps(mc, _mm256_set1_ps(xs[b * n_tokens + r]), mn[r]);
 #endif
         }
     }
 #pragma GCC unroll 8
     for (int r = 0; r < rows; r++) {
         _Alignas(64) float v[Q40_COLS];
-        if (src == Q40_SRC_X16 && c0 == 0 && cols == Q40_COLS) {
 #if Q40_COLS == 16
-            _mm512_storeu_ps(y + r * ldy, acc[r]);
-#else
-            _mm256_storeu_ps(y + r * ldy, acc[r]);
-#endif
+        const q40_vf out = type == PW_Q4_1 ? _mm512_add_ps(acc[r], mn[r]) : acc[r];
+        if (src == Q40_SRC_X16 && c0 == 0 && cols == Q40_COLS) {
+            _mm512_storeu_ps(y + r * ldy, out);
             continue;
         }
-#if Q40_COLS == 16
-        _mm512_store_ps(v, acc[r]);
+        _mm512_store_ps(v, out);
 #else
-        _mm256_store_ps(v, acc[r]);
+        const q40_vf out = type == PW_Q4_1 ? _mm256_add_ps(acc[r], mn[r]) : acc[r];
+        if (src == Q40_SRC_X16 && c0 == 0 && cols == Q40_COLS) {
+            _mm256_storeu_ps(y + r * ldy, out);
+            continue;
+        }
+        _mm256_store_ps(v, out);
 #endif
         if (src == Q40_SRC_X16)
             for (int p = 0; p < cols; p++) y[r * ldy + p] = v[c0 + p];
@@ -1142,15 +1183,15 @@ MQ_INLINE void q40_tile_src(float *y, int64_t ldy, const uint8_t *const *xr, con
     }
 }
 
-
-/* Rows [t, t + rows) over columns [j0, j1) of w (q40_tile_src's src):
+/* Rows [t, t + rows) over columns [j0, j1) of w (q40_tile's src):
  * BLOCKS, full tiles then the rest; PANEL, the panel's columns (j1 - j0 <=
  * Q40_COLS); X16, lanes [j0, j1) of a group's half (y at the half's lane
  * 0). */
 MQ_INLINE void q40_rows(float *y, int64_t n, const uint8_t *xa, const float *xd,
-                        const int32_t *ft, int64_t n_tokens, int64_t k, const uint8_t *w,
-                        int src, int64_t half, int64_t j0, int64_t j1, int64_t t, int rows) {
-    const int64_t nb = k / QK, wrow = nb * Q4_0_BYTES;
+                        const float *xs, const int32_t *ft, int64_t n_tokens, int64_t k,
+                        const uint8_t *w, int src, int64_t half, pw_dtype type, int64_t j0,
+                        int64_t j1, int64_t t, int rows) {
+    const int64_t nb = k / QK, wrow = nb * (type == PW_Q4_1 ? Q4_1_BYTES : Q4_0_BYTES);
     const uint8_t *xr[Q40_ROWS];
     int64_t xb[Q40_ROWS];
     for (int r = 0; r < rows; r++) {
@@ -1159,41 +1200,45 @@ MQ_INLINE void q40_rows(float *y, int64_t n, const uint8_t *xa, const float *xd,
     }
     const int32_t *ftt = ft ? ft + t : NULL;
     y += t * n;
+    xd += t;
+    xs += t;
     if (src == Q40_SRC_X16) {
         if (j0 == 0 && j1 == Q40_COLS)
-            q40_tile_src(y, n, xr, xb, xd + t, ftt, n_tokens, w, half, Q40_SRC_X16, nb, rows, 0,
-                         Q40_COLS);
+            q40_tile(y, n, xr, xb, xd, xs, ftt, n_tokens, w, half, Q40_SRC_X16, nb, type, rows,
+                     0, Q40_COLS);
         else
-            q40_tile_src(y + j0, n, xr, xb, xd + t, ftt, n_tokens, w, half, Q40_SRC_X16, nb, rows,
-                         (int)j0, (int)(j1 - j0));
+            q40_tile(y + j0, n, xr, xb, xd, xs, ftt, n_tokens, w, half, Q40_SRC_X16, nb, type,
+                     rows, (int)j0, (int)(j1 - j0));
         return;
     }
     if (src == Q40_SRC_PANEL) {
         if (j1 - j0 == Q40_COLS)
-            q40_tile_src(y + j0, n, xr, xb, xd + t, ft + t, n_tokens, w, wrow, Q40_SRC_PANEL, nb,
-                         rows, 0, Q40_COLS);
+            q40_tile(y + j0, n, xr, xb, xd, xs, ftt, n_tokens, w, wrow, Q40_SRC_PANEL, nb, type,
+                     rows, 0, Q40_COLS);
         else
-            q40_tile_src(y + j0, n, xr, xb, xd + t, ft + t, n_tokens, w, wrow, Q40_SRC_PANEL, nb,
-                         rows, 0, (int)(j1 - j0));
+            q40_tile(y + j0, n, xr, xb, xd, xs, ftt, n_tokens, w, wrow, Q40_SRC_PANEL, nb, type,
+                     rows, 0, (int)(j1 - j0));
         return;
     }
     int64_t j = j0;
     for (; j + Q40_COLS <= j1; j += Q40_COLS)
-        q40_tile_src(y + j, n, xr, xb, xd + t, ftt, n_tokens, w + j * wrow, wrow, Q40_SRC_BLOCKS,
-                     nb, rows, 0, Q40_COLS);
+        q40_tile(y + j, n, xr, xb, xd, xs, ftt, n_tokens, w + j * wrow, wrow, Q40_SRC_BLOCKS, nb,
+                 type, rows, 0, Q40_COLS);
     if (j < j1)
-        q40_tile_src(y + j, n, xr, xb, xd + t, ftt, n_tokens, w + j * wrow, wrow, Q40_SRC_BLOCKS,
-                     nb, rows, 0, (int)(j1 - j));
+        q40_tile(y + j, n, xr, xb, xd, xs, ftt, n_tokens, w + j * wrow, wrow, Q40_SRC_BLOCKS, nb,
+                 type, rows, 0, (int)(j1 - j));
 }
 
 /* Every row over columns [n0, n1) (q40_rows): tiles of Q40_ROWS rows, then
  * one tile of the rows left (a constant row count at each call: unrolled
  * tiles). */
 MQ_INLINE void q40_all_rows(float *y, int64_t n, const uint8_t *xa, const float *xd,
-                            const int32_t *ft, int64_t n_tokens, int64_t k, const uint8_t *w,
-                            int src, int64_t half, int64_t n0, int64_t n1) {
+                            const float *xs, const int32_t *ft, int64_t n_tokens, int64_t k,
+                            const uint8_t *w, int src, int64_t half, pw_dtype type, int64_t n0,
+                            int64_t n1) {
     int64_t t = 0;
-#define Q40_ROWS_AT(rows) q40_rows(y, n, xa, xd, ft, n_tokens, k, w, src, half, n0, n1, t, rows)
+#define Q40_ROWS_AT(rows)                                                                      \
+    q40_rows(y, n, xa, xd, xs, ft, n_tokens, k, w, src, half, type, n0, n1, t, rows)
     for (; t + Q40_ROWS <= n_tokens; t += Q40_ROWS) Q40_ROWS_AT(Q40_ROWS);
     switch (n_tokens - t) {
     case 0: break;
@@ -1210,10 +1255,10 @@ MQ_INLINE void q40_all_rows(float *y, int64_t n, const uint8_t *xa, const float 
 #undef Q40_ROWS_AT
 }
 
-static void q40_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_tokens, int64_t n,
-                    int64_t k, int64_t j0, int64_t j1) {
-    const int64_t nb = k / QK, wrow = nb * Q4_0_BYTES;
-    const float *xd = xq_cscales(xa, n_tokens, k);
+MQ_INLINE void q40_run(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type,
+                       int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
+    const int64_t nb = k / QK, bb = type == PW_Q4_1 ? Q4_1_BYTES : Q4_0_BYTES, wrow = nb * bb;
+    const float *xd = xq_cscales(xa, n_tokens, k), *xs = xq_csums(xa, n_tokens, k);
     int32_t *ft = pw_k_fold_scratch((size_t)(n_tokens * nb) * sizeof(int32_t));
     if (ft) q40_fold_totals(ft, xa, n_tokens, k);
     uint8_t *panel = ft && n_tokens >= Q40_PANEL_MIN_ROWS
@@ -1223,18 +1268,19 @@ static void q40_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_tok
         panel += (64 - (uintptr_t)panel % 64) % 64;
         for (int64_t j = j0; j < j1; j += Q40_COLS) {
             int64_t j2 = j + Q40_COLS < j1 ? j + Q40_COLS : j1;
-            q40_panel_fill(panel, w + j * wrow, wrow, nb, (int)(j2 - j));
-            q40_all_rows(y, n, xa, xd, ft, n_tokens, k, panel, Q40_SRC_PANEL, 0, j, j2);
+            q40_panel_fill(panel, w + j * wrow, wrow, nb, type, (int)(j2 - j));
+            q40_all_rows(y, n, xa, xd, xs, ft, n_tokens, k, panel, Q40_SRC_PANEL, 0, type, j,
+                         j2);
         }
         return;
     }
     /* Columns in blocks whose weights stay in L2 while every row tile
      * passes over them. */
-    int64_t col_block = COL_BLOCK_BYTES / (nb * Q4_0_BYTES);
+    int64_t col_block = COL_BLOCK_BYTES / (nb * bb);
     col_block = col_block < Q40_COLS ? Q40_COLS : col_block / Q40_COLS * Q40_COLS;
     for (int64_t n0 = j0; n0 < j1; n0 += col_block) {
         int64_t n1 = n0 + col_block < j1 ? n0 + col_block : j1;
-        q40_all_rows(y, n, xa, xd, ft, n_tokens, k, w, Q40_SRC_BLOCKS, 0, n0, n1);
+        q40_all_rows(y, n, xa, xd, xs, ft, n_tokens, k, w, Q40_SRC_BLOCKS, 0, type, n0, n1);
     }
 }
 
@@ -1244,7 +1290,7 @@ static void q40_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_tok
 static void q40x_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_tokens, int64_t n,
                      int64_t k, int64_t j0, int64_t j1) {
     const int64_t nb = k / QK, wrow = nb * Q4_0_BYTES, whole = n / 16 * 16;
-    const float *xd = xq_cscales(xa, n_tokens, k);
+    const float *xd = xq_cscales(xa, n_tokens, k), *xs = xq_csums(xa, n_tokens, k);
     int32_t *ft = pw_k_fold_scratch((size_t)(n_tokens * nb) * sizeof(int32_t));
     if (ft) q40_fold_totals(ft, xa, n_tokens, k);
     const int64_t jb = j1 < whole ? j1 : whole;
@@ -1254,32 +1300,37 @@ static void q40x_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_to
             const int64_t l0 = h * Q40_COLS, a = c0 > l0 ? c0 - l0 : 0,
                           e = c1 < l0 + Q40_COLS ? c1 - l0 : Q40_COLS;
             if (a < e)
-                q40_all_rows(y + g0 + l0, n, xa, xd, ft, n_tokens, k, w + g0 * wrow,
-                             Q40_SRC_X16, h, a, e);
+                q40_all_rows(y + g0 + l0, n, xa, xd, xs, ft, n_tokens, k, w + g0 * wrow,
+                             Q40_SRC_X16, h, PW_Q4_0, a, e);
         }
     }
-    if (j1 > whole) q40_run(y, xa, w, n_tokens, n, k, j0 > whole ? j0 : whole, j1);
+    if (j1 > whole) q40_run(y, xa, w, PW_Q4_0, n_tokens, n, k, j0 > whole ? j0 : whole, j1);
 }
 #else
 /* The portable copy: the sequence as written, one output at a time. */
-static void q40_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_tokens, int64_t n,
-                    int64_t k, int64_t j0, int64_t j1) {
-    const int64_t nb = k / QK, wrow = nb * Q4_0_BYTES;
-    const float *xd = xq_cscales(xa, n_tokens, k);
+static void q40_run(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type,
+                    int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
+    const int64_t nb = k / QK, bb = type == PW_Q4_1 ? Q4_1_BYTES : Q4_0_BYTES, wrow = nb * bb;
+    const int qo = type == PW_Q4_1 ? 4 : 2;
+    const float *xd = xq_cscales(xa, n_tokens, k), *xs = xq_csums(xa, n_tokens, k);
     for (int64_t t = 0; t < n_tokens; t++) {
         const uint8_t *row = xa + xq_row_offset(k, t);
         const int64_t bs = xq_block_stride(n_tokens, t);
         for (int64_t j = j0; j < j1; j++) {
-            float acc = 0.0f;
+            float acc = 0.0f, mn = 0.0f;
             for (int64_t b = 0; b < nb; b++) {
-                const uint8_t *blk = w + j * wrow + b * Q4_0_BYTES;
+                const uint8_t *blk = w + j * wrow + b * bb;
                 const int8_t *a = xq_cvalues(row + b * bs);
                 int32_t p = 0;
                 for (int i = 0; i < QK / 2; i++)
-                    p += ((blk[2 + i] & 0x0F) - 8) * a[i] + ((blk[2 + i] >> 4) - 8) * a[i + QK / 2];
+                    p += ((blk[qo + i] & 0x0F) - 8) * a[i] +
+                         ((blk[qo + i] >> 4) - 8) * a[i + QK / 2];
                 acc = pw_madd(mq_half(blk) * xd[b * n_tokens + t], (float)p, acc);
+                if (type == PW_Q4_1)
+                    mn = pw_madd(pw_madd(8.0f, mq_half(blk), mq_half(blk + 2)),
+                                 xs[b * n_tokens + t], mn);
             }
-            y[t * n + j] = acc;
+            y[t * n + j] = type == PW_Q4_1 ? acc + mn : acc;
         }
     }
 }
@@ -1311,7 +1362,7 @@ static void q40x_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_to
             y[t * n + j] = acc;
         }
     }
-    if (j1 > whole) q40_run(y, xa, w, n_tokens, n, k, j0 > whole ? j0 : whole, j1);
+    if (j1 > whole) q40_run(y, xa, w, PW_Q4_0, n_tokens, n, k, j0 > whole ? j0 : whole, j1);
 }
 #endif
 
@@ -1321,9 +1372,9 @@ void PW_ISA(pw_k_qdot_run)(float *y, const uint8_t *xa, const uint8_t *w, pw_dty
                            int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
     switch (type) {
     case PW_Q8_0: mq_typed(y, xa, w, n_tokens, n, k, PW_Q8_0, Q8_0_BYTES, j0, j1); break;
-    case PW_Q4_0: q40_run(y, xa, w, n_tokens, n, k, j0, j1); break;
+    case PW_Q4_0: q40_run(y, xa, w, PW_Q4_0, n_tokens, n, k, j0, j1); break;
     case PW_Q4_0X16: q40x_run(y, xa, w, n_tokens, n, k, j0, j1); break;
-    case PW_Q4_1: mq_typed(y, xa, w, n_tokens, n, k, PW_Q4_1, Q4_1_BYTES, j0, j1); break;
+    case PW_Q4_1: q40_run(y, xa, w, PW_Q4_1, n_tokens, n, k, j0, j1); break;
     default: assert(!"pw_k_matmul_quant: unsupported weight type"); break;
     }
 }
