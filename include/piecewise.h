@@ -119,6 +119,9 @@ typedef enum pw_dtype {
     PW_Q4_K,  /* 256 values in 8 groups: 4-bit quants, 6-bit scales and mins */
     PW_Q5_K,  /* 256 values in 8 groups: 5-bit quants, 6-bit scales and mins */
     PW_Q6_K,  /* 256 values in 16 groups: 6-bit quants, 8-bit scales */
+    /* Q4_0 with rows interleaved in groups of 16 (the CPU kernels' layout,
+     * made at load from Q4_0 weights; docs/kernels.md): same size */
+    PW_Q4_0X16,
     PW_DTYPE_COUNT_
 } pw_dtype;
 

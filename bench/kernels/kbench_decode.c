@@ -42,6 +42,7 @@ int main(int argc, char **argv) {
         {"q6_k down", PW_Q6_K, 2048, 8192},    {"q6_k lmhead", PW_Q6_K, 49152, 2048},
         {"q8_0 gate/up", PW_Q8_0, 8192, 2048}, {"q8_0 lmhead", PW_Q8_0, 49152, 2048},
         {"q4_0 gate/up", PW_Q4_0, 8192, 2048}, {"q4_0 down", PW_Q4_0, 2048, 8192},
+        {"q4_0x16 gate/up", PW_Q4_0X16, 8192, 2048}, {"q4_0x16 down", PW_Q4_0X16, 2048, 8192},
         {"q4_1 gate/up", PW_Q4_1, 8192, 2048},
     };
     printf("T=%ld repeats=%ld copy=%s weights %s\n", T, reps, pw_k_isa_int8_name(pw_k_isa_int8()),
@@ -56,7 +57,16 @@ int main(int argc, char **argv) {
         int copies = l2 ? 1 : (int)(MIN_BYTES / bytes) + 1;
         if (copies > MAX_COPIES) copies = MAX_COPIES;
         uint8_t *w[MAX_COPIES];
-        for (int c = 0; c < copies; c++) w[c] = kb_weights(type, n, k);
+        for (int c = 0; c < copies; c++) {
+            /* Q4_0x16: Q4_0 weights interleaved, as the model loader does */
+            w[c] = kb_weights(type == PW_Q4_0X16 ? PW_Q4_0 : type, n, k);
+            if (type == PW_Q4_0X16) {
+                uint8_t *x = kb_weights(PW_Q4_0, n, k);
+                pw_k_q4_0_interleave(x, w[c], n, k);
+                free(w[c]);
+                w[c] = x;
+            }
+        }
         float *x = kb_activations(T * k), *y = malloc((size_t)(T * n) * sizeof *y);
         if (!y) abort();
         double best = 1e30;
@@ -67,7 +77,7 @@ int main(int argc, char **argv) {
             double t = (kb_thread_us() - t0) / copies;
             if (t < best) best = t;
         }
-        printf("%-13s N=%5lld K=%5lld %8.1f us %6.2f GB/s %6.1f GMAC/s\n", shapes[s].name,
+        printf("%-15s N=%5lld K=%5lld %8.1f us %6.2f GB/s %6.1f GMAC/s\n", shapes[s].name,
                (long long)n, (long long)k, best, bytes / best * 1e-3,
                (double)T * (double)n * (double)k / best * 1e-3);
         for (int c = 0; c < copies; c++) free(w[c]);

@@ -14,7 +14,7 @@ static const dtype_info dtypes[PW_DTYPE_COUNT_] = {
     [PW_Q8_0] = {"q8_0", 32, 34}, [PW_Q4_0] = {"q4_0", 32, 18}, [PW_Q4_1] = {"q4_1", 32, 20},
     [PW_Q5_0] = {"q5_0", 32, 22}, [PW_Q5_1] = {"q5_1", 32, 24}, [PW_Q2_K] = {"q2_K", 256, 84},
     [PW_Q3_K] = {"q3_K", 256, 110}, [PW_Q4_K] = {"q4_K", 256, 144}, [PW_Q5_K] = {"q5_K", 256, 176},
-    [PW_Q6_K] = {"q6_K", 256, 210},
+    [PW_Q6_K] = {"q6_K", 256, 210}, [PW_Q4_0X16] = {"q4_0x16", 32, 18},
 };
 
 const char *pw_dtype_name(pw_dtype t) {

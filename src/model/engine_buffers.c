@@ -137,6 +137,21 @@ pw_status pw_engine_alloc_kv_cache(pw_engine *e, pw_pool *pool, int64_t num_bloc
     return PW_OK;
 }
 
+/* w's values as f32 into out. A weight in a layout of the CPU kernels'
+ * own (Q4_0x16) goes back to the file's type first, in a copy. */
+static pw_status dequantize_weight(const pw_tensor *w, float *out) {
+    pw_dtype dt = pw_tensor_dtype(w);
+    if (dt != PW_Q4_0X16) return pw_dequantize(dt, pw_tensor_data(w), out, pw_tensor_numel(w));
+    void *copy = pw_host_alloc(pw_tensor_nbytes(w));
+    if (!copy) return PW_ERR_OOM;
+    /* (a pair pw_op_convert_weight always converts) */
+    (void)pw_op_convert_weight(copy, pw_tensor_data(w), dt, PW_Q4_0, pw_tensor_dim(w, 0),
+                               pw_tensor_dim(w, 1));
+    pw_status s = pw_dequantize(PW_Q4_0, copy, out, pw_tensor_numel(w));
+    pw_host_free(copy);
+    return s;
+}
+
 /* A copy of a host weight that the device's kernels can read: the same
  * dtype where they read it, f32 (dequantized) otherwise. */
 static pw_status upload_weight(pw_engine *e, const pw_tensor *w, pw_tensor **out) {
@@ -152,8 +167,7 @@ static pw_status upload_weight(pw_engine *e, const pw_tensor *w, pw_tensor **out
         host = pw_host_alloc(bytes);
         if (!host) return PW_ERR_OOM;
     }
-    pw_status s = keep ? PW_OK
-                       : pw_dequantize(dt, pw_tensor_data(w), host, pw_tensor_numel(w));
+    pw_status s = keep ? PW_OK : dequantize_weight(w, host);
     if (s == PW_OK)
         s = pw_stream_copy_h2d(e->stream, pw_tensor_data(*out), keep ? pw_tensor_data(w) : host,
                                bytes);

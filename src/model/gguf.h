@@ -136,6 +136,7 @@ pw_status pw_gguf_kv_array_string(const pw_gguf_kv *kv, uint64_t i, const char *
  * outside the mapping (or a gguf read from memory) is left alone. */
 void pw_gguf_release_pages(const pw_gguf *g, const void *p, size_t n);
 
+
 /* Lookups by key. Absent keys are PW_ERR_NOT_FOUND ("gguf: key 'x' not
  * found"); values out of the target's range or of another type are
  * PW_ERR_FORMAT. */

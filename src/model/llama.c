@@ -25,6 +25,7 @@
 
 /* Environment variable that turns off keeping quantized weights. */
 #define PW_ENV_DEQUANTIZE "PW_DEQUANTIZE"
+#define PW_ENV_INTERLEAVE "PW_INTERLEAVE"
 
 
 /* general.architecture: which loader and graph builder run. */
@@ -116,6 +117,51 @@ pw_status pw_model_load_weight_rows(pw_model *m, const char *name, int64_t d0, i
     return s;
 }
 
+/* Rows converted between releases of the file's pages (prefer_layout). */
+#define LAYOUT_CHUNK_BYTES (4u << 20)
+
+/* A whole 2-D weight in the layout the CPU kernels prefer for its type
+ * (pw_op_preferred_weight_dtype: Q4_0 rows interleaved in groups of 16),
+ * written into memory of the model's own, chunk by chunk, while the
+ * file's pages the chunks came from are released (pw_gguf_release_pages),
+ * so the process holds about one copy: the weight's, not also the page
+ * cache's. PW_INTERLEAVE=0 keeps the file's layout (for measurement), as
+ * does no memory for the copy. Every product gives the same bits either
+ * way. */
+static pw_status prefer_layout(pw_model *m, pw_tensor **t) {
+    static const char *const values[] = {"1", "0", NULL};
+    pw_tensor *w = *t;
+    if (pw_tensor_ndim(w) != 2 || pw_env_choice(PW_ENV_INTERLEAVE, values, 0) != 0)
+        return PW_OK;
+    pw_dtype from = pw_tensor_dtype(w);
+    int64_t shape[2] = {pw_tensor_dim(w, 0), pw_tensor_dim(w, 1)};
+    pw_dtype to = pw_op_preferred_weight_dtype(from, shape[0], shape[1]);
+    if (to == from) return PW_OK;
+    const uint8_t *src = pw_tensor_data(w);
+    size_t row = (size_t)pw_dtype_row_bytes(from, shape[1]), bytes = pw_tensor_nbytes(w);
+    uint8_t *dst = pw_host_alloc(bytes);
+    pw_tensor *x = NULL;
+    if (!dst || pw_tensor_wrap(dst, PW_DEVICE_CPU, to, 2, shape, &x) != PW_OK) {
+        pw_host_free(dst);
+        pw_clear_error(); /* no memory: the file's layout */
+        return PW_OK;
+    }
+    /* chunks of whole groups of 16 rows (the last: the rest), so each
+     * chunk's groups are the weight's */
+    int64_t chunk = (int64_t)(LAYOUT_CHUNK_BYTES / row) / 16 * 16;
+    if (chunk < 16) chunk = 16;
+    for (int64_t r0 = 0; r0 < shape[0]; r0 += chunk) {
+        int64_t rows = shape[0] - r0 < chunk ? shape[0] - r0 : chunk;
+        (void)pw_op_convert_weight(dst + (size_t)r0 * row, src + (size_t)r0 * row, from, to,
+                                   rows, shape[1]);
+        pw_gguf_release_pages(m->gguf, src, (size_t)(r0 + rows) * row);
+    }
+    m->owned[m->n_owned++] = (float *)(void *)dst;
+    pw_tensor_release(w);
+    *t = x;
+    return PW_OK;
+}
+
 pw_status pw_model_load_weight(pw_model *m, const char *name, int64_t d0, int64_t d1,
                                bool keep_quantized, pw_tensor **out) {
     return pw_model_load_weight_rows(m, name, d0, d1, 0, d1 ? d1 : 1, keep_quantized, out);
@@ -128,6 +174,7 @@ pw_status pw_model_load_layer_weights(pw_model *m, int64_t l, const pw_layer_wei
         snprintf(name, sizeof name, "blk.%" PRId64 ".%s", l, want[i].suffix);
         PW_TRY(pw_model_load_weight(m, name, want[i].d0, want[i].d1, keep_quantized,
                                     want[i].dst));
+        PW_TRY(prefer_layout(m, want[i].dst));
     }
     return PW_OK;
 }
@@ -140,8 +187,9 @@ pw_status pw_model_load_embeddings(pw_model *m, bool keep) {
     m->owned = pw_host_calloc((size_t)(m->info.n_layers * PW_GEMMA3_WEIGHTS_PER_LAYER + 4),
                               sizeof(float *));
     if (!m->owned) return PW_ERR_OOM;
-    return pw_model_load_weight(m, "token_embd.weight", m->info.dim, m->info.vocab, keep,
-                                &m->tok_embd);
+    PW_TRY(pw_model_load_weight(m, "token_embd.weight", m->info.dim, m->info.vocab, keep,
+                                &m->tok_embd));
+    return prefer_layout(m, &m->tok_embd);
 }
 
 pw_status pw_model_load_head(pw_model *m, bool keep) {
@@ -150,6 +198,7 @@ pw_status pw_model_load_head(pw_model *m, bool keep) {
     const pw_gguf_tensor *head;
     if (pw_gguf_find_tensor(m->gguf, "output.weight", &head) == PW_OK) {
         PW_TRY(pw_model_load_weight(m, "output.weight", in->dim, in->vocab, keep, &m->output));
+        PW_TRY(prefer_layout(m, &m->output));
     } else {
         pw_clear_error();
         m->info.tied_embeddings = true;

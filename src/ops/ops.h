@@ -102,6 +102,16 @@ pw_status pw_op_infer(const pw_op_env *env, const char *name, const pw_value *ar
  * (matmul, embedding and the fused ops) take as they are; other weights
  * must be f32. */
 bool pw_op_quantized_weight_supported(pw_dtype type);
+/* The dtype the CPU kernels would rather have a weight of `type` in, with
+ * `rows` rows of `cols` (type itself when none: only Q4_0 has one, Q4_0x16,
+ * from 16 rows). */
+pw_dtype pw_op_preferred_weight_dtype(pw_dtype type, int64_t rows, int64_t cols);
+/* Writes rows [0, rows) of a weight from src, laid out as `from`, into dst
+ * as `to` (a pair that pw_op_preferred_weight_dtype gives, or its
+ * reverse, or from == to); dst and src do not overlap. False for any other
+ * pair (nothing written). */
+bool pw_op_convert_weight(void *dst, const void *src, pw_dtype from, pw_dtype to, int64_t rows,
+                          int64_t cols);
 /* The rope table env.rope_table points to: [max_pos][head_dim/2][2] (cos,
  * sin) of pos * theta^(-2i/head_dim), computed in double; head_dim even. */
 void pw_op_rope_table(float *table, int64_t max_pos, int64_t head_dim, double theta);

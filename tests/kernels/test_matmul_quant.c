@@ -39,6 +39,12 @@ static void put_half(uint8_t *p, uint16_t h) {
 }
 
 static uint8_t *random_blocks(pw_dtype type, int64_t rows, int64_t k) {
+    if (type == PW_Q4_0X16) { /* Q4_0 rows, interleaved */
+        uint8_t *w = random_blocks(PW_Q4_0, rows, k), *x = malloc((size_t)(rows * (k / QK) * 18));
+        pw_k_q4_0_interleave(x, w, rows, k);
+        free(w);
+        return x;
+    }
     int64_t bb = pw_dtype_block_bytes(type), nb = rows * (k / QK);
     uint8_t *w = malloc((size_t)(nb * bb));
     for (int64_t b = 0; b < nb; b++) {
@@ -378,6 +384,22 @@ static void check_out_of_memory(void) {
     CHECK(kt_bitwise_equal(inline_totals, whole, (size_t)(t * n) * sizeof *whole));
     free(x), free(w), free(inline_totals), free(whole);
 
+    /* Q4_0 batches of 9 rows or more unpack the weights into a panel;
+     * when its buffer cannot grow, the tiles unpack them where they use
+     * them: the same bits. 128 blocks a row: a larger panel than any
+     * earlier call's, while the activations and fold totals of 9 rows fit
+     * the buffers already grown above, so the failing allocation is the
+     * panel's. */
+    const int64_t panel_k = 4096, panel_t = 9;
+    x = kt_random((size_t)(panel_t * panel_k));
+    w = random_blocks(PW_Q4_0, n, panel_k);
+    pw_host_fail_nth(1);
+    float *unpanelled = run(PW_Q4_0, x, w, panel_t, n, panel_k);
+    pw_host_fail_nth(0);
+    whole = run(PW_Q4_0, x, w, panel_t, n, panel_k);
+    CHECK(kt_bitwise_equal(unpanelled, whole, (size_t)(panel_t * n) * sizeof *whole));
+    free(x), free(w), free(unpanelled), free(whole);
+
     /* 1024 blocks: 73,728 bytes a row, past the stack buffer; 12 rows are
      * more than the buffer grew to above. */
     const int64_t big_k = 32768, big_t = 12;
@@ -396,8 +418,8 @@ static void check_out_of_memory(void) {
 
 /* 1, 2 and 3 threads give the same bits on a product above the split
  * threshold with a partial column group. */
-static void check_threads(pw_dtype type) {
-    const int64_t t = 5, n = 203, k = 256;
+static void check_threads(pw_dtype type, int64_t t) {
+    const int64_t n = 203, k = 256;
     float *x = kt_random((size_t)(t * k));
     uint8_t *w = random_blocks(type, n, k);
     pw_set_num_threads(1);
@@ -456,6 +478,7 @@ static void check_shared_rows(void) {
     } cases[] = {
         {{PW_Q4_1, PW_Q4_1, PW_Q4_1}, {576, 192, 192}, 3, true},
         {{PW_Q4_0, PW_Q4_1, PW_Q4_0}, {40, 13, 27}, 3, true},
+        {{PW_Q4_0X16, PW_Q4_0, PW_Q4_0X16}, {48, 17, 33}, 3, true},
         {{PW_Q8_0, PW_Q8_0, PW_Q8_0}, {203, 8, 1}, 3, true},
         {{PW_Q4_1, PW_Q8_0, PW_Q4_1}, {64, 32, 32}, 3, false},
         {{PW_Q4_1, PW_Q4_1, PW_Q4_1}, {100, 0, 0}, 1, true},
@@ -574,6 +597,53 @@ static void check_embedding(pw_dtype type) {
     free(table), free(full), free(out);
 }
 
+/* Q4_0x16: every copy this CPU runs gives, from the interleaved weights,
+ * the bits of the Q4_0 product of the same rows (whole groups of 16, rows
+ * past them, fewer than 16 rows; decode, one row tile, panels and row
+ * tails; thread splits that cut a group); converting back gives the
+ * same bytes, and embedding rows are the Q4_0 table's. */
+static void check_q4_0x16(void) {
+    static const int64_t shapes[][3] = {{1, 16, 32},  {1, 45, 96},  {2, 33, 64},  {8, 32, 256},
+                                        {9, 17, 64},  {13, 48, 32}, {33, 31, 96}, {3, 5, 64},
+                                        {1, 203, 256}, {21, 203, 256}};
+    for (size_t s = 0; s < KT_LEN(shapes); s++) {
+        const int64_t t = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+        float *x = kt_random((size_t)(t * k));
+        uint8_t *w = random_blocks(PW_Q4_0, n, k);
+        size_t bytes = (size_t)(n * (k / QK) * pw_dtype_block_bytes(PW_Q4_0));
+        uint8_t *wx = malloc(bytes), *back = malloc(bytes);
+        pw_k_q4_0_interleave(wx, w, n, k);
+        CHECK((n < 16) == (memcmp(wx, w, bytes) == 0));
+        float *want = run(PW_Q4_0, x, w, t, n, k);
+        bool same = true;
+        for (int th = 1; th <= 3; th++) {
+            pw_set_num_threads(th);
+            for (int l = PW_K_INT8_GENERIC; l <= PW_K_INT8_AVX512VNNI; l++) {
+                if (!pw_k_isa_int8_runs((pw_k_int8_isa)l)) continue;
+                float *y = kt_random((size_t)(t * n));
+                pw_k_matmul_quant_with((pw_k_int8_isa)l, y, x, wx, PW_Q4_0X16, t, n, k);
+                if (!kt_bitwise_equal(y, want, (size_t)(t * n) * sizeof *y)) {
+                    fprintf(stderr, "q4_0x16 %lldx%lldx%lld, copy %s, %d threads differs\n",
+                            (long long)t, (long long)n, (long long)k, pw_k_isa_int8_name(l), th);
+                    same = false;
+                }
+                free(y);
+            }
+        }
+        pw_set_num_threads(1);
+        CHECK(same);
+        /* embedding rows: ids in whole groups, past them, and out of range */
+        int32_t ids[5] = {0, (int32_t)(n - 1), (int32_t)(n / 2), -1, (int32_t)n};
+        float *e0 = kt_random((size_t)(5 * k)), *e1 = kt_random((size_t)(5 * k));
+        pw_k_embedding_quant(e0, ids, w, PW_Q4_0, 5, n, k);
+        pw_k_embedding_quant(e1, ids, wx, PW_Q4_0X16, 5, n, k);
+        CHECK(kt_bitwise_equal(e0, e1, (size_t)(5 * k) * sizeof *e0));
+        pw_k_q4_0_deinterleave(back, wx, n, k);
+        CHECK(memcmp(back, w, bytes) == 0);
+        free(x), free(w), free(wx), free(back), free(want), free(e0), free(e1);
+    }
+}
+
 /* A table lookup feeding two quantized products, captured once and
  * replayed with new ids: replay == eager bitwise. */
 static void check_capture(void) {
@@ -621,12 +691,18 @@ int main(void) {
         static const int64_t shapes[][3] = {{1, 1, 32}, {1, 7, 64}, {3, 5, 96}, {4, 9, 32},
                                             {6, 13, 160}, {9, 4, 256}, {13, 17, 64},
                                             {2, 14, 64}, {5, 31, 32}, {8, 19, 576},
-                                            {17, 6, 128}};
+                                            {17, 6, 128},
+                                            /* Q4_0's panels (9 rows and more): whole
+                                             * and partial 16-column panels, row
+                                             * tails of every size to 7 */
+                                            {9, 16, 32}, {16, 33, 96}, {23, 47, 64},
+                                            {31, 8, 64}, {40, 1, 32}};
         for (size_t s = 0; s < KT_LEN(shapes); s++)
             check_reference(types[i], shapes[s][0], shapes[s][1], shapes[s][2]);
         check_extremes(types[i]);
         check_invariance(types[i], 23, 128, 100 + i);
-        check_threads(types[i]);
+        check_threads(types[i], 5);
+        check_threads(types[i], 21);
         check_embedding(types[i]);
     }
     CHECK(!pw_k_quant_supported(PW_F32));
@@ -634,6 +710,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_quantizer(types[i]);
     check_out_of_memory();
     check_shared_rows();
+    check_q4_0x16();
     check_capture();
     return pw_test_finish("kernels_matmul_quant");
 }

@@ -18,6 +18,7 @@
 #include "model/dequant.h"
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
+#include "model/llama.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -309,8 +310,83 @@ static void test_writer_checks_blocks(void) {
     CHECK(buf == NULL);
 }
 
+/* A file's bytes, hashed (FNV-1a). */
+static uint64_t file_hash(const char *path) {
+    FILE *f = fopen(path, "rb");
+    uint64_t h = 1469598103934665603ull;
+    if (!f) return 0;
+    for (int c; (c = fgetc(f)) != EOF;) h = (h ^ (uint64_t)c) * 1099511628211ull;
+    fclose(f);
+    return h;
+}
+
+/* How many of the model's 2-D weights have `dtype`. */
+static int weights_of(const pw_model *m, pw_dtype dtype) {
+    pw_value params[512];
+    CHECK(pw_model_num_params(m) <= 512);
+    int n = pw_model_params(m, params, NULL), count = 0;
+    for (int i = 1; i < n; i++)
+        if (params[i].kind == PW_VAL_TENSOR && pw_tensor_ndim(params[i].as.tensor) == 2 &&
+            pw_tensor_dtype(params[i].as.tensor) == dtype)
+            count++;
+    return count;
+}
+
+/* Q4_0 weights are converted at load into the interleaved Q4_0x16 layout
+ * (docs/kernels.md): the tokens are those of the file's layout
+ * (PW_INTERLEAVE=0) in every mode and batch, the held bytes the same, and
+ * the file is never changed (a second model from it, loaded while the
+ * first is alive, reads the file's layout). */
+static void test_q4_0_interleaved_model(void) {
+    char path[] = "/tmp/pw_test_q4_0_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    close(fd);
+    pw_tiny_llama_config cfg = pw_tiny_llama_default_config(); /* dim 64, ffn 96 */
+    cfg.weight_dtype = PW_Q4_0;
+    cfg.tied_embeddings = true; /* the embedding table is the LM head */
+    cfg.seed = 23;
+    CHECK_OK(pw_tiny_llama_write_file(&cfg, path));
+    uint64_t before = file_hash(path);
+    pw_model *mx = NULL, *m0 = NULL;
+    CHECK_OK(pw_model_load(path, &mx));
+    setenv("PW_INTERLEAVE", "0", 1);
+    CHECK_OK(pw_model_load(path, &m0));
+    unsetenv("PW_INTERLEAVE");
+    if (mx && m0) {
+        /* every Q4_0 weight has at least 16 rows: all interleaved */
+        CHECK(weights_of(mx, PW_Q4_0X16) > 0);
+        CHECK_EQ_INT(weights_of(mx, PW_Q4_0), 0);
+        CHECK_EQ_INT(weights_of(m0, PW_Q4_0X16), 0);
+        CHECK_EQ_INT(weights_of(m0, PW_Q4_0), weights_of(mx, PW_Q4_0X16));
+        CHECK_EQ_INT((int64_t)pw_model_get_info(mx)->weight_bytes,
+                     (int64_t)pw_model_get_info(m0)->weight_bytes);
+        CHECK_EQ_INT(pw_model_get_info(mx)->file_dtype, PW_Q4_0);
+        run_result ref, r, alone;
+        CHECK_OK(generate(m0, PW_GRAPH_NONE, &ref));
+        for (int i = 0; i < N_REQ; i++) CHECK(ref.n[i] > 0);
+        for (int k = 0; k < 3; k++) {
+            CHECK_OK(generate(mx, modes[k], &r));
+            CHECK(r.steps_by_mode[mode_index[k]] > 0);
+            bool ok = same_tokens(&r, &ref);
+            if (!ok)
+                fprintf(stderr, "mode %s: the interleaved weights' tokens differ\n",
+                        pw_graph_mode_name(modes[k]));
+            CHECK(ok);
+        }
+        CHECK_OK(generate_alone(mx, &alone));
+        CHECK(same_tokens(&alone, &ref));
+    }
+    pw_model_free(mx);
+    pw_model_free(m0);
+    CHECK(file_hash(path) == before);
+    unlink(path);
+}
+
 int main(void) {
     test_mixed_kquant_model();
+    test_q4_0_interleaved_model();
     test_writer_checks_blocks();
     return pw_test_finish("model_kquant_model");
 }

@@ -174,6 +174,21 @@ extern const pw_kernel pw_kernel_attention;
 /* True for the block types these kernels take. */
 bool pw_k_quant_supported(pw_dtype type);
 
+/* Q4_0x16 (PW_Q4_0X16): a Q4_0 weight [N][K] with its rows interleaved in
+ * groups of 16, so that the tiles load 16 rows' nibbles and scales with a
+ * few vector loads instead of transposing them. Group g (rows 16g..16g+15)
+ * holds the same bytes as those 16 rows did, in place: per block b (288
+ * bytes), the 16 rows' f16 scales, then 4 x 64 bytes, where 64-byte part i
+ * holds bytes 4i..4i+3 of each row's 16 nibble bytes, row by row. Rows
+ * past the last whole group (N % 16) stay Q4_0 rows. The products give
+ * exactly the Q4_0 bits. */
+#define PW_K_Q40X16_ROWS 16
+#define PW_K_Q40X16_BLOCK_BYTES (16 * 18)
+/* Writes src (n rows of k, Q4_0) into dst as Q4_0x16, and back; dst and
+ * src do not overlap. */
+void pw_k_q4_0_interleave(void *dst, const void *src, int64_t n, int64_t k);
+void pw_k_q4_0_deinterleave(void *dst, const void *src, int64_t n, int64_t k);
+
 /* y[T][N] = x[T][K] * W[N][K]^T, W a row-major [N][K] array of blocks of
  * `type`. No scratch; y must not alias x. */
 void pw_k_matmul_quant(float *y, const float *x, const void *w, pw_dtype type,

@@ -65,7 +65,72 @@
 #include "ops/cpu/matmul_quant_body.h"
 
 bool pw_k_quant_supported(pw_dtype type) {
-    return type == PW_Q8_0 || type == PW_Q4_0 || type == PW_Q4_1 || pw_k_kquant_supported(type);
+    return type == PW_Q8_0 || type == PW_Q4_0 || type == PW_Q4_0X16 || type == PW_Q4_1 ||
+           pw_k_kquant_supported(type);
+}
+
+/* ---- Q4_0x16 ---------------------------------------------------------------- */
+
+/* Byte j (0..15) of row r's nibbles of block b within a group, and r's
+ * scale, in the interleaved layout (kernels.h). */
+static size_t x16_nibble_at(int64_t b, int r, int j) {
+    return (size_t)(b * PW_K_Q40X16_BLOCK_BYTES + 32 + (j / 4) * 64 + r * 4 + j % 4);
+}
+static size_t x16_scale_at(int64_t b, int r) {
+    return (size_t)(b * PW_K_Q40X16_BLOCK_BYTES + 2 * r);
+}
+
+/* Rows [0, n) of src into dst (not overlapping), whole groups of 16 to
+ * the interleaved layout (to_x16) or back, 4 nibble bytes at a time; the
+ * rows past them as they are. */
+static void x16_convert(uint8_t *dst, const uint8_t *src, int64_t n, int64_t k, bool to_x16) {
+    const int64_t nb = k / QK, wrow = nb * Q4_0_BYTES, whole = n / 16 * 16;
+    for (int64_t g = 0; g < whole; g += PW_K_Q40X16_ROWS) {
+        const uint8_t *gs = src + g * wrow;
+        uint8_t *gd = dst + g * wrow;
+        for (int64_t b = 0; b < nb; b++) {
+            if (to_x16) { /* 4 rows at a time: a 4 x 4 transpose of 4-byte groups */
+                typedef uint32_t v4u __attribute__((vector_size(16)));
+                for (int q = 0; q < PW_K_Q40X16_ROWS / 4; q++) {
+                    v4u r[4];
+                    for (int i = 0; i < 4; i++)
+                        memcpy(&r[i], gs + (4 * q + i) * wrow + b * Q4_0_BYTES + 2, 16);
+                    v4u t0 = __builtin_shufflevector(r[0], r[1], 0, 4, 1, 5),
+                        t1 = __builtin_shufflevector(r[0], r[1], 2, 6, 3, 7),
+                        t2 = __builtin_shufflevector(r[2], r[3], 0, 4, 1, 5),
+                        t3 = __builtin_shufflevector(r[2], r[3], 2, 6, 3, 7);
+                    v4u o[4] = {__builtin_shufflevector(t0, t2, 0, 1, 4, 5),
+                                __builtin_shufflevector(t0, t2, 2, 3, 6, 7),
+                                __builtin_shufflevector(t1, t3, 0, 1, 4, 5),
+                                __builtin_shufflevector(t1, t3, 2, 3, 6, 7)};
+                    for (int i = 0; i < 4; i++)
+                        memcpy(gd + x16_nibble_at(b, 4 * q, 4 * i), &o[i], 16);
+                }
+                for (int r = 0; r < PW_K_Q40X16_ROWS; r++)
+                    memcpy(gd + x16_scale_at(b, r), gs + r * wrow + b * Q4_0_BYTES, 2);
+                continue;
+            }
+            for (int r = 0; r < PW_K_Q40X16_ROWS; r++) {
+                const int64_t row_at = r * wrow + b * Q4_0_BYTES;
+                for (int j = 0; j < QK / 2; j += 4) {
+                    size_t x = x16_nibble_at(b, r, j);
+                    if (to_x16) memcpy(gd + x, gs + row_at + 2 + j, 4);
+                    else memcpy(gd + row_at + 2 + j, gs + x, 4);
+                }
+                size_t sc = x16_scale_at(b, r);
+                if (to_x16) memcpy(gd + sc, gs + row_at, 2);
+                else memcpy(gd + row_at, gs + sc, 2);
+            }
+        }
+    }
+    memcpy(dst + whole * wrow, src + whole * wrow, (size_t)((n - whole) * wrow));
+}
+
+void pw_k_q4_0_interleave(void *dst, const void *src, int64_t n, int64_t k) {
+    x16_convert(dst, src, n, k, true);
+}
+void pw_k_q4_0_deinterleave(void *dst, const void *src, int64_t n, int64_t k) {
+    x16_convert(dst, src, n, k, false);
 }
 
 typedef void (*quantize_fn) PW_K_Q8B_QUANTIZE_PARAMS;
@@ -96,13 +161,14 @@ static int8_copy copy_for(pw_k_int8_isa level) {
  * keeps a buffer that grows to the largest call it has made and is freed
  * when the thread exits. A second buffer holds what a thread's share of
  * the product derives from them (Q4_0's per-block fold totals), since the
- * calling thread runs a share too while its first buffer holds the rows. */
+ * calling thread runs a share too while its first buffer holds the rows;
+ * a third holds a thread's unpacked weight panel (Q4_0's batches). */
 typedef struct act_buffer {
     uint8_t *p;
     size_t cap;
 } act_buffer;
 
-static pthread_key_t act_keys[2];
+static pthread_key_t act_keys[3];
 static bool act_keys_ok;
 static pthread_once_t act_once = PTHREAD_ONCE_INIT;
 
@@ -114,7 +180,8 @@ static void act_buffer_free(void *v) {
 
 static void act_key_init(void) {
     act_keys_ok = pthread_key_create(&act_keys[0], act_buffer_free) == 0 &&
-                  pthread_key_create(&act_keys[1], act_buffer_free) == 0;
+                  pthread_key_create(&act_keys[1], act_buffer_free) == 0 &&
+                  pthread_key_create(&act_keys[2], act_buffer_free) == 0;
 }
 
 static uint8_t *thread_buffer(int which, size_t bytes) {
@@ -146,6 +213,8 @@ static uint8_t *thread_buffer(int which, size_t bytes) {
 uint8_t *pw_k_act_scratch(size_t bytes) { return thread_buffer(0, bytes); }
 
 int32_t *pw_k_fold_scratch(size_t bytes) { return (int32_t *)(void *)thread_buffer(1, bytes); }
+
+uint8_t *pw_k_panel_scratch(size_t bytes) { return thread_buffer(2, bytes); }
 
 /* ---- the product ---------------------------------------------------------- */
 
@@ -225,7 +294,9 @@ void pw_k_matmul_quant(float *y, const float *x, const void *w, pw_dtype type,
  * depends on the type only through its fold): Q4_0 and Q4_1 share theirs,
  * Q8_0 has its own, the other types are quantized elsewhere (-1). */
 static int act_rows_kind(pw_dtype type) {
-    return type == PW_Q8_0 ? 0 : type == PW_Q4_0 || type == PW_Q4_1 ? 1 : -1;
+    return type == PW_Q8_0                                              ? 0
+           : type == PW_Q4_0 || type == PW_Q4_0X16 || type == PW_Q4_1 ? 1
+                                                                        : -1;
 }
 
 bool pw_k_quant_share_activations(const pw_dtype *types, int n) {
@@ -366,6 +437,19 @@ static void dequant_row(float *out, const uint8_t *row, pw_dtype type, int64_t d
     }
 }
 
+/* Row r of a Q4_0x16 group g, as dequant_row gives the Q4_0 row. */
+static void x16_dequant_row(float *out, const uint8_t *g, int r, int64_t dim) {
+    for (int64_t b = 0; b < dim / QK; b++) {
+        float *o = out + b * QK;
+        float d = mq_half(g + x16_scale_at(b, r));
+        for (int j = 0; j < QK / 2; j++) {
+            uint8_t q = g[x16_nibble_at(b, r, j)];
+            o[j] = (float)((q & 0x0F) - 8) * d;
+            o[j + QK / 2] = (float)((q >> 4) - 8) * d;
+        }
+    }
+}
+
 void pw_k_embedding_quant(float *out, const int32_t *ids, const void *table, pw_dtype type,
                           int64_t n_tokens, int64_t vocab, int64_t dim) {
     if (pw_k_kquant_supported(type)) {
@@ -379,8 +463,11 @@ void pw_k_embedding_quant(float *out, const int32_t *ids, const void *table, pw_
         int32_t id = ids[t];
         if (id < 0 || id >= vocab)
             memset(o, 0, (size_t)dim * sizeof *o);
+        else if (type == PW_Q4_0X16 && id < vocab / PW_K_Q40X16_ROWS * PW_K_Q40X16_ROWS)
+            x16_dequant_row(o, (const uint8_t *)table + id / 16 * 16 * row_bytes, id % 16, dim);
         else
-            dequant_row(o, (const uint8_t *)table + id * row_bytes, type, dim);
+            dequant_row(o, (const uint8_t *)table + id * row_bytes,
+                        type == PW_Q4_0X16 ? PW_Q4_0 : type, dim);
     }
 }
 

@@ -991,52 +991,167 @@ MQ_INLINE q40_vi q40_dot(q40_vi start, q40_vi u, const int8_t *a) {
 #endif
 }
 
+/* Where a tile's weights come from (a constant at each call site). */
+enum { Q40_SRC_BLOCKS, Q40_SRC_PANEL, Q40_SRC_X16 };
+
+/* Block b of a Q4_0x16 group (g: the group's block 0; half: which 8
+ * columns in the 256-bit copies): the nibbles as q40_weights gives them and
+ * the scales, lane c being column c (plus 8 * half). */
+MQ_INLINE void q40_x16_weights(const uint8_t *g, int64_t b, int half, q40_vi *lo, q40_vi *hi,
+                               q40_vf *dw) {
+    const uint8_t *gb = g + b * PW_K_Q40X16_BLOCK_BYTES;
+#if Q40_COLS == 16
+    const q40_vi m = _mm512_set1_epi8(0x0F);
+    (void)half;
+    *dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)gb));
+    for (int i = 0; i < 4; i++) {
+        q40_vi q = _mm512_loadu_si512((const void *)(gb + 32 + 64 * i));
+        lo[i] = _mm512_and_si512(q, m);
+        hi[i] = _mm512_and_si512(_mm512_srli_epi16(q, 4), m);
+    }
+#else
+    const q40_vi m = _mm256_set1_epi8(0x0F);
+    *dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gb + 16 * half)));
+    for (int i = 0; i < 4; i++) {
+        q40_vi q = _mm256_loadu_si256((const __m256i *)(gb + 32 + 64 * i + 32 * half));
+        lo[i] = _mm256_and_si256(q, m);
+        hi[i] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m);
+    }
+#endif
+}
+
+/* How far ahead a decode tile of Q4_0x16 asks for its weights: groups are
+ * contiguous, so the stream is linear across them. */
+#define Q40_X16_PF_BYTES (8 * PW_K_Q40X16_BLOCK_BYTES)
+
+/* Panels (batches): a tile's Q40_COLS columns unpacked once per call,
+ * block by block, into what q40_weights gives (the 8 nibble vectors lo[0..3],
+ * hi[0..3], then the scales d and, for Q4_1, m + 8 d as floats), so that
+ * every row tile of the batch loads them instead of transposing the
+ * blocks again and gathering the columns' scales. The operands, and so
+ * the bits, are the tile's. */
+#define Q40_VEC_BYTES ((int64_t)sizeof(q40_vi))
+#define Q40_PANEL_BLOCK_BYTES (10 * Q40_VEC_BYTES)
+/* A panel of nb blocks in a per-thread buffer, at a 64-byte boundary. */
+#define Q40_PANEL_BYTES(nb) ((size_t)((nb) * Q40_PANEL_BLOCK_BYTES + 64))
+/* Batches from this many rows take panels: the unpacking is then shared
+ * by at least two row tiles (below, one tile does it where it uses it). */
+#define Q40_PANEL_MIN_ROWS (Q40_ROWS + 1)
+
+MQ_INLINE q40_vi q40_vload(const uint8_t *p) {
+#if Q40_COLS == 16
+    return _mm512_load_si512((const void *)p);
+#else
+    return _mm256_load_si256((const __m256i *)p);
+#endif
+}
+MQ_INLINE void q40_vstore(uint8_t *p, q40_vi v) {
+#if Q40_COLS == 16
+    _mm512_store_si512((void *)p, v);
+#else
+    _mm256_store_si256((__m256i *)p, v);
+#endif
+}
+
+/* m' = m + 8 d (Q4_1's centred minimum): 8 d is exact, one rounding. */
+MQ_INLINE q40_vf q40_min_scale(q40_vf dw, q40_vf mw) {
+#if Q40_COLS == 16
+    return _mm512_fmadd_ps(_mm512_set1_ps(8.0f), dw, mw);
+#else
+    return _mm256_fmadd_ps(_mm256_set1_ps(8.0f), dw, mw);
+#endif
+}
+
+/* Columns [0, cols) of w (rows wrow bytes apart, blocks of `type`), blocks
+ * [0, nb), into panel. */
+MQ_INLINE void q40_panel_fill(uint8_t *panel, const uint8_t *w, int64_t wrow, int64_t nb,
+                              pw_dtype type, int cols) {
+    const int64_t bb = type == PW_Q4_1 ? Q4_1_BYTES : Q4_0_BYTES;
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *pb = panel + b * Q40_PANEL_BLOCK_BYTES;
+        q40_vi lo[4], hi[4];
+        q40_vf dw, mw;
+        q40_weights(w + b * bb, wrow, cols, type, lo, hi, &dw, &mw);
+        for (int i = 0; i < 4; i++) {
+            q40_vstore(pb + i * Q40_VEC_BYTES, lo[i]);
+            q40_vstore(pb + (4 + i) * Q40_VEC_BYTES, hi[i]);
+        }
+        q40_vstore(pb + 8 * Q40_VEC_BYTES, (q40_vi)dw);
+        if (type == PW_Q4_1) q40_vstore(pb + 9 * Q40_VEC_BYTES, (q40_vi)q40_min_scale(dw, mw));
+    }
+}
+
 /* rows x cols outputs (rows <= Q40_ROWS, cols <= Q40_COLS): rows' values
- * at xr[r] (block b at + b * xb[r]), scales xd and fold totals ft
- * block-major with n_tokens per block (NULL ft: derived here from the
- * fold lanes), already at the tile's first row. */
+ * at xr[r] (block b at + b * xb[r]), scales xd, block sums xs and fold
+ * totals ft block-major with n_tokens per block (NULL ft: derived here
+ * from the fold lanes), already at the tile's first row. The weights:
+ * src BLOCKS, w the first column's blocks of `type`, rows wrow bytes
+ * apart, lane p column Q40_COL(p); PANEL, w a panel of the same lanes;
+ * X16 (Q4_0), w a Q4_0x16 group's block 0, wrow the half (256-bit
+ * copies), lane p column p, and the tile stores lanes [c0, c0 + cols). */
 MQ_INLINE void q40_tile(float *y, int64_t ldy, const uint8_t *const *xr, const int64_t *xb,
                         const float *xd, const float *xs, const int32_t *ft, int64_t n_tokens,
-                        const uint8_t *w, int64_t wrow, int64_t nb, pw_dtype type, int rows,
-                        int cols) {
+                        const uint8_t *w, int64_t wrow, int src, int64_t nb, pw_dtype type,
+                        int rows, int c0, int cols) {
     const int64_t bb = type == PW_Q4_1 ? Q4_1_BYTES : Q4_0_BYTES;
     q40_vf acc[Q40_ROWS], mn[Q40_ROWS];
 #pragma GCC unroll 8
     for (int r = 0; r < rows; r++) acc[r] = mn[r] = (q40_vf){0};
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = w + b * bb;
         q40_vi lo[4], hi[4];
         q40_vf dw, mw, mc;
-        q40_weights(blk, wrow, cols, type, lo, hi, &dw, &mw);
-        if (type == PW_Q4_1) /* m' = m + 8 d: 8 d is exact, one rounding */
-#if Q40_COLS == 16
-            mc = _mm512_fmadd_ps(_mm512_set1_ps(8.0f), dw, mw);
-#else
-            mc = _mm256_fmadd_ps(_mm256_set1_ps(8.0f), dw, mw);
-#endif
+        if (src == Q40_SRC_X16) {
+            if (rows == 1) /* decode: ahead in the groups' linear stream */
+                for (int l = 0; l < PW_K_Q40X16_BLOCK_BYTES; l += 64)
+                    _mm_prefetch((const char *)(w + b * PW_K_Q40X16_BLOCK_BYTES + l +
+                                                Q40_X16_PF_BYTES),
+                                 PW_K_DECODE_PREFETCH);
+            q40_x16_weights(w, b, (int)wrow, lo, hi, &dw);
+        } else if (src == Q40_SRC_PANEL) {
+            const uint8_t *pb = w + b * Q40_PANEL_BLOCK_BYTES;
+            for (int i = 0; i < 4; i++) {
+                lo[i] = q40_vload(pb + i * Q40_VEC_BYTES);
+                hi[i] = q40_vload(pb + (4 + i) * Q40_VEC_BYTES);
+            }
+            dw = (q40_vf)q40_vload(pb + 8 * Q40_VEC_BYTES);
+            if (type == PW_Q4_1) mc = (q40_vf)q40_vload(pb + 9 * Q40_VEC_BYTES);
+        } else {
+            q40_weights(w + b * bb, wrow, cols, type, lo, hi, &dw, &mw);
+            if (type == PW_Q4_1) mc = q40_min_scale(dw, mw);
+        }
+        /* Row by row within each step, so that the rows' dependent
+         * chains of dot products interleave. */
+        q40_vi sum[Q40_ROWS];
+        const int8_t *a[Q40_ROWS];
 #pragma GCC unroll 8
         for (int r = 0; r < rows; r++) {
             const uint8_t *xv = xr[r] + b * xb[r];
-            const int8_t *a = (const int8_t *)xv;
-            int32_t f0 = ft ? ft[b * n_tokens + r] : q40_fold_total(xv);
+            a[r] = (const int8_t *)xv;
+            /* (the panel path always has the fold totals) */
+            int32_t f0 = src == Q40_SRC_PANEL || ft ? ft[b * n_tokens + r] : q40_fold_total(xv);
 #if Q40_COLS == 16
-            q40_vi sum = _mm512_set1_epi32(f0);
+            sum[r] = _mm512_set1_epi32(f0);
 #else
-            q40_vi sum = _mm256_set1_epi32(f0);
+            sum[r] = _mm256_set1_epi32(f0);
 #endif
+        }
 #pragma GCC unroll 4
-            for (int i = 0; i < 4; i++) {
-                sum = q40_dot(sum, lo[i], a + 4 * i);
-                sum = q40_dot(sum, hi[i], a + 16 + 4 * i);
-            }
+        for (int i = 0; i < 4; i++) {
+#pragma GCC unroll 8
+            for (int r = 0; r < rows; r++) sum[r] = q40_dot(sum[r], lo[i], a[r] + 4 * i);
+#pragma GCC unroll 8
+            for (int r = 0; r < rows; r++) sum[r] = q40_dot(sum[r], hi[i], a[r] + 16 + 4 * i);
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < rows; r++) {
 #if Q40_COLS == 16
             q40_vf ds = _mm512_mul_ps(dw, _mm512_set1_ps(xd[b * n_tokens + r]));
-            acc[r] = _mm512_fmadd_ps(ds, _mm512_cvtepi32_ps(sum), acc[r]);
+            acc[r] = _mm512_fmadd_ps(ds, _mm512_cvtepi32_ps(sum[r]), acc[r]);
             if (type == PW_Q4_1)
                 mn[r] = _mm512_fmadd_ps(mc, _mm512_set1_ps(xs[b * n_tokens + r]), mn[r]);
 #else
             q40_vf ds = _mm256_mul_ps(dw, _mm256_set1_ps(xd[b * n_tokens + r]));
-            acc[r] = _mm256_fmadd_ps(ds, _mm256_cvtepi32_ps(sum), acc[r]);
+            acc[r] = _mm256_fmadd_ps(ds, _mm256_cvtepi32_ps(sum[r]), acc[r]);
             if (type == PW_Q4_1)
                 mn[r] = _mm256_fmadd_ps(mc, _mm256_set1_ps(xs[b * n_tokens + r]), mn[r]);
 #endif
@@ -1046,20 +1161,36 @@ MQ_INLINE void q40_tile(float *y, int64_t ldy, const uint8_t *const *xr, const i
     for (int r = 0; r < rows; r++) {
         _Alignas(64) float v[Q40_COLS];
 #if Q40_COLS == 16
-        _mm512_store_ps(v, type == PW_Q4_1 ? _mm512_add_ps(acc[r], mn[r]) : acc[r]);
+        const q40_vf out = type == PW_Q4_1 ? _mm512_add_ps(acc[r], mn[r]) : acc[r];
+        if (src == Q40_SRC_X16 && c0 == 0 && cols == Q40_COLS) {
+            _mm512_storeu_ps(y + r * ldy, out);
+            continue;
+        }
+        _mm512_store_ps(v, out);
 #else
-        _mm256_store_ps(v, type == PW_Q4_1 ? _mm256_add_ps(acc[r], mn[r]) : acc[r]);
+        const q40_vf out = type == PW_Q4_1 ? _mm256_add_ps(acc[r], mn[r]) : acc[r];
+        if (src == Q40_SRC_X16 && c0 == 0 && cols == Q40_COLS) {
+            _mm256_storeu_ps(y + r * ldy, out);
+            continue;
+        }
+        _mm256_store_ps(v, out);
 #endif
-        for (int p = 0; p < Q40_COLS; p++)
-            if (Q40_COL(p) < cols) y[r * ldy + Q40_COL(p)] = v[p];
+        if (src == Q40_SRC_X16)
+            for (int p = 0; p < cols; p++) y[r * ldy + p] = v[c0 + p];
+        else
+            for (int p = 0; p < Q40_COLS; p++)
+                if (Q40_COL(p) < cols) y[r * ldy + Q40_COL(p)] = v[p];
     }
 }
 
-/* Rows [t, t + rows) over columns [j0, j1), full tiles then the rest. */
+/* Rows [t, t + rows) over columns [j0, j1) of w (q40_tile's src):
+ * BLOCKS, full tiles then the rest; PANEL, the panel's columns (j1 - j0 <=
+ * Q40_COLS); X16, lanes [j0, j1) of a group's half (y at the half's lane
+ * 0). */
 MQ_INLINE void q40_rows(float *y, int64_t n, const uint8_t *xa, const float *xd,
                         const float *xs, const int32_t *ft, int64_t n_tokens, int64_t k,
-                        const uint8_t *w, pw_dtype type, int64_t j0, int64_t j1, int64_t t,
-                        int rows) {
+                        const uint8_t *w, int src, int64_t half, pw_dtype type, int64_t j0,
+                        int64_t j1, int64_t t, int rows) {
     const int64_t nb = k / QK, wrow = nb * (type == PW_Q4_1 ? Q4_1_BYTES : Q4_0_BYTES);
     const uint8_t *xr[Q40_ROWS];
     int64_t xb[Q40_ROWS];
@@ -1067,43 +1198,113 @@ MQ_INLINE void q40_rows(float *y, int64_t n, const uint8_t *xa, const float *xd,
         xr[r] = xa + xq_row_offset(k, t + r);
         xb[r] = xq_block_stride(n_tokens, t + r);
     }
+    const int32_t *ftt = ft ? ft + t : NULL;
+    y += t * n;
+    xd += t;
+    xs += t;
+    if (src == Q40_SRC_X16) {
+        if (j0 == 0 && j1 == Q40_COLS)
+            q40_tile(y, n, xr, xb, xd, xs, ftt, n_tokens, w, half, Q40_SRC_X16, nb, type, rows,
+                     0, Q40_COLS);
+        else
+            q40_tile(y + j0, n, xr, xb, xd, xs, ftt, n_tokens, w, half, Q40_SRC_X16, nb, type,
+                     rows, (int)j0, (int)(j1 - j0));
+        return;
+    }
+    if (src == Q40_SRC_PANEL) {
+        if (j1 - j0 == Q40_COLS)
+            q40_tile(y + j0, n, xr, xb, xd, xs, ftt, n_tokens, w, wrow, Q40_SRC_PANEL, nb, type,
+                     rows, 0, Q40_COLS);
+        else
+            q40_tile(y + j0, n, xr, xb, xd, xs, ftt, n_tokens, w, wrow, Q40_SRC_PANEL, nb, type,
+                     rows, 0, (int)(j1 - j0));
+        return;
+    }
     int64_t j = j0;
     for (; j + Q40_COLS <= j1; j += Q40_COLS)
-        q40_tile(y + t * n + j, n, xr, xb, xd + t, xs + t, ft ? ft + t : NULL, n_tokens,
-                 w + j * wrow, wrow, nb, type, rows, Q40_COLS);
+        q40_tile(y + j, n, xr, xb, xd, xs, ftt, n_tokens, w + j * wrow, wrow, Q40_SRC_BLOCKS, nb,
+                 type, rows, 0, Q40_COLS);
     if (j < j1)
-        q40_tile(y + t * n + j, n, xr, xb, xd + t, xs + t, ft ? ft + t : NULL, n_tokens,
-                 w + j * wrow, wrow, nb, type, rows, (int)(j1 - j));
+        q40_tile(y + j, n, xr, xb, xd, xs, ftt, n_tokens, w + j * wrow, wrow, Q40_SRC_BLOCKS, nb,
+                 type, rows, 0, (int)(j1 - j));
+}
+
+/* Every row over columns [n0, n1) (q40_rows): tiles of Q40_ROWS rows, then
+ * one tile of the rows left (a constant row count at each call: unrolled
+ * tiles). */
+MQ_INLINE void q40_all_rows(float *y, int64_t n, const uint8_t *xa, const float *xd,
+                            const float *xs, const int32_t *ft, int64_t n_tokens, int64_t k,
+                            const uint8_t *w, int src, int64_t half, pw_dtype type, int64_t n0,
+                            int64_t n1) {
+    int64_t t = 0;
+#define Q40_ROWS_AT(rows)                                                                      \
+    q40_rows(y, n, xa, xd, xs, ft, n_tokens, k, w, src, half, type, n0, n1, t, rows)
+    for (; t + Q40_ROWS <= n_tokens; t += Q40_ROWS) Q40_ROWS_AT(Q40_ROWS);
+    switch (n_tokens - t) {
+    case 0: break;
+    case 1: Q40_ROWS_AT(1); break;
+    case 2: Q40_ROWS_AT(2); break;
+    case 3: Q40_ROWS_AT(3); break;
+#if Q40_ROWS > 4
+    case 4: Q40_ROWS_AT(4); break;
+    case 5: Q40_ROWS_AT(5); break;
+    case 6: Q40_ROWS_AT(6); break;
+    default: Q40_ROWS_AT(7); break;
+#endif
+    }
+#undef Q40_ROWS_AT
 }
 
 MQ_INLINE void q40_run(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type,
                        int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
-    const int64_t nb = k / QK, bb = type == PW_Q4_1 ? Q4_1_BYTES : Q4_0_BYTES;
+    const int64_t nb = k / QK, bb = type == PW_Q4_1 ? Q4_1_BYTES : Q4_0_BYTES, wrow = nb * bb;
     const float *xd = xq_cscales(xa, n_tokens, k), *xs = xq_csums(xa, n_tokens, k);
     int32_t *ft = pw_k_fold_scratch((size_t)(n_tokens * nb) * sizeof(int32_t));
     if (ft) q40_fold_totals(ft, xa, n_tokens, k);
+    uint8_t *panel = ft && n_tokens >= Q40_PANEL_MIN_ROWS
+                         ? pw_k_panel_scratch(Q40_PANEL_BYTES(nb))
+                         : NULL;
+    if (panel) {
+        panel += (64 - (uintptr_t)panel % 64) % 64;
+        for (int64_t j = j0; j < j1; j += Q40_COLS) {
+            int64_t j2 = j + Q40_COLS < j1 ? j + Q40_COLS : j1;
+            q40_panel_fill(panel, w + j * wrow, wrow, nb, type, (int)(j2 - j));
+            q40_all_rows(y, n, xa, xd, xs, ft, n_tokens, k, panel, Q40_SRC_PANEL, 0, type, j,
+                         j2);
+        }
+        return;
+    }
     /* Columns in blocks whose weights stay in L2 while every row tile
      * passes over them. */
     int64_t col_block = COL_BLOCK_BYTES / (nb * bb);
     col_block = col_block < Q40_COLS ? Q40_COLS : col_block / Q40_COLS * Q40_COLS;
     for (int64_t n0 = j0; n0 < j1; n0 += col_block) {
         int64_t n1 = n0 + col_block < j1 ? n0 + col_block : j1;
-        int64_t t = 0;
-        for (; t + Q40_ROWS <= n_tokens; t += Q40_ROWS)
-            q40_rows(y, n, xa, xd, xs, ft, n_tokens, k, w, type, n0, n1, t, Q40_ROWS);
-        switch (n_tokens - t) { /* constant row counts: each an unrolled tile */
-        case 0: break;
-        case 1: q40_rows(y, n, xa, xd, xs, ft, n_tokens, k, w, type, n0, n1, t, 1); break;
-        case 2: q40_rows(y, n, xa, xd, xs, ft, n_tokens, k, w, type, n0, n1, t, 2); break;
-        case 3: q40_rows(y, n, xa, xd, xs, ft, n_tokens, k, w, type, n0, n1, t, 3); break;
-#if Q40_ROWS > 4
-        case 4: q40_rows(y, n, xa, xd, xs, ft, n_tokens, k, w, type, n0, n1, t, 4); break;
-        case 5: q40_rows(y, n, xa, xd, xs, ft, n_tokens, k, w, type, n0, n1, t, 5); break;
-        case 6: q40_rows(y, n, xa, xd, xs, ft, n_tokens, k, w, type, n0, n1, t, 6); break;
-        default: q40_rows(y, n, xa, xd, xs, ft, n_tokens, k, w, type, n0, n1, t, 7); break;
-#endif
+        q40_all_rows(y, n, xa, xd, xs, ft, n_tokens, k, w, Q40_SRC_BLOCKS, 0, type, n0, n1);
+    }
+}
+
+/* Columns [j0, j1) of a Q4_0x16 weight (PW_K_Q40X16_*): the whole groups
+ * through their interleaved blocks, the rows past them (n % 16, kept as
+ * Q4_0 rows) as q40_run. */
+static void q40x_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_tokens, int64_t n,
+                     int64_t k, int64_t j0, int64_t j1) {
+    const int64_t nb = k / QK, wrow = nb * Q4_0_BYTES, whole = n / 16 * 16;
+    const float *xd = xq_cscales(xa, n_tokens, k), *xs = xq_csums(xa, n_tokens, k);
+    int32_t *ft = pw_k_fold_scratch((size_t)(n_tokens * nb) * sizeof(int32_t));
+    if (ft) q40_fold_totals(ft, xa, n_tokens, k);
+    const int64_t jb = j1 < whole ? j1 : whole;
+    for (int64_t g0 = j0 / 16 * 16; g0 < jb; g0 += 16) {
+        const int64_t c0 = (j0 > g0 ? j0 : g0) - g0, c1 = (jb < g0 + 16 ? jb : g0 + 16) - g0;
+        for (int64_t h = 0; h < 16 / Q40_COLS; h++) { /* the 256-bit copies: two halves */
+            const int64_t l0 = h * Q40_COLS, a = c0 > l0 ? c0 - l0 : 0,
+                          e = c1 < l0 + Q40_COLS ? c1 - l0 : Q40_COLS;
+            if (a < e)
+                q40_all_rows(y + g0 + l0, n, xa, xd, xs, ft, n_tokens, k, w + g0 * wrow,
+                             Q40_SRC_X16, h, PW_Q4_0, a, e);
         }
     }
+    if (j1 > whole) q40_run(y, xa, w, PW_Q4_0, n_tokens, n, k, j0 > whole ? j0 : whole, j1);
 }
 #else
 /* The portable copy: the sequence as written, one output at a time. */
@@ -1133,6 +1334,36 @@ static void q40_run(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type
         }
     }
 }
+
+/* The portable copy of Q4_0x16: the same sequence, the nibbles and scales
+ * read where the interleaved layout keeps them. */
+static void q40x_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_tokens, int64_t n,
+                     int64_t k, int64_t j0, int64_t j1) {
+    const int64_t nb = k / QK, wrow = nb * Q4_0_BYTES, whole = n / 16 * 16;
+    const float *xd = xq_cscales(xa, n_tokens, k);
+    const int64_t jb = j1 < whole ? j1 : whole;
+    for (int64_t t = 0; t < n_tokens; t++) {
+        const uint8_t *row = xa + xq_row_offset(k, t);
+        const int64_t bs = xq_block_stride(n_tokens, t);
+        for (int64_t j = j0; j < jb; j++) {
+            const uint8_t *g = w + j / 16 * 16 * wrow;
+            const int c = (int)(j % 16);
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *gb = g + b * PW_K_Q40X16_BLOCK_BYTES;
+                const int8_t *a = xq_cvalues(row + b * bs);
+                int32_t p = 0;
+                for (int i = 0; i < QK / 2; i++) {
+                    uint8_t q = gb[32 + (i / 4) * 64 + c * 4 + i % 4];
+                    p += ((q & 0x0F) - 8) * a[i] + ((q >> 4) - 8) * a[i + QK / 2];
+                }
+                acc = pw_madd(mq_half(gb + 2 * c) * xd[b * n_tokens + t], (float)p, acc);
+            }
+            y[t * n + j] = acc;
+        }
+    }
+    if (j1 > whole) q40_run(y, xa, w, PW_Q4_0, n_tokens, n, k, j0 > whole ? j0 : whole, j1);
+}
 #endif
 
 /* The type switch is outside the loops so each type's tiles are
@@ -1142,6 +1373,7 @@ void PW_ISA(pw_k_qdot_run)(float *y, const uint8_t *xa, const uint8_t *w, pw_dty
     switch (type) {
     case PW_Q8_0: mq_typed(y, xa, w, n_tokens, n, k, PW_Q8_0, Q8_0_BYTES, j0, j1); break;
     case PW_Q4_0: q40_run(y, xa, w, PW_Q4_0, n_tokens, n, k, j0, j1); break;
+    case PW_Q4_0X16: q40x_run(y, xa, w, n_tokens, n, k, j0, j1); break;
     case PW_Q4_1: q40_run(y, xa, w, PW_Q4_1, n_tokens, n, k, j0, j1); break;
     default: assert(!"pw_k_matmul_quant: unsupported weight type"); break;
     }

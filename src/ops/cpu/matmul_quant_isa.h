@@ -142,6 +142,10 @@ uint8_t *pw_k_act_scratch(size_t bytes);
  * from the activation rows (the Q4_0 tiles' fold totals); NULL when memory
  * is short, and the tiles then derive it where they use it. */
 int32_t *pw_k_fold_scratch(size_t bytes);
+/* A third, for one thread's unpacked weight columns (the Q4_0 panels of
+ * matmul_quant_body.h); NULL when memory is short, and the tiles then
+ * unpack the weights where they use them (the same bits). */
+uint8_t *pw_k_panel_scratch(size_t bytes);
 
 /* pw_k_matmul_quant with the copy fixed (level must run here:
  * pw_k_isa_int8_runs), threads as pw_k_matmul_quant splits them. */
