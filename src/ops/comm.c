@@ -33,9 +33,12 @@ static pw_tp_comm_stats tp_stats;
 int pw_comm_rank(void) { return tp_rank; }
 int pw_comm_size(void) { return tp_size; }
 
-void pw_tp_shard_range(int64_t shards, int ranks, int rank, int64_t *s0, int64_t *s1) {
-    *s0 = shards * rank / ranks;
-    *s1 = shards * (rank + 1) / ranks;
+void pw_tp_shard_range(int64_t shards, int64_t unit, int ranks, int rank, int64_t *s0,
+                       int64_t *s1) {
+    if (unit < 1 || shards % unit != 0 || shards / unit < ranks) unit = 1;
+    int64_t units = shards / unit;
+    *s0 = units * rank / ranks * unit;
+    *s1 = units * (rank + 1) / ranks * unit;
 }
 
 #if PW_HAVE_MPI
@@ -53,9 +56,10 @@ static void fail_collective(const char *what, int rc) {
 }
 #endif
 
-void pw_comm_allgather_shards(const float *send, float *recv, int64_t shards, int64_t per_shard) {
+void pw_comm_allgather_shards(const float *send, float *recv, int64_t shards, int64_t unit,
+                              int64_t per_shard) {
     int64_t s0, s1;
-    pw_tp_shard_range(shards, tp_size, tp_rank, &s0, &s1);
+    pw_tp_shard_range(shards, unit, tp_size, tp_rank, &s0, &s1);
     if (tp_size == 1) {
         if (send != recv) memcpy(recv, send, (size_t)(shards * per_shard) * sizeof(float));
         return;
@@ -64,7 +68,7 @@ void pw_comm_allgather_shards(const float *send, float *recv, int64_t shards, in
     int counts[PW_TP_MAX_RANKS], displs[PW_TP_MAX_RANKS];
     for (int r = 0; r < tp_size; r++) {
         int64_t a, b;
-        pw_tp_shard_range(shards, tp_size, r, &a, &b);
+        pw_tp_shard_range(shards, unit, tp_size, r, &a, &b);
         counts[r] = (int)((b - a) * per_shard);
         displs[r] = (int)(a * per_shard);
     }

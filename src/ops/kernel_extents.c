@@ -236,6 +236,22 @@ static uint64_t extent(const pw_kernel *k, pw_kernel_id id, const void *p, uint1
         *nullable = true; /* gather: one rank */
         return mul(floats(a->n_tokens, a->n), a->n_shards);
     }
+    case PW_KERNEL_EMBEDDING_VOCAB: {
+        const pw_k_embedding_vocab_args *a = p;
+        if (IS(pw_k_embedding_vocab_args, ids)) return int32s(a->n_tokens);
+        if (IS(pw_k_embedding_vocab_args, table)) return rows_of(a->type, a->rows, a->dim);
+        if (IS(pw_k_embedding_vocab_args, gather)) return mul(floats(a->n_tokens, a->dim), a->ranks);
+        return floats(a->n_tokens, a->dim);
+    }
+    case PW_KERNEL_GATHER_VOCAB: {
+        const pw_k_gather_vocab_args *a = p;
+        if (IS(pw_k_gather_vocab_args, local)) return floats(a->n_tokens, a->local_cols);
+        if (IS(pw_k_gather_vocab_args, meta)) {
+            *nullable = true; /* every row */
+            return sizeof(pw_attn_meta);
+        }
+        return floats(a->n_tokens, a->vocab);
+    }
     case PW_KERNEL_COUNT_: break;
     }
     return 0;
