@@ -41,6 +41,16 @@ void pw_tp_shard_range(int64_t shards, int64_t unit, int ranks, int rank, int64_
     *s1 = units * (rank + 1) / ranks * unit;
 }
 
+int64_t pw_tp_gather_shards(int64_t shards, int64_t unit) {
+    int64_t most = 0;
+    for (int r = 0; r < tp_size; r++) {
+        int64_t a, b;
+        pw_tp_shard_range(shards, unit, tp_size, r, &a, &b);
+        if (b - a > most) most = b - a;
+    }
+    return most * tp_size > shards ? most * tp_size : shards;
+}
+
 #if PW_HAVE_MPI
 /* Prints why a collective failed and ends the job. */
 static void fail_collective(const char *what, int rc) {

@@ -37,6 +37,11 @@ int pw_comm_size(void);
 void pw_tp_shard_range(int64_t shards, int64_t unit, int ranks, int rank, int64_t *s0,
                        int64_t *s1);
 
+/* Shards a gather buffer holds: `shards`, or with several ranks every
+ * rank's share padded to the largest (a device all-gather of equal counts,
+ * docs/cuda.md), whichever is more. */
+int64_t pw_tp_gather_shards(int64_t shards, int64_t unit);
+
 /* Every rank's `per_shard` floats times its shard count (pw_tp_shard_range
  * of shards and unit), gathered in rank order (so in shard order) into
  * recv [shards * per_shard]. Identity copy with one rank. On failure prints the reason and ends the job: it runs

@@ -372,7 +372,8 @@ static pw_status launch_all_reduce(const pw_op_env *env, const pw_value *args,
                         (long long)shards, (long long)t, (long long)n);
     pw_k_all_reduce_shards_args a = {fdata(outs[0]), fdata(p), NULL, t, n, shards, unit, s1 - s0};
     if (pw_comm_size() > 1)
-        PW_TRY(scratch_alloc(env, (size_t)(shards * t * n) * sizeof(float), &a.gather));
+        PW_TRY(scratch_alloc(env, (size_t)(pw_tp_gather_shards(shards, unit) * t * n) * sizeof(float),
+                             &a.gather));
     pw_status st = launch_kernel(env, PW_KERNEL_ALL_REDUCE_SHARDS, &a, sizeof a);
     scratch_release(env, a.gather);
     return st;
