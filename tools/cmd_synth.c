@@ -69,12 +69,6 @@ typedef struct progress_state {
     double start;
 } progress_state;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void progress(void *user, const char *tensor, uint64_t done, uint64_t total) {
     progress_state *p = user;
     (void)tensor;
@@ -82,7 +76,7 @@ static void progress(void *user, const char *tensor, uint64_t done, uint64_t tot
     if (tenth == p->last_tenth) return;
     p->last_tenth = tenth;
     fprintf(stderr, "synth: %3d%%  %" PRIu64 " of %" PRIu64 " MB  %.1f s\n", tenth * 10,
-            done >> 20, total >> 20, now_s() - p->start);
+            done >> 20, total >> 20, pw_monotonic_seconds() - p->start);
 }
 
 /* mkdir -p for the cache folder: each missing part is made 0755. */
@@ -110,6 +104,7 @@ int pw_cmd_synth(int argc, char **argv) {
     }
     const char *shape_name = NULL, *type_name = NULL, *out = NULL, *vocab = SYNTH_DEFAULT_VOCAB;
     const char *family = NULL;
+    bool vocab_given = false;
     int64_t seed = 1;
     bool force = false;
     for (int i = 1; i < argc; i++) {
@@ -127,6 +122,7 @@ int pw_cmd_synth(int argc, char **argv) {
             if (!(out = pw_cli_value(argc, argv, &i))) return 2;
         } else if (strcmp(a, "--vocab") == 0) {
             if (!(vocab = pw_cli_value(argc, argv, &i))) return 2;
+            vocab_given = true;
         } else if (strcmp(a, "--seed") == 0) {
             if (pw_cli_int(argc, argv, &i, 0, INT64_MAX, &seed)) return 2;
         } else if (strcmp(a, "--force") == 0) {
@@ -166,6 +162,18 @@ int pw_cmd_synth(int argc, char **argv) {
             return 2;
         }
         pw_synth_family_resize(&fam, shape, type ? type->dtype : fam.weight_dtype);
+    }
+
+    /* The default vocabulary is the main job's model, found from the
+     * repository root; say so before anything is written elsewhere. */
+    struct stat vb;
+    if (!vocab_given && stat(vocab, &vb) != 0) {
+        fprintf(stderr,
+                "piecewise: synth: no --vocab given, and the default '%s' is not in the current "
+                "folder; run scripts/fetch-model.sh from the repository root, run synth there, "
+                "or give --vocab FILE\n",
+                vocab);
+        return 2;
     }
 
     char path[4096];
@@ -224,7 +232,7 @@ int pw_cmd_synth(int argc, char **argv) {
         printf("%s\n", path);
         return 0;
     }
-    progress_state ps = {.last_tenth = -1, .start = now_s()};
+    progress_state ps = {.last_tenth = -1, .start = pw_monotonic_seconds()};
     pw_synth_config cfg = {.shape = shape, .type = type, .vocab_path = vocab,
                            .seed = (uint64_t)seed, .progress = progress, .progress_user = &ps};
     fprintf(stderr, "synth: writing %s (%s shape, %s)\n", path, shape->model, type->name);

@@ -28,8 +28,6 @@
 
 /* ---- metrics --------------------------------------------------------------------------------- */
 
-/* Seconds on a monotonic clock. */
-double serve_now(void);
 
 void serve_metrics_init(void);
 /* Request accounting: every request whose head was read is received once

@@ -99,7 +99,7 @@ bool serve_engine_submit(serve_params *p, serve_job **jobs, serve_error *err) {
     jobs[0]->p = *p;
     memset(p, 0, sizeof *p);
     pthread_cond_init(&jobs[0]->cv, NULL);
-    double now = serve_now();
+    double now = pw_monotonic_seconds();
     for (int i = 0; i < n; i++) {
         serve_job *j = jobs[i];
         j->state = JOB_QUEUED;
@@ -375,7 +375,7 @@ static void *engine_main(void *arg) {
                 }
                 serve_metrics_step((pw_runtime_mode)m, real, padded);
             }
-        double now = serve_now();
+        double now = pw_monotonic_seconds();
         for (int64_t k = 0; k < n; k++) {
             serve_job *j = NULL;
             for (serve_job *a = E.active; a && !j; a = a->next)

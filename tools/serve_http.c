@@ -103,7 +103,7 @@ typedef struct req {
 
 /* Milliseconds to a deadline, for poll (at least 0, at most an hour). */
 static int ms_until(double deadline) {
-    double ms = (deadline - serve_now()) * 1e3;
+    double ms = (deadline - pw_monotonic_seconds()) * 1e3;
     if (ms <= 0) return 0;
     return ms > 3.6e6 ? 3600000 : (int)ms + 1;
 }
@@ -116,7 +116,7 @@ static ssize_t recv_by(int fd, char *dst, size_t cap, double deadline) {
         int r = poll(&p, 1, ms_until(deadline));
         if (r < 0 && errno == EINTR) continue;
         if (r == 0) {
-            if (serve_now() >= deadline) return -1;
+            if (pw_monotonic_seconds() >= deadline) return -1;
             continue;
         }
         if (r < 0) return 0;
@@ -164,11 +164,11 @@ static bool client_gone(int fd) {
  * connection reset. */
 static void linger(int fd) {
     shutdown(fd, SHUT_WR);
-    double end = serve_now() + LINGER_S;
+    double end = pw_monotonic_seconds() + LINGER_S;
     size_t total = 0;
     char scratch[16384];
     while (total < LINGER_BYTES) {
-        double idle = serve_now() + LINGER_IDLE_S;
+        double idle = pw_monotonic_seconds() + LINGER_IDLE_S;
         ssize_t n = recv_by(fd, scratch, sizeof scratch, idle < end ? idle : end);
         if (n <= 0) break;
         total += (size_t)n;
@@ -357,7 +357,7 @@ static void push_chunk(stream_ctx *s, int index, const char *text, size_t n, boo
  * or the bytes themselves (HTTP/1.0, where the body ends at the close). */
 static bool stream_send(stream_ctx *s, const char *p, size_t n) {
     req *r = s->r;
-    s->last_send = serve_now();
+    s->last_send = pw_monotonic_seconds();
     if (!n) return true;
     if (r->head.minor == 0) return send_all(r->h, r->c->fd, p, n);
     /* one write per chunk: with TCP_NODELAY each write is a packet */
@@ -416,7 +416,7 @@ static serve_logprob *take_logprobs(const serve_job *j, int64_t from, size_t upt
  * cancelled when the client left before. */
 static void stream_job(req *r, serve_job *const *jobs, int n, const char *id) {
     serve_http *h = r->h;
-    stream_ctx s = {.r = r, .job = jobs[0], .last_send = serve_now()};
+    stream_ctx s = {.r = r, .job = jobs[0], .last_send = pw_monotonic_seconds()};
     memcpy(s.id, id, sizeof s.id);
     if (r->head.minor == 0) r->close = true;
     char head[256];
@@ -443,7 +443,7 @@ static void stream_job(req *r, serve_job *const *jobs, int n, const char *id) {
                 }
                 /* an SSE comment while the job waits (queued, or a long
                  * prefill): the connection is not idle */
-                if (serve_now() - s.last_send >= 0.5 * h->opt.timeout_s &&
+                if (pw_monotonic_seconds() - s.last_send >= 0.5 * h->opt.timeout_s &&
                     !stream_send(&s, ": keep-alive\n\n", 14)) {
                     ok = false;
                     break;
@@ -765,7 +765,7 @@ static void set_busy(conn *c, bool busy) {
     serve_http *h = c->h;
     pthread_mutex_lock(&h->mu);
     c->busy = busy;
-    if (!busy) c->since = serve_now();
+    if (!busy) c->since = pw_monotonic_seconds();
     pthread_mutex_unlock(&h->mu);
 }
 
@@ -780,7 +780,7 @@ static void body_too_large(req *r) {
 static void body_timeout(req *r) {
     serve_http *h = r->h;
     char msg[96];
-    if (serve_now() >= r->body_deadline) {
+    if (pw_monotonic_seconds() >= r->body_deadline) {
         snprintf(msg, sizeof msg, "the request body did not arrive within %u seconds",
                  h->opt.body_timeout_s);
         serve_metrics_connection_dropped(SERVE_DROP_BODY_TIMEOUT);
@@ -813,7 +813,7 @@ static bool read_body(req *r, size_t head_len) {
     serve_http *h = r->h;
     const serve_head *hd = &r->head;
     size_t pos = head_len, cap = 0;
-    double deadline = r->body_deadline = serve_now() + h->opt.body_timeout_s;
+    double deadline = r->body_deadline = pw_monotonic_seconds() + h->opt.body_timeout_s;
     if (hd->has_length && hd->content_length > h->opt.max_body) {
         body_too_large(r);
         return false;
@@ -836,7 +836,7 @@ static bool read_body(req *r, size_t head_len) {
         r->len = take;
         pos += take;
         while (r->len < want) {
-            double idle = serve_now() + h->opt.timeout_s;
+            double idle = pw_monotonic_seconds() + h->opt.timeout_s;
             ssize_t n = recv_by(c->fd, r->body + r->len, want - r->len,
                                 idle < deadline ? idle : deadline);
             if (n < 0) {
@@ -855,7 +855,7 @@ static bool read_body(req *r, size_t head_len) {
         for (;;) {
             if (pos == c->have) {
                 pos = c->have = 0;
-                double idle = serve_now() + h->opt.timeout_s;
+                double idle = pw_monotonic_seconds() + h->opt.timeout_s;
                 ssize_t n = recv_by(c->fd, c->buf, sizeof c->buf, idle < deadline ? idle : deadline);
                 if (n < 0) {
                     body_timeout(r);
@@ -960,7 +960,7 @@ static void *conn_main(void *arg) {
     while (keep) {
         /* wait for a request head: --timeout while idle, then
          * --header-timeout from its first byte however it trickles in */
-        double first = c->have ? serve_now() : 0;
+        double first = c->have ? pw_monotonic_seconds() : 0;
         size_t head_len = 0;
         bool bad = false;
         for (;;) {
@@ -968,7 +968,7 @@ static void *conn_main(void *arg) {
                 head_len = serve_head_end(c->buf, c->have, &bad);
                 if (head_len || bad || c->have >= SERVE_HEAD_MAX) break;
             }
-            double deadline = serve_now() + h->opt.timeout_s;
+            double deadline = pw_monotonic_seconds() + h->opt.timeout_s;
             if (first) {
                 double hd = first + h->opt.header_timeout_s;
                 if (hd < deadline) deadline = hd;
@@ -976,12 +976,12 @@ static void *conn_main(void *arg) {
             size_t room = (c->have < SERVE_HEAD_MAX ? SERVE_HEAD_MAX : CONN_BUF) - c->have;
             ssize_t n = recv_by(c->fd, c->buf + c->have, room, deadline);
             if (n <= 0) {
-                if (n < 0 && first && serve_now() >= first + h->opt.header_timeout_s)
+                if (n < 0 && first && pw_monotonic_seconds() >= first + h->opt.header_timeout_s)
                     serve_metrics_connection_dropped(SERVE_DROP_HEADER_TIMEOUT);
                 keep = false;
                 break;
             }
-            if (!c->have) first = serve_now();
+            if (!c->have) first = pw_monotonic_seconds();
             c->have += (size_t)n;
         }
         if (!keep) break;
@@ -1044,7 +1044,7 @@ static void admit(serve_http *h, int fd, const struct sockaddr_storage *ss) {
     c->fd = fd;
     c->have = 0;
     addr_key(ss, &c->family, c->addr);
-    double now = serve_now();
+    double now = pw_monotonic_seconds();
     c->since = now;
     pthread_mutex_lock(&h->mu);
     int same = 0, total = 0;

@@ -13,12 +13,6 @@
 #include <string.h>
 #include <time.h>
 
-double serve_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 #define HIST_MAX 16
 
 typedef struct histogram {

@@ -28,12 +28,20 @@ static size_t kv_bytes(void *user, int64_t num_blocks) {
     return pw_engine_kv_cache_bytes(user, num_blocks);
 }
 
-/* Weights read in place (device copies are in the persistent pool). */
+/* Weights read in place (device copies are in the persistent pool). A
+ * tensor bound to two parameters (a tied LM head is the embedding) is
+ * counted once. */
 static size_t weight_bytes_in_place(const pw_engine *e) {
     size_t total = 0;
-    for (int i = 1; i < e->weights.n_params; i++)
-        if (e->weights.params[i].kind == PW_VAL_TENSOR && !e->weights.copies[i])
-            total += pw_tensor_nbytes(e->weights.params[i].as.tensor);
+    for (int i = 1; i < e->weights.n_params; i++) {
+        if (e->weights.params[i].kind != PW_VAL_TENSOR || e->weights.copies[i]) continue;
+        const void *data = pw_tensor_data(e->weights.params[i].as.tensor);
+        bool seen = false;
+        for (int j = 1; j < i && !seen; j++)
+            seen = e->weights.params[j].kind == PW_VAL_TENSOR && !e->weights.copies[j] &&
+                   pw_tensor_data(e->weights.params[j].as.tensor) == data;
+        if (!seen) total += pw_tensor_nbytes(e->weights.params[i].as.tensor);
+    }
     return total;
 }
 

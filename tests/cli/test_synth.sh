@@ -20,6 +20,14 @@ expect_fail 2 "unknown type 'q3_x'" synth --family phi3 --type q3_x --vocab x
 expect_fail 2 "unknown type 'q3_x'" synth --shape tiny --type q3_x
 expect_fail 2 "unknown option '--bogus'" synth --shape tiny --type q4_0 --bogus
 expect_fail 1 "cannot open '$tmp/none.gguf'" synth --shape tiny --type q4_0 --vocab "$tmp/none.gguf" -o "$tmp/x.gguf"
+# Without --vocab the default is relative to the repository root: from any
+# other folder that is said before anything is written.
+mkdir -p "$tmp/elsewhere"
+(cd "$tmp/elsewhere" && "$bin" synth --shape tiny --type q4_0 -o x.gguf) >"$tmp/out" 2>"$tmp/err"
+rc=$?
+{ [ "$rc" -eq 2 ] && grep -qF "no --vocab given, and the default 'models/SmolLM2-135M-Instruct.Q4_1.gguf' is not in the current folder" "$tmp/err"; } ||
+  { echo "FAIL: synth without --vocab elsewhere -> exit $rc: $(cat "$tmp/err")"; fail=1; }
+[ ! -e "$tmp/elsewhere/x.gguf" ] || { echo "FAIL: synth without a vocabulary left a file"; fail=1; }
 [ ! -e "$tmp/x.gguf" ] || { echo "FAIL: a failed synth left a file"; fail=1; }
 ls "$tmp" | grep -q partial && { echo "FAIL: a failed synth left a partial file"; fail=1; }
 

@@ -85,6 +85,22 @@ static pw_status generate(pw_model *m, const pw_engine_config *cfg, int32_t out[
     return s;
 }
 
+/* The weights are read in place on the CPU: the engine counts the bytes the
+ * model loaded, a tied LM head once (another device copies them instead). */
+static void check_weight_bytes(pw_model *m) {
+    if (pw_device_from_env() != PW_DEVICE_CPU) return;
+    pw_engine_config cfg;
+    base_config(&cfg, PW_GRAPH_NONE);
+    cfg.max_model_len = 128;
+    pw_engine *e = NULL;
+    CHECK_OK(pw_engine_new(m, &cfg, &e));
+    if (!e) return;
+    pw_engine_stats st;
+    pw_engine_get_stats(e, &st);
+    CHECK_EQ_INT((int64_t)st.weight_bytes, (int64_t)pw_model_get_info(m)->weight_bytes);
+    pw_engine_free(e);
+}
+
 static void check_budget(pw_model *m) {
     pw_engine_config cfg;
     base_config(&cfg, PW_GRAPH_FULL_AND_PIECEWISE);
@@ -165,6 +181,7 @@ static void test_tiny(void) {
     CHECK_OK(pw_model_load(path, &m));
     if (m) {
         check_predictions(m, "tiny");
+        check_weight_bytes(m);
         check_budget(m);
         pw_model_free(m);
     }
@@ -182,6 +199,7 @@ static void test_file(const char *path, const char *label) {
     CHECK_OK(pw_model_load(path, &m));
     if (!m) return;
     check_predictions(m, label);
+    check_weight_bytes(m);
     pw_model_free(m);
 }
 
