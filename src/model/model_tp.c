@@ -162,9 +162,15 @@ static pw_status keep_copy(pw_model *m, pw_tensor *full, uint8_t *buf, int64_t r
     pw_dtype t = pw_tensor_dtype(full);
     size_t full_bytes = (size_t)pw_dtype_row_bytes(t, pw_tensor_dim(full, 1)) *
                         (size_t)pw_tensor_dim(full, 0);
-    /* a no-op for a dequantized copy */
-    pw_gguf_release_pages(m->gguf, pw_tensor_data(full), full_bytes);
+    void *data = pw_tensor_data(full);
     pw_tensor_release(full);
+    if (m->n_owned > 0 && m->owned[m->n_owned - 1] == data) {
+        /* a dequantized whole (PW_DEQUANTIZE=1): the copy replaces it */
+        pw_host_free(data);
+        m->n_owned--;
+    } else {
+        pw_gguf_release_pages(m->gguf, data, full_bytes);
+    }
     m->owned[m->n_owned++] = (float *)buf;
     int64_t dims[2] = {rows, cols};
     PW_TRY(pw_tensor_wrap(buf, PW_DEVICE_CPU, t, 2, dims, out));
