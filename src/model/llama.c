@@ -142,7 +142,8 @@ pw_status pw_model_load_embeddings(pw_model *m, bool keep) {
     if (!m->owned) return PW_ERR_OOM;
     /* above one rank, this rank's vocabulary rows (model_tp.c) */
     m->tp_v0 = 0, m->tp_v1 = m->info.vocab;
-    if (m->tp_size > 1) pw_tp_shard_range(m->info.vocab, 1, m->tp_size, m->tp_rank, &m->tp_v0, &m->tp_v1);
+    if (m->tp_size > 1)
+        pw_tp_shard_range(m->info.vocab, 1, m->tp_size, m->tp_rank, &m->tp_v0, &m->tp_v1);
     return pw_model_load_weight_rows(m, "token_embd.weight", m->info.dim, m->info.vocab,
                                      m->tp_v0, m->tp_v1 - m->tp_v0, keep, &m->tok_embd);
 }

@@ -44,9 +44,10 @@ int64_t pw_tp_gather_shards(int64_t shards, int64_t unit);
 
 /* Every rank's `per_shard` floats times its shard count (pw_tp_shard_range
  * of shards and unit), gathered in rank order (so in shard order) into
- * recv [shards * per_shard]. Identity copy with one rank. On failure prints the reason and ends the job: it runs
- * inside a kernel, which has no status to return, and a rank that stops
- * taking part in a collective would hang the others. */
+ * recv [shards * per_shard]. Identity copy with one rank. On failure
+ * prints the reason and ends the job: it runs inside a kernel, which has no
+ * status to return, and a rank that stops taking part in a collective would
+ * hang the others. */
 void pw_comm_allgather_shards(const float *send, float *recv, int64_t shards, int64_t unit,
                               int64_t per_shard);
 

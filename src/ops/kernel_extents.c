@@ -241,7 +241,8 @@ static uint64_t extent(const pw_kernel *k, pw_kernel_id id, const void *p, uint1
         const pw_k_embedding_vocab_args *a = p;
         if (IS(pw_k_embedding_vocab_args, ids)) return int32s(a->n_tokens);
         if (IS(pw_k_embedding_vocab_args, table)) return rows_of(a->type, a->rows, a->dim);
-        if (IS(pw_k_embedding_vocab_args, gather)) return mul(floats(a->n_tokens, a->dim), a->ranks);
+        if (IS(pw_k_embedding_vocab_args, gather))
+            return mul(floats(a->n_tokens, a->dim), a->ranks);
         return floats(a->n_tokens, a->dim);
     }
     case PW_KERNEL_GATHER_VOCAB: {

@@ -371,9 +371,8 @@ static pw_status launch_all_reduce(const pw_op_env *env, const pw_value *args,
                         "all_reduce: %lld shards of [%lld][%lld] exceed one MPI gather",
                         (long long)shards, (long long)t, (long long)n);
     pw_k_all_reduce_shards_args a = {fdata(outs[0]), fdata(p), NULL, t, n, shards, unit, s1 - s0};
-    if (pw_comm_size() > 1)
-        PW_TRY(scratch_alloc(env, (size_t)(pw_tp_gather_shards(shards, unit) * t * n) * sizeof(float),
-                             &a.gather));
+    size_t gather_bytes = (size_t)(pw_tp_gather_shards(shards, unit) * t * n) * sizeof(float);
+    if (pw_comm_size() > 1) PW_TRY(scratch_alloc(env, gather_bytes, &a.gather));
     pw_status st = launch_kernel(env, PW_KERNEL_ALL_REDUCE_SHARDS, &a, sizeof a);
     scratch_release(env, a.gather);
     return st;
