@@ -7,7 +7,8 @@
  * Weights stay in the mapping when they are f32, and so do 2-D weights in
  * the blocks the integer kernels read (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
  * Q5_K, Q6_K: pw_k_quant_supported; the matmul and embedding ops take them
- * as they are). Norms and every other stored type (F16, BF16, Q2_K, Q3_K) are dequantized
+ * as they are), except the Llama and Gemma 3 o and down, copied once into
+ * their K-shards (model_tp.c). Norms and every other stored type (F16, BF16, Q2_K, Q3_K) are dequantized
  * to f32 once at load (docs/gguf.md lists the types). PW_DEQUANTIZE=1 in
  * the environment dequantizes everything, the old behaviour, for
  * measurement (docs/kernels.md, "Quantized weights"). */
