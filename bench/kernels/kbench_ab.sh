@@ -36,8 +36,12 @@ cc -I"$TMP" $CF $FLAGS $REN -c "$TMP/ops/cpu/matmul_quant_$COPY.c" -o "$TMP/old.
 TYPED=
 if grep -q PW_K_Q8B_QUANTIZE_PARAMS "$TMP/ops/cpu/matmul_quant_isa.h"; then TYPED=-DKB_OLD_TYPED; fi
 cc $CF -DKB_COPY_$COPY $TYPED -c "$HERE/bench/kernels/kbench_ab.c" -o "$TMP/ab.o"
-# libpw_ops_cuda.a exists only where nvcc built it
-libs=("$HERE/build/libpw_ops.a" "$HERE/build/libpw_backend.a" "$HERE/build/libpw_core.a" "$HERE/build/libpw_mem.a")
-[[ -e $HERE/build/libpw_ops_cuda.a ]] && libs+=("$HERE/build/libpw_ops_cuda.a")
-cc "$TMP/ab.o" "$TMP/old.o" "${libs[@]}" -lpthread -lm -o "$TMP/ab"
+# Linked as CMake links pw_kbench_matmul_quant: the same libraries (MPI,
+# OpenBLAS and the CUDA runtime where the build found them).
+kb=$HERE/build/CMakeFiles/pw_kbench_matmul_quant.dir
+[[ -e $kb/linkLibs.rsp && -e $kb/link.txt ]] ||
+    { echo "kbench_ab: build pw_kbench_matmul_quant first (cmake --build build)" >&2; exit 2; }
+read -r -a linker <<<"$(sed 's/ .*//' "$kb/link.txt")"
+read -r -a dirs <<<"$(sed 's/.*linkLibs.rsp//' "$kb/link.txt")"
+(cd "$HERE/build" && "${linker[@]}" "$TMP/ab.o" "$TMP/old.o" @"$kb/linkLibs.rsp" "${dirs[@]//\"/}" -o "$TMP/ab")
 "$TMP/ab" "$ROUNDS" "$FILTER"

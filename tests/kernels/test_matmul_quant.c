@@ -106,25 +106,27 @@ static void quantize_block(const float *x, qblock *q) {
         q->sl[l] = q->d * (float)(q->a[4 * l] + q->a[4 * l + 1] + q->a[4 * l + 2] + q->a[4 * l + 3]);
 }
 
-/* The documented sequence, scalar: Q4_0 per block b, p = the sum of all
- * 32 w_j a_j (exact), acc = fma(d_w d_a, p, acc); the others per block b
- * and lane l,
- * p = sum of w_j a_j over j = 4l..4l+3 (exact), acc = fma(d_w d_a, p, acc);
- * Q4_1: mn = fma(m_w, s, mn) once per block; then the fixed lane tree, plus
- * mn for Q4_1. */
+/* The documented sequence, scalar: Q4_0 and Q4_1 per block b, p = the sum
+ * of all 32 w_j a_j (exact), acc = fma(d_w d_a, p, acc), and for Q4_1
+ * mn = fma(m_w + 8 d_w, s, mn), y = acc + mn; Q8_0 per block b and lane l,
+ * p = sum of w_j a_j over j = 4l..4l+3 (exact), acc = fma(d_w d_a, p, acc),
+ * then the fixed lane tree. */
 static float canonical_dot(pw_dtype type, const float *x, const uint8_t *wrow, int64_t k) {
     int64_t bb = pw_dtype_block_bytes(type);
-    if (type == PW_Q4_0) { /* one integer sum and one fma per block */
-        float acc = 0.0f;
+    if (type == PW_Q4_0 || type == PW_Q4_1) { /* one integer sum and one fma per block */
+        float acc = 0.0f, mn = 0.0f;
         for (int64_t b = 0; b < k / QK; b++) {
             const uint8_t *blk = wrow + b * bb;
             qblock q;
             quantize_block(x + b * QK, &q);
             int32_t p = 0;
             for (int j = 0; j < QK; j++) p += qval(type, blk, j) * q.a[j];
-            acc = fmaf(half((uint16_t)(blk[0] | blk[1] << 8)) * q.d, (float)p, acc);
+            float d = half((uint16_t)(blk[0] | blk[1] << 8));
+            acc = fmaf(d * q.d, (float)p, acc);
+            if (type == PW_Q4_1)
+                mn = fmaf(fmaf(8.0f, d, half((uint16_t)(blk[2] | blk[3] << 8))), q.s, mn);
         }
-        return acc;
+        return type == PW_Q4_1 ? acc + mn : acc;
     }
     float acc[8] = {0}, mn = 0.0f;
     for (int64_t b = 0; b < k / QK; b++) {

@@ -10,36 +10,32 @@
  *
  * Every output element is then computed by one sequence, whichever tile,
  * T, thread count or instruction set reaches it. With w_j the weight
- * block's integer values (Q8_0: int8; Q4_0 and Q4_1: nibble - 8),
- * d_w (and m_w for Q4_1) its scales, and fma(a, b, c) = a*b + c rounded
- * once, for blocks b in order from acc = +0 (8 lanes) and mn = +0 (one
- * float), with Q4_1 centred (w_j = nibble - 8 as for Q4_0, and its minimum
- * m'_w = fma(8, d_w, m_w), 8 d_w being exact):
+ * block's integer values (Q8_0: int8), d_w its scale, and fma(a, b, c) =
+ * a*b + c rounded once, Q8_0 runs for blocks b in order from acc = +0 (8
+ * lanes):
  *   p_l   = sum_{j=4l}^{4l+3} w_j a_j           exact int32 (|p_l| < 2^16)
  *   acc_l = fma(d_w * d_a, (float)p_l, acc_l)
- *   mn    = fma(m'_w, s_a, mn)                    Q4_1 only
- * then y = ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)), and for Q4_1 y = y + mn.
+ * then y = ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
  *
- * Q4_0 takes one float step per block instead of one per 4 values: for
- * blocks b in order from acc = +0,
+ * Q4_0 and Q4_1 take one float step per block instead of one per 4 values:
+ * for blocks b in order from acc = +0 and mn = +0, with n_j the nibbles,
+ * d_w (and m_w for Q4_1) the block's scales, and Q4_1 centred (its minimum
+ * m'_w = fma(8, d_w, m_w), 8 d_w being exact),
  *   p   = sum_{j<32} (n_j - 8) a_j                exact int32 (|p| < 2^15)
  *   acc = fma(d_w * d_a, (float)p, acc)
- * and y = acc. Its x86 tiles hold 8 or 16 columns side by side in a vector
+ *   mn  = fma(m'_w, s_a, mn)                      Q4_1 only
+ * and y = acc (Q4_1: y = acc + mn). Their x86 tiles hold 8 or 16 columns side by side in a vector
  * (one lane per column: each column's 16 nibble bytes transposed on the
  * fly into 4-byte groups), so one broadcast of 4 activations feeds every
  * column, and the scale product, the conversion and the fma serve them all
  * (matmul_quant_body.h, "Q4_0"): about 2.5x the throughput of the lane
- * sequence above in batches. No repacked copy of the weights is kept; the
+ * sequence above in batches (Q4_1 about 1.7x; its d and m are gathered). No repacked copy of the weights is kept; the
  * transpose is a few shuffles per block and tile, shared by the tile's
  * rows.
  * The Q4_1 form is d_w d_a sum((n - 8) a) + (m_w + 8 d_w) d_a sum(a),
  * centred so that the two terms, summed apart, do not largely cancel (m_w
  * is about -7.5 d_w; uncentred, the llama.cpp reference test saw a margin
- * move by 0.79 logits). The minimum term is
- * one product per (token, column, block), so a tile computes it for all
- * its (token, column) pairs in one vector fma per block (lane c * rows + r)
- * instead of an 8-lane fma per pair; the tiles likewise form all their
- * d_w * d_a products in one multiply (the same rounding per pair).
+ * move by 0.79 logits).
  *
  * The integer lane sums are exact whatever forms them (vpmaddubsw +
  * vpmaddwd, vpdpbusd, or C loops; for Q4_0 and Q4_1 from the unsigned

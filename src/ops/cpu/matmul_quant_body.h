@@ -826,11 +826,12 @@ MQ_INLINE void mq_typed(float *y, const uint8_t *xa, const uint8_t *w, int64_t n
     }
 }
 
-/* ---- Q4_0: one integer sum per block --------------------------------------- */
+/* ---- Q4_0 and Q4_1: one integer sum per block ------------------------------ */
 
-/* Q4_0's sequence (matmul_quant.c): per output, for blocks b in order from
- * acc = +0, p = sum_{j<32} (n_j - 8) a_j (exact int32) and
- * acc = fma(d_w * d_a, (float)p, acc); y = acc. One float step per block,
+/* Their sequence (matmul_quant.c): per output, for blocks b in order from
+ * acc = +0 and mn = +0, p = sum_{j<32} (n_j - 8) a_j (exact int32),
+ * acc = fma(d_w * d_a, (float)p, acc), and for Q4_1
+ * mn = fma(fma(8, d_w, m_w), s_a, mn); y = acc (Q4_1: acc + mn). One float step per block,
  * not one per 4 values: the x86 copies lay 8 or 16 columns side by side in
  * a vector (one lane per column, the block's 16 nibble bytes of each
  * column transposed into four vectors of 4-byte groups), so each broadcast
@@ -877,23 +878,26 @@ typedef __m256 q40_vf;
 /* The tile's 16-byte nibble groups of block b (cols columns, the rest
  * zero) as four vectors: vector q, lane of column c, holds bytes 4q..4q+3,
  * whose low nibbles are elements 4q..4q+3 and high nibbles 16+4q..19+4q. */
-MQ_INLINE void q40_weights(const uint8_t *blk, int64_t wrow, int cols, q40_vi *lo, q40_vi *hi,
-                           q40_vf *dw) {
+MQ_INLINE void q40_weights(const uint8_t *blk, int64_t wrow, int cols, pw_dtype type, q40_vi *lo,
+                           q40_vi *hi, q40_vf *dw, q40_vf *mw) {
+    const int qo = type == PW_Q4_1 ? 4 : 2; /* the nibbles follow d (and Q4_1's m) */
     __m128i c[Q40_COLS];
     _Alignas(64) uint16_t h[Q40_COLS];
 #pragma GCC unroll 16
     for (int i = 0; i < Q40_COLS; i++) {
         int col = Q40_COL(i);
         if (i < cols) {
-            c[i] = _mm_loadu_si128((const __m128i *)(blk + i * wrow + 2));
+            c[i] = _mm_loadu_si128((const __m128i *)(blk + i * wrow + qo));
             /* the same column's block of the next tile (decode streams
              * each column from memory once per token) */
             _mm_prefetch((const char *)(blk + (i + Q40_COLS) * wrow), PW_K_DECODE_PREFETCH);
         } else {
             c[i] = _mm_setzero_si128();
         }
-        if (col < cols) memcpy(&h[i], blk + col * wrow, 2);
-        else h[i] = 0;
+        if (type == PW_Q4_0) {
+            if (col < cols) memcpy(&h[i], blk + col * wrow, 2);
+            else h[i] = 0;
+        }
     }
 #if Q40_COLS == 16
     q40_vi z[4];
@@ -915,7 +919,25 @@ MQ_INLINE void q40_weights(const uint8_t *blk, int64_t wrow, int cols, q40_vi *l
         lo[i] = _mm512_and_si512(q[i], m);
         hi[i] = _mm512_and_si512(_mm512_srli_epi16(q[i], 4), m);
     }
-    *dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)h));
+    if (type == PW_Q4_1) {
+        /* Q4_1's d and m are one 4-byte word per column: one gather, split
+         * in registers (16 two-byte stores read back as one vector would
+         * stall on store forwarding, twice) */
+        const __m512i at = _mm512_mullo_epi32(
+            _mm512_setr_epi32(Q40_COL(0), Q40_COL(1), Q40_COL(2), Q40_COL(3), Q40_COL(4),
+                              Q40_COL(5), Q40_COL(6), Q40_COL(7), Q40_COL(8), Q40_COL(9),
+                              Q40_COL(10), Q40_COL(11), Q40_COL(12), Q40_COL(13), Q40_COL(14),
+                              Q40_COL(15)),
+            _mm512_set1_epi32((int)wrow));
+        __mmask16 live = 0;
+        for (int p = 0; p < Q40_COLS; p++)
+            if (Q40_COL(p) < cols) live |= (__mmask16)(1u << p);
+        __m512i dm = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, at, blk, 1);
+        *dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));
+        *mw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16)));
+    } else {
+        *dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)h));
+    }
 #else
     q40_vi z[4];
     for (int g = 0; g < 4; g++) z[g] = _mm256_set_m128i(c[2 * g + 1], c[2 * g]);
@@ -928,7 +950,31 @@ MQ_INLINE void q40_weights(const uint8_t *blk, int64_t wrow, int cols, q40_vi *l
         lo[i] = _mm256_and_si256(q[i], m);
         hi[i] = _mm256_and_si256(_mm256_srli_epi16(q[i], 4), m);
     }
-    *dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)h));
+    if (type == PW_Q4_1) { /* d and m: one gather (the AVX-512 copy's note) */
+        const __m256i at = _mm256_mullo_epi32(
+            _mm256_setr_epi32(Q40_COL(0), Q40_COL(1), Q40_COL(2), Q40_COL(3), Q40_COL(4),
+                              Q40_COL(5), Q40_COL(6), Q40_COL(7)),
+            _mm256_set1_epi32((int)wrow));
+        const __m256i live = _mm256_cmpgt_epi32(
+            _mm256_set1_epi32(cols), _mm256_setr_epi32(Q40_COL(0), Q40_COL(1), Q40_COL(2),
+                                                       Q40_COL(3), Q40_COL(4), Q40_COL(5),
+                                                       Q40_COL(6), Q40_COL(7)));
+        __m256i dm = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (const int *)blk, at,
+                                                 live, 1);
+        /* the low and high halves of each word, packed to 8 halves each */
+        const __m256i lo16 = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1,
+                                              -1, -1, 0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1,
+                                              -1, -1, -1, -1);
+        const __m256i hi16 = _mm256_setr_epi8(2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1,
+                                              -1, -1, 2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1,
+                                              -1, -1, -1, -1);
+        __m256i d2 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(dm, lo16), 0x08);
+        __m256i m2 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(dm, hi16), 0x08);
+        *dw = _mm256_cvtph_ps(_mm256_castsi256_si128(d2));
+        *mw = _mm256_cvtph_ps(_mm256_castsi256_si128(m2));
+    } else {
+        *dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)h));
+    }
 #endif
 }
 
@@ -950,16 +996,24 @@ MQ_INLINE q40_vi q40_dot(q40_vi start, q40_vi u, const int8_t *a) {
  * block-major with n_tokens per block (NULL ft: derived here from the
  * fold lanes), already at the tile's first row. */
 MQ_INLINE void q40_tile(float *y, int64_t ldy, const uint8_t *const *xr, const int64_t *xb,
-                        const float *xd, const int32_t *ft, int64_t n_tokens,
-                        const uint8_t *w, int64_t wrow, int64_t nb, int rows, int cols) {
-    q40_vf acc[Q40_ROWS];
+                        const float *xd, const float *xs, const int32_t *ft, int64_t n_tokens,
+                        const uint8_t *w, int64_t wrow, int64_t nb, pw_dtype type, int rows,
+                        int cols) {
+    const int64_t bb = type == PW_Q4_1 ? Q4_1_BYTES : Q4_0_BYTES;
+    q40_vf acc[Q40_ROWS], mn[Q40_ROWS];
 #pragma GCC unroll 8
-    for (int r = 0; r < rows; r++) acc[r] = (q40_vf){0};
+    for (int r = 0; r < rows; r++) acc[r] = mn[r] = (q40_vf){0};
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = w + b * Q4_0_BYTES;
+        const uint8_t *blk = w + b * bb;
         q40_vi lo[4], hi[4];
-        q40_vf dw;
-        q40_weights(blk, wrow, cols, lo, hi, &dw);
+        q40_vf dw, mw, mc;
+        q40_weights(blk, wrow, cols, type, lo, hi, &dw, &mw);
+        if (type == PW_Q4_1) /* m' = m + 8 d: 8 d is exact, one rounding */
+#if Q40_COLS == 16
+            mc = _mm512_fmadd_ps(_mm512_set1_ps(8.0f), dw, mw);
+#else
+            mc = _mm256_fmadd_ps(_mm256_set1_ps(8.0f), dw, mw);
+#endif
 #pragma GCC unroll 8
         for (int r = 0; r < rows; r++) {
             const uint8_t *xv = xr[r] + b * xb[r];
@@ -978,9 +1032,13 @@ MQ_INLINE void q40_tile(float *y, int64_t ldy, const uint8_t *const *xr, const i
 #if Q40_COLS == 16
             q40_vf ds = _mm512_mul_ps(dw, _mm512_set1_ps(xd[b * n_tokens + r]));
             acc[r] = _mm512_fmadd_ps(ds, _mm512_cvtepi32_ps(sum), acc[r]);
+            if (type == PW_Q4_1)
+                mn[r] = _mm512_fmadd_ps(mc, _mm512_set1_ps(xs[b * n_tokens + r]), mn[r]);
 #else
             q40_vf ds = _mm256_mul_ps(dw, _mm256_set1_ps(xd[b * n_tokens + r]));
             acc[r] = _mm256_fmadd_ps(ds, _mm256_cvtepi32_ps(sum), acc[r]);
+            if (type == PW_Q4_1)
+                mn[r] = _mm256_fmadd_ps(mc, _mm256_set1_ps(xs[b * n_tokens + r]), mn[r]);
 #endif
         }
     }
@@ -988,9 +1046,9 @@ MQ_INLINE void q40_tile(float *y, int64_t ldy, const uint8_t *const *xr, const i
     for (int r = 0; r < rows; r++) {
         _Alignas(64) float v[Q40_COLS];
 #if Q40_COLS == 16
-        _mm512_store_ps(v, acc[r]);
+        _mm512_store_ps(v, type == PW_Q4_1 ? _mm512_add_ps(acc[r], mn[r]) : acc[r]);
 #else
-        _mm256_store_ps(v, acc[r]);
+        _mm256_store_ps(v, type == PW_Q4_1 ? _mm256_add_ps(acc[r], mn[r]) : acc[r]);
 #endif
         for (int p = 0; p < Q40_COLS; p++)
             if (Q40_COL(p) < cols) y[r * ldy + Q40_COL(p)] = v[p];
@@ -999,9 +1057,10 @@ MQ_INLINE void q40_tile(float *y, int64_t ldy, const uint8_t *const *xr, const i
 
 /* Rows [t, t + rows) over columns [j0, j1), full tiles then the rest. */
 MQ_INLINE void q40_rows(float *y, int64_t n, const uint8_t *xa, const float *xd,
-                        const int32_t *ft, int64_t n_tokens, int64_t k, const uint8_t *w,
-                        int64_t j0, int64_t j1, int64_t t, int rows) {
-    const int64_t nb = k / QK, wrow = nb * Q4_0_BYTES;
+                        const float *xs, const int32_t *ft, int64_t n_tokens, int64_t k,
+                        const uint8_t *w, pw_dtype type, int64_t j0, int64_t j1, int64_t t,
+                        int rows) {
+    const int64_t nb = k / QK, wrow = nb * (type == PW_Q4_1 ? Q4_1_BYTES : Q4_0_BYTES);
     const uint8_t *xr[Q40_ROWS];
     int64_t xb[Q40_ROWS];
     for (int r = 0; r < rows; r++) {
@@ -1010,62 +1069,67 @@ MQ_INLINE void q40_rows(float *y, int64_t n, const uint8_t *xa, const float *xd,
     }
     int64_t j = j0;
     for (; j + Q40_COLS <= j1; j += Q40_COLS)
-        q40_tile(y + t * n + j, n, xr, xb, xd + t, ft ? ft + t : NULL, n_tokens, w + j * wrow,
-                 wrow, nb, rows, Q40_COLS);
+        q40_tile(y + t * n + j, n, xr, xb, xd + t, xs + t, ft ? ft + t : NULL, n_tokens,
+                 w + j * wrow, wrow, nb, type, rows, Q40_COLS);
     if (j < j1)
-        q40_tile(y + t * n + j, n, xr, xb, xd + t, ft ? ft + t : NULL, n_tokens, w + j * wrow,
-                 wrow, nb, rows, (int)(j1 - j));
+        q40_tile(y + t * n + j, n, xr, xb, xd + t, xs + t, ft ? ft + t : NULL, n_tokens,
+                 w + j * wrow, wrow, nb, type, rows, (int)(j1 - j));
 }
 
-static void q40_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_tokens, int64_t n,
-                    int64_t k, int64_t j0, int64_t j1) {
-    const int64_t nb = k / QK;
-    const float *xd = xq_cscales(xa, n_tokens, k);
+MQ_INLINE void q40_run(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type,
+                       int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
+    const int64_t nb = k / QK, bb = type == PW_Q4_1 ? Q4_1_BYTES : Q4_0_BYTES;
+    const float *xd = xq_cscales(xa, n_tokens, k), *xs = xq_csums(xa, n_tokens, k);
     int32_t *ft = pw_k_fold_scratch((size_t)(n_tokens * nb) * sizeof(int32_t));
     if (ft) q40_fold_totals(ft, xa, n_tokens, k);
     /* Columns in blocks whose weights stay in L2 while every row tile
      * passes over them. */
-    int64_t col_block = COL_BLOCK_BYTES / (nb * Q4_0_BYTES);
+    int64_t col_block = COL_BLOCK_BYTES / (nb * bb);
     col_block = col_block < Q40_COLS ? Q40_COLS : col_block / Q40_COLS * Q40_COLS;
     for (int64_t n0 = j0; n0 < j1; n0 += col_block) {
         int64_t n1 = n0 + col_block < j1 ? n0 + col_block : j1;
         int64_t t = 0;
         for (; t + Q40_ROWS <= n_tokens; t += Q40_ROWS)
-            q40_rows(y, n, xa, xd, ft, n_tokens, k, w, n0, n1, t, Q40_ROWS);
+            q40_rows(y, n, xa, xd, xs, ft, n_tokens, k, w, type, n0, n1, t, Q40_ROWS);
         switch (n_tokens - t) { /* constant row counts: each an unrolled tile */
         case 0: break;
-        case 1: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, n0, n1, t, 1); break;
-        case 2: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, n0, n1, t, 2); break;
-        case 3: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, n0, n1, t, 3); break;
+        case 1: q40_rows(y, n, xa, xd, xs, ft, n_tokens, k, w, type, n0, n1, t, 1); break;
+        case 2: q40_rows(y, n, xa, xd, xs, ft, n_tokens, k, w, type, n0, n1, t, 2); break;
+        case 3: q40_rows(y, n, xa, xd, xs, ft, n_tokens, k, w, type, n0, n1, t, 3); break;
 #if Q40_ROWS > 4
-        case 4: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, n0, n1, t, 4); break;
-        case 5: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, n0, n1, t, 5); break;
-        case 6: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, n0, n1, t, 6); break;
-        default: q40_rows(y, n, xa, xd, ft, n_tokens, k, w, n0, n1, t, 7); break;
+        case 4: q40_rows(y, n, xa, xd, xs, ft, n_tokens, k, w, type, n0, n1, t, 4); break;
+        case 5: q40_rows(y, n, xa, xd, xs, ft, n_tokens, k, w, type, n0, n1, t, 5); break;
+        case 6: q40_rows(y, n, xa, xd, xs, ft, n_tokens, k, w, type, n0, n1, t, 6); break;
+        default: q40_rows(y, n, xa, xd, xs, ft, n_tokens, k, w, type, n0, n1, t, 7); break;
 #endif
         }
     }
 }
 #else
 /* The portable copy: the sequence as written, one output at a time. */
-static void q40_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_tokens, int64_t n,
-                    int64_t k, int64_t j0, int64_t j1) {
-    const int64_t nb = k / QK, wrow = nb * Q4_0_BYTES;
-    const float *xd = xq_cscales(xa, n_tokens, k);
+static void q40_run(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type,
+                    int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
+    const int64_t nb = k / QK, bb = type == PW_Q4_1 ? Q4_1_BYTES : Q4_0_BYTES, wrow = nb * bb;
+    const int qo = type == PW_Q4_1 ? 4 : 2;
+    const float *xd = xq_cscales(xa, n_tokens, k), *xs = xq_csums(xa, n_tokens, k);
     for (int64_t t = 0; t < n_tokens; t++) {
         const uint8_t *row = xa + xq_row_offset(k, t);
         const int64_t bs = xq_block_stride(n_tokens, t);
         for (int64_t j = j0; j < j1; j++) {
-            float acc = 0.0f;
+            float acc = 0.0f, mn = 0.0f;
             for (int64_t b = 0; b < nb; b++) {
-                const uint8_t *blk = w + j * wrow + b * Q4_0_BYTES;
+                const uint8_t *blk = w + j * wrow + b * bb;
                 const int8_t *a = xq_cvalues(row + b * bs);
                 int32_t p = 0;
                 for (int i = 0; i < QK / 2; i++)
-                    p += ((blk[2 + i] & 0x0F) - 8) * a[i] + ((blk[2 + i] >> 4) - 8) * a[i + QK / 2];
+                    p += ((blk[qo + i] & 0x0F) - 8) * a[i] +
+                         ((blk[qo + i] >> 4) - 8) * a[i + QK / 2];
                 acc = pw_madd(mq_half(blk) * xd[b * n_tokens + t], (float)p, acc);
+                if (type == PW_Q4_1)
+                    mn = pw_madd(pw_madd(8.0f, mq_half(blk), mq_half(blk + 2)),
+                                 xs[b * n_tokens + t], mn);
             }
-            y[t * n + j] = acc;
+            y[t * n + j] = type == PW_Q4_1 ? acc + mn : acc;
         }
     }
 }
@@ -1077,8 +1141,8 @@ void PW_ISA(pw_k_qdot_run)(float *y, const uint8_t *xa, const uint8_t *w, pw_dty
                            int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
     switch (type) {
     case PW_Q8_0: mq_typed(y, xa, w, n_tokens, n, k, PW_Q8_0, Q8_0_BYTES, j0, j1); break;
-    case PW_Q4_0: q40_run(y, xa, w, n_tokens, n, k, j0, j1); break;
-    case PW_Q4_1: mq_typed(y, xa, w, n_tokens, n, k, PW_Q4_1, Q4_1_BYTES, j0, j1); break;
+    case PW_Q4_0: q40_run(y, xa, w, PW_Q4_0, n_tokens, n, k, j0, j1); break;
+    case PW_Q4_1: q40_run(y, xa, w, PW_Q4_1, n_tokens, n, k, j0, j1); break;
     default: assert(!"pw_k_matmul_quant: unsupported weight type"); break;
     }
 }
