@@ -222,7 +222,17 @@ int pw_cli_graph_cache_option(int argc, char **argv, int *i, pw_engine_config *c
 
 /* ---- tensor parallelism ------------------------------------------------- */
 
+/* --tp-timeout without --tp is a mistake worth saying (pw_cli_load_model) */
+static bool tp_timeout_given;
+
 int pw_cli_tp_option(int argc, char **argv, int *i, int64_t *tp) {
+    if (strcmp(argv[*i], "--tp-timeout") == 0) {
+        int64_t s;
+        if (pw_cli_int(argc, argv, i, 1, PW_TP_MAX_TIMEOUT_S, &s)) return -1;
+        tp_timeout_given = true;
+        /* pw_cli_int has checked the range pw_tp_set_timeout accepts */
+        return pw_tp_set_timeout((double)s) == PW_OK ? 1 : -1;
+    }
     if (strcmp(argv[*i], "--tp") != 0) return 0;
     return pw_cli_int(argc, argv, i, 1, 64, tp) ? -1 : 1;
 }
@@ -233,6 +243,10 @@ int pw_cli_load_model(const char *cmd, const char *path, int64_t tp, pw_engine_c
     char what[64];
     snprintf(what, sizeof what, "%s", cmd);
     if (tp == 0) {
+        if (tp_timeout_given) {
+            fprintf(stderr, "piecewise %s: --tp-timeout applies only with --tp N\n", cmd);
+            return 2;
+        }
         pw_status s = pw_model_load(path, out);
         return s == PW_OK ? 0 : pw_cli_fail(what, s);
     }
@@ -245,7 +259,10 @@ int pw_cli_load_model(const char *cmd, const char *path, int64_t tp, pw_engine_c
     }
     if (pw_tp_rank() != 0) {
         if (!freopen("/dev/null", "w", stdout)) return pw_cli_fail(what, PW_ERR_IO);
-        if (cfg) cfg->progress = PW_PROGRESS_OFF;
+        if (cfg) {
+            cfg->progress = PW_PROGRESS_OFF;
+            cfg->print_capture_totals = false;
+        }
     }
     s = pw_model_load_tp(path, out);
     if (s != PW_OK) {

@@ -63,13 +63,16 @@ int pw_cli_graph_cache_option(int argc, char **argv, int *i, pw_engine_config *c
 
 /* ---- tensor parallelism (docs/tensor-parallel.md) ------------------------ */
 
-/* --tp N for run and bench model. Returns 1 if argv[*i] was it (consumed),
- * 0 if not, -1 on a bad value (message printed). *tp stays 0 without it. */
+/* --tp N and --tp-timeout S (the watchdog, pw_tp_set_timeout) for run,
+ * serve, chat and bench model. Returns 1 if argv[*i] was one (consumed), 0
+ * if not, -1 on a bad value (message printed). *tp stays 0 without it. */
 int pw_cli_tp_option(int argc, char **argv, int *i, int64_t *tp);
 #define PW_CLI_TP_HELP                                                                     \
     "  --tp N                     tensor parallelism over N processes, started as\n"        \
     "                             'mpirun -np N piecewise ... --tp N'; the tokens are the\n" \
-    "                             same bits at every N (--tp 1: one process, same order)\n"
+    "                             same bits at every N (--tp 1: one process, same order)\n" \
+    "  --tp-timeout S             end the job when a rank has not answered for S seconds\n" \
+    "                             within a step (default 60)\n"
 /* Loads the model: the whole of it without --tp (tp 0), or, after joining
  * the job of tp ranks, this rank's slice. The other ranks' standard output
  * goes to /dev/null (rank 0 speaks for the job) and, with cfg, their

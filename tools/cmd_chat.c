@@ -31,6 +31,7 @@ static void usage(FILE *f) {
             "  --threads N          threads for matrix products (default 1)\n"
             PW_CLI_CAPTURE_HELP
             PW_CLI_GRAPH_CACHE_HELP
+            PW_CLI_TP_HELP
             "  -h, --help           this help\n",
             CHAT_DEFAULT_TOKENS);
 }
@@ -42,6 +43,7 @@ typedef struct chat_options {
     pw_engine_config cfg;
     pw_sampling_params sp;
     int64_t threads;
+    int64_t tp; /* --tp: 0 without it */
 } chat_options;
 
 static int parse_args(int argc, char **argv, chat_options *o) {
@@ -59,6 +61,9 @@ static int parse_args(int argc, char **argv, chat_options *o) {
         int cap = pw_cli_graph_cache_option(argc, argv, &i, &o->cfg);
         if (cap < 0) return 2;
         if (cap > 0) continue;
+        int tp = pw_cli_tp_option(argc, argv, &i, &o->tp);
+        if (tp < 0) return 2;
+        if (tp > 0) continue;
         if (strcmp(a, "-n") == 0 || strcmp(a, "--tokens") == 0) {
             if (pw_cli_int(argc, argv, &i, 1, 1 << 16, &o->tokens)) return 2;
         } else if (strcmp(a, "--system") == 0) {
@@ -209,8 +214,12 @@ int pw_cmd_chat(int argc, char **argv) {
     if (!tty) o.cfg.progress = PW_PROGRESS_OFF;
     pw_model *model = NULL;
     pw_engine *engine = NULL;
-    pw_status s = pw_model_load(o.model, &model);
-    if (s != PW_OK) return pw_cli_fail("chat", s);
+    rc = pw_cli_load_model("chat", o.model, o.tp, &o.cfg, &model);
+    if (rc) return rc;
+    /* rank 0 reads the input (mpirun hands it its standard input) */
+    bool leader = pw_tp_rank() == 0;
+    tty = tty && leader;
+    pw_status s;
     if ((s = pw_model_check_chat_template(model)) != PW_OK) {
         rc = pw_cli_fail("chat", s);
         pw_model_free(model);
@@ -222,6 +231,11 @@ int pw_cmd_chat(int argc, char **argv) {
     s = pw_engine_new(model, &o.cfg, &engine);
     if (s != PW_OK) {
         rc = pw_cli_fail("chat: compiling and capturing", s);
+    } else if (!leader) {
+        /* the other ranks make the engine calls rank 0 makes */
+        if ((s = pw_engine_tp_follow(engine)) != PW_OK) rc = pw_cli_fail("chat", s);
+    } else if ((s = pw_engine_tp_lead(engine)) != PW_OK) {
+        rc = pw_cli_fail("chat", s);
     } else {
         if (tty)
             fprintf(stderr, "chatting with %s; /reset for a new conversation, /quit to leave\n",

@@ -335,8 +335,14 @@ int pw_cmd_run(int argc, char **argv) {
     if (s != PW_OK) rc = pw_cli_fail("run: compiling and capturing", s);
     pw_tp_comm_stats comm_at_start;
     pw_tp_get_comm_stats(&comm_at_start);
-    if (rc == 0) rc = add_prompts(model, engine, &o, chat, reqs);
-    if (rc == 0) rc = generate(model, engine, &o, chat, reqs);
+    if (rc == 0 && pw_tp_rank() != 0) {
+        /* the other ranks make the calls rank 0 makes, as it makes them */
+        if ((s = pw_engine_tp_follow(engine)) != PW_OK) rc = pw_cli_fail("run", s);
+    } else {
+        if (rc == 0 && (s = pw_engine_tp_lead(engine)) != PW_OK) rc = pw_cli_fail("run", s);
+        if (rc == 0) rc = add_prompts(model, engine, &o, chat, reqs);
+        if (rc == 0) rc = generate(model, engine, &o, chat, reqs);
+    }
     if (rc == 0 && !o.quiet) print_stats(engine);
     if (rc == 0 && o.tp > 0) pw_cli_print_tp_rank(engine, &comm_at_start);
     for (int i = 0; i < o.n_prompts; i++) free(reqs[i].text);

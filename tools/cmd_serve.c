@@ -56,6 +56,7 @@ static void usage(FILE *f) {
             "                           same either way)\n"
             PW_CLI_CAPTURE_HELP
             PW_CLI_GRAPH_CACHE_HELP
+            PW_CLI_TP_HELP
             "  -h, --help               this help\n");
 }
 
@@ -74,6 +75,7 @@ int pw_cmd_serve(int argc, char **argv) {
 #include <errno.h>
 #include <signal.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct serve_options {
     const char *model;
@@ -82,6 +84,7 @@ typedef struct serve_options {
     pw_engine_config cfg;
     int64_t threads;
     int64_t ctx;
+    int64_t tp; /* --tp: 0 without it */
 } serve_options;
 
 static int parse_args(int argc, char **argv, serve_options *o) {
@@ -105,6 +108,9 @@ static int parse_args(int argc, char **argv, serve_options *o) {
         int cap = pw_cli_graph_cache_option(argc, argv, &i, &o->cfg);
         if (cap < 0) return 2;
         if (cap > 0) continue;
+        int tp = pw_cli_tp_option(argc, argv, &i, &o->tp);
+        if (tp < 0) return 2;
+        if (tp > 0) continue;
         if (strcmp(a, "--host") == 0) {
             if (!(o->http.host = pw_cli_value(argc, argv, &i))) return 2;
         } else if (strcmp(a, "--port") == 0) {
@@ -225,8 +231,9 @@ int pw_cmd_serve(int argc, char **argv) {
     pw_model *model = NULL;
     pw_engine *engine = NULL;
     serve_http *http = NULL;
-    pw_status s = pw_model_load(o.model, &model);
-    if (s != PW_OK) return pw_cli_fail("serve", s);
+    rc = pw_cli_load_model("serve", o.model, o.tp, &o.cfg, &model);
+    if (rc) return rc;
+    pw_status s;
     /* a template that cannot be rendered fails here, before compiling and
      * listening, not on every chat request */
     if (pw_model_has_chat_template(model) && (s = pw_model_check_chat_template(model)) != PW_OK) {
@@ -245,6 +252,18 @@ int pw_cmd_serve(int argc, char **argv) {
     if (o.eng.verify_every > 0) s = pw_engine_set_verify_every(engine, o.eng.verify_every);
     if (s != PW_OK) {
         rc = pw_cli_fail("serve: --verify-every", s);
+        goto done;
+    }
+    if (pw_tp_rank() != 0) {
+        /* rank 0 serves HTTP; this rank makes the engine calls it makes,
+         * until it stops (a signal here waits for rank 0's end) */
+        fprintf(stderr, "piecewise serve: tensor parallel rank %d of %d follows rank 0\n",
+                pw_tp_rank(), pw_tp_size());
+        if ((s = pw_engine_tp_follow(engine)) != PW_OK) rc = pw_cli_fail("serve", s);
+        goto done;
+    }
+    if ((s = pw_engine_tp_lead(engine)) != PW_OK) {
+        rc = pw_cli_fail("serve", s);
         goto done;
     }
     o.eng.max_seqs = o.cfg.max_num_seqs;
@@ -266,6 +285,11 @@ int pw_cmd_serve(int argc, char **argv) {
     fprintf(stderr,
             "piecewise serve: %s on http://%s:%d (max %lld requests at once, context %lld)\n",
             o.http.model_name, o.http.host, port, (long long)o.cfg.max_num_seqs, (long long)ctx);
+    if (pw_tp_size() > 1)
+        fprintf(stderr,
+                "piecewise serve: tensor parallel over %d ranks; SIGINT or SIGTERM to this "
+                "rank 0 (pid %ld) stops the job in order (a signal to mpirun ends it at once)\n",
+                pw_tp_size(), (long)getpid());
     fflush(stderr);
 
     int sig = wait_signal(&sigs, -1);

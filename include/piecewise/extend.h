@@ -127,6 +127,8 @@ PW_API char *pw_host_strdup(const char *s);
 /* Seconds on the monotonic clock (for durations: never jumps with the
  * wall clock). */
 PW_API double pw_monotonic_seconds(void);
+/* Sleeps for `seconds` (restarted after a signal; nothing for <= 0). */
+PW_API void pw_sleep_seconds(double seconds);
 
 /* Files named by a user or found in a folder: opened so that nothing but a
  * regular file is ever read (a FIFO or a device neither blocks the open nor

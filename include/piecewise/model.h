@@ -73,6 +73,16 @@ typedef struct pw_tp_comm_stats {
     double gather_seconds, broadcast_seconds;
 } pw_tp_comm_stats;
 PW_API void pw_tp_get_comm_stats(pw_tp_comm_stats *out);
+/* The watchdog: a rank that waits longer than this for another rank's part
+ * of a step (a gather, a broadcast) prints "rank R did not answer within
+ * S s" and ends the job, so a rank that hangs without dying cannot hang
+ * the job. An idle follower waits for rank 0's next step without limit.
+ * Seconds from 1 to PW_TP_MAX_TIMEOUT_S; the default is
+ * PW_TP_DEFAULT_TIMEOUT_S. Set it before pw_tp_init or between steps. */
+#define PW_TP_DEFAULT_TIMEOUT_S 60
+#define PW_TP_MAX_TIMEOUT_S 86400
+PW_API pw_status pw_tp_set_timeout(double seconds);
+PW_API double pw_tp_timeout(void);
 /* Leaves the job: MPI_Finalize, or with a non-zero exit code MPI_Abort
  * (the other ranks may be waiting in a collective). No-op without MPI. */
 PW_API void pw_tp_finish(int exit_code);
@@ -378,6 +388,21 @@ PW_API const pw_dispatcher *pw_engine_dispatcher(const pw_engine *e);
 /* The compiled stitching plan and split graph (borrowed). */
 PW_API const pw_plan *pw_engine_plan(const pw_engine *e);
 PW_API const pw_ir *pw_engine_split_graph(const pw_engine *e);
+
+/* Tensor parallelism with one rank in charge (docs/tensor-parallel.md):
+ * every rank builds its engine with the same configuration; then rank 0
+ * calls pw_engine_tp_lead and uses its engine as usual (from one thread at
+ * a time), while every other rank calls pw_engine_tp_follow, which makes
+ * the same calls rank 0 made (add, continue, cancel, release, set the
+ * canary, step) in the same order, and returns once rank 0 frees its
+ * engine. Each step, rank 0 sends the calls made since the last one in
+ * one message. Not recorded: the statistics calls (each rank keeps its
+ * own) and scoring requests (refused while leading). A follower waits for
+ * rank 0's next step without spinning and without limit; within a step
+ * the watchdog (pw_tp_set_timeout) applies. pw_engine_tp_lead is a no-op
+ * in a job of one process. */
+PW_API pw_status pw_engine_tp_lead(pw_engine *e);
+PW_API pw_status pw_engine_tp_follow(pw_engine *e);
 
 /* Online bitwise canary: one step in `every` (0: off) that ran captured
  * graphs (PIECEWISE or FULL) runs again eagerly (NONE) on the same batch

@@ -121,6 +121,7 @@ pw_status pw_engine_new(pw_model *m, const pw_engine_config *cfg_in, pw_engine *
 
 void pw_engine_free(pw_engine *e) {
     if (!e) return;
+    if (e->tp) pw_engine_tp_end(e); /* the followers stop following */
     /* Work still queued on the device (a warm-up, a step that failed
      * half-way) may use the memory freed below: let it finish first. */
     if (e->stream) {
@@ -286,6 +287,7 @@ pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_
      * decode rate must pay (bench model's figures and llama-bench's tg
      * both count everything between one token and the next). */
     double t0 = pw_monotonic_seconds();
+    if (e->tp) PW_TRY(pw_engine_tp_send_step(e)); /* the followers step with rank 0 */
     int64_t nt;
     bool uniform;
     PW_TRY(pw_schedule(&e->sched, &e->kv, &e->run.host, &nt, &uniform));

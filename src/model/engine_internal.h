@@ -8,6 +8,7 @@
 typedef struct prob_index_scratch prob_index_scratch;
 
 typedef struct pw_engine pw_engine;
+typedef struct pw_engine_tp pw_engine_tp;
 
 typedef struct pw_piece {
     const pw_plan *plan; /* the module's; NULL for a splitting submodule */
@@ -87,6 +88,7 @@ struct pw_engine {
     struct pw_engine_verify *verify; /* engine_verify.c; NULL: off */
     struct pw_engine_distinct *distinct; /* engine_distinct.c; NULL: neither distinct-piece
                                             capture nor the graph cache is on */
+    struct pw_engine_tp *tp; /* engine_tp.c: rank 0's command recorder; NULL unless leading */
 };
 
 /* engine_config.c: *out is `given` (the defaults when NULL), checked, with
@@ -165,5 +167,21 @@ const struct pw_program *pw_engine_find_program(const pw_engine *e, int group,
 void pw_engine_distinct_counts(const pw_engine *e, uint64_t *graphs_patched,
                                uint64_t *pieces_patched_in_full, uint64_t *graphs_from_cache);
 void pw_engine_distinct_free(pw_engine *e);
+
+/* engine_tp.c: rank 0's recorder (e->tp set). Each record_* appends the
+ * call about to be made and sets *mark; if the call then fails,
+ * pw_engine_tp_rewind(e, mark) takes it back out. send_step sends the
+ * buffer ending with a step (at the start of pw_engine_step); end sends
+ * the last command and frees the recorder (pw_engine_free). */
+pw_status pw_engine_tp_record_add(pw_engine *e, const int32_t *prompt, int64_t n,
+                                  int64_t max_new, const pw_sampling_params *sp, size_t *mark);
+pw_status pw_engine_tp_record_continue(pw_engine *e, int64_t id, const int32_t *tokens, int64_t n,
+                                       int64_t max_new, size_t *mark);
+pw_status pw_engine_tp_record_cancel(pw_engine *e, int64_t id, size_t *mark);
+pw_status pw_engine_tp_record_release(pw_engine *e, int64_t id, size_t *mark);
+pw_status pw_engine_tp_record_verify(pw_engine *e, int64_t every, size_t *mark);
+void pw_engine_tp_rewind(pw_engine *e, size_t mark);
+pw_status pw_engine_tp_send_step(pw_engine *e);
+void pw_engine_tp_end(pw_engine *e);
 
 #endif

@@ -57,10 +57,8 @@ static pw_status check_tokens(const pw_engine *e, const int32_t *tokens, int64_t
     return PW_OK;
 }
 
-pw_status pw_engine_add_request(pw_engine *e, const int32_t *prompt, int64_t n_prompt,
-                                int64_t max_new_tokens, const pw_sampling_params *sp,
-                                int64_t *id) {
-    if (id) *id = -1;
+static pw_status add_request(pw_engine *e, const int32_t *prompt, int64_t n_prompt,
+                             int64_t max_new_tokens, const pw_sampling_params *sp, int64_t *id) {
     if (!prompt || n_prompt < 1) return pw_error(PW_ERR_INVALID_ARG, "the prompt is empty");
     if (max_new_tokens < 1)
         return pw_error(PW_ERR_INVALID_ARG, "max_new_tokens must be >= 1 (got %" PRId64 ")",
@@ -103,9 +101,28 @@ pw_status pw_engine_add_request(pw_engine *e, const int32_t *prompt, int64_t n_p
     return PW_OK;
 }
 
+/* With tensor parallelism rank 0 leads (engine_tp.c): each call that
+ * changes what the engine runs is recorded for the other ranks, and taken
+ * back if it fails. */
+pw_status pw_engine_add_request(pw_engine *e, const int32_t *prompt, int64_t n_prompt,
+                                int64_t max_new_tokens, const pw_sampling_params *sp,
+                                int64_t *id) {
+    if (id) *id = -1;
+    if (!e->tp) return add_request(e, prompt, n_prompt, max_new_tokens, sp, id);
+    size_t mark;
+    if (!prompt || n_prompt < 1) return pw_error(PW_ERR_INVALID_ARG, "the prompt is empty");
+    PW_TRY(pw_engine_tp_record_add(e, prompt, n_prompt, max_new_tokens, sp, &mark));
+    pw_status s = add_request(e, prompt, n_prompt, max_new_tokens, sp, id);
+    if (s != PW_OK) pw_engine_tp_rewind(e, mark);
+    return s;
+}
+
 pw_status pw_engine_add_scoring_request(pw_engine *e, const int32_t *prompt, int64_t n_prompt,
                                         int64_t score_from, float *logits, int64_t *id) {
     if (id) *id = -1;
+    if (e->tp)
+        return pw_error(PW_ERR_UNSUPPORTED,
+                        "scoring requests are not supported with tensor parallelism");
     if (!logits || score_from < 0 || score_from >= n_prompt)
         return pw_error(PW_ERR_INVALID_ARG, "scoring needs a logits buffer and 0 <= score_from "
                         "(%" PRId64 ") < the prompt's %" PRId64 " tokens", score_from, n_prompt);
@@ -118,8 +135,8 @@ pw_status pw_engine_add_scoring_request(pw_engine *e, const int32_t *prompt, int
     return PW_OK;
 }
 
-pw_status pw_engine_continue_request(pw_engine *e, int64_t id, const int32_t *tokens, int64_t n,
-                                     int64_t max_new_tokens) {
+static pw_status continue_request(pw_engine *e, int64_t id, const int32_t *tokens, int64_t n,
+                                  int64_t max_new_tokens) {
     pw_request *r = pw_scheduler_find(&e->sched, id);
     if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
     if (!r->finished) return pw_error(PW_ERR_STATE, "request %" PRId64 " is still running", id);
@@ -142,14 +159,8 @@ pw_status pw_engine_continue_request(pw_engine *e, int64_t id, const int32_t *to
     return PW_OK;
 }
 
-pw_status pw_engine_cancel_request(pw_engine *e, int64_t id) {
-    pw_request *r = pw_scheduler_find(&e->sched, id);
-    if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
-    r->finished = true;
-    return pw_engine_release_request(e, id);
-}
-
-pw_status pw_engine_release_request(pw_engine *e, int64_t id) {
+/* Gives a finished request's slot and KV blocks back. */
+static pw_status release_request(pw_engine *e, int64_t id) {
     pw_request *r = pw_scheduler_find(&e->sched, id);
     if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
     if (!r->finished) return pw_error(PW_ERR_STATE, "request %" PRId64 " is still running", id);
@@ -157,6 +168,43 @@ pw_status pw_engine_release_request(pw_engine *e, int64_t id) {
     r->id = -1;
     r->admitted = false;
     return PW_OK;
+}
+
+static pw_status cancel_request(pw_engine *e, int64_t id) {
+    pw_request *r = pw_scheduler_find(&e->sched, id);
+    if (!r) return pw_error(PW_ERR_NOT_FOUND, "no request %" PRId64, id);
+    r->finished = true;
+    return release_request(e, id);
+}
+
+pw_status pw_engine_continue_request(pw_engine *e, int64_t id, const int32_t *tokens, int64_t n,
+                                     int64_t max_new_tokens) {
+    if (!e->tp) return continue_request(e, id, tokens, n, max_new_tokens);
+    size_t mark;
+    if (!tokens || n < 1)
+        return pw_error(PW_ERR_INVALID_ARG, "continue needs tokens and max_new_tokens >= 1");
+    PW_TRY(pw_engine_tp_record_continue(e, id, tokens, n, max_new_tokens, &mark));
+    pw_status s = continue_request(e, id, tokens, n, max_new_tokens);
+    if (s != PW_OK) pw_engine_tp_rewind(e, mark);
+    return s;
+}
+
+pw_status pw_engine_cancel_request(pw_engine *e, int64_t id) {
+    if (!e->tp) return cancel_request(e, id);
+    size_t mark;
+    PW_TRY(pw_engine_tp_record_cancel(e, id, &mark));
+    pw_status s = cancel_request(e, id);
+    if (s != PW_OK) pw_engine_tp_rewind(e, mark);
+    return s;
+}
+
+pw_status pw_engine_release_request(pw_engine *e, int64_t id) {
+    if (!e->tp) return release_request(e, id);
+    size_t mark;
+    PW_TRY(pw_engine_tp_record_release(e, id, &mark));
+    pw_status s = release_request(e, id);
+    if (s != PW_OK) pw_engine_tp_rewind(e, mark);
+    return s;
 }
 
 pw_status pw_engine_request_output(const pw_engine *e, int64_t id, const int32_t **tokens,

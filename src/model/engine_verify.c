@@ -24,7 +24,7 @@ struct pw_engine_verify {
     pw_engine_verify_stats stats;
 };
 
-pw_status pw_engine_set_verify_every(pw_engine *e, int64_t every) {
+static pw_status set_verify_every(pw_engine *e, int64_t every) {
     if (every < 0)
         return pw_error(PW_ERR_INVALID_ARG, "verify_every must be >= 0 (got %" PRId64 ")", every);
     if (!e->verify) {
@@ -34,6 +34,16 @@ pw_status pw_engine_set_verify_every(pw_engine *e, int64_t every) {
     e->verify->every = every;
     e->verify->seen = 0;
     return PW_OK;
+}
+
+/* every rank of a tensor-parallel job re-runs the same steps (engine_tp.c) */
+pw_status pw_engine_set_verify_every(pw_engine *e, int64_t every) {
+    if (!e->tp) return set_verify_every(e, every);
+    size_t mark;
+    PW_TRY(pw_engine_tp_record_verify(e, every, &mark));
+    pw_status s = set_verify_every(e, every);
+    if (s != PW_OK) pw_engine_tp_rewind(e, mark);
+    return s;
 }
 
 void pw_engine_get_verify_stats(const pw_engine *e, pw_engine_verify_stats *out) {

@@ -51,7 +51,15 @@ int64_t pw_tp_gather_shards(int64_t shards, int64_t unit);
 void pw_comm_allgather_shards(const float *send, float *recv, int64_t shards, int64_t unit,
                               int64_t per_shard);
 
-/* bytes from rank 0 to every rank (no-op with one rank). */
+/* bytes from rank 0 to every rank (no-op with one rank). A rank that does
+ * not answer within the timeout (pw_tp_set_timeout) ends the job, named. */
 pw_status pw_comm_bcast(void *buf, size_t bytes);
+
+/* The engine's command stream (model/engine_tp.c): rank 0 sends one
+ * message of `bytes` to every other rank; each of them waits for the next
+ * one, as long as it takes (an idle server has nothing to send), sleeping
+ * between polls, and receives it into *buf (grown to *cap as needed). */
+pw_status pw_comm_send_commands(const void *buf, size_t bytes);
+pw_status pw_comm_recv_commands(uint8_t **buf, size_t *cap, size_t *bytes);
 
 #endif

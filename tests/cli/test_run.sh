@@ -11,6 +11,7 @@ expect_fail 2 "no prompt given" run "$model"
 expect_fail 2 "unknown mode 'fastest'" run "$model" -p hi --mode fastest
 expect_fail 2 "'abc' is not an integer" run "$model" -p hi -n abc
 expect_fail 2 "outside [0, 100]" run "$model" -p hi --temp -1
+expect_fail 2 "--tp-timeout applies only with --tp N" run "$model" -p hi --tp-timeout 5
 expect_fail 2 "needs a value" run "$model" -p
 expect_fail 2 "unknown option '--bogus'" run "$model" -p hi --bogus
 expect_fail 2 "bad list" run "$model" -p hi --capture-sizes 1,,4

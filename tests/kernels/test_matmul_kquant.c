@@ -335,6 +335,43 @@ static void check_random(pw_dtype type, int64_t t, int64_t n, int64_t k) {
     free(x), free(w);
 }
 
+/* The integer lane sums at their largest: every weight code, scale and
+ * min at its maximum (all bits set) or every weight zero, against
+ * activations all at +127, all at -127, or alternating, so that the
+ * decode tiles' packed forms (two chunks' sums in one dword's words, the
+ * high nibbles' sums times 16) meet their bounds. One row, then two (the
+ * batch tiles), 1 to 9 columns (every decode tile and tail), 2 super-blocks
+ * per row. */
+static void check_extremes(pw_dtype type) {
+    const int64_t k = 2 * 256, n = 9;
+    const int64_t bb = bytes_of(type), nb = n * (k / 256);
+    uint8_t *w = malloc((size_t)(nb * bb));
+    float *x = malloc((size_t)(2 * k) * sizeof *x);
+    for (int wk = 0; wk < 2; wk++) {
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *blk = w + b * bb;
+            memset(blk, wk == 0 ? 0xFF : 0x00, (size_t)bb);
+            /* f16 scales 0.5 (and dmin 0.25): finite, every code at its extreme */
+            if (type == PW_Q6_K) {
+                blk[208] = 0x00, blk[209] = 0x38;
+                if (wk == 1) memset(blk + 192, 0x7F, 16); /* zero codes, top scales */
+            } else {
+                blk[0] = 0x00, blk[1] = 0x38, blk[2] = 0x00, blk[3] = 0x34;
+                if (wk == 1) memset(blk + 4, 0xFF, 12);
+            }
+        }
+        for (int xk = 0; xk < 3; xk++) {
+            for (int64_t j = 0; j < 2 * k; j++)
+                x[j] = xk == 0 ? 1.0f : xk == 1 ? -1.0f : (j % 2 ? -2.0f : 2.0f);
+            for (int64_t cols = 1; cols <= n; cols += 2) {
+                check_product(type, x, w, 1, cols, k, "extreme");
+                check_product(type, x, w, 2, cols + 1 < n ? cols + 1 : n, k, "extreme");
+            }
+        }
+    }
+    free(w), free(x);
+}
+
 /* The K-quant activation quantizer against the scalar model, byte for
  * byte: zero, tie, tiny and huge super-blocks. */
 static void check_quantizer(void) {
@@ -529,6 +566,7 @@ int main(void) {
         check_threads(type, 9); /* the K-quant panels */
         check_embedding(type);
         check_out_of_memory(type);
+        if (is_super(type)) check_extremes(type);
     }
     check_quantizer();
     check_fixture("q5_0", PW_Q5_0);

@@ -95,11 +95,32 @@ def raw_model(tiny_tool, workdir):
     return out
 
 
+def session_pids(sid):
+    """Every process of session sid (a launcher's ranks are in it)."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid:
+            pids.append(int(d))
+    return pids
+
+
 class Server:
-    def __init__(self, binary, model, *args, startup_timeout=300):
-        self.args = [binary, "serve", model, "--host", "127.0.0.1", "--port", "0", *args]
+    """launcher: a command the server runs under (mpirun ...); the server and
+    every process it starts then form a session of their own, all killed
+    together."""
+
+    def __init__(self, binary, model, *args, startup_timeout=300, launcher=()):
+        self.args = [*launcher, binary, "serve", model, "--host", "127.0.0.1", "--port", "0", *args]
+        self.session = bool(launcher)
         self.proc = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     text=True, errors="replace")
+                                     text=True, errors="replace", start_new_session=self.session)
         _servers.append(self)
         self.log = []
         self.port = None
@@ -168,6 +189,12 @@ class Server:
             return None
 
     def kill(self):
+        if self.session:
+            for pid in session_pids(self.proc.pid):
+                try:
+                    os.kill(pid, 9)
+                except OSError:
+                    pass
         if self.proc.poll() is None:
             self.proc.kill()
             try:

@@ -130,15 +130,23 @@ KQ_INLINE float kq_hsum(pw_v8f a) {
  * scales 0-3 in their low six bits, bytes 4-7 mins 0-3; scales and mins
  * 4-7 have their low four bits in the nibbles of bytes 8-11 and their top
  * two bits in the top bits of bytes 0-3 (scales) and 4-7 (mins). */
-KQ_INLINE void kq_scales_mins(const uint8_t *s, uint8_t sc[8], uint8_t m[8]) {
+KQ_INLINE void kq_scales_mins_u64(const uint8_t *s, uint64_t *sc, uint64_t *m) {
     uint32_t w0 = kq_u32(s), w1 = kq_u32(s + 4), w2 = kq_u32(s + 8);
     uint32_t sc_lo = w0 & 0x3F3F3F3Fu, m_lo = w1 & 0x3F3F3F3Fu;
     uint32_t sc_hi = (w2 & 0x0F0F0F0Fu) | ((w0 >> 2) & 0x30303030u);
     uint32_t m_hi = ((w2 >> 4) & 0x0F0F0F0Fu) | ((w1 >> 2) & 0x30303030u);
-    memcpy(sc, &sc_lo, 4);
-    memcpy(sc + 4, &sc_hi, 4);
-    memcpy(m, &m_lo, 4);
-    memcpy(m + 4, &m_hi, 4);
+    /* little-endian: byte j of the result is sc_j / m_j */
+    *sc = (uint64_t)sc_lo | (uint64_t)sc_hi << 32;
+    *m = (uint64_t)m_lo | (uint64_t)m_hi << 32;
+}
+
+/* The same as bytes: sc[j] = sc_j, m[j] = m_j (little-endian hosts, as
+ * every copy here assumes). */
+KQ_INLINE void kq_scales_mins(const uint8_t *s, uint8_t sc[8], uint8_t m[8]) {
+    uint64_t s8, m8;
+    kq_scales_mins_u64(s, &s8, &m8);
+    memcpy(sc, &s8, 8);
+    memcpy(m, &m8, 8);
 }
 
 /* ---- K-quant activation rows (PW_K_Q8K_ROW_BYTES): values, scales, sums -- */
@@ -211,6 +219,11 @@ KQ_INLINE kq_col kq_col_make(const uint8_t *blk, pw_dtype type) {
     return c;
 }
 
+/* Q5_K: bit i of each qh byte moved to bit 4 (the other bits are junk). */
+KQ_INLINE __m256i kq_qh_bit4(__m256i qh, int i) {
+    return i < 4 ? _mm256_slli_epi16(qh, 4 - i) : i == 4 ? qh : _mm256_srli_epi16(qh, i - 4);
+}
+
 /* Chunk i (elements 32i..32i+31) of the column's weights as unsigned bytes
  * (Q4_K: 0..15, Q5_K: 0..31, Q6_K: q + 32 in 0..63). */
 KQ_INLINE __m256i kq_chunk(const kq_col *c, pw_dtype type, int i) {
@@ -232,10 +245,7 @@ KQ_INLINE __m256i kq_chunk(const kq_col *c, pw_dtype type, int i) {
     __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * (i / 2)));
     __m256i u = i % 2 ? _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4) : _mm256_and_si256(v, lo4);
     if (type == PW_Q5_K) {
-        /* bit i of each qh byte to bit 4 */
-        __m256i hb = i < 4 ? _mm256_slli_epi16(c->qh, 4 - i)
-                           : i == 4 ? c->qh : _mm256_srli_epi16(c->qh, i - 4);
-        u = _mm256_or_si256(u, _mm256_and_si256(hb, _mm256_set1_epi8(0x10)));
+        u = _mm256_or_si256(u, _mm256_and_si256(kq_qh_bit4(c->qh, i), _mm256_set1_epi8(0x10)));
     }
     return u;
 }
@@ -321,6 +331,19 @@ KQ_INLINE void kq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < cols; c++) y[r * ldy + c] = kq_hsum(acc[r * cols + c]);
 }
+
+/* Q4_K/Q5_K: bytes 0-7 the scales sc_0..7, bytes 8-15 the mins m_0..7 of
+ * the 12 packed bytes at s (kq_scales_mins, in one vector). */
+KQ_INLINE __m128i kq_scales_mins_vec(const uint8_t *s) {
+    __m128i x = _mm_loadu_si128((const __m128i *)s); /* w0 w1 w2 (w3: not scales) */
+    __m128i a = _mm_shuffle_epi32(x, _MM_SHUFFLE(2, 1, 2, 0)); /* w0 w2 w1 w2 */
+    a = _mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4));
+    a = _mm_and_si128(a, _mm_setr_epi32(0x3F3F3F3F, 0x0F0F0F0F, 0x3F3F3F3F, 0x0F0F0F0F));
+    __m128i b = _mm_shuffle_epi32(x, _MM_SHUFFLE(1, 1, 0, 0)); /* w0 w0 w1 w1 */
+    b = _mm_and_si128(_mm_srli_epi32(b, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+    return _mm_or_si128(a, b);
+}
+
 #if defined(PW_ISA_AVX512VNNI_COPY)
 /* The batch tile with two columns per 512-bit vector: lanes 0-7 hold
  * column c's 8 lanes, lanes 8-15 column c + 1's, so every lane runs exactly
@@ -454,18 +477,6 @@ KQ_INLINE void kq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
  * from 32-byte broadcasts (one half shifted by 4), so that a super-block
  * costs 4 (Q4_K, Q5_K) or 2 x 2 (Q6_K) multiply pairs and little else. */
 
-/* Q4_K/Q5_K: bytes 0-7 the scales sc_0..7, bytes 8-15 the mins m_0..7 of
- * the 12 packed bytes at s (kq_scales_mins, in one vector). */
-KQ_INLINE __m128i kq_scales_mins_vec(const uint8_t *s) {
-    __m128i x = _mm_loadu_si128((const __m128i *)s); /* w0 w1 w2 (w3: not scales) */
-    __m128i a = _mm_shuffle_epi32(x, _MM_SHUFFLE(2, 1, 2, 0)); /* w0 w2 w1 w2 */
-    a = _mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4));
-    a = _mm_and_si128(a, _mm_setr_epi32(0x3F3F3F3F, 0x0F0F0F0F, 0x3F3F3F3F, 0x0F0F0F0F));
-    __m128i b = _mm_shuffle_epi32(x, _MM_SHUFFLE(1, 1, 0, 0)); /* w0 w0 w1 w1 */
-    b = _mm_and_si128(_mm_srli_epi32(b, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
-    return _mm_or_si128(a, b);
-}
-
 /* Byte shuffle control that widens byte b0 (words 0-15) and byte b1
  * (words 16-31) of each 128-bit lane into words: odd control bytes 0x80
  * give the zero high bytes. */
@@ -587,8 +598,204 @@ KQ_INLINE void kq_tile_row(float *y, const uint8_t *xa, const uint8_t *w, int64_
     for (int c = 0; c < cols; c++) y[c] = kq_hsum((pw_v8f)acc[c]);
 }
 
+/* Dword m (0-3) of each 128-bit lane in all four of its dwords: the
+ * shuffle's control is an immediate at every optimisation level. */
+KQ_INLINE __m256i kq_dword_splat256(__m256i v, int m) {
+    switch (m) {
+    case 0: return _mm256_shuffle_epi32(v, 0x00);
+    case 1: return _mm256_shuffle_epi32(v, 0x55);
+    case 2: return _mm256_shuffle_epi32(v, 0xAA);
+    default: return _mm256_shuffle_epi32(v, 0xFF);
+    }
+}
+KQ_INLINE __m512i kq_dword_splat512(__m512i v, int m) {
+    switch (m) {
+    case 0: return _mm512_shuffle_epi32(v, _MM_PERM_AAAA);
+    case 1: return _mm512_shuffle_epi32(v, _MM_PERM_BBBB);
+    case 2: return _mm512_shuffle_epi32(v, _MM_PERM_CCCC);
+    default: return _mm512_shuffle_epi32(v, _MM_PERM_DDDD);
+    }
+}
+
+/* The Q4_K/Q5_K decode tile (one activation row, 1-4 columns), on 256-bit
+ * vectors whose 8 dwords are the lanes l themselves (no fold). Chunk i of
+ * a column gives its unscaled lane sums p_il = sum_t q_e a_e by one
+ * vpdpbusd; |p_il| <= 4 * 31 * 127 < 2^15, so chunks 2m and 2m+1 share a
+ * dword (p_2m,l in its low word, p_2m+1,l in its high word) and one
+ * vpdpwssd against (sc_2m, sc_2m+1) adds sc_2m p_2m,l + sc_2m+1 p_2m+1,l
+ * to lane l: 1.5 multiplies per chunk where vpmaddubsw + vpdpwssd take 2.
+ * Q4_K's high nibbles are multiplied in place (16 q, |16 p| < 2^17 in the
+ * dword) and shifted by 12 instead of 16, which saves their shift. The
+ * scales and mins are unpacked in general registers (kq_scales_mins_u64),
+ * which are otherwise idle, and the mins multiply the pair sums of the
+ * activations' group sums, formed once per super-block for every column.
+ * On AMD Zen 4 the vector pipes, not the loads or the front end, bound
+ * this tile, so every vector operation saved counts. The integers are
+ * is_l and mp_l of matmul_kquant.c, exact, and the float steps the same,
+ * so the bits are those of every other tile. */
+KQ_INLINE void kq_tile_row_dp(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
+                              int64_t nsb, pw_dtype type, int64_t bb, int cols) {
+    const __m256i lo4 = _mm256_set1_epi8(0x0F), hi4 = _mm256_set1_epi8((char)0xF0);
+    const __m256i lo16 = _mm256_set1_epi32(0xFFFF);
+    __m256 acc[KQ_ROW_COLS];
+    for (int c = 0; c < KQ_ROW_COLS; c++) acc[c] = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const int8_t *av = kx_values(xa) + sb * KQ_QKK;
+        __m256i a[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) a[i] = _mm256_loadu_si256((const __m256i *)(av + 32 * i));
+        const __m128 da = _mm_set1_ps(kx_scales(xa, nsb)[sb]);
+        /* dword l: bs_2l + bs_2l+1 (|.| <= 32 * 127, a word) */
+        const __m256i bsp = _mm256_madd_epi16(
+            _mm256_loadu_si256((const __m256i *)(kx_sums(xa, nsb) + 16 * sb)), _mm256_set1_epi16(1));
+#pragma GCC unroll 4
+        for (int c = 0; c < cols; c++) {
+            const uint8_t *blk = w + c * wrow + sb * bb;
+            /* the same super-block of the next tile's column, into L2 */
+            for (int64_t o = 0; o < bb; o += 64)
+                _mm_prefetch((const char *)(blk + cols * wrow + o), KQ_DECODE_PREFETCH);
+            uint64_t sc8, m8;
+            kq_scales_mins_u64(blk + 4, &sc8, &m8);
+            /* dword m: (sc_2m, sc_2m+1) as words, in both 128-bit lanes */
+            const __m256i scp = _mm256_cvtepu8_epi16(_mm_set1_epi64x((long long)sc8));
+            /* dword l: m_l, zero-extended */
+            const __m256i mins = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m8));
+            const uint8_t *qs = blk + (type == PW_Q5_K ? 48 : 16);
+            const __m256i qh = type == PW_Q5_K ? _mm256_loadu_si256((const __m256i *)(blk + 16))
+                                               : _mm256_setzero_si256();
+            __m256i is0 = _mm256_setzero_si256(), is1 = _mm256_setzero_si256();
+#pragma GCC unroll 4
+            for (int m = 0; m < 4; m++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * m));
+                __m256i u0 = _mm256_and_si256(v, lo4), hi;
+                if (type == PW_Q5_K) {
+                    /* bit i of each qh byte adds 16 to chunk i */
+                    const __m256i s16 = _mm256_set1_epi8(0x10);
+                    __m256i u1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
+                    u0 = _mm256_mask_add_epi8(
+                        u0, _mm256_test_epi8_mask(qh, _mm256_set1_epi8((char)(1 << (2 * m)))), u0, s16);
+                    u1 = _mm256_mask_add_epi8(
+                        u1, _mm256_test_epi8_mask(qh, _mm256_set1_epi8((char)(1 << (2 * m + 1)))), u1,
+                        s16);
+                    hi = _mm256_slli_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u1, a[2 * m + 1]), 16);
+                } else {
+                    /* 16 p_2m+1 from the high nibbles in place, to the high word */
+                    hi = _mm256_slli_epi32(
+                        _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_and_si256(v, hi4), a[2 * m + 1]),
+                        12);
+                }
+                /* hi + p_2m: the low word is p_2m's (mod 2^16), the high word
+                 * hi's (a borrow from a negative p_2m is masked off) */
+                const __m256i pp = _mm256_ternarylogic_epi32(
+                    lo16, _mm256_dpbusd_epi32(hi, u0, a[2 * m]), hi, 0xCA);
+                const __m256i sc = kq_dword_splat256(scp, m);
+                if (m % 2 == 0) is0 = _mm256_dpwssd_epi32(is0, pp, sc);
+                else is1 = _mm256_dpwssd_epi32(is1, pp, sc);
+            }
+            const __m256i is = _mm256_add_epi32(is0, is1);
+            const __m256i mp = _mm256_madd_epi16(mins, bsp);
+            /* d * d_a and dmin * d_a, the products of the scalar code */
+            const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)kq_u32(blk))), da);
+            __m256 s = _mm256_fmadd_ps(_mm256_broadcastss_ps(dd), _mm256_cvtepi32_ps(is), acc[c]);
+            acc[c] = _mm256_fnmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)),
+                                      _mm256_cvtepi32_ps(mp), s);
+        }
+    }
+    for (int c = 0; c < cols; c++) y[c] = kq_hsum((pw_v8f)acc[c]);
+}
+
+/* kq_tile_row_dp for two columns at once, c in the low and c + 1 in the
+ * high half of 512-bit vectors, every lane running the 256-bit tile's
+ * operations (the shuffles stay within 128-bit lanes): the same pipe
+ * work in half the instructions, which keeps the tile fast when the
+ * core's other hardware thread takes its share of the front end. */
+KQ_INLINE __m512i kq_pair_u64(uint64_t lo, uint64_t hi, int words) {
+    __m128i x = _mm_insert_epi64(_mm_cvtsi64_si128((long long)lo), (long long)hi, 1);
+    /* words: the 8 bytes of each as words, in both 128-bit lanes of its half;
+     * else as dwords, one per lane */
+    return words ? _mm512_cvtepu8_epi16(_mm256_permute4x64_epi64(_mm256_castsi128_si256(x), 0x50))
+                 : _mm512_cvtepu8_epi32(x);
+}
+
+KQ_INLINE void kq_tile_row_dp2(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
+                               int64_t nsb, pw_dtype type, int64_t bb, int cols) {
+    const __m512i lo4 = _mm512_set1_epi8(0x0F), hi4 = _mm512_set1_epi8((char)0xF0);
+    const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
+    const int pairs = cols / 2;
+    __m512 acc[KQ_ROW_COLS / 2];
+    for (int c = 0; c < KQ_ROW_COLS / 2; c++) acc[c] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const int8_t *av = kx_values(xa) + sb * KQ_QKK;
+        __m512i a[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++)
+            a[i] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(av + 32 * i)));
+        const __m128 da = _mm_set1_ps(kx_scales(xa, nsb)[sb]);
+        const __m512i bsp = _mm512_madd_epi16(
+            _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(kx_sums(xa, nsb) + 16 * sb))),
+            _mm512_set1_epi16(1));
+#pragma GCC unroll 2
+        for (int pc = 0; pc < pairs; pc++) {
+            const uint8_t *b0 = w + (2 * pc) * wrow + sb * bb, *b1 = b0 + wrow;
+            for (int64_t o = 0; o < bb; o += 64) {
+                _mm_prefetch((const char *)(b0 + cols * wrow + o), KQ_DECODE_PREFETCH);
+                _mm_prefetch((const char *)(b1 + cols * wrow + o), KQ_DECODE_PREFETCH);
+            }
+            uint64_t sc0, m0, sc1, m1;
+            kq_scales_mins_u64(b0 + 4, &sc0, &m0);
+            kq_scales_mins_u64(b1 + 4, &sc1, &m1);
+            const __m512i scp = kq_pair_u64(sc0, sc1, 1), mins = kq_pair_u64(m0, m1, 0);
+            const int qo = type == PW_Q5_K ? 48 : 16;
+            const __m512i qh = type == PW_Q5_K ? kq_load_pair(b0 + 16, b1 + 16) : _mm512_setzero_si512();
+            __m512i is0 = _mm512_setzero_si512(), is1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int m = 0; m < 4; m++) {
+                const __m512i v = kq_load_pair(b0 + qo + 32 * m, b1 + qo + 32 * m);
+                __m512i u0 = _mm512_and_si512(v, lo4), hi;
+                if (type == PW_Q5_K) {
+                    const __m512i s16 = _mm512_set1_epi8(0x10);
+                    __m512i u1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
+                    u0 = _mm512_mask_add_epi8(
+                        u0, _mm512_test_epi8_mask(qh, _mm512_set1_epi8((char)(1 << (2 * m)))), u0, s16);
+                    u1 = _mm512_mask_add_epi8(
+                        u1, _mm512_test_epi8_mask(qh, _mm512_set1_epi8((char)(1 << (2 * m + 1)))), u1,
+                        s16);
+                    hi = _mm512_slli_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u1, a[2 * m + 1]), 16);
+                } else {
+                    hi = _mm512_slli_epi32(
+                        _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v, hi4), a[2 * m + 1]),
+                        12);
+                }
+                const __m512i pp = _mm512_ternarylogic_epi32(
+                    lo16, _mm512_dpbusd_epi32(hi, u0, a[2 * m]), hi, 0xCA);
+                const __m512i sc = kq_dword_splat512(scp, m);
+                if (m % 2 == 0) is0 = _mm512_dpwssd_epi32(is0, pp, sc);
+                else is1 = _mm512_dpwssd_epi32(is1, pp, sc);
+            }
+            const __m512i is = _mm512_add_epi32(is0, is1);
+            const __m512i mp = _mm512_madd_epi16(mins, bsp);
+            /* lanes 0-3: d, dmin of c, then of c + 1; times d_a as in the
+             * scalar code, then each product across its column's half */
+            const __m128i dh = _mm_insert_epi32(_mm_cvtsi32_si128((int)kq_u32(b0)), (int)kq_u32(b1), 1);
+            const __m512 dd = _mm512_castps128_ps512(_mm_mul_ps(_mm_cvtph_ps(dh), da));
+            const __m512i sel_d = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
+            const __m512i sel_m = _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3);
+            __m512 s = _mm512_fmadd_ps(_mm512_permutexvar_ps(sel_d, dd), _mm512_cvtepi32_ps(is), acc[pc]);
+            acc[pc] = _mm512_fnmadd_ps(_mm512_permutexvar_ps(sel_m, dd), _mm512_cvtepi32_ps(mp), s);
+        }
+    }
+    for (int pc = 0; pc < pairs; pc++) {
+        y[2 * pc] = kq_hsum((pw_v8f)_mm512_castps512_ps256(acc[pc]));
+        y[2 * pc + 1] = kq_hsum((pw_v8f)_mm512_extractf32x8_ps(acc[pc], 1));
+    }
+}
+
 #define KQ_KTILE(rows, cols)                                                                   \
-    ((rows) == 1 ? kq_tile_row(y + j, xa, w + j * wrow, wrow, nb, type, bb, cols)             \
+    ((rows) == 1 && type != PW_Q6_K && (cols) % 2 == 0                                         \
+         ? kq_tile_row_dp2(y + j, xa, w + j * wrow, wrow, nb, type, bb, cols)                   \
+     : (rows) == 1 && type != PW_Q6_K                                                          \
+         ? kq_tile_row_dp(y + j, xa, w + j * wrow, wrow, nb, type, bb, cols)                    \
+     : (rows) == 1 ? kq_tile_row(y + j, xa, w + j * wrow, wrow, nb, type, bb, cols)           \
      : (cols) % 2 == 0                                                                         \
          ? kq_tile_pairs(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols)     \
          : kq_tile(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols))
