@@ -53,11 +53,12 @@ PW_API void pw_model_free(pw_model *m);
 /* ---- tensor parallelism (docs/tensor-parallel.md) ------------------------
  * One model split across the processes of `mpirun -np N`: call pw_tp_init(N)
  * once before loading, then pw_model_load_tp on every rank. Each rank
- * holds its own KV-head groups of q/k/v and o, and the matching shards of
- * gate/up and down; the row-parallel products (o, down) sum their shards
- * in an order fixed by the model, so the tokens are bitwise the same at
- * every degree (pw_model_load_tp with N = 1 gives that order on one
- * process; pw_model_load keeps the unsplit products). */
+ * holds its own query heads of q and o (with the KV heads they use), its
+ * shards of gate/up and down, and its vocabulary rows of the embedding and
+ * the LM head; the row-parallel products (o, down) sum their shards in an
+ * order fixed by the model, so the tokens are bitwise the same at every
+ * degree. pw_model_load runs the same order on one process (the Llama and
+ * Gemma 3 architectures), so its tokens are those too. */
 /* Joins the MPI job as one of tp ranks. tp = 1 needs no MPI. Errors: a tp
  * that does not match the number of processes mpirun started, a build
  * without MPI (the message says how to get it). */
@@ -86,8 +87,8 @@ PW_API double pw_tp_timeout(void);
  * (the other ranks may be waiting in a collective). No-op without MPI. */
 PW_API void pw_tp_finish(int exit_code);
 /* Loads this rank's slice of the model (pw_tp_rank of pw_tp_size). Llama
- * architecture only; errors name what cannot be split (head groups fewer
- * than ranks, a shard that is not whole quantization blocks). */
+ * and Gemma 3 architectures; a degree above the model's shard counts is
+ * refused with the largest one that works. */
 PW_API pw_status pw_model_load_tp(const char *path, pw_model **out);
 PW_API const pw_model_info *pw_model_get_info(const pw_model *m);
 

@@ -128,33 +128,6 @@ pw_status pw_gemma3_read_hparams(pw_model *m) {
     return PW_OK;
 }
 
-pw_status pw_gemma3_load_weights(pw_model *m) {
-    const pw_model_info *in = &m->info;
-    int64_t q_dim = in->n_heads * in->head_dim, kv_dim = in->n_kv_heads * in->head_dim;
-    bool keep = pw_model_keep_quantized_weights();
-    PW_TRY(pw_model_load_embeddings(m, keep));
-    for (int64_t l = 0; l < in->n_layers; l++) {
-        pw_llama_layer *L = &m->layers[l];
-        const pw_layer_weight want[] = {
-            {"attn_norm.weight", in->dim, 0, &L->attn_norm},
-            {"attn_q.weight", in->dim, q_dim, &L->wq},
-            {"attn_k.weight", in->dim, kv_dim, &L->wk},
-            {"attn_v.weight", in->dim, kv_dim, &L->wv},
-            {"attn_q_norm.weight", in->head_dim, 0, &L->q_norm},
-            {"attn_k_norm.weight", in->head_dim, 0, &L->k_norm},
-            {"attn_output.weight", q_dim, in->dim, &L->wo},
-            {"post_attention_norm.weight", in->dim, 0, &L->post_attn_norm},
-            {"ffn_norm.weight", in->dim, 0, &L->ffn_norm},
-            {"ffn_gate.weight", in->dim, in->ffn_dim, &L->w_gate},
-            {"ffn_up.weight", in->dim, in->ffn_dim, &L->w_up},
-            {"ffn_down.weight", in->ffn_dim, in->dim, &L->w_down},
-            {"post_ffw_norm.weight", in->dim, 0, &L->post_ffn_norm},
-        };
-        PW_TRY(pw_model_load_layer_weights(m, l, want, PW_ARRAY_LEN(want), keep));
-    }
-    return pw_model_load_head(m, keep);
-}
-
 /* The thirteen weights of a layer in parameter (and placeholder) order. */
 enum {
     W_ATTN_NORM, W_Q, W_K, W_V, W_Q_NORM, W_K_NORM, W_O, W_POST_ATTN_NORM, W_FFN_NORM, W_GATE,
@@ -190,8 +163,10 @@ typedef struct layer_io {
  * add_rms_norm (residual and ffn norm), gate_up_gelu, down, rms_norm
  * (post-ffw), add_rms_norm (residual and the next attention norm, or the
  * final norm). */
-static layer_io build_layer(ir_builder *b, const pw_model_info *in, int64_t l, const int *lw,
+static layer_io build_layer(ir_builder *b, const pw_model *m, int64_t l, const int *lw,
                             layer_io io, int next_norm, bool last) {
+    pw_model_local local = pw_model_local_shape(m); /* a tensor-parallel rank's heads */
+    const pw_model_local *in = &local;
     pw_ir_arg a[9];
     a[0] = N(io.x), a[1] = N(lw[W_Q]), a[2] = N(lw[W_K]), a[3] = N(lw[W_V]);
     a[4] = N(lw[W_Q_NORM]), a[5] = N(lw[W_K_NORM]);
@@ -204,8 +179,7 @@ static layer_io build_layer(ir_builder *b, const pw_model_info *in, int64_t l, c
     int o = ir_call(b, "attn_out", l, PW_OP_EMPTY_LIKE, a, 1);
     a[0] = N(q), a[1] = N(k), a[2] = N(v), a[3] = N(o), a[4] = pw_ir_arg_int(l);
     ir_call(b, "attn", l, PW_OP_ATTENTION, a, 5);
-    a[0] = N(o), a[1] = N(lw[W_O]);
-    int proj = ir_call(b, "o_proj", l, PW_OP_MATMUL, a, 2);
+    int proj = pw_model_row_parallel(b, m, "o_proj", l, o, lw[W_O], false);
     a[0] = N(proj), a[1] = N(lw[W_POST_ATTN_NORM]);
     int attn_normed = ir_call(b, "attn_post_norm", l, PW_OP_RMS_NORM, a, 2);
     a[0] = N(io.h), a[1] = N(attn_normed), a[2] = N(lw[W_FFN_NORM]);
@@ -214,8 +188,7 @@ static layer_io build_layer(ir_builder *b, const pw_model_info *in, int64_t l, c
     int x2 = ir_getitem(b, "ffn_in", l, res1, 1);
     a[0] = N(x2), a[1] = N(lw[W_GATE]), a[2] = N(lw[W_UP]);
     int act = ir_call(b, "act", l, PW_OP_GATE_UP_GELU, a, 3);
-    a[0] = N(act), a[1] = N(lw[W_DOWN]);
-    int down = ir_call(b, "down", l, PW_OP_MATMUL, a, 2);
+    int down = pw_model_row_parallel(b, m, "down", l, act, lw[W_DOWN], true);
     a[0] = N(down), a[1] = N(lw[W_POST_FFN_NORM]);
     int ffn_normed = ir_call(b, "ffn_post_norm", l, PW_OP_RMS_NORM, a, 2);
     a[0] = N(h1), a[1] = N(ffn_normed), a[2] = N(next_norm);
@@ -244,8 +217,7 @@ pw_status pw_gemma3_build_ir(const pw_model *m, pw_ir **out) {
     int lm_head = ir_placeholder(&b, "lm_head", 0);
 
     pw_ir_arg a[3];
-    a[0] = N(ids), a[1] = N(tok_embd);
-    int embed = ir_call(&b, "embed", -1, PW_OP_EMBEDDING, a, 2);
+    int embed = pw_model_embed(&b, m, ids, tok_embd);
     a[0] = N(embed), a[1] = pw_ir_arg_float(m->embd_scale);
     layer_io io;
     io.h = ir_call(&b, "embed_scaled", -1, PW_OP_SCALE, a, 2);
@@ -254,11 +226,10 @@ pw_status pw_gemma3_build_ir(const pw_model *m, pw_ir **out) {
     for (int64_t l = 0; l < in->n_layers; l++) {
         bool last = l + 1 == in->n_layers;
         int next_norm = last ? out_norm : w[(l + 1) * W_COUNT + W_ATTN_NORM];
-        io = build_layer(&b, in, l, &w[l * W_COUNT], io, next_norm, last);
+        io = build_layer(&b, m, l, &w[l * W_COUNT], io, next_norm, last);
     }
     /* the sampled rows only, soft-capped when the file says so (op lm_head) */
-    a[0] = N(io.x), a[1] = N(lm_head), a[2] = pw_ir_arg_float(m->logit_softcap);
-    int logits = ir_call(&b, "logits", -1, PW_OP_LM_HEAD, a, 3);
+    int logits = pw_model_logits(&b, m, io.x, lm_head, m->logit_softcap);
     ir_finish_graph(&b, in->vocab, ids, logits);
     pw_host_free(w);
     if (b.status != PW_OK) {

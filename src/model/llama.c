@@ -7,7 +7,8 @@
  * Weights stay in the mapping when they are f32, and so do 2-D weights in
  * the blocks the integer kernels read (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
  * Q5_K, Q6_K: pw_k_quant_supported; the matmul and embedding ops take them
- * as they are). Norms and every other stored type (F16, BF16, Q2_K, Q3_K) are dequantized
+ * as they are), except the Llama and Gemma 3 o and down, copied once into
+ * their K-shards (model_tp.c). Norms and every other stored type (F16, BF16, Q2_K, Q3_K) are dequantized
  * to f32 once at load (docs/gguf.md lists the types). PW_DEQUANTIZE=1 in
  * the environment dequantizes everything, the old behaviour, for
  * measurement (docs/kernels.md, "Quantized weights"). */
@@ -117,7 +118,7 @@ pw_status pw_model_load_weight_rows(pw_model *m, const char *name, int64_t d0, i
     return s;
 }
 
-/* Rows converted between releases of the file's pages (prefer_layout). */
+/* Rows converted between releases of the file's pages (pw_model_prefer_layout). */
 #define LAYOUT_CHUNK_BYTES (4u << 20)
 
 /* A whole 2-D weight in the layout the CPU kernels prefer for its type
@@ -128,7 +129,7 @@ pw_status pw_model_load_weight_rows(pw_model *m, const char *name, int64_t d0, i
  * cache's. PW_INTERLEAVE=0 keeps the file's layout (for measurement), as
  * does no memory for the copy. Every product gives the same bits either
  * way. */
-static pw_status prefer_layout(pw_model *m, pw_tensor **t) {
+pw_status pw_model_prefer_layout(pw_model *m, pw_tensor **t) {
     static const char *const values[] = {"1", "0", NULL};
     pw_tensor *w = *t;
     if (pw_tensor_ndim(w) != 2 || pw_env_choice(PW_ENV_INTERLEAVE, values, 0) != 0)
@@ -174,7 +175,7 @@ pw_status pw_model_load_layer_weights(pw_model *m, int64_t l, const pw_layer_wei
         snprintf(name, sizeof name, "blk.%" PRId64 ".%s", l, want[i].suffix);
         PW_TRY(pw_model_load_weight(m, name, want[i].d0, want[i].d1, keep_quantized,
                                     want[i].dst));
-        PW_TRY(prefer_layout(m, want[i].dst));
+        PW_TRY(pw_model_prefer_layout(m, want[i].dst));
     }
     return PW_OK;
 }
@@ -187,9 +188,14 @@ pw_status pw_model_load_embeddings(pw_model *m, bool keep) {
     m->owned = pw_host_calloc((size_t)(m->info.n_layers * PW_GEMMA3_WEIGHTS_PER_LAYER + 4),
                               sizeof(float *));
     if (!m->owned) return PW_ERR_OOM;
-    PW_TRY(pw_model_load_weight(m, "token_embd.weight", m->info.dim, m->info.vocab, keep,
-                                &m->tok_embd));
-    return prefer_layout(m, &m->tok_embd);
+    /* above one rank, this rank's vocabulary rows (model_tp.c) */
+    m->tp_v0 = 0, m->tp_v1 = m->info.vocab;
+    if (m->tp_size > 1)
+        pw_tp_shard_range(m->info.vocab, 1, m->tp_size, m->tp_rank, &m->tp_v0, &m->tp_v1);
+    PW_TRY(pw_model_load_weight_rows(m, "token_embd.weight", m->info.dim, m->info.vocab,
+                                     m->tp_v0, m->tp_v1 - m->tp_v0, keep, &m->tok_embd));
+    /* a rank's vocabulary slice keeps the file's layout (the split ops read it) */
+    return m->tp_size > 1 ? PW_OK : pw_model_prefer_layout(m, &m->tok_embd);
 }
 
 pw_status pw_model_load_head(pw_model *m, bool keep) {
@@ -197,8 +203,9 @@ pw_status pw_model_load_head(pw_model *m, bool keep) {
     PW_TRY(pw_model_load_weight(m, "output_norm.weight", in->dim, 0, keep, &m->output_norm));
     const pw_gguf_tensor *head;
     if (pw_gguf_find_tensor(m->gguf, "output.weight", &head) == PW_OK) {
-        PW_TRY(pw_model_load_weight(m, "output.weight", in->dim, in->vocab, keep, &m->output));
-        PW_TRY(prefer_layout(m, &m->output));
+        PW_TRY(pw_model_load_weight_rows(m, "output.weight", in->dim, in->vocab, m->tp_v0,
+                                         m->tp_v1 - m->tp_v0, keep, &m->output));
+        if (m->tp_size <= 1) PW_TRY(pw_model_prefer_layout(m, &m->output));
     } else {
         pw_clear_error();
         m->info.tied_embeddings = true;
@@ -211,29 +218,7 @@ pw_status pw_model_load_head(pw_model *m, bool keep) {
     return PW_OK;
 }
 
-static pw_status load_llama_layers(pw_model *m, bool keep) {
-    const pw_model_info *in = &m->info;
-    int64_t kv_dim = in->n_kv_heads * in->head_dim;
-    for (int64_t l = 0; l < in->n_layers; l++) {
-        pw_llama_layer *L = &m->layers[l];
-        const pw_layer_weight want[] = {
-            {"attn_norm.weight", in->dim, 0, &L->attn_norm},
-            {"attn_q.weight", in->dim, in->dim, &L->wq},
-            {"attn_k.weight", in->dim, kv_dim, &L->wk},
-            {"attn_v.weight", in->dim, kv_dim, &L->wv},
-            {"attn_output.weight", in->dim, in->dim, &L->wo},
-            {"ffn_norm.weight", in->dim, 0, &L->ffn_norm},
-            {"ffn_gate.weight", in->dim, in->ffn_dim, &L->w_gate},
-            {"ffn_up.weight", in->dim, in->ffn_dim, &L->w_up},
-            {"ffn_down.weight", in->ffn_dim, in->dim, &L->w_down},
-        };
-        PW_TRY(pw_model_load_layer_weights(m, l, want, PW_ARRAY_LEN(want), keep));
-    }
-    return PW_OK;
-}
-
 static pw_status load_weights(pw_model *m) {
-    if (m->arch == PW_ARCH_GEMMA3) return pw_gemma3_load_weights(m);
     bool keep = pw_model_keep_quantized_weights();
     PW_TRY(pw_model_load_embeddings(m, keep));
     if (m->arch == PW_ARCH_LLAMA) PW_TRY(pw_model_load_rope_freqs(m));
@@ -241,13 +226,14 @@ static pw_status load_weights(pw_model *m) {
     case PW_ARCH_QWEN2:
     case PW_ARCH_QWEN3: PW_TRY(pw_qwen_load_layers(m, keep)); break;
     case PW_ARCH_PHI3: PW_TRY(pw_phi3_load_layers(m, keep)); break;
-    default: PW_TRY(m->tp_size ? pw_model_tp_load_layers(m, keep) : load_llama_layers(m, keep));
-        break;
+    default: PW_TRY(pw_model_tp_load_layers(m, keep)); break;
     }
     return pw_model_load_head(m, keep);
 }
 
-/* The whole model (tp false), or this tensor-parallel rank's slice. */
+/* The whole model (tp false), or this tensor-parallel rank's slice. The
+ * architectures with tensor parallelism run in its fixed summation order
+ * either way (model_tp.c): one process is rank 0 of 1. */
 static pw_status load_model(const char *path, bool tp, pw_model **out) {
     *out = NULL;
     if (!path) return pw_error(PW_ERR_INVALID_ARG, "pw_model_load: path is NULL");
@@ -258,7 +244,8 @@ static pw_status load_model(const char *path, bool tp, pw_model **out) {
     if (s == PW_OK) s = read_hparams(m);
     if (s == PW_OK)
         s = pw_model_check_contents(m->gguf, m->info.arch, m->info.n_layers, m->info.head_dim);
-    if (s == PW_OK && tp) s = pw_model_tp_plan(m, pw_comm_size(), pw_comm_rank());
+    if (s == PW_OK && (tp || pw_model_tp_supported(m->arch)))
+        s = tp ? pw_model_tp_plan(m, pw_comm_size(), pw_comm_rank()) : pw_model_tp_plan(m, 1, 0);
     if (s == PW_OK) {
         m->layers = pw_host_calloc((size_t)m->info.n_layers, sizeof *m->layers);
         if (!m->layers) s = PW_ERR_OOM;
@@ -390,22 +377,6 @@ typedef struct layer_io {
  * attention norm, `next_norm`, or the final norm when `last`). The fused
  * ops give the same bits as the unfused chain with 7 launches instead of
  * 15. */
-/* A row-parallel product (o, down) of a tensor-parallel model: this rank's
- * shards' partial products, then the all-reduce that sums every rank's in
- * shard order (model_tp.c). Unsplit: the plain matmul. */
-static int row_parallel(ir_builder *b, const pw_model *m, const char *name, int64_t l, int x,
-                        int w) {
-    pw_ir_arg a[3];
-    a[0] = N(x), a[1] = N(w);
-    if (!m->tp_size) return ir_call(b, name, l, PW_OP_MATMUL, a, 2);
-    char partials[48];
-    snprintf(partials, sizeof partials, "%s_partials", name);
-    a[2] = pw_ir_arg_int(m->tp_g1 - m->tp_g0);
-    int p = ir_call(b, partials, l, PW_OP_MATMUL_SHARDS, a, 3);
-    a[0] = N(p), a[1] = pw_ir_arg_int(m->tp_groups);
-    return ir_call(b, name, l, PW_OP_ALL_REDUCE, a, 2);
-}
-
 static layer_io build_layer(ir_builder *b, const pw_model *m, int64_t l, const int *lw,
                             layer_io io, int next_norm, bool last) {
     pw_model_arch arch = m->arch;
@@ -442,14 +413,14 @@ static layer_io build_layer(ir_builder *b, const pw_model *m, int64_t l, const i
     int o = ir_call(b, "attn_out", l, PW_OP_EMPTY_LIKE, a, 1);
     a[0] = N(q), a[1] = N(k), a[2] = N(v), a[3] = N(o), a[4] = pw_ir_arg_int(l);
     ir_call(b, "attn", l, PW_OP_ATTENTION, a, 5);
-    int proj = row_parallel(b, m, "o_proj", l, o, lw[W_O]);
+    int proj = pw_model_row_parallel(b, m, "o_proj", l, o, lw[W_O], false);
     a[0] = N(io.h), a[1] = N(proj), a[2] = N(lw[W_FFN_NORM]);
     int res1 = ir_call(b, "h_attn_ffn_in", l, PW_OP_ADD_RMS_NORM, a, 3);
     int h1 = ir_getitem(b, "h_attn", l, res1, 0);
     int x2 = ir_getitem(b, "ffn_in", l, res1, 1);
     a[0] = N(x2), a[1] = N(lw[W_GATE]), a[2] = N(lw[W_UP]);
     int act = ir_call(b, "act", l, PW_OP_GATE_UP_SILU, a, 3);
-    int down = row_parallel(b, m, "down", l, act, lw[W_DOWN]);
+    int down = pw_model_row_parallel(b, m, "down", l, act, lw[W_DOWN], true);
     a[0] = N(h1), a[1] = N(down), a[2] = N(next_norm);
     int res2 = ir_call(b, "h_next_in", l, PW_OP_ADD_RMS_NORM, a, 3);
     layer_io next;
@@ -476,9 +447,8 @@ pw_status pw_model_build_ir(const pw_model *m, pw_ir **out) {
     int lm_head = ir_placeholder(&b, "lm_head", 0);
 
     pw_ir_arg a[3];
-    a[0] = N(ids), a[1] = N(tok_embd);
     layer_io io;
-    io.h = ir_call(&b, "embed", -1, PW_OP_EMBEDDING, a, 2);
+    io.h = pw_model_embed(&b, m, ids, tok_embd);
     a[0] = N(io.h), a[1] = N(in->n_layers > 0 ? w[W_ATTN_NORM] : out_norm);
     io.x = in->n_layers > 0 ? ir_call(&b, "attn_in", 0, PW_OP_RMS_NORM, a, 2)
                             : ir_call(&b, "final_norm", -1, PW_OP_RMS_NORM, a, 2);
@@ -488,8 +458,7 @@ pw_status pw_model_build_ir(const pw_model *m, pw_ir **out) {
         io = build_layer(&b, m, l, &w[l * W_SLOTS], io, next_norm, last);
     }
     /* the rows the step samples from only (op lm_head) */
-    a[0] = N(io.x), a[1] = N(lm_head), a[2] = pw_ir_arg_float(0.0);
-    int logits = ir_call(&b, "logits", -1, PW_OP_LM_HEAD, a, 3);
+    int logits = pw_model_logits(&b, m, io.x, lm_head, 0.0f);
     ir_finish_graph(&b, in->vocab, ids, logits);
     pw_host_free(w);
     if (b.status != PW_OK) {

@@ -58,12 +58,18 @@ struct pw_model {
     pw_tensor *rope_freqs;  /* [head_dim/2] frequency divisors (rope_freqs.weight); NULL: none */
     const float *rope_freq_factors; /* its data (host f32), or NULL */
     double rope_freq_scale; /* positions times this (linear scaling); 1: none */
-    /* Tensor parallelism (model_tp.c; pw_model_load_tp): this rank holds
-     * KV-head groups [tp_g0, tp_g1) of tp_groups, with their q heads, and
-     * the same shards of the feed-forward (tp_groups shards of ffn_dim).
-     * tp_size 0: the unsplit model, today's products. */
+    /* The fixed summation order and this process's share (model_tp.c).
+     * tp_size 0: the unsplit model (architectures without tensor
+     * parallelism). Otherwise o's K is tp_o_shards shards of whole query
+     * heads and down's K tp_ffn_shards shards, model constants summed in
+     * shard order at every degree, one process included; this rank holds
+     * query heads [tp_h0, tp_h1), KV heads [tp_kv0, tp_kv1) (or, with
+     * tp_kv_per_head, one copy of its KV head per query head), feed-forward
+     * shards [tp_f0, tp_f1) and vocabulary rows [tp_v0, tp_v1). */
     int tp_size, tp_rank;
-    int64_t tp_groups, tp_g0, tp_g1;
+    int64_t tp_o_shards, tp_o_unit, tp_h0, tp_h1, tp_kv0, tp_kv1;
+    bool tp_kv_per_head;
+    int64_t tp_ffn_shards, tp_f0, tp_f1, tp_v0, tp_v1;
 };
 
 /* The heads and feed-forward width this process computes: all of them,
@@ -73,11 +79,24 @@ typedef struct pw_model_local {
 } pw_model_local;
 pw_model_local pw_model_local_shape(const pw_model *m);
 
-/* model_tp.c: checks that the model can be split into tp_size ranks and
- * sets m's tp fields (before the weights are loaded). */
+/* model_tp.c: true for the architectures that run in the fixed shard
+ * order (Llama, Gemma 3). */
+bool pw_model_tp_supported(pw_model_arch arch);
+/* Chooses the model's shard counts, checks that it splits into tp_size
+ * ranks and sets m's tp fields (before the weights are loaded). */
 pw_status pw_model_tp_plan(pw_model *m, int tp_size, int tp_rank);
-/* Loads a tensor-parallel rank's Llama layers (the split ones sliced). */
+/* Loads this rank's layers (the split ones sliced) of a planned model. */
 pw_status pw_model_tp_load_layers(pw_model *m, bool keep_quantized);
+typedef struct ir_builder ir_builder; /* model/model_ir.h */
+/* A row-parallel product (o, down) in the IR: the shards' partial products
+ * (matmul_shards) and the all-reduce that sums them in shard order. */
+int pw_model_row_parallel(ir_builder *b, const pw_model *m, const char *name, int64_t l, int x,
+                          int w, bool ffn);
+/* The embedding lookup and the LM head (softcap 0: none): the plain ops on
+ * one rank; above one, this rank's vocabulary rows and a gather
+ * (embedding_vocab, lm_head_vocab). */
+int pw_model_embed(ir_builder *b, const pw_model *m, int ids, int table);
+int pw_model_logits(ir_builder *b, const pw_model *m, int x, int head, float softcap);
 
 /* What llama.c shares with the other architectures' builders. */
 /* True unless PW_DEQUANTIZE=1. */
@@ -123,9 +142,13 @@ pw_status pw_phi3_load_layers(pw_model *m, bool keep_quantized);
 
 /* Gemma 3 (gemma3.c). */
 pw_status pw_gemma3_read_hparams(pw_model *m);
-pw_status pw_gemma3_load_weights(pw_model *m);
 /* Weights per layer in pw_model_params order. */
 #define PW_GEMMA3_WEIGHTS_PER_LAYER 13
+/* Replaces a whole 2-D weight *t by a copy in the layout the CPU kernels
+ * prefer for its type (Q4_0 rows interleaved in groups of 16; the same
+ * bits), releasing the file's pages behind it; a no-op for other types,
+ * under PW_INTERLEAVE=0, or without memory for the copy. */
+pw_status pw_model_prefer_layout(pw_model *m, pw_tensor **t);
 void pw_gemma3_layer_weights(const pw_llama_layer *L, pw_tensor **out);
 pw_status pw_gemma3_build_ir(const pw_model *m, pw_ir **out);
 

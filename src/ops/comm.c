@@ -78,9 +78,22 @@ static pw_tp_comm_stats tp_stats;
 int pw_comm_rank(void) { return tp_rank; }
 int pw_comm_size(void) { return tp_size; }
 
-void pw_tp_shard_range(int64_t shards, int ranks, int rank, int64_t *s0, int64_t *s1) {
-    *s0 = shards * rank / ranks;
-    *s1 = shards * (rank + 1) / ranks;
+void pw_tp_shard_range(int64_t shards, int64_t unit, int ranks, int rank, int64_t *s0,
+                       int64_t *s1) {
+    if (unit < 1 || shards % unit != 0 || shards / unit < ranks) unit = 1;
+    int64_t units = shards / unit;
+    *s0 = units * rank / ranks * unit;
+    *s1 = units * (rank + 1) / ranks * unit;
+}
+
+int64_t pw_tp_gather_shards(int64_t shards, int64_t unit) {
+    int64_t most = 0;
+    for (int r = 0; r < tp_size; r++) {
+        int64_t a, b;
+        pw_tp_shard_range(shards, unit, tp_size, r, &a, &b);
+        if (b - a > most) most = b - a;
+    }
+    return most * tp_size > shards ? most * tp_size : shards;
 }
 
 #if PW_HAVE_MPI
@@ -145,9 +158,10 @@ static void from_rank0(void *buf, int bytes, int tag, const char *what) {
 }
 #endif
 
-void pw_comm_allgather_shards(const float *send, float *recv, int64_t shards, int64_t per_shard) {
+void pw_comm_allgather_shards(const float *send, float *recv, int64_t shards, int64_t unit,
+                              int64_t per_shard) {
     int64_t s0, s1;
-    pw_tp_shard_range(shards, tp_size, tp_rank, &s0, &s1);
+    pw_tp_shard_range(shards, unit, tp_size, tp_rank, &s0, &s1);
     if (tp_size == 1) {
         if (send != recv) memcpy(recv, send, (size_t)(shards * per_shard) * sizeof(float));
         return;
@@ -159,7 +173,7 @@ void pw_comm_allgather_shards(const float *send, float *recv, int64_t shards, in
     double t0 = pw_monotonic_seconds();
     for (int r = 0; r < tp_size && rc == MPI_SUCCESS; r++) {
         int64_t a, b;
-        pw_tp_shard_range(shards, tp_size, r, &a, &b);
+        pw_tp_shard_range(shards, unit, tp_size, r, &a, &b);
         if (r == tp_rank) continue;
         peers[n] = r;
         rc = MPI_Irecv(recv + a * per_shard, (int)((b - a) * per_shard), MPI_FLOAT, r, TAG_GATHER,

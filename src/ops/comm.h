@@ -9,9 +9,9 @@
  * rank; every collective is then the identity.
  *
  * Shards: a row-parallel product splits its K dimension into a number of
- * shards fixed by the model (one per KV-head group), and rank r owns the
- * contiguous range pw_tp_shard_range gives. The rule depends only on
- * (shards, ranks, rank), so every rank computes everyone's ranges. */
+ * shards fixed by the model (model_tp.c), and rank r owns the contiguous
+ * range pw_tp_shard_range gives. The rule depends only on (shards, unit,
+ * ranks, rank), so every rank computes everyone's ranges. */
 #ifndef PW_OPS_COMM_H
 #define PW_OPS_COMM_H
 
@@ -28,16 +28,28 @@
 int pw_comm_rank(void);
 int pw_comm_size(void);
 
-/* Shards [*s0, *s1) of `shards` that rank `rank` of `ranks` owns:
- * balanced, the first ranks holding the smaller share. */
-void pw_tp_shard_range(int64_t shards, int ranks, int rank, int64_t *s0, int64_t *s1);
+/* Shards [*s0, *s1) of `shards` that rank `rank` of `ranks` owns. The
+ * shards come in units of `unit` consecutive shards (the query heads of
+ * one KV-head group): while there are at least as many units as ranks, a
+ * rank owns whole units, balanced, the first ranks holding the smaller
+ * share; with more ranks than units, the shards are balanced on their own.
+ * A unit that does not divide `shards` counts as 1. */
+void pw_tp_shard_range(int64_t shards, int64_t unit, int ranks, int rank, int64_t *s0,
+                       int64_t *s1);
 
-/* Every rank's `per_shard` floats times its shard count, gathered in rank
- * order (so in shard order) into recv [shards * per_shard]. Identity copy
- * with one rank. On failure prints the reason and ends the job: it runs
- * inside a kernel, which has no status to return, and a rank that stops
- * taking part in a collective would hang the others. */
-void pw_comm_allgather_shards(const float *send, float *recv, int64_t shards, int64_t per_shard);
+/* Shards a gather buffer holds: `shards`, or with several ranks every
+ * rank's share padded to the largest (a device all-gather of equal counts,
+ * docs/cuda.md), whichever is more. */
+int64_t pw_tp_gather_shards(int64_t shards, int64_t unit);
+
+/* Every rank's `per_shard` floats times its shard count (pw_tp_shard_range
+ * of shards and unit), gathered in rank order (so in shard order) into
+ * recv [shards * per_shard]. Identity copy with one rank. On failure
+ * prints the reason and ends the job: it runs inside a kernel, which has no
+ * status to return, and a rank that stops taking part in a collective would
+ * hang the others. */
+void pw_comm_allgather_shards(const float *send, float *recv, int64_t shards, int64_t unit,
+                              int64_t per_shard);
 
 /* bytes from rank 0 to every rank (no-op with one rank). A rank that does
  * not answer within the timeout (pw_tp_set_timeout) ends the job, named. */

@@ -316,7 +316,8 @@ PW_K_ARGS_STRUCT(pw_k_slice_cols_args, PW_K_FIELDS_SLICE_COLS)
 
 /* all_reduce_shards: the tensor-parallel all-reduce of a row-parallel
  * product. Each rank holds the partial products of its shards
- * (ops/comm.h: pw_tp_shard_range of n_shards), [its shards][n_tokens][n];
+ * (ops/comm.h: pw_tp_shard_range of n_shards in units of shard_unit),
+ * [its shards][n_tokens][n];
  * the kernel gathers every rank's into `gather` [n_shards][n_tokens][n]
  * and sums them in shard order, out = ((p0 + p1) + p2) + ..., so the
  * result does not depend on how many ranks there are. One rank: no
@@ -328,8 +329,44 @@ PW_K_ARGS_STRUCT(pw_k_slice_cols_args, PW_K_FIELDS_SLICE_COLS)
     V(S, int64_t, n_tokens)                                                                    \
     V(S, int64_t, n)                                                                           \
     V(S, int64_t, n_shards)                                                                    \
-    V(S, int64_t, local_shards)   /* this rank's, checked against the communicator */          
+    V(S, int64_t, shard_unit)     /* shards a rank keeps together (ops/comm.h) */              \
+    V(S, int64_t, local_shards)   /* this rank's, checked against the communicator */
 PW_K_ARGS_STRUCT(pw_k_all_reduce_shards_args, PW_K_FIELDS_ALL_REDUCE_SHARDS)
+
+/* embedding_vocab: the lookup of a table split by vocabulary rows across
+ * the tensor-parallel ranks (rank r holds rows pw_tp_shard_range(vocab, 1)
+ * of r). Each rank writes into `local` the rows of the ids it holds (zeros
+ * for the others), every rank's `local` is gathered into `gather`
+ * [ranks][n_tokens][dim], and each token takes its owner's row: a copy,
+ * never a sum, so the bits are the unsplit lookup's. */
+#define PW_K_FIELDS_EMBEDDING_VOCAB(A, V, S)                                                   \
+    A(S, float *, out)         /* [n_tokens][dim] */                                           \
+    A(S, const int32_t *, ids) /* [n_tokens], persistent */                                    \
+    A(S, const void *, table)  /* [rows][dim] of type: this rank's vocabulary rows */          \
+    A(S, float *, local)       /* [n_tokens][dim] */                                           \
+    A(S, float *, gather)      /* [ranks][n_tokens][dim] */                                    \
+    V(S, int64_t, n_tokens)                                                                    \
+    V(S, int64_t, vocab)                                                                       \
+    V(S, int64_t, rows)                                                                        \
+    V(S, int64_t, dim)                                                                         \
+    V(S, int64_t, ranks)                                                                       \
+    V(S, pw_dtype, type)                                                                       \
+    V(S, int32_t, zero_pad)    /* always 0: no padding bytes (see the top) */
+PW_K_ARGS_STRUCT(pw_k_embedding_vocab_args, PW_K_FIELDS_EMBEDDING_VOCAB)
+
+/* gather_vocab: the LM head split by vocabulary rows: every rank's logits
+ * of its rows, local [n][local_cols] for the n sampled rows (lm_head's
+ * count, read at run time), gathered and laid side by side into
+ * out [n][vocab] in vocabulary order. */
+#define PW_K_FIELDS_GATHER_VOCAB(A, V, S)                                                      \
+    A(S, float *, out)               /* [n_tokens][vocab], first n rows written */             \
+    A(S, const float *, local)       /* [n_tokens][local_cols] */                              \
+    A(S, float *, gather)            /* [n_tokens * vocab] */                                  \
+    A(S, const pw_attn_meta *, meta) /* persistent; NULL: every row */                         \
+    V(S, int64_t, n_tokens)                                                                    \
+    V(S, int64_t, vocab)                                                                       \
+    V(S, int64_t, local_cols)
+PW_K_ARGS_STRUCT(pw_k_gather_vocab_args, PW_K_FIELDS_GATHER_VOCAB)
 
 /* Every kernel of the op table (ops/op_table.h) with its argument struct
  * and field table: X(KERNEL, args struct, field table). Kernels that share
@@ -360,7 +397,9 @@ PW_K_ARGS_STRUCT(pw_k_all_reduce_shards_args, PW_K_FIELDS_ALL_REDUCE_SHARDS)
     X(ROPE_NEOX, pw_k_rope_args, PW_K_FIELDS_ROPE)                                             \
     X(BIAS_ADD, pw_k_bias_add_args, PW_K_FIELDS_BIAS_ADD)                                      \
     X(SLICE_COLS, pw_k_slice_cols_args, PW_K_FIELDS_SLICE_COLS)                                \
-    X(ALL_REDUCE_SHARDS, pw_k_all_reduce_shards_args, PW_K_FIELDS_ALL_REDUCE_SHARDS)
+    X(ALL_REDUCE_SHARDS, pw_k_all_reduce_shards_args, PW_K_FIELDS_ALL_REDUCE_SHARDS)          \
+    X(EMBEDDING_VOCAB, pw_k_embedding_vocab_args, PW_K_FIELDS_EMBEDDING_VOCAB)                 \
+    X(GATHER_VOCAB, pw_k_gather_vocab_args, PW_K_FIELDS_GATHER_VOCAB)
 /* clang-format on */
 
 #if defined(__GNUC__) && !defined(__CUDACC__)

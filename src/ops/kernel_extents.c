@@ -11,6 +11,7 @@
  * K and V caches, whose block size the kernel reads from the per-step
  * metadata at run time (the block ids it indexes them with come from the
  * engine's block tables, never from a stored graph). */
+#include "ops/comm.h"
 #include "ops/kernel_args.h"
 #include "ops/kernel_set.h"
 #include "ops/ops.h"
@@ -234,7 +235,24 @@ static uint64_t extent(const pw_kernel *k, pw_kernel_id id, const void *p, uint1
         if (IS(pw_k_all_reduce_shards_args, partials))
             return mul(floats(a->n_tokens, a->n), a->local_shards);
         *nullable = true; /* gather: one rank */
-        return mul(floats(a->n_tokens, a->n), a->n_shards);
+        return mul(floats(a->n_tokens, a->n), pw_tp_gather_shards(a->n_shards, a->shard_unit));
+    }
+    case PW_KERNEL_EMBEDDING_VOCAB: {
+        const pw_k_embedding_vocab_args *a = p;
+        if (IS(pw_k_embedding_vocab_args, ids)) return int32s(a->n_tokens);
+        if (IS(pw_k_embedding_vocab_args, table)) return rows_of(a->type, a->rows, a->dim);
+        if (IS(pw_k_embedding_vocab_args, gather))
+            return mul(floats(a->n_tokens, a->dim), a->ranks);
+        return floats(a->n_tokens, a->dim);
+    }
+    case PW_KERNEL_GATHER_VOCAB: {
+        const pw_k_gather_vocab_args *a = p;
+        if (IS(pw_k_gather_vocab_args, local)) return floats(a->n_tokens, a->local_cols);
+        if (IS(pw_k_gather_vocab_args, meta)) {
+            *nullable = true; /* every row */
+            return sizeof(pw_attn_meta);
+        }
+        return floats(a->n_tokens, a->vocab);
     }
     case PW_KERNEL_COUNT_: break;
     }

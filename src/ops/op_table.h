@@ -51,7 +51,9 @@
     X(QKV_BIAS_ROPE_NEOX, qkv_bias_rope_neox, ("x", "wq", "wk", "wv", "bq", "bk", "bv", \
                                               "n_heads", "n_kv_heads"), false)            \
     X(MATMUL_SHARDS,  matmul_shards, ("x", "w", "n_shards"),            false)           \
-    X(ALL_REDUCE,     all_reduce,   ("partials", "n_shards"),           false)
+    X(ALL_REDUCE,     all_reduce,   ("partials", "n_shards", "shard_unit"), false)   \
+    X(EMBEDDING_VOCAB, embedding_vocab, ("ids", "table", "vocab"),      false)           \
+    X(LM_HEAD_VOCAB,  lm_head_vocab, ("x", "w", "softcap", "vocab"),    false)
 
 /* PW_KERNEL_TABLE(X) calls X(ID, name) per kernel: the id is PW_KERNEL_<ID>
  * and the launch args struct is pw_k_<...>_args of ops/kernel_args.h. A
@@ -83,7 +85,9 @@
     X(ROPE_NEOX,       rope_neox)                                                        \
     X(BIAS_ADD,        bias_add)                                                         \
     X(SLICE_COLS,      slice_cols)                                                       \
-    X(ALL_REDUCE_SHARDS, all_reduce_shards)
+    X(ALL_REDUCE_SHARDS, all_reduce_shards)                                              \
+    X(EMBEDDING_VOCAB, embedding_vocab)                                                  \
+    X(GATHER_VOCAB,    gather_vocab)
 /* clang-format on */
 
 typedef enum pw_op_id {

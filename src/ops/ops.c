@@ -337,18 +337,21 @@ static pw_status launch_matmul_shards(const pw_op_env *env, const pw_value *args
     return st;
 }
 
-/* all_reduce(partials f32[S_local*T][N], n_shards S) -> f32[T][N]: every
- * rank's shard partials summed in shard order (all_reduce_shards). */
+/* all_reduce(partials f32[S_local*T][N], n_shards S, shard_unit U) ->
+ * f32[T][N]: every rank's shard partials summed in shard order
+ * (all_reduce_shards); a rank owns the shards pw_tp_shard_range(S, U)
+ * gives it. */
 static pw_status infer_all_reduce(const op_def *d, const pw_op_env *env, const pw_value *args,
                                   out_spec *s) {
     pw_tensor *p = NULL;
-    int64_t shards = 0, s0, s1;
+    int64_t shards = 0, unit = 0, s0, s1;
     PW_TRY(arg_tensor(d, args, 0, PW_F32, 2, &p));
     PW_TRY(arg_int(d, args, 1, 1, 1 << 16, &shards));
+    PW_TRY(arg_int(d, args, 2, 1, 1 << 16, &unit));
     if (shards < pw_comm_size())
         return pw_error(PW_ERR_INVALID_ARG, "op '%s': %lld shards for %d ranks", d->name,
                         (long long)shards, pw_comm_size());
-    pw_tp_shard_range(shards, pw_comm_size(), pw_comm_rank(), &s0, &s1);
+    pw_tp_shard_range(shards, unit, pw_comm_size(), pw_comm_rank(), &s0, &s1);
     if (p->shape[0] % (s1 - s0) != 0)
         return pw_error(PW_ERR_INVALID_ARG,
                         "op '%s': %lld partial rows are not %lld local shards of whole tokens",
@@ -360,16 +363,16 @@ static pw_status infer_all_reduce(const op_def *d, const pw_op_env *env, const p
 static pw_status launch_all_reduce(const pw_op_env *env, const pw_value *args,
                                    pw_tensor *const *outs) {
     pw_tensor *p = targ(args, 0);
-    int64_t shards = args[1].as.i, s0, s1;
-    pw_tp_shard_range(shards, pw_comm_size(), pw_comm_rank(), &s0, &s1);
+    int64_t shards = args[1].as.i, unit = args[2].as.i, s0, s1;
+    pw_tp_shard_range(shards, unit, pw_comm_size(), pw_comm_rank(), &s0, &s1);
     int64_t t = p->shape[0] / (s1 - s0), n = p->shape[1];
     if (shards * t * n > INT32_MAX) /* MPI counts are int */
         return pw_error(PW_ERR_UNSUPPORTED,
                         "all_reduce: %lld shards of [%lld][%lld] exceed one MPI gather",
                         (long long)shards, (long long)t, (long long)n);
-    pw_k_all_reduce_shards_args a = {fdata(outs[0]), fdata(p), NULL, t, n, shards, s1 - s0};
-    if (pw_comm_size() > 1)
-        PW_TRY(scratch_alloc(env, (size_t)(shards * t * n) * sizeof(float), &a.gather));
+    pw_k_all_reduce_shards_args a = {fdata(outs[0]), fdata(p), NULL, t, n, shards, unit, s1 - s0};
+    size_t gather_bytes = (size_t)(pw_tp_gather_shards(shards, unit) * t * n) * sizeof(float);
+    if (pw_comm_size() > 1) PW_TRY(scratch_alloc(env, gather_bytes, &a.gather));
     pw_status st = launch_kernel(env, PW_KERNEL_ALL_REDUCE_SHARDS, &a, sizeof a);
     scratch_release(env, a.gather);
     return st;
@@ -957,17 +960,98 @@ static pw_status lm_head_unfused(const pw_op_env *env, float *y, const pw_tensor
     return s;
 }
 
-static pw_status launch_lm_head(const pw_op_env *env, const pw_value *args,
-                                pw_tensor *const *outs) {
-    pw_tensor *x = targ(args, 0), *w = targ(args, 1);
-    float cap = (float)float_arg(args, 2);
-    if (!use_fused(env, PW_KERNEL_LM_HEAD)) return lm_head_unfused(env, fdata(outs[0]), x, w, cap);
-    pw_k_lm_head_args a = {fdata(outs[0]), fdata(x),    w->data,     NULL,      env->attn_meta,
-                           x->shape[0],    w->shape[0], w->shape[1], w->dtype, cap};
+static pw_status lm_head_into(const pw_op_env *env, float *y, const pw_tensor *x,
+                              const pw_tensor *w, float cap) {
+    if (!use_fused(env, PW_KERNEL_LM_HEAD)) return lm_head_unfused(env, y, x, w, cap);
+    pw_k_lm_head_args a = {y,           fdata(x),    w->data,     NULL,      env->attn_meta,
+                           x->shape[0], w->shape[0], w->shape[1], w->dtype, cap};
     PW_TRY(scratch_alloc(env, kernel_scratch_bytes(env, PW_KERNEL_LM_HEAD, &a), &a.scratch));
     pw_status s = launch_kernel(env, PW_KERNEL_LM_HEAD, &a, sizeof a);
     scratch_release(env, a.scratch);
     return s;
+}
+
+static pw_status launch_lm_head(const pw_op_env *env, const pw_value *args,
+                                pw_tensor *const *outs) {
+    return lm_head_into(env, fdata(outs[0]), targ(args, 0), targ(args, 1),
+                        (float)float_arg(args, 2));
+}
+
+/* ---- the vocabulary split of the embedding and the LM head (tensor parallelism) ---------
+ * A rank holds vocabulary rows pw_tp_shard_range(vocab, 1) of the table
+ * and of the head. Neither op sums across ranks: the lookup takes each
+ * token's row from the rank that holds it, and the head's logits are laid
+ * side by side, so both give the unsplit ops' bits. */
+
+/* Rows [*v0, *v1) of `vocab` this rank holds; `rows` (the weight's) must match. */
+static pw_status vocab_rows(const op_def *d, int64_t vocab, int64_t rows, int64_t *v0,
+                            int64_t *v1) {
+    pw_tp_shard_range(vocab, 1, pw_comm_size(), pw_comm_rank(), v0, v1);
+    if (rows != *v1 - *v0)
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "op '%s': %lld weight rows, but rank %d of %d holds %lld of the "
+                        "vocabulary's %lld",
+                        d->name, (long long)rows, pw_comm_rank(), pw_comm_size(),
+                        (long long)(*v1 - *v0), (long long)vocab);
+    return PW_OK;
+}
+
+/* embedding_vocab(ids i32[T], table [V_r][D], vocab V) -> f32[T][D] */
+static pw_status infer_embedding_vocab(const op_def *d, const pw_op_env *env,
+                                       const pw_value *args, out_spec *s) {
+    int64_t vocab = 0, v0, v1;
+    PW_TRY(infer_embedding(d, env, args, s));
+    PW_TRY(arg_int(d, args, 2, 1, INT32_MAX, &vocab));
+    PW_TRY(vocab_rows(d, vocab, targ(args, 1)->shape[0], &v0, &v1));
+    return require_kernel(d, env, PW_KERNEL_EMBEDDING_VOCAB);
+}
+
+static pw_status launch_embedding_vocab(const pw_op_env *env, const pw_value *args,
+                                        pw_tensor *const *outs) {
+    pw_tensor *ids = targ(args, 0), *table = targ(args, 1);
+    int64_t t = ids->shape[0], dim = table->shape[1], ranks = pw_comm_size();
+    if (ranks * t * dim > INT32_MAX) /* MPI counts are int */
+        return pw_error(PW_ERR_UNSUPPORTED, "embedding_vocab: %lld tokens of %lld exceed one "
+                        "MPI gather", (long long)t, (long long)dim);
+    pw_k_embedding_vocab_args a = {fdata(outs[0]), ids->data,   table->data,     NULL,
+                                   NULL,           t,           args[2].as.i,    table->shape[0],
+                                   dim,            ranks,       table->dtype,    0};
+    PW_TRY(scratch_alloc(env, (size_t)((ranks + 1) * t * dim) * sizeof(float), &a.local));
+    a.gather = a.local + t * dim;
+    pw_status st = launch_kernel(env, PW_KERNEL_EMBEDDING_VOCAB, &a, sizeof a);
+    scratch_release(env, a.local);
+    return st;
+}
+
+/* lm_head_vocab(x, w [V_r][K], softcap, vocab V) -> f32[T][V]: lm_head on
+ * this rank's rows, then its sampled rows gathered. */
+static pw_status infer_lm_head_vocab(const op_def *d, const pw_op_env *env,
+                                     const pw_value *args, out_spec *s) {
+    int64_t vocab = 0, v0, v1;
+    PW_TRY(infer_lm_head(d, env, args, s));
+    PW_TRY(arg_int(d, args, 3, 1, INT32_MAX, &vocab));
+    PW_TRY(vocab_rows(d, vocab, targ(args, 1)->shape[0], &v0, &v1));
+    spec_2d(s, PW_F32, targ(args, 0)->shape[0], vocab);
+    return require_kernel(d, env, PW_KERNEL_GATHER_VOCAB);
+}
+
+static pw_status launch_lm_head_vocab(const pw_op_env *env, const pw_value *args,
+                                      pw_tensor *const *outs) {
+    pw_tensor *x = targ(args, 0), *w = targ(args, 1);
+    int64_t t = x->shape[0], vocab = args[3].as.i, cols = w->shape[0];
+    if (t * vocab > INT32_MAX) /* MPI counts are int */
+        return pw_error(PW_ERR_UNSUPPORTED, "lm_head_vocab: %lld rows of %lld logits exceed one "
+                        "MPI gather", (long long)t, (long long)vocab);
+    float *local = NULL;
+    PW_TRY(scratch_alloc(env, (size_t)(t * (cols + vocab)) * sizeof(float), &local));
+    pw_status st = lm_head_into(env, local, x, w, (float)float_arg(args, 2));
+    if (st == PW_OK) {
+        pw_k_gather_vocab_args a = {fdata(outs[0]), local, local + t * cols, env->attn_meta,
+                                    t,              vocab, cols};
+        st = launch_kernel(env, PW_KERNEL_GATHER_VOCAB, &a, sizeof a);
+    }
+    scratch_release(env, local);
+    return st;
 }
 
 /* ---- qkv with NeoX rope (Qwen 2, Phi-3) ------------------------------------------------------

@@ -31,10 +31,9 @@
  * references name their exact file. A model piecewise refuses to load
  * (PW_ERR_UNSUPPORTED) is skipped with the loader's message.
  *
- * With PW_TEST_TP_SHARDS=1 in the environment the models load as one
- * tensor-parallel rank (pw_model_load_tp: o and down summed over fixed
- * shards, docs/tensor-parallel.md), and the architectures that cannot be
- * split are skipped.
+ * The Llama and Gemma 3 families run in the tensor-parallel shard order
+ * (o and down summed over fixed shards, docs/tensor-parallel.md), which is
+ * every load's order for them, so the rule holds for it.
  *
  *   test_model_float64_golden --write FAMILY VOCAB OUT   writes a family's file */
 #include "piecewise_llm.h"
@@ -392,10 +391,7 @@ int main(int argc, char **argv) {
             continue;
         }
         pw_model *m = NULL;
-        /* PW_TEST_TP_SHARDS=1: the tensor-parallel shard order on one
-         * process (pw_model_load_tp), which must meet the same rule */
-        pw_status s = getenv("PW_TEST_TP_SHARDS") ? pw_model_load_tp(mp, &m)
-                                                  : pw_model_load(mp, &m);
+        pw_status s = pw_model_load(mp, &m);
         if (s == PW_ERR_UNSUPPORTED) {
             snprintf(why, sizeof why, "%s: %s", r.model, pw_last_error());
             pw_test_skip_part(why);

@@ -328,8 +328,9 @@ static void test_errors(world *w) {
     CHECK(!pw_op_is_splitting("matmul"));
     CHECK(!pw_op_is_splitting("nope"));
     /* 13, the four Gemma 3 ops, lm_head, the two NeoX qkv ops (Qwen 2, Phi-3),
-     * the two of tensor parallelism (matmul_shards, all_reduce) */
-    bool all_resolve = pw_op_count() == 22;
+     * the four of tensor parallelism (matmul_shards, all_reduce,
+     * embedding_vocab, lm_head_vocab) */
+    bool all_resolve = pw_op_count() == 24;
     for (int i = 0; i < pw_op_count(); i++)
         all_resolve &= pw_op_resolve(&w->env, pw_op_name(i), &c) == PW_OK;
     CHECK(all_resolve);
@@ -491,6 +492,22 @@ static void test_lm_head(world *w) {
                   same_data(pw_tuple_get(fused[i].as.tuple, j), pw_tuple_get(plain[i].as.tuple, j)));
     CHECK(same_data(fused[1], plain[1]));
     for (int i = 0; i < 3; i++) pw_value_release(fused[i]), pw_value_release(plain[i]);
+
+    /* the vocabulary split on one rank (it holds every row): the plain
+     * lookup's and head's bits, the head on the sampled rows only */
+    pw_value e = OP("embedding", T_(w->t_ids), T_(w->embed));
+    pw_value ev = OP("embedding_vocab", T_(w->t_ids), T_(w->embed), pw_value_int(VOCAB));
+    CHECK(same_data(e, ev));
+    pw_value_release(e), pw_value_release(ev);
+    set_sample_rows(w, rows, 4);
+    pw_value h = OP("lm_head", x, T_(w->embed), pw_value_float(2.5));
+    pw_value hv = OP("lm_head_vocab", x, T_(w->embed), pw_value_float(2.5), pw_value_int(VOCAB));
+    for (int i = 0; i < 4; i++) CHECK(row_equals(hv, i, (const float *)pw_tensor_data(h.as.tensor) + i * VOCAB, VOCAB));
+    pw_value_release(h), pw_value_release(hv);
+    CHECK_ERR(RAW("embedding_vocab", T_(w->t_ids), T_(w->embed), pw_value_int(VOCAB + 1)),
+              PW_ERR_INVALID_ARG,
+              "op 'embedding_vocab': 40 weight rows, but rank 0 of 1 holds 41 of the "
+              "vocabulary's 41");
 
     /* errors */
     CHECK_ERR(RAW("lm_head", x, T_(w->embed), pw_value_float(-1.0)), PW_ERR_INVALID_ARG,

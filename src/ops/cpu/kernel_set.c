@@ -60,5 +60,7 @@ const pw_kernel_set pw_kernel_set_cpu = {
         [PW_KERNEL_BIAS_ADD] = {&pw_kernel_bias_add, NULL},
         [PW_KERNEL_SLICE_COLS] = {&pw_kernel_slice_cols, NULL},
         [PW_KERNEL_ALL_REDUCE_SHARDS] = {&pw_kernel_all_reduce_shards, NULL},
+        [PW_KERNEL_EMBEDDING_VOCAB] = {&pw_kernel_embedding_vocab, NULL},
+        [PW_KERNEL_GATHER_VOCAB] = {&pw_kernel_gather_vocab, NULL},
     },
 };

@@ -329,9 +329,13 @@ extern const pw_kernel pw_kernel_bias_add;
 void pw_k_slice_cols(float *out, const float *x, int64_t n_tokens, int64_t x_cols, int64_t col0,
                      int64_t width);
 /* out = ((p[0] + p[1]) + p[2]) + ... over n_shards blocks of n floats each */
-void pw_k_sum_shards(float *out, const float *p, int64_t n_shards, int64_t n);
+void pw_k_sum_shards(float *restrict out, const float *restrict p, int64_t n_shards, int64_t n);
 
 extern const pw_kernel pw_kernel_slice_cols;
 extern const pw_kernel pw_kernel_all_reduce_shards;
+/* The vocabulary split of the embedding and the LM head (all_reduce.c):
+ * pw_k_embedding_vocab_args, pw_k_gather_vocab_args. */
+extern const pw_kernel pw_kernel_embedding_vocab;
+extern const pw_kernel pw_kernel_gather_vocab;
 
 #endif

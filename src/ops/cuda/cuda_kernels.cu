@@ -11,11 +11,13 @@
 // is zero-padded in scratch. See docs/cuda.md.
 extern "C" {
 #include "internal.h"
+#include "ops/comm.h"
 }
 #include "ops/kernel_args.h"
 #include "ops/kernel_set.h"
 #include "backend/cuda/cuda_internal.h"
 #include "ops/cuda/cuda_blas.h"
+#include "ops/cuda/cuda_nccl.h"
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -247,6 +249,83 @@ static pw_status launch_add(const void *args, const pw_cuda_stream_ctx *ctx) {
     if (a->n <= 0) return PW_OK;
     add_kernel<<<blocks_for(a->n), PW_CUDA_BLOCK, 0, ctx->stream>>>(a->out, a->a, a->b, a->n);
     return last_launch("add");
+}
+
+// ---- tensor parallelism: the fixed shard order (docs/tensor-parallel.md) -----
+
+__global__ void slice_cols_kernel(float *out, const float *x, int64_t n_tokens, int64_t x_cols,
+                                  int64_t col0, int64_t width) {
+    int64_t n = n_tokens * width;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = x[i / width * x_cols + col0 + i % width];
+}
+
+static pw_status launch_slice_cols(const void *args, const pw_cuda_stream_ctx *ctx) {
+    const pw_k_slice_cols_args *a = (const pw_k_slice_cols_args *)args;
+    int64_t n = a->n_tokens * a->width;
+    if (n <= 0) return PW_OK;
+    slice_cols_kernel<<<blocks_for(n), PW_CUDA_BLOCK, 0, ctx->stream>>>(
+        a->out, a->x, a->n_tokens, a->x_cols, a->col0, a->width);
+    return last_launch("slice_cols");
+}
+
+// Where shard s's partials start in the gather buffer: rank r's share of
+// the shards (pw_tp_shard_range, repeated on the device) padded to `most`
+// shards per rank, as the equal-count all-gather lays them out. One rank:
+// the shards in order.
+__device__ int64_t shard_offset(int64_t s, int64_t shards, int64_t unit, int ranks,
+                                int64_t most) {
+    if (ranks <= 1) return s;
+    if (unit < 1 || shards % unit != 0 || shards / unit < ranks) unit = 1;
+    int64_t units = shards / unit;
+    for (int r = 0; r < ranks; r++) {
+        int64_t s0 = units * r / ranks * unit, s1 = units * (r + 1) / ranks * unit;
+        if (s >= s0 && s < s1) return r * most + (s - s0);
+    }
+    return 0;
+}
+
+// out = ((p0 + p1) + p2) + ...: each element's sum in shard order, the CPU
+// kernel's sequence (pw_k_sum_shards), whatever the number of ranks.
+__global__ void sum_shards_kernel(float *out, const float *p, int64_t n_shards, int64_t unit,
+                                  int ranks, int64_t most, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        float acc = p[shard_offset(0, n_shards, unit, ranks, most) * n + i];
+        for (int64_t s = 1; s < n_shards; s++)
+            acc += p[shard_offset(s, n_shards, unit, ranks, most) * n + i];
+        out[i] = acc;
+    }
+}
+
+static pw_status launch_all_reduce_shards(const void *args, const pw_cuda_stream_ctx *ctx) {
+    const pw_k_all_reduce_shards_args *a = (const pw_k_all_reduce_shards_args *)args;
+    int ranks = pw_comm_size();
+    int64_t s0, s1, per_shard = a->n_tokens * a->n;
+    pw_tp_shard_range(a->n_shards, a->shard_unit, ranks, pw_comm_rank(), &s0, &s1);
+    if (s1 - s0 != a->local_shards)
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "all_reduce_shards: recorded for %lld local shards, this rank owns %lld",
+                        (long long)a->local_shards, (long long)(s1 - s0));
+    if (per_shard <= 0) return PW_OK;
+    const float *all = a->partials;
+    int64_t most = a->n_shards;
+    if (ranks > 1) {
+#if PW_HAVE_NCCL
+        most = pw_tp_gather_shards(a->n_shards, a->shard_unit) / ranks;
+        PW_TRY(pw_cuda_nccl_allgather(a->partials, a->gather, (size_t)(most * per_shard),
+                                      ctx->stream));
+        all = a->gather;
+#else
+        return pw_error(PW_ERR_UNSUPPORTED,
+                        "all_reduce_shards: tensor parallelism on CUDA needs NCCL, and this "
+                        "build has none (install NCCL and rebuild)");
+#endif
+    }
+    sum_shards_kernel<<<blocks_for(per_shard), PW_CUDA_BLOCK, 0, ctx->stream>>>(
+        a->out, all, a->n_shards, a->shard_unit, ranks, most, per_shard);
+    return last_launch("all_reduce_shards");
 }
 
 // ---- select_rows: the unfused LM head's gather ------------------------------
@@ -482,6 +561,8 @@ static const pw_cuda_kernel_impl impl_add = {launch_add};
 static const pw_cuda_kernel_impl impl_argmax = {launch_argmax};
 static const pw_cuda_kernel_impl impl_attention = {launch_attention};
 static const pw_cuda_kernel_impl impl_select_rows = {launch_select_rows};
+static const pw_cuda_kernel_impl impl_slice_cols = {launch_slice_cols};
+static const pw_cuda_kernel_impl impl_all_reduce_shards = {launch_all_reduce_shards};
 
 static const pw_kernel k_embedding = {"embedding", NULL, &impl_embedding, PW_K_ARGS(EMBEDDING)};
 static const pw_kernel k_rms_norm = {"rms_norm", NULL, &impl_rms_norm, PW_K_ARGS(RMS_NORM)};
@@ -497,6 +578,10 @@ static const pw_kernel k_argmax = {"argmax", NULL, &impl_argmax, PW_K_ARGS(ARGMA
 static const pw_kernel k_attention = {"attention", NULL, &impl_attention, PW_K_ARGS(ATTENTION)};
 static const pw_kernel k_select_rows = {"select_rows", NULL, &impl_select_rows,
                                         PW_K_ARGS(SELECT_ROWS)};
+static const pw_kernel k_slice_cols = {"slice_cols", NULL, &impl_slice_cols,
+                                       PW_K_ARGS(SLICE_COLS)};
+static const pw_kernel k_all_reduce_shards = {"all_reduce_shards", NULL, &impl_all_reduce_shards,
+                                              PW_K_ARGS(ALL_REDUCE_SHARDS)};
 
 static size_t matmul_scratch(const void *args) {
     const pw_k_matmul_args *a = (const pw_k_matmul_args *)args;
@@ -519,6 +604,8 @@ static constexpr pw_kernel_set make_cuda_kernel_set() {
     set.entries[PW_KERNEL_ARGMAX] = {&k_argmax, nullptr};
     set.entries[PW_KERNEL_ATTENTION] = {&k_attention, nullptr};
     set.entries[PW_KERNEL_SELECT_ROWS] = {&k_select_rows, nullptr};
+    set.entries[PW_KERNEL_SLICE_COLS] = {&k_slice_cols, nullptr};
+    set.entries[PW_KERNEL_ALL_REDUCE_SHARDS] = {&k_all_reduce_shards, nullptr};
     return set;
 }
 
