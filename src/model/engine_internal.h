@@ -169,8 +169,9 @@ void pw_engine_distinct_counts(const pw_engine *e, uint64_t *graphs_patched,
 void pw_engine_distinct_free(pw_engine *e);
 
 /* engine_tp.c: rank 0's recorder (e->tp set). Each record_* appends the
- * call about to be made and sets *mark; if the call then fails,
- * pw_engine_tp_rewind(e, mark) takes it back out. send_step sends the
+ * call about to be made and sets *mark; pw_engine_tp_settle(e, mark, s)
+ * then keeps it if the call's status s is PW_OK, else takes it back out,
+ * and returns s. send_step sends the
  * buffer ending with a step (at the start of pw_engine_step); end sends
  * the last command and frees the recorder (pw_engine_free). */
 pw_status pw_engine_tp_record_add(pw_engine *e, const int32_t *prompt, int64_t n,
@@ -180,7 +181,7 @@ pw_status pw_engine_tp_record_continue(pw_engine *e, int64_t id, const int32_t *
 pw_status pw_engine_tp_record_cancel(pw_engine *e, int64_t id, size_t *mark);
 pw_status pw_engine_tp_record_release(pw_engine *e, int64_t id, size_t *mark);
 pw_status pw_engine_tp_record_verify(pw_engine *e, int64_t every, size_t *mark);
-void pw_engine_tp_rewind(pw_engine *e, size_t mark);
+pw_status pw_engine_tp_settle(pw_engine *e, size_t mark, pw_status s);
 pw_status pw_engine_tp_send_step(pw_engine *e);
 void pw_engine_tp_end(pw_engine *e);
 

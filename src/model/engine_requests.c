@@ -112,9 +112,7 @@ pw_status pw_engine_add_request(pw_engine *e, const int32_t *prompt, int64_t n_p
     size_t mark;
     if (!prompt || n_prompt < 1) return pw_error(PW_ERR_INVALID_ARG, "the prompt is empty");
     PW_TRY(pw_engine_tp_record_add(e, prompt, n_prompt, max_new_tokens, sp, &mark));
-    pw_status s = add_request(e, prompt, n_prompt, max_new_tokens, sp, id);
-    if (s != PW_OK) pw_engine_tp_rewind(e, mark);
-    return s;
+    return pw_engine_tp_settle(e, mark, add_request(e, prompt, n_prompt, max_new_tokens, sp, id));
 }
 
 pw_status pw_engine_add_scoring_request(pw_engine *e, const int32_t *prompt, int64_t n_prompt,
@@ -184,27 +182,21 @@ pw_status pw_engine_continue_request(pw_engine *e, int64_t id, const int32_t *to
     if (!tokens || n < 1)
         return pw_error(PW_ERR_INVALID_ARG, "continue needs tokens and max_new_tokens >= 1");
     PW_TRY(pw_engine_tp_record_continue(e, id, tokens, n, max_new_tokens, &mark));
-    pw_status s = continue_request(e, id, tokens, n, max_new_tokens);
-    if (s != PW_OK) pw_engine_tp_rewind(e, mark);
-    return s;
+    return pw_engine_tp_settle(e, mark, continue_request(e, id, tokens, n, max_new_tokens));
 }
 
 pw_status pw_engine_cancel_request(pw_engine *e, int64_t id) {
     if (!e->tp) return cancel_request(e, id);
     size_t mark;
     PW_TRY(pw_engine_tp_record_cancel(e, id, &mark));
-    pw_status s = cancel_request(e, id);
-    if (s != PW_OK) pw_engine_tp_rewind(e, mark);
-    return s;
+    return pw_engine_tp_settle(e, mark, cancel_request(e, id));
 }
 
 pw_status pw_engine_release_request(pw_engine *e, int64_t id) {
     if (!e->tp) return release_request(e, id);
     size_t mark;
     PW_TRY(pw_engine_tp_record_release(e, id, &mark));
-    pw_status s = release_request(e, id);
-    if (s != PW_OK) pw_engine_tp_rewind(e, mark);
-    return s;
+    return pw_engine_tp_settle(e, mark, release_request(e, id));
 }
 
 pw_status pw_engine_request_output(const pw_engine *e, int64_t id, const int32_t **tokens,

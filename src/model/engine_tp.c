@@ -133,8 +133,9 @@ pw_status pw_engine_tp_record_verify(pw_engine *e, int64_t every, size_t *mark) 
     return record_plain(e, TP_VERIFY, 0, every, mark);
 }
 
-void pw_engine_tp_rewind(pw_engine *e, size_t mark) {
-    if (mark <= e->tp->len) e->tp->len = mark;
+pw_status pw_engine_tp_settle(pw_engine *e, size_t mark, pw_status s) {
+    if (s != PW_OK && mark <= e->tp->len) e->tp->len = mark;
+    return s;
 }
 
 /* Sends what was recorded, ending with `op`, and starts a new buffer. */

@@ -41,9 +41,7 @@ pw_status pw_engine_set_verify_every(pw_engine *e, int64_t every) {
     if (!e->tp) return set_verify_every(e, every);
     size_t mark;
     PW_TRY(pw_engine_tp_record_verify(e, every, &mark));
-    pw_status s = set_verify_every(e, every);
-    if (s != PW_OK) pw_engine_tp_rewind(e, mark);
-    return s;
+    return pw_engine_tp_settle(e, mark, set_verify_every(e, every));
 }
 
 void pw_engine_get_verify_stats(const pw_engine *e, pw_engine_verify_stats *out) {

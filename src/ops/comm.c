@@ -196,14 +196,21 @@ void pw_comm_allgather_shards(const float *send, float *recv, int64_t shards, in
 #endif
 }
 
+#if PW_HAVE_MPI
+/* from_rank0, counted with the broadcasts in tp_stats */
+static void counted_from_rank0(void *buf, int bytes, int tag, const char *what) {
+    double t0 = pw_monotonic_seconds();
+    from_rank0(buf, bytes, tag, what);
+    tp_stats.broadcasts++;
+    tp_stats.broadcast_seconds += pw_monotonic_seconds() - t0;
+}
+#endif
+
 pw_status pw_comm_bcast(void *buf, size_t bytes) {
     if (tp_size == 1) return PW_OK;
 #if PW_HAVE_MPI
     if (bytes > INT_MAX) return pw_error(PW_ERR_INVALID_ARG, "broadcast of %zu bytes", bytes);
-    double t0 = pw_monotonic_seconds();
-    from_rank0(buf, (int)bytes, TAG_BCAST, "a broadcast from rank 0");
-    tp_stats.broadcasts++;
-    tp_stats.broadcast_seconds += pw_monotonic_seconds() - t0;
+    counted_from_rank0(buf, (int)bytes, TAG_BCAST, "a broadcast from rank 0");
 #else
     (void)buf, (void)bytes;
 #endif
@@ -215,10 +222,7 @@ pw_status pw_comm_send_commands(const void *buf, size_t bytes) {
 #if PW_HAVE_MPI
     if (tp_rank != 0) return pw_error(PW_ERR_STATE, "only rank 0 sends commands");
     if (bytes > INT_MAX) return pw_error(PW_ERR_INVALID_ARG, "%zu bytes of commands", bytes);
-    double t0 = pw_monotonic_seconds();
-    from_rank0((void *)buf, (int)bytes, TAG_COMMANDS, "sending rank 0's commands");
-    tp_stats.broadcasts++;
-    tp_stats.broadcast_seconds += pw_monotonic_seconds() - t0;
+    counted_from_rank0((void *)buf, (int)bytes, TAG_COMMANDS, "sending rank 0's commands");
 #else
     (void)buf, (void)bytes;
 #endif
