@@ -3,6 +3,7 @@
  * thread, calls alternated; prints the medians of thread CPU time per call
  * (quantize + product) and new / old, and whether the output bits agree. */
 #include "ops/cpu/isa.h"
+#include "ops/cpu/kernels.h"
 #include "ops/cpu/matmul_quant_isa.h"
 #include "kbench_util.h"
 
@@ -40,11 +41,19 @@ int main(int argc, char **argv) {
     const char *filter = argc > 2 ? argv[2] : NULL;
     printf("%-8s %-5s %11s %4s %11s %11s %7s %s\n", "shape", "type", "N x K", "T", "old us",
            "new us", "new/old", "bits");
-    for (size_t s = 0; s < KB_N_SMOLLM2_SHAPES; s++) {
-        const kb_shape *sh = &kb_smollm2_shapes[s];
+    for (size_t s = 0; s < KB_N_SMOLLM2_SHAPES + KB_N_1B_SHAPES; s++) {
+        const kb_shape *sh = s < KB_N_SMOLLM2_SHAPES ? &kb_smollm2_shapes[s]
+                                                     : &kb_1b_shapes[s - KB_N_SMOLLM2_SHAPES];
         if (!kb_shape_selected(sh, filter)) continue;
         const char *tn = kb_type_name(sh->type);
-        uint8_t *w = kb_weights(sh->type, sh->n, sh->k);
+        uint8_t *w = kb_weights(sh->type == PW_Q4_0X16 ? PW_Q4_0 : sh->type, sh->n, sh->k);
+        if (sh->type == PW_Q4_0X16) { /* as the loader converts it */
+            uint8_t *x16 = malloc((size_t)pw_dtype_row_bytes(PW_Q4_0, sh->k) * (size_t)sh->n);
+            if (!x16) abort();
+            pw_k_q4_0_interleave(x16, w, sh->n, sh->k);
+            free(w);
+            w = x16;
+        }
         float *x = kb_activations(sh->t * sh->k);
         size_t xab = (size_t)(sh->t * (sh->k / 32) * 256); /* ample for either layout */
         uint8_t *xa_old = malloc(xab), *xa_new = malloc(xab);

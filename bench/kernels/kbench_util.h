@@ -97,8 +97,22 @@ static const kb_shape kb_smollm2_shapes[] = {
 };
 #define KB_N_SMOLLM2_SHAPES (sizeof kb_smollm2_shapes / sizeof kb_smollm2_shapes[0])
 
+/* Batched products at Llama-3.2-1B's shapes (prefill T = 128, 16
+ * sequences), N cut to a slice so that a call takes milliseconds: Q4_0 as
+ * the loader keeps it (Q4_0x16) and Q8_0. */
+static const kb_shape kb_1b_shapes[] = {
+    {"1b-gate", PW_Q4_0X16, 1024, 2048, 128}, {"1b-down", PW_Q4_0X16, 256, 8192, 128},
+    {"1b-gate", PW_Q4_0X16, 1024, 2048, 16},  {"1b-gate", PW_Q4_0X16, 1024, 2048, 1},
+    {"1b-gate", PW_Q8_0, 1024, 2048, 128},    {"1b-down", PW_Q8_0, 256, 8192, 128},
+    {"1b-gate", PW_Q8_0, 1024, 2048, 16},
+};
+#define KB_N_1B_SHAPES (sizeof kb_1b_shapes / sizeof kb_1b_shapes[0])
+
 static inline const char *kb_type_name(pw_dtype type) {
-    return type == PW_Q8_0 ? "q8_0" : type == PW_Q4_0 ? "q4_0" : "q4_1";
+    return type == PW_Q8_0     ? "q8_0"
+           : type == PW_Q4_0   ? "q4_0"
+           : type == PW_Q4_0X16 ? "q4_0x16"
+                               : "q4_1";
 }
 
 /* The copy named by `name` (pw_k_isa_int8_name's names: generic, avx2,

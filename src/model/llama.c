@@ -129,14 +129,18 @@ pw_status pw_model_load_weight_rows(pw_model *m, const char *name, int64_t d0, i
  * cache's. PW_INTERLEAVE=0 keeps the file's layout (for measurement), as
  * does no memory for the copy. Every product gives the same bits either
  * way. */
-pw_status pw_model_prefer_layout(pw_model *m, pw_tensor **t) {
+pw_dtype pw_model_preferred_dtype(pw_dtype from, int64_t rows, int64_t cols) {
     static const char *const values[] = {"1", "0", NULL};
+    if (pw_env_choice(PW_ENV_INTERLEAVE, values, 0) != 0) return from;
+    return pw_op_preferred_weight_dtype(from, rows, cols);
+}
+
+pw_status pw_model_prefer_layout(pw_model *m, pw_tensor **t) {
     pw_tensor *w = *t;
-    if (pw_tensor_ndim(w) != 2 || pw_env_choice(PW_ENV_INTERLEAVE, values, 0) != 0)
-        return PW_OK;
+    if (pw_tensor_ndim(w) != 2) return PW_OK;
     pw_dtype from = pw_tensor_dtype(w);
     int64_t shape[2] = {pw_tensor_dim(w, 0), pw_tensor_dim(w, 1)};
-    pw_dtype to = pw_op_preferred_weight_dtype(from, shape[0], shape[1]);
+    pw_dtype to = pw_model_preferred_dtype(from, shape[0], shape[1]);
     if (to == from) return PW_OK;
     const uint8_t *src = pw_tensor_data(w);
     size_t row = (size_t)pw_dtype_row_bytes(from, shape[1]), bytes = pw_tensor_nbytes(w);

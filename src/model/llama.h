@@ -149,6 +149,9 @@ pw_status pw_gemma3_read_hparams(pw_model *m);
  * bits), releasing the file's pages behind it; a no-op for other types,
  * under PW_INTERLEAVE=0, or without memory for the copy. */
 pw_status pw_model_prefer_layout(pw_model *m, pw_tensor **t);
+/* The layout pw_model_prefer_layout gives a weight of `from` with `rows`
+ * rows of `cols` (from itself under PW_INTERLEAVE=0). */
+pw_dtype pw_model_preferred_dtype(pw_dtype from, int64_t rows, int64_t cols);
 void pw_gemma3_layer_weights(const pw_llama_layer *L, pw_tensor **out);
 pw_status pw_gemma3_build_ir(const pw_model *m, pw_ir **out);
 

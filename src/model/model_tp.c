@@ -155,12 +155,12 @@ static pw_status load_for_copy(pw_model *m, const char *name, int64_t d0, int64_
     return s;
 }
 
-/* Wraps the copy buf [rows][cols] of `full`'s type as *out, owned by m,
- * and drops the mapped pages of `full` (the rest is other ranks'). */
-static pw_status keep_copy(pw_model *m, pw_tensor *full, uint8_t *buf, int64_t rows,
+/* Wraps the copy buf [rows][cols] as *out, of `full`'s type laid out as
+ * `t` (the same bytes per row), owned by m, and drops the mapped pages of
+ * `full` (the rest is other ranks'). */
+static pw_status keep_copy(pw_model *m, pw_tensor *full, pw_dtype t, uint8_t *buf, int64_t rows,
                            int64_t cols, pw_tensor **out) {
-    pw_dtype t = pw_tensor_dtype(full);
-    size_t full_bytes = (size_t)pw_dtype_row_bytes(t, pw_tensor_dim(full, 1)) *
+    size_t full_bytes = (size_t)pw_dtype_row_bytes(pw_tensor_dtype(full), pw_tensor_dim(full, 1)) *
                         (size_t)pw_tensor_dim(full, 0);
     void *data = pw_tensor_data(full);
     pw_tensor_release(full);
@@ -204,14 +204,32 @@ static pw_status load_col_shards(pw_model *m, const char *name, int64_t d0, int6
         pw_tensor_release(full);
         return PW_ERR_OOM;
     }
+    /* One process: the shards in the kernels' preferred layout (Q4_0x16),
+     * when each shard's rows are whole groups (so the tensor is also that
+     * layout as a whole), converted from a group's rows copied at a time:
+     * the same bytes moved once, no second copy. */
+    pw_dtype to = m->tp_size <= 1 ? pw_model_preferred_dtype(t, d1, width) : t;
+    int64_t group = pw_op_weight_row_group(to);
+    uint8_t *rows = NULL;
+    if (to != t && d1 % group == 0) rows = pw_host_alloc((size_t)group * shard_row);
+    if (!rows) { /* (or no memory for the rows: the file's layout) */
+        pw_clear_error();
+        to = t, group = 1;
+    }
     const uint8_t *src = pw_tensor_data(full);
     for (int64_t s = 0; s < n; s++) {
         size_t col = (size_t)pw_dtype_row_bytes(t, (s0 + s) * width);
-        for (int64_t r = 0; r < d1; r++)
-            memcpy(buf + (size_t)(s * d1 + r) * shard_row, src + (size_t)r * full_row + col,
-                   shard_row);
+        for (int64_t r0 = 0; r0 < d1; r0 += group) {
+            uint8_t *dst = buf + (size_t)(s * d1 + r0) * shard_row;
+            uint8_t *at = rows ? rows : dst;
+            for (int64_t r = 0; r < group; r++)
+                memcpy(at + (size_t)r * shard_row, src + (size_t)(r0 + r) * full_row + col,
+                       shard_row);
+            if (rows) (void)pw_op_convert_weight(dst, rows, t, to, group, width);
+        }
     }
-    return keep_copy(m, full, buf, n * d1, width, out);
+    pw_host_free(rows);
+    return keep_copy(m, full, to, buf, n * d1, width, out);
 }
 
 /* k or v [kv_dim rows][dim] with one copy of its KV head per query head of
@@ -232,7 +250,7 @@ static pw_status load_kv_per_head(pw_model *m, const char *name, bool keep, pw_t
     for (int64_t i = 0; i < n; i++)
         memcpy(buf + (size_t)i * head_bytes, src + (size_t)((m->tp_h0 + i) / group) * head_bytes,
                head_bytes);
-    return keep_copy(m, full, buf, n * hd, in->dim, out);
+    return keep_copy(m, full, pw_tensor_dtype(full), buf, n * hd, in->dim, out);
 }
 
 pw_status pw_model_tp_load_layers(pw_model *m, bool keep) {

@@ -106,6 +106,11 @@ bool pw_op_quantized_weight_supported(pw_dtype type);
  * `rows` rows of `cols` (type itself when none: only Q4_0 has one, Q4_0x16,
  * from 16 rows). */
 pw_dtype pw_op_preferred_weight_dtype(pw_dtype type, int64_t rows, int64_t cols);
+/* How many rows of a weight the layout `type` interleaves into one group
+ * (16 for Q4_0x16, 1 for a layout of whole rows): a weight whose rows are
+ * several matrices stacked keeps each one's groups its own when their row
+ * counts are multiples of it. */
+int64_t pw_op_weight_row_group(pw_dtype type);
 /* Writes rows [0, rows) of a weight from src, laid out as `from`, into dst
  * as `to` (a pair that pw_op_preferred_weight_dtype gives, or its
  * reverse, or from == to); dst and src do not overlap. False for any other

@@ -15,6 +15,10 @@ pw_dtype pw_op_preferred_weight_dtype(pw_dtype type, int64_t rows, int64_t cols)
     return type == PW_Q4_0 && rows >= PW_K_Q40X16_ROWS ? PW_Q4_0X16 : type;
 }
 
+int64_t pw_op_weight_row_group(pw_dtype type) {
+    return type == PW_Q4_0X16 ? PW_K_Q40X16_ROWS : 1;
+}
+
 bool pw_op_convert_weight(void *dst, const void *src, pw_dtype from, pw_dtype to, int64_t rows,
                           int64_t cols) {
     if (from == PW_Q4_0 && to == PW_Q4_0X16) pw_k_q4_0_interleave(dst, src, rows, cols);

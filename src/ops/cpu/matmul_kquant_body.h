@@ -266,11 +266,26 @@ KQ_INLINE __m256i kq_chunk_scale(const kq_col *c, pw_dtype type, int i) {
     return _mm256_shuffle_epi8(c->scw, ctrl);
 }
 
+#ifndef KQ_DECODE_PF_BYTES
+#define KQ_DECODE_PF_BYTES 12288
+#endif
+/* How far ahead of a one-row tile its prefetch reads: whole tiles (the
+ * same super-block of a later tile's columns), at least KQ_DECODE_PF_BYTES.
+ * One tile, 4.6 KiB of Q4_K at K = 2048, is about 170 ns of the tile's work
+ * from L2: shorter than a shared host's memory latency, so decode's
+ * products at K = 2048 waited on memory; K = 8192's tiles are long enough
+ * alone. */
+KQ_INLINE int64_t kq_pf_ahead(int64_t tile_bytes) {
+    int64_t t = (KQ_DECODE_PF_BYTES + tile_bytes - 1) / tile_bytes;
+    return (t < 1 ? 1 : t) * tile_bytes;
+}
+
 /* A rows x cols block of outputs over every super-block (rows * cols <=
  * KQ_ACCS); always inlined with constant shapes and type. */
 KQ_INLINE void kq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, const uint8_t *w,
                        int64_t wrow, int64_t nsb, pw_dtype type, int64_t bb, int rows,
                        int cols) {
+    const int64_t pf = kq_pf_ahead(cols * wrow);
     /* The running sums live in memory across the chunk loop, which needs
      * the registers; they are read and written once per super-block. */
     pw_v8f acc[KQ_ACCS];
@@ -281,10 +296,10 @@ KQ_INLINE void kq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
         for (int c = 0; c < cols; c++) {
             const uint8_t *blk = w + c * wrow + sb * bb;
             /* Decode streams the weights from memory once per token: ask
-             * for the same super-block of the next tile's column early. */
+             * for the same super-block of a later tile's column early. */
             if (rows == 1)
                 for (int64_t o = 0; o < bb; o += 64)
-                    _mm_prefetch((const char *)(blk + cols * wrow + o), KQ_DECODE_PREFETCH);
+                    _mm_prefetch((const char *)(blk + pf + o), KQ_DECODE_PREFETCH);
             col[c] = kq_col_make(blk, type);
         }
         const int8_t *av[KQ_BATCH_ROWS];
@@ -567,6 +582,7 @@ KQ_INLINE void kq_row_col(const uint8_t *blk, pw_dtype type, const __m512i a[4],
 
 KQ_INLINE void kq_tile_row(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
                            int64_t nsb, pw_dtype type, int64_t bb, int cols) {
+    const int64_t pf = kq_pf_ahead(cols * wrow);
     __m256 acc[KQ_ROW_COLS];
     for (int c = 0; c < KQ_ROW_COLS; c++) acc[c] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
@@ -579,10 +595,10 @@ KQ_INLINE void kq_tile_row(float *y, const uint8_t *xa, const uint8_t *w, int64_
         for (int c = 0; c < cols; c++) {
             const uint8_t *blk = w + c * wrow + sb * bb;
             /* Decode streams the weights from memory once per token: ask
-             * for the same super-block of the next tile's column early,
-             * into L2 (KQ_DECODE_PREFETCH). */
+             * for the same super-block of a later tile's column early,
+             * into L2 (KQ_DECODE_PREFETCH, kq_pf_ahead). */
             for (int64_t o = 0; o < bb; o += 64)
-                _mm_prefetch((const char *)(blk + cols * wrow + o), KQ_DECODE_PREFETCH);
+                _mm_prefetch((const char *)(blk + pf + o), KQ_DECODE_PREFETCH);
             __m256i is, mp;
             kq_row_col(blk, type, a, bs, &is, &mp);
             if (type == PW_Q6_K) {
@@ -635,6 +651,7 @@ KQ_INLINE __m512i kq_dword_splat512(__m512i v, int m) {
  * so the bits are those of every other tile. */
 KQ_INLINE void kq_tile_row_dp(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
                               int64_t nsb, pw_dtype type, int64_t bb, int cols) {
+    const int64_t pf = kq_pf_ahead(cols * wrow);
     const __m256i lo4 = _mm256_set1_epi8(0x0F), hi4 = _mm256_set1_epi8((char)0xF0);
     const __m256i lo16 = _mm256_set1_epi32(0xFFFF);
     __m256 acc[KQ_ROW_COLS];
@@ -651,9 +668,9 @@ KQ_INLINE void kq_tile_row_dp(float *y, const uint8_t *xa, const uint8_t *w, int
 #pragma GCC unroll 4
         for (int c = 0; c < cols; c++) {
             const uint8_t *blk = w + c * wrow + sb * bb;
-            /* the same super-block of the next tile's column, into L2 */
+            /* the same super-block of a later tile's column, into L2 */
             for (int64_t o = 0; o < bb; o += 64)
-                _mm_prefetch((const char *)(blk + cols * wrow + o), KQ_DECODE_PREFETCH);
+                _mm_prefetch((const char *)(blk + pf + o), KQ_DECODE_PREFETCH);
             uint64_t sc8, m8;
             kq_scales_mins_u64(blk + 4, &sc8, &m8);
             /* dword m: (sc_2m, sc_2m+1) as words, in both 128-bit lanes */
@@ -719,6 +736,7 @@ KQ_INLINE __m512i kq_pair_u64(uint64_t lo, uint64_t hi, int words) {
 
 KQ_INLINE void kq_tile_row_dp2(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
                                int64_t nsb, pw_dtype type, int64_t bb, int cols) {
+    const int64_t pf = kq_pf_ahead(cols * wrow);
     const __m512i lo4 = _mm512_set1_epi8(0x0F), hi4 = _mm512_set1_epi8((char)0xF0);
     const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
     const int pairs = cols / 2;
@@ -738,8 +756,8 @@ KQ_INLINE void kq_tile_row_dp2(float *y, const uint8_t *xa, const uint8_t *w, in
         for (int pc = 0; pc < pairs; pc++) {
             const uint8_t *b0 = w + (2 * pc) * wrow + sb * bb, *b1 = b0 + wrow;
             for (int64_t o = 0; o < bb; o += 64) {
-                _mm_prefetch((const char *)(b0 + cols * wrow + o), KQ_DECODE_PREFETCH);
-                _mm_prefetch((const char *)(b1 + cols * wrow + o), KQ_DECODE_PREFETCH);
+                _mm_prefetch((const char *)(b0 + pf + o), KQ_DECODE_PREFETCH);
+                _mm_prefetch((const char *)(b1 + pf + o), KQ_DECODE_PREFETCH);
             }
             uint64_t sc0, m0, sc1, m1;
             kq_scales_mins_u64(b0 + 4, &sc0, &m0);

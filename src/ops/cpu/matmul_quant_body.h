@@ -1043,15 +1043,24 @@ MQ_INLINE void q40_weights(const uint8_t *blk, int64_t wrow, int cols, pw_dtype 
 #endif
 }
 
+/* An int32 read at any address, of any bytes (q40_dot's asm operand). */
+typedef int32_t __attribute__((may_alias, aligned(1))) mq_i32u;
+
 /* start + the lane-wise sums of u (unsigned) times the 4 activations at a,
  * broadcast: exact (VNNI: u <= 15 times |a| <= 127, four per lane; AVX2:
  * vpmaddubsw pairs stay within 2 * 15 * 127). */
 MQ_INLINE q40_vi q40_dot(q40_vi start, q40_vi u, const int8_t *a) {
+#if Q40_COLS == 16
+    /* the 4 activations as the instruction's broadcast memory operand
+     * ({1to16}): GCC emits a separate vpbroadcastd for the intrinsic, one
+     * more instruction per vpdpbusd, which the batch tiles' issue pays */
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0"
+            : "+v"(start)
+            : "v"(u), "m"(*(const mq_i32u *)a));
+    return start;
+#else
     int32_t a4;
     memcpy(&a4, a, 4);
-#if Q40_COLS == 16
-    return _mm512_dpbusd_epi32(start, u, _mm512_set1_epi32(a4));
-#else
     return mq_dot_us(start, u, _mm256_set1_epi32(a4));
 #endif
 }
