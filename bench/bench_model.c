@@ -24,7 +24,8 @@
  *             bandwidth the same number of threads measure (bench_stream.c).
  *   prefill   one request whose prompt fills max_num_batched_tokens, in the
  *             default mode (FULL_AND_PIECEWISE: a prefill step runs
- *             PIECEWISE), median of --repeats runs.
+ *             PIECEWISE) and without the prefix cache, so every run
+ *             computes the whole prompt; median of --repeats runs.
  *   capture   an engine in the default mode with the default capture list:
  *             graphs kept, total ms, ms per graph, the graph pool's peak;
  *             then the same capture with the warm-ups forced (the path
@@ -401,12 +402,20 @@ static pw_status measure_prefill(pw_engine *e, pw_model *m, const model_opts *o,
     for (int64_t i = 1; i < n; i++) prompt[i] = (int32_t)((i * 7919) % in->vocab);
     double tok_s[1000];
     const pw_sampling_params greedy = {0};
+
     TRY(run_requests(e, prompt, n, 1, 1, &greedy, NULL, NULL));
     for (int r = 0; r < o->repeats; r++) {
         pw_engine_reset_stats(e);
         TRY(run_requests(e, prompt, n, 1, 1, &greedy, NULL, NULL));
         pw_engine_stats st;
         pw_engine_get_stats(e, &st);
+        /* every run computes the whole prompt (its engine has no prefix
+         * cache, which would hand the repeats all but the last token) */
+        if (st.prompt_tokens != n) {
+            fprintf(stderr, "piecewise bench model: prefill computed %" PRId64 " of its %" PRId64
+                    " prompt tokens\n", st.prompt_tokens, n);
+            return PW_ERR_STATE;
+        }
         tok_s[r] = (double)st.prompt_tokens / (st.prefill_seconds > 0 ? st.prefill_seconds : 1e-12);
     }
     c->prefill_tok_s = pw_bench_median(tok_s, (size_t)o->repeats);
@@ -470,6 +479,7 @@ static pw_status measure_capture(pw_model *m, const model_opts *o, capture_resul
     quiet_config(&cfg);
     cfg.graph_cache_dir = NULL; /* cold */
     cfg.predict_graph_memory = true;
+    cfg.prefix_cache = false; /* measure_prefill repeats its prompt */
     pw_engine *e = NULL;
     TRY(pw_engine_new(m, &cfg, &e));
     cfg.predict_graph_memory = false;
@@ -732,6 +742,7 @@ static pw_status run_lean(pw_model *m, const model_opts *o,
     if (bench_device == PW_DEVICE_CPU && pw_tp_size() <= 1) measure_bandwidth(o, c);
     pw_engine_config cfg;
     quiet_config(&cfg);
+    cfg.prefix_cache = false; /* measure_prefill repeats its prompt */
     pw_engine *e = NULL;
     TRY(pw_engine_new(m, &cfg, &e));
     pw_status s = measure_prefill(e, m, o, c);
