@@ -280,6 +280,31 @@ static pw_status forward_checked(pw_engine *e, pw_runtime_mode mode, const pw_ba
     return s;
 }
 
+/* The rows that newly admitted requests take from a partly matching cached
+ * block (pw_kv_blocks_admit): every layer's K and V, copied into the
+ * request's own block on the step's stream, so before the forward reads
+ * them. The same bits a forward would write there: a position's K/V depend
+ * only on the tokens up to it, and the kernels are batch-invariant. */
+static pw_status copy_lent_rows(pw_engine *e) {
+    pw_kv_blocks *kv = &e->kv;
+    const pw_model_info *in = pw_model_get_info(e->model);
+    size_t row = (size_t)(pw_model_local_shape(e->model).n_kv_heads * in->head_dim);
+    size_t block = row * (size_t)kv->block_size;
+    for (int64_t s = 0; s < kv->max_seqs; s++) {
+        const pw_kv_copy *c = &kv->copies[s];
+        if (c->rows == 0) continue;
+        size_t bytes = (size_t)c->rows * row * sizeof(float);
+        for (int64_t l = 0; l < in->n_layers; l++) {
+            PW_TRY(pw_stream_copy_d2d(e->stream, e->run.k_cache[l] + (size_t)c->to * block,
+                                      e->run.k_cache[l] + (size_t)c->from * block, bytes));
+            PW_TRY(pw_stream_copy_d2d(e->stream, e->run.v_cache[l] + (size_t)c->to * block,
+                                      e->run.v_cache[l] + (size_t)c->from * block, bytes));
+        }
+        pw_kv_blocks_copied(kv, s);
+    }
+    return PW_OK;
+}
+
 pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_out) {
     *tokens = e->run.step_tokens;
     *n_out = 0;
@@ -291,6 +316,7 @@ pw_status pw_engine_step(pw_engine *e, const pw_step_token **tokens, int64_t *n_
     int64_t nt;
     bool uniform;
     PW_TRY(pw_schedule(&e->sched, &e->kv, &e->run.host, &nt, &uniform));
+    PW_TRY(copy_lent_rows(e));
     int64_t queried, hits;
     pw_kv_blocks_take_counts(&e->kv, &queried, &hits);
     e->stats.prefix_cache_queries += queried;

@@ -25,7 +25,9 @@ pw_status pw_kv_blocks_init(pw_kv_blocks *kv, int64_t max_seqs, int64_t block_si
     kv->chained = pw_host_calloc(S, sizeof *kv->chained);
     kv->computed = pw_host_calloc(S, sizeof *kv->computed);
     kv->chain_key = pw_host_calloc(S, sizeof *kv->chain_key);
-    if (!kv->held || !kv->tables || !kv->chained || !kv->computed || !kv->chain_key)
+    kv->copies = pw_host_calloc(S, sizeof *kv->copies);
+    if (!kv->held || !kv->tables || !kv->chained || !kv->computed || !kv->chain_key ||
+        !kv->copies)
         return PW_ERR_OOM;
     kv->tables_dirty = true;
     return PW_OK;
@@ -46,6 +48,7 @@ void pw_kv_blocks_free(pw_kv_blocks *kv) {
     pw_host_free(kv->chained);
     pw_host_free(kv->computed);
     pw_host_free(kv->chain_key);
+    pw_host_free(kv->copies);
     memset(kv, 0, sizeof *kv);
 }
 
@@ -109,6 +112,19 @@ static void take_shared(pw_kv_blocks *kv, int32_t b) {
     if (kv->ref[b]++ == 0) list_unlink(kv, b);
 }
 
+/* One hold less on block b: a block nobody holds goes back to the list,
+ * cached (behind the others, the most recently used) when complete. */
+static void drop_hold(pw_kv_blocks *kv, int32_t b) {
+    if (--kv->ref[b] > 0) return;
+    if (kv->caching && kv->pc.state[b] == PW_BLOCK_VALID) {
+        list_push_tail(kv, b);
+    } else {
+        /* never completed (a cancelled prefill): its K/V are not whole */
+        if (kv->caching) pw_prefix_cache_forget(&kv->pc, b);
+        list_push_head(kv, b);
+    }
+}
+
 int64_t pw_kv_blocks_for(const pw_kv_blocks *kv, int64_t positions) {
     return (positions + kv->block_size - 1) / kv->block_size;
 }
@@ -163,7 +179,8 @@ pw_status pw_kv_blocks_admit(pw_kv_blocks *kv, int64_t slot, const int32_t *toke
     const int64_t bs = kv->block_size;
     /* the cached blocks, written into the row (held stays 0 until they are
      * taken, so nothing changes when the request has to wait) */
-    int64_t hits = 0, unheld_hits = 0;
+    int64_t hits = 0, unheld_hits = 0, lent = 0;
+    int32_t lender = -1;
     uint64_t key = PW_FNV1A_BASIS;
     if (kv->caching) {
         /* the last prompt token is always computed: its logits are sampled */
@@ -184,13 +201,35 @@ pw_status pw_kv_blocks_admit(pw_kv_blocks *kv, int64_t slot, const int32_t *toke
             parent = blk;
             key = k;
         }
+        /* the next block in part: a full match would have been a hit */
+        int64_t room = n_prompt - 1 - hits * bs;
+        if (room > bs - 1) room = bs - 1;
+        if (room > 0)
+            lender = pw_prefix_cache_longest_child(&kv->pc, parent,
+                                                   parent >= 0 ? kv->pc.gen[parent] : 0,
+                                                   tokens + hits * bs, room, &lent);
+        /* a lender nobody holds is one of the free blocks: when the
+         * request needs every one of them, it computes those rows instead */
+        bool unheld = lender >= 0 && kv->ref[lender] == 0;
+        if (unheld && need - hits > kv->n_free - unheld_hits - 1) {
+            lender = -1;
+            lent = 0;
+        }
+        unheld_hits += lender >= 0 && unheld;
     }
     if (need - hits > kv->n_free - unheld_hits) return PW_OK;
     for (int64_t b = 0; b < hits; b++) take_shared(kv, row[b]);
+    /* held until its rows are copied: the blocks reserved below are not it */
+    if (lender >= 0) take_shared(kv, lender);
     kv->held[slot] = hits;
     kv->chained[slot] = kv->computed[slot] = hits;
     kv->chain_key[slot] = key;
-    PW_TRY(pw_kv_blocks_reserve(kv, slot, positions));
+    pw_status s = pw_kv_blocks_reserve(kv, slot, positions);
+    if (s != PW_OK) {
+        if (lender >= 0) drop_hold(kv, lender);
+        return s;
+    }
+    if (lender >= 0) kv->copies[slot] = (pw_kv_copy){lender, row[hits], lent};
     kv->tables_dirty = true;
     if (kv->caching) {
         /* the prompt's other full blocks: a request with the same prefix
@@ -198,10 +237,10 @@ pw_status pw_kv_blocks_admit(pw_kv_blocks *kv, int64_t slot, const int32_t *toke
         while ((kv->chained[slot] + 1) * bs <= n_prompt)
             chain_block(kv, slot, tokens, PW_BLOCK_PENDING);
         kv->queried_tokens += n_prompt;
-        kv->hit_tokens += hits * bs;
+        kv->hit_tokens += hits * bs + lent;
     }
     *admitted = true;
-    *cached = hits * bs;
+    *cached = hits * bs + lent;
     return PW_OK;
 }
 
@@ -220,22 +259,20 @@ void pw_kv_blocks_computed(pw_kv_blocks *kv, int64_t slot, const int32_t *tokens
     }
 }
 
+void pw_kv_blocks_copied(pw_kv_blocks *kv, int64_t slot) {
+    pw_kv_copy *c = &kv->copies[slot];
+    if (c->rows == 0) return;
+    drop_hold(kv, c->from);
+    c->rows = 0;
+}
+
 void pw_kv_blocks_release(pw_kv_blocks *kv, int64_t slot) {
+    pw_kv_blocks_copied(kv, slot);
     const int32_t *row = pw_kv_blocks_row(kv, slot);
     int64_t *held = &kv->held[slot];
     /* last block first: of one request's cached blocks, the later ones are
      * evicted before the earlier ones, which more prompts share */
-    while (*held > 0) {
-        int32_t b = row[--(*held)];
-        if (--kv->ref[b] > 0) continue;
-        if (kv->caching && kv->pc.state[b] == PW_BLOCK_VALID) {
-            list_push_tail(kv, b);
-        } else {
-            /* never completed (a cancelled prefill): its K/V are not whole */
-            if (kv->caching) pw_prefix_cache_forget(&kv->pc, b);
-            list_push_head(kv, b);
-        }
-    }
+    while (*held > 0) drop_hold(kv, row[--(*held)]);
     kv->chained[slot] = kv->computed[slot] = 0;
 }
 

@@ -14,6 +14,15 @@
 
 #include "model/prefix_cache.h"
 
+/* Rows [0, rows) of cached block `from` that a newly admitted request
+ * takes as the first rows of its own block `to`: the K/V of a prompt that
+ * matches part of a cached block. The engine copies them before the step's
+ * forward (rows 0: nothing to copy). */
+typedef struct pw_kv_copy {
+    int32_t from, to;
+    int64_t rows;
+} pw_kv_copy;
+
 typedef struct pw_kv_blocks {
     int64_t block_size;     /* positions per block */
     int64_t max_model_len;  /* positions one slot may hold */
@@ -34,6 +43,8 @@ typedef struct pw_kv_blocks {
     int64_t *chained;       /* [max_seqs] leading blocks of the slot that are in the table */
     int64_t *computed;      /* [max_seqs] leading blocks of the slot known complete */
     uint64_t *chain_key;    /* [max_seqs] the key of the slot's last chained block */
+    pw_kv_copy *copies;     /* [max_seqs] rows to copy before the slot's first step; the
+                               source block is held until pw_kv_blocks_copied */
     /* Prompt tokens looked up and found at admission, since last taken
      * (pw_kv_blocks_take_counts). */
     int64_t queried_tokens, hit_tokens;
@@ -57,8 +68,13 @@ pw_status pw_kv_blocks_reserve(pw_kv_blocks *kv, int64_t slot, int64_t positions
  * tokens[0, n_prompt), and it may grow to `positions`. With the prefix
  * cache, the prompt's leading full blocks found in the cache are shared
  * (never the block of the prompt's last token, whose logits must be
- * computed), *cached is the positions they cover, and the prompt's other
- * full blocks enter the table as pending. *admitted is false, with nothing
+ * computed), and the prompt's other full blocks enter the table as
+ * pending. After the shared blocks, a cached block whose first tokens match
+ * the prompt's next ones (short of its last token) lends those rows: they
+ * are copied into the slot's own block (kv->copies[slot]), so a prompt seen
+ * before, or a conversation's next turn, computes only what is new, as
+ * llama-server's slot cache does. *cached is the positions shared and
+ * lent. *admitted is false, with nothing
  * taken, when the blocks do not fit yet, or when a block of the prompt is
  * being computed by another request (a later step shares it instead of
  * computing it twice). PW_ERR_INVALID_ARG past max_model_len. */
@@ -68,7 +84,10 @@ pw_status pw_kv_blocks_admit(pw_kv_blocks *kv, int64_t slot, const int32_t *toke
  * request's tokens): its full blocks among them become shareable. */
 void pw_kv_blocks_computed(pw_kv_blocks *kv, int64_t slot, const int32_t *tokens,
                            int64_t n_computed);
-/* Drops the slot's hold on its blocks: the complete cached ones stay in
+/* The slot's pending copy (kv->copies[slot]) is done: the source block's
+ * hold is dropped. No-op when none is pending. */
+void pw_kv_blocks_copied(pw_kv_blocks *kv, int64_t slot);
+/* Drops the slot's hold on its blocks (and on a pending copy's source): the complete cached ones stay in
  * the cache until evicted. */
 void pw_kv_blocks_release(pw_kv_blocks *kv, int64_t slot);
 /* The prompt tokens looked up in and found in the prefix cache since the

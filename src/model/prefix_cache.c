@@ -68,6 +68,27 @@ int32_t pw_prefix_cache_find(const pw_prefix_cache *pc, uint64_t key, int32_t pa
     return -1;
 }
 
+int32_t pw_prefix_cache_longest_child(const pw_prefix_cache *pc, int32_t parent,
+                                      uint64_t parent_gen, const int32_t *tokens, int64_t max_len,
+                                      int64_t *len) {
+    int32_t best = -1;
+    int64_t best_len = 0;
+    for (int64_t b = 0; b < pc->num_blocks && best_len < max_len; b++) {
+        if (pc->state[b] != PW_BLOCK_VALID || pc->parent[b] != parent ||
+            (parent >= 0 && pc->parent_gen[b] != parent_gen))
+            continue;
+        const int32_t *bt = pc->tokens + b * pc->block_size;
+        int64_t n = 0;
+        while (n < max_len && bt[n] == tokens[n]) n++;
+        if (n > best_len) {
+            best = (int32_t)b;
+            best_len = n;
+        }
+    }
+    *len = best_len;
+    return best;
+}
+
 void pw_prefix_cache_add(pw_prefix_cache *pc, int32_t block, uint64_t key, int32_t parent,
                          const int32_t *tokens, pw_block_state st) {
     pc->hash[block] = key;

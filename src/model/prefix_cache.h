@@ -46,6 +46,13 @@ uint64_t pw_prefix_cache_key(const pw_prefix_cache *pc, uint64_t prev, const int
  * set when a PENDING one matches (its owner is computing it). */
 int32_t pw_prefix_cache_find(const pw_prefix_cache *pc, uint64_t key, int32_t parent,
                              uint64_t parent_gen, const int32_t *tokens, bool *pending);
+/* The VALID block chained after (parent, parent_gen) whose first tokens
+ * match most of tokens[0, max_len): it and, in *len, how many match (at
+ * least 1); -1 and 0 when none does. A scan of every block: admission
+ * calls it once per request, where a hit spares a forward the tokens. */
+int32_t pw_prefix_cache_longest_child(const pw_prefix_cache *pc, int32_t parent,
+                                      uint64_t parent_gen, const int32_t *tokens, int64_t max_len,
+                                      int64_t *len);
 /* Adds an uncached block under `key` in state st (PENDING or VALID). */
 void pw_prefix_cache_add(pw_prefix_cache *pc, int32_t block, uint64_t key, int32_t parent,
                          const int32_t *tokens, pw_block_state st);

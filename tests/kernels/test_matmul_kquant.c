@@ -558,10 +558,14 @@ int main(void) {
                                              * last partial: the two-row tiles,
                                              * their leftover row and the next
                                              * panel's prefetch */
-                                            {37, 45, 2}};
+                                            {37, 45, 2},
+                                            /* decode (one row): Q5_0's 16-column
+                                             * tiles, whole and with tails */
+                                            {1, 16, 1}, {1, 45, 3}, {1, 33, 2}};
         for (size_t s = 0; s < KT_LEN(shapes); s++)
             check_random(type, shapes[s][0], shapes[s][1], shapes[s][2] * (be == 32 ? 8 : 1) * be);
         check_invariance(type, 21, 2 * 256);
+        check_threads(type, 1); /* decode's column split */
         check_threads(type, 5);
         check_threads(type, 9); /* the K-quant panels */
         check_embedding(type);

@@ -698,11 +698,15 @@ int main(void) {
                                              * and partial 16-column panels, row
                                              * tails of every size to 7 */
                                             {9, 16, 32}, {16, 33, 96}, {23, 47, 64},
-                                            {31, 8, 64}, {40, 1, 32}};
+                                            {31, 8, 64}, {40, 1, 32},
+                                            /* decode's 16-column Q8_0 tile: whole,
+                                             * with every tail, and a Gemma 3 row */
+                                            {1, 16, 32}, {1, 47, 96}, {1, 35, 640}};
         for (size_t s = 0; s < KT_LEN(shapes); s++)
             check_reference(types[i], shapes[s][0], shapes[s][1], shapes[s][2]);
         check_extremes(types[i]);
         check_invariance(types[i], 23, 128, 100 + i);
+        check_threads(types[i], 1); /* decode's column split */
         check_threads(types[i], 5);
         check_threads(types[i], 21);
         check_embedding(types[i]);

@@ -266,11 +266,26 @@ KQ_INLINE __m256i kq_chunk_scale(const kq_col *c, pw_dtype type, int i) {
     return _mm256_shuffle_epi8(c->scw, ctrl);
 }
 
+#ifndef KQ_DECODE_PF_BYTES
+#define KQ_DECODE_PF_BYTES 12288
+#endif
+/* How far ahead of a one-row tile its prefetch reads: whole tiles (the
+ * same super-block of a later tile's columns), at least KQ_DECODE_PF_BYTES.
+ * One tile, 4.6 KiB of Q4_K at K = 2048, is about 170 ns of the tile's work
+ * from L2: shorter than a shared host's memory latency, so decode's
+ * products at K = 2048 waited on memory; K = 8192's tiles are long enough
+ * alone. */
+KQ_INLINE int64_t kq_pf_ahead(int64_t tile_bytes) {
+    int64_t t = (KQ_DECODE_PF_BYTES + tile_bytes - 1) / tile_bytes;
+    return (t < 1 ? 1 : t) * tile_bytes;
+}
+
 /* A rows x cols block of outputs over every super-block (rows * cols <=
  * KQ_ACCS); always inlined with constant shapes and type. */
 KQ_INLINE void kq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, const uint8_t *w,
                        int64_t wrow, int64_t nsb, pw_dtype type, int64_t bb, int rows,
                        int cols) {
+    const int64_t pf = kq_pf_ahead(cols * wrow);
     /* The running sums live in memory across the chunk loop, which needs
      * the registers; they are read and written once per super-block. */
     pw_v8f acc[KQ_ACCS];
@@ -281,10 +296,10 @@ KQ_INLINE void kq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
         for (int c = 0; c < cols; c++) {
             const uint8_t *blk = w + c * wrow + sb * bb;
             /* Decode streams the weights from memory once per token: ask
-             * for the same super-block of the next tile's column early. */
+             * for the same super-block of a later tile's column early. */
             if (rows == 1)
                 for (int64_t o = 0; o < bb; o += 64)
-                    _mm_prefetch((const char *)(blk + cols * wrow + o), KQ_DECODE_PREFETCH);
+                    _mm_prefetch((const char *)(blk + pf + o), KQ_DECODE_PREFETCH);
             col[c] = kq_col_make(blk, type);
         }
         const int8_t *av[KQ_BATCH_ROWS];
@@ -567,6 +582,7 @@ KQ_INLINE void kq_row_col(const uint8_t *blk, pw_dtype type, const __m512i a[4],
 
 KQ_INLINE void kq_tile_row(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
                            int64_t nsb, pw_dtype type, int64_t bb, int cols) {
+    const int64_t pf = kq_pf_ahead(cols * wrow);
     __m256 acc[KQ_ROW_COLS];
     for (int c = 0; c < KQ_ROW_COLS; c++) acc[c] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
@@ -579,10 +595,10 @@ KQ_INLINE void kq_tile_row(float *y, const uint8_t *xa, const uint8_t *w, int64_
         for (int c = 0; c < cols; c++) {
             const uint8_t *blk = w + c * wrow + sb * bb;
             /* Decode streams the weights from memory once per token: ask
-             * for the same super-block of the next tile's column early,
-             * into L2 (KQ_DECODE_PREFETCH). */
+             * for the same super-block of a later tile's column early,
+             * into L2 (KQ_DECODE_PREFETCH, kq_pf_ahead). */
             for (int64_t o = 0; o < bb; o += 64)
-                _mm_prefetch((const char *)(blk + cols * wrow + o), KQ_DECODE_PREFETCH);
+                _mm_prefetch((const char *)(blk + pf + o), KQ_DECODE_PREFETCH);
             __m256i is, mp;
             kq_row_col(blk, type, a, bs, &is, &mp);
             if (type == PW_Q6_K) {
@@ -635,6 +651,7 @@ KQ_INLINE __m512i kq_dword_splat512(__m512i v, int m) {
  * so the bits are those of every other tile. */
 KQ_INLINE void kq_tile_row_dp(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
                               int64_t nsb, pw_dtype type, int64_t bb, int cols) {
+    const int64_t pf = kq_pf_ahead(cols * wrow);
     const __m256i lo4 = _mm256_set1_epi8(0x0F), hi4 = _mm256_set1_epi8((char)0xF0);
     const __m256i lo16 = _mm256_set1_epi32(0xFFFF);
     __m256 acc[KQ_ROW_COLS];
@@ -651,9 +668,9 @@ KQ_INLINE void kq_tile_row_dp(float *y, const uint8_t *xa, const uint8_t *w, int
 #pragma GCC unroll 4
         for (int c = 0; c < cols; c++) {
             const uint8_t *blk = w + c * wrow + sb * bb;
-            /* the same super-block of the next tile's column, into L2 */
+            /* the same super-block of a later tile's column, into L2 */
             for (int64_t o = 0; o < bb; o += 64)
-                _mm_prefetch((const char *)(blk + cols * wrow + o), KQ_DECODE_PREFETCH);
+                _mm_prefetch((const char *)(blk + pf + o), KQ_DECODE_PREFETCH);
             uint64_t sc8, m8;
             kq_scales_mins_u64(blk + 4, &sc8, &m8);
             /* dword m: (sc_2m, sc_2m+1) as words, in both 128-bit lanes */
@@ -719,6 +736,7 @@ KQ_INLINE __m512i kq_pair_u64(uint64_t lo, uint64_t hi, int words) {
 
 KQ_INLINE void kq_tile_row_dp2(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
                                int64_t nsb, pw_dtype type, int64_t bb, int cols) {
+    const int64_t pf = kq_pf_ahead(cols * wrow);
     const __m512i lo4 = _mm512_set1_epi8(0x0F), hi4 = _mm512_set1_epi8((char)0xF0);
     const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
     const int pairs = cols / 2;
@@ -738,8 +756,8 @@ KQ_INLINE void kq_tile_row_dp2(float *y, const uint8_t *xa, const uint8_t *w, in
         for (int pc = 0; pc < pairs; pc++) {
             const uint8_t *b0 = w + (2 * pc) * wrow + sb * bb, *b1 = b0 + wrow;
             for (int64_t o = 0; o < bb; o += 64) {
-                _mm_prefetch((const char *)(b0 + cols * wrow + o), KQ_DECODE_PREFETCH);
-                _mm_prefetch((const char *)(b1 + cols * wrow + o), KQ_DECODE_PREFETCH);
+                _mm_prefetch((const char *)(b0 + pf + o), KQ_DECODE_PREFETCH);
+                _mm_prefetch((const char *)(b1 + pf + o), KQ_DECODE_PREFETCH);
             }
             uint64_t sc0, m0, sc1, m1;
             kq_scales_mins_u64(b0 + 4, &sc0, &m0);
@@ -1430,10 +1448,100 @@ KQ_INLINE void kq_prefetch_step(kq_prefetch *f) {
         _mm_prefetch(f->p, _MM_HINT_T1);
 }
 
+#if defined(PW_ISA_AVX512VNNI_COPY)
+/* Decode (one activation row): no panel. A panel's pack (its transpose,
+ * stores and reloads) is shared by a batch's rows, but at T = 1 it was most
+ * of the product's time (Q5_0 ran at a third of Q4_K's rate). Here each
+ * output keeps its 8 lanes in one half of a 512-bit vector (columns 2p and
+ * 2p + 1 of 16 per vector p), so a block's unpacked values (q5p_pack's
+ * unsigned q, nibble | bit << 4) are the vpdpbusd operand as they are,
+ * against the row's 32 activations in both halves, starting from the
+ * row's Q5P_MAGIC - 16 S_l: lane l of column c is Q5P_MAGIC + p_l, the
+ * same exact p_l as the panel's. The 16 scales come from one gather, their
+ * products with d_a from one multiply, and each pair's from one permute;
+ * the float steps (Q5P_CVT, one fma per lane and block, the lane tree of
+ * q5p_rows) are the panel's, so the bits are. The next 16 columns' rows
+ * are asked for into L2 while these run (decode streams every weight from
+ * memory once per token). */
+KQ_INLINE void q5d_tile(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow, int64_t nb,
+                        int cols, kq_prefetch *pf) {
+    const __m512i shifts = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
+    const __m512i lo4 = _mm512_set1_epi8(0x0F), hb = _mm512_set1_epi8(0x10);
+    const __m512 magic = _mm512_set1_ps(Q5P_MAGIC_F);
+    const uint8_t *col[Q5P_COLS];
+    int64_t step[Q5P_COLS];
+    for (int c = 0; c < Q5P_COLS; c++) {
+        col[c] = c < cols ? w + c * wrow : kq_zero_block;
+        step[c] = c < cols ? KQ_Q5_0_BYTES : 0;
+    }
+    const __mmask16 real = (__mmask16)((1u << cols) - 1);
+    const __m512i idx = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32((int)wrow));
+    const int8_t *av = qx_values(xa);
+    const float *ad = qx_scales(xa, nb);
+    const float *ao = qx_sums(xa, nb); /* Q5P_MAGIC - 16 S_l, as int32 */
+    __m512 acc[Q5P_COLS / 2];
+#pragma GCC unroll 8
+    for (int p = 0; p < Q5P_COLS / 2; p++) acc[p] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        kq_prefetch_step(pf);
+        const __m512i a = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(av + b * KQ_QK)));
+        const __m512i off =
+            _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(ao + b * KQ_LANES)));
+        __m512i h = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), real, idx,
+                                                w + b * KQ_Q5_0_BYTES, 1);
+        const __m512 dd = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)),
+                                        _mm512_set1_ps(ad[b]));
+#pragma GCC unroll 8
+        for (int p = 0; p < Q5P_COLS / 2; p++) {
+            const uint8_t *b0 = col[2 * p] + step[2 * p] * b;
+            const uint8_t *b1 = col[2 * p + 1] + step[2 * p + 1] * b;
+            __m256i q0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + 6)));
+            __m256i q1 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b1 + 6)));
+            __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
+            q = _mm512_and_si512(_mm512_srlv_epi64(q, shifts), lo4);
+            /* bit j of each column's qh is its byte j's mask bit */
+            __mmask64 set = _cvtu64_mask64((uint64_t)kq_u32(b0 + 2) | (uint64_t)kq_u32(b1 + 2) << 32);
+            q = _mm512_mask_add_epi8(q, set, q, hb);
+            __m512 pl = _mm512_sub_ps(_mm512_castsi512_ps(_mm512_dpbusd_epi32(off, q, a)), magic);
+            const __m512 s = _mm512_permutexvar_ps(
+                _mm512_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p,
+                                  2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1,
+                                  2 * p + 1, 2 * p + 1, 2 * p + 1),
+                dd);
+            acc[p] = _mm512_fmadd_ps(s, pl, acc[p]);
+        }
+    }
+    for (int p = 0; p < Q5P_COLS / 2; p++) {
+        if (2 * p < cols) y[2 * p] = kq_hsum((pw_v8f)_mm512_castps512_ps256(acc[p]));
+        if (2 * p + 1 < cols) y[2 * p + 1] = kq_hsum((pw_v8f)_mm512_extractf32x8_ps(acc[p], 1));
+    }
+}
+
+/* Columns [j0, j1) of one row, 16 at a time (q5d_tile). */
+KQ_INLINE void q5d_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t k, int64_t j0,
+                       int64_t j1) {
+    const int64_t nb = k / KQ_QK, wrow = nb * KQ_Q5_0_BYTES;
+    for (int64_t c0 = j0; c0 < j1; c0 += Q5P_COLS) {
+        const int cols = j1 - c0 < Q5P_COLS ? (int)(j1 - c0) : Q5P_COLS;
+        const int64_t c2 = c0 + 2 * Q5P_COLS < j1 ? c0 + 2 * Q5P_COLS : j1;
+        kq_prefetch pf = kq_prefetch_make(w + (c0 + cols) * wrow, w + c2 * wrow, nb);
+        q5d_tile(y + c0, xa, w + c0 * wrow, wrow, nb, cols, &pf);
+    }
+}
+#endif
+
 /* Columns [j0, j1) of every row: a panel of 16 columns, filled once and
  * run over by every row. */
 KQ_INLINE void q5p_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_tokens,
                        int64_t n, int64_t k, int64_t j0, int64_t j1) {
+#if defined(PW_ISA_AVX512VNNI_COPY)
+    if (n_tokens == 1) {
+        q5d_run(y, xa, w, k, j0, j1);
+        return;
+    }
+#endif
     const int64_t nb = k / KQ_QK, wrow = nb * KQ_Q5_0_BYTES, xrow = PW_K_Q8_ROW_BYTES(k);
     _Alignas(64) q5p_panel panel;
     const int64_t t_full = n_tokens / Q5P_TILE_ROWS * Q5P_TILE_ROWS;
