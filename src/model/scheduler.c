@@ -140,7 +140,12 @@ pw_status pw_schedule(pw_scheduler *s, pw_kv_blocks *kv, pw_step_inputs *in, int
              * (or until another request has computed the prefix it shares) */
             bool admitted;
             int64_t cached;
-            PW_TRY(pw_kv_blocks_admit(kv, r->slot, r->tokens, r->n_prompt, r->limit, &admitted,
+            /* a scoring request's scored positions are computed: the cache
+             * may supply the positions before them only */
+            int64_t cacheable = r->score_logits && r->score_from + 1 < r->n_prompt
+                                    ? r->score_from + 1
+                                    : r->n_prompt;
+            PW_TRY(pw_kv_blocks_admit(kv, r->slot, r->tokens, cacheable, r->limit, &admitted,
                                       &cached));
             if (!admitted) continue;
             r->admitted = true;

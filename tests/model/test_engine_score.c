@@ -2,7 +2,8 @@
  * position are bit for bit the logits an ordinary request ending at that
  * position samples from (the prefix's last logits), whether the prompt
  * runs in one step or in prefill chunks over several, alone or beside
- * another request; bad arguments are refused. */
+ * another request, and when the prefix cache holds the prompt already (a
+ * scored position is always computed); bad arguments are refused. */
 #include "piecewise_llm.h"
 #include "test_util.h"
 #include "internal.h"
@@ -86,6 +87,13 @@ int main(void) {
             int64_t n_out;
             CHECK_OK(pw_engine_request_output(e, id, &out, &n_out));
             CHECK_EQ_INT(n_out, 1); /* it generated its one token and finished */
+            /* the same prompt again: the prefix cache holds its blocks, but
+             * a scored position is computed, never taken from the cache */
+            CHECK_OK(pw_engine_release_request(e, id));
+            memset(got, 0, rows * (size_t)vocab * sizeof *got);
+            CHECK_OK(pw_engine_add_scoring_request(e, prompt, N_PROMPT, SCORE_FROM, got, &id));
+            drain(e);
+            CHECK(memcmp(got, want, rows * (size_t)vocab * sizeof *got) == 0);
             free(got);
             pw_engine_free(e);
         }
