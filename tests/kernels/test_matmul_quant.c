@@ -605,7 +605,9 @@ static void check_embedding(pw_dtype type) {
 static void check_q4_0x16(void) {
     static const int64_t shapes[][3] = {{1, 16, 32},  {1, 45, 96},  {2, 33, 64},  {8, 32, 256},
                                         {9, 17, 64},  {13, 48, 32}, {33, 31, 96}, {3, 5, 64},
-                                        {1, 203, 256}, {21, 203, 256}};
+                                        {1, 203, 256}, {21, 203, 256}, {4, 33, 64},
+                                        {12, 48, 64},  {7, 16, 32},   {11, 32, 96}};
+    /* (row tails of 1-7 rows: below 4 the tiles split each row's chain) */
     for (size_t s = 0; s < KT_LEN(shapes); s++) {
         const int64_t t = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
         float *x = kt_random((size_t)(t * k));

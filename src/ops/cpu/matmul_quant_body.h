@@ -1209,13 +1209,32 @@ MQ_INLINE void q40_tile(float *y, int64_t ldy, const uint8_t *const *xr, const i
             sum[r] = _mm256_set1_epi32(f0);
 #endif
         }
+        /* Fewer than 4 rows: the high nibbles' products in a second
+         * chain, added at the end (exact), so that a row's 8 dependent
+         * vpdpbusd are two chains of 4 (decode waits on their latency). */
+        const bool split = rows < 4;
+        q40_vi sum_hi[Q40_ROWS];
+#pragma GCC unroll 8
+        for (int r = 0; r < rows; r++) sum_hi[r] = (q40_vi){0};
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++) {
 #pragma GCC unroll 8
             for (int r = 0; r < rows; r++) sum[r] = q40_dot(sum[r], lo[i], a[r] + 4 * i);
 #pragma GCC unroll 8
-            for (int r = 0; r < rows; r++) sum[r] = q40_dot(sum[r], hi[i], a[r] + 16 + 4 * i);
+            for (int r = 0; r < rows; r++) {
+                if (split) sum_hi[r] = q40_dot(sum_hi[r], hi[i], a[r] + 16 + 4 * i);
+                else sum[r] = q40_dot(sum[r], hi[i], a[r] + 16 + 4 * i);
+            }
         }
+        if (split)
+#pragma GCC unroll 8
+            for (int r = 0; r < rows; r++) {
+#if Q40_COLS == 16
+                sum[r] = _mm512_add_epi32(sum[r], sum_hi[r]);
+#else
+                sum[r] = _mm256_add_epi32(sum[r], sum_hi[r]);
+#endif
+            }
 #pragma GCC unroll 8
         for (int r = 0; r < rows; r++) {
 #if Q40_COLS == 16
