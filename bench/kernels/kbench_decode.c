@@ -26,11 +26,8 @@ int main(int argc, char **argv) {
     if (argc > 1 && !kb_parse_int(prog, "T", argv[1], 1, 64, &T)) return 2;
     if (argc > 2 && !kb_parse_int(prog, "repeats", argv[2], 1, 10000, &reps)) return 2;
     const char *only = argc > 3 && argv[3][0] ? argv[3] : NULL;
-    bool l2 = argc > 4 && strcmp(argv[4], "l2") == 0;
-    if (argc > 4 && !l2 && strcmp(argv[4], "stream") != 0) {
-        fprintf(stderr, "%s: mode '%s': expected stream or l2\n", prog, argv[4]);
-        return 2;
-    }
+    bool l2;
+    if (!kb_parse_mode(prog, argc > 4 ? argv[4] : NULL, &l2)) return 2;
     pw_set_num_threads(1);
     static const struct {
         const char *name;

@@ -38,11 +38,8 @@ int main(int argc, char **argv) {
     long rounds = 15;
     if (argc > 1 && !kb_parse_int(prog, "rounds", argv[1], 1, 100000, &rounds)) return 2;
     const char *only = argc > 2 && argv[2][0] ? argv[2] : NULL;
-    bool l2 = argc > 3 && strcmp(argv[3], "l2") == 0;
-    if (argc > 3 && !l2 && strcmp(argv[3], "stream") != 0) {
-        fprintf(stderr, "%s: mode '%s': expected stream or l2\n", prog, argv[3]);
-        return 2;
-    }
+    bool l2;
+    if (!kb_parse_mode(prog, argc > 3 ? argv[3] : NULL, &l2)) return 2;
     static const struct {
         const char *name;
         pw_dtype type;

@@ -19,27 +19,14 @@ FILTER=${4:-}
 MODE=${5:-stream}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-mkdir -p "$TMP/ops/cpu"
-for f in matmul_kquant_isa.h matmul_kquant_body.h "matmul_kquant_$COPY.c"; do
-    git -C "$HERE" show "$BASE:src/ops/cpu/$f" >"$TMP/ops/cpu/$f"
-done
-case $COPY in
-fma) FLAGS="-mavx2 -mfma -mf16c" ;;
-avxvnni) FLAGS="-mavx2 -mfma -mf16c -mavxvnni" ;;
-avx512vnni) FLAGS="-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni" ;;
-*) echo "unknown copy $COPY" >&2; exit 2 ;;
-esac
-CF="-O3 -DNDEBUG -std=c11 -D_GNU_SOURCE -Wno-psabi -I$HERE/include -I$HERE/src -I$HERE/src/core -I$HERE/build"
+# shellcheck source=bench/kernels/kbench_ab_lib.sh
+source "$HERE/bench/kernels/kbench_ab_lib.sh"
+kb_fetch_base "$BASE" "$TMP" matmul_kquant_isa.h matmul_kquant_body.h "matmul_kquant_$COPY.c"
+kb_copy_flags "$COPY"
 REN="-Dpw_k_kqdot_run_$COPY=kb_old_kqdot -Dpw_k_q8k_quantize_rows_$COPY=kb_old_kquant"
 REN="$REN -Dpw_k_q5_0_offsets_$COPY=kb_old_q5_offsets"
 # the base's headers first, so that its tile macros are the ones it was built with
-cc -I"$TMP" $CF $FLAGS $REN -c "$TMP/ops/cpu/matmul_kquant_$COPY.c" -o "$TMP/old.o"
-cc $CF -DKB_COPY_$COPY -c "$HERE/bench/kernels/kbench_kq_ab.c" -o "$TMP/ab.o"
-# Linked as CMake links pw_kbench_decode: the same libraries.
-kb=$HERE/build/CMakeFiles/pw_kbench_decode.dir
-[[ -e $kb/linkLibs.rsp && -e $kb/link.txt ]] ||
-    { echo "kbench_kq_ab: build pw_kbench_decode first (cmake --build build)" >&2; exit 2; }
-read -r -a linker <<<"$(sed 's/ .*//' "$kb/link.txt")"
-read -r -a dirs <<<"$(sed 's/.*linkLibs.rsp//' "$kb/link.txt")"
-(cd "$HERE/build" && "${linker[@]}" "$TMP/ab.o" "$TMP/old.o" @"$kb/linkLibs.rsp" "${dirs[@]//\"/}" -o "$TMP/ab")
+cc -I"$TMP" $KB_CFLAGS $KB_FLAGS $REN -c "$TMP/ops/cpu/matmul_kquant_$COPY.c" -o "$TMP/old.o"
+cc $KB_CFLAGS -DKB_COPY_$COPY -c "$HERE/bench/kernels/kbench_kq_ab.c" -o "$TMP/ab.o"
+kb_link pw_kbench_decode "$TMP/ab" "$TMP/ab.o" "$TMP/old.o"
 "$TMP/ab" "$ROUNDS" "$FILTER" "$MODE"

@@ -148,6 +148,17 @@ static inline bool kb_parse_int(const char *prog, const char *what, const char *
     return true;
 }
 
+/* Where the weights come from: "stream" (from memory, the default when s
+ * is NULL) or "l2" (*l2 true). False, with a message, for anything else. */
+static inline bool kb_parse_mode(const char *prog, const char *s, bool *l2) {
+    *l2 = s && strcmp(s, "l2") == 0;
+    if (s && !*l2 && strcmp(s, "stream") != 0) {
+        fprintf(stderr, "%s: mode '%s': expected stream or l2\n", prog, s);
+        return false;
+    }
+    return true;
+}
+
 /* Whether shape `sh`, labelled name/type/T, contains `filter` (NULL or
  * empty: every shape). */
 static inline bool kb_shape_selected(const kb_shape *sh, const char *filter) {
