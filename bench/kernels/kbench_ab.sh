@@ -23,7 +23,7 @@ trap 'rm -rf "$TMP"' EXIT
 source "$HERE/bench/kernels/kbench_ab_lib.sh"
 kb_fetch_base "$BASE" "$TMP" matmul_quant_isa.h matmul_quant_body.h "matmul_quant_$COPY.c"
 kb_copy_flags "$COPY"
-REN="-Dpw_k_qdot_run_$COPY=kb_old_qdot -Dpw_k_q8b_quantize_rows_$COPY=kb_old_quant -Dpw_k_q8_quantize_rows_$COPY=kb_old_quant_rows"
+REN="-Dpw_k_qdot_run_$COPY=kb_old_qdot -Dpw_k_qdot_run_strided_$COPY=kb_old_qdot_strided -Dpw_k_q8b_quantize_rows_$COPY=kb_old_quant -Dpw_k_q8_quantize_rows_$COPY=kb_old_quant_rows"
 # the base's isa.h first, so that its layout macros are the ones it was built with
 cc -I"$TMP" $KB_CFLAGS $KB_FLAGS $REN -c "$TMP/ops/cpu/matmul_quant_$COPY.c" -o "$TMP/old.o"
 TYPED=

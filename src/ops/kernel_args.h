@@ -85,22 +85,24 @@ PW_K_ARGS_STRUCT(pw_k_rms_norm_args, PW_K_FIELDS_RMS_NORM)
 #define PW_K_FIELDS_MATMUL(A, V, S)                                                            \
     A(S, float *, y)        /* [n_tokens][n] */                                                \
     A(S, const float *, x)  /* [n_tokens][k] */                                                \
-    A(S, const float *, w)  /* [n][k] */                                                       \
+    A(S, const float *, w)  /* [n][k], rows ldw floats apart */                                \
     A(S, float *, scratch)  /* persistent, pw_k_matmul_scratch_floats() floats, or NULL */     \
     V(S, int64_t, n_tokens)                                                                    \
     V(S, int64_t, n)                                                                           \
-    V(S, int64_t, k)
+    V(S, int64_t, k)                                                                           \
+    V(S, int64_t, ldw)      /* from one row of w to the next, in floats; 0: k (dense) */
 PW_K_ARGS_STRUCT(pw_k_matmul_args, PW_K_FIELDS_MATMUL)
 
 #define PW_K_FIELDS_MATMUL_QUANT(A, V, S)                                                      \
     A(S, float *, y)        /* [n_tokens][n] */                                                \
     A(S, const float *, x)  /* [n_tokens][k] */                                                \
-    A(S, const void *, w)   /* [n][k / block] blocks of type */                                \
+    A(S, const void *, w)   /* [n][k / block] blocks of type, rows w_row_bytes apart */        \
     V(S, int64_t, n_tokens)                                                                    \
     V(S, int64_t, n)                                                                           \
     V(S, int64_t, k)                                                                           \
     V(S, pw_dtype, type)    /* a type pw_k_quant_supported takes */                            \
-    V(S, int32_t, zero_pad) /* always 0: no padding bytes (see the top) */
+    V(S, int32_t, zero_pad) /* always 0: no padding bytes (see the top) */                     \
+    V(S, int64_t, w_row_bytes) /* from one row of w to the next; 0: dense rows */
 PW_K_ARGS_STRUCT(pw_k_matmul_quant_args, PW_K_FIELDS_MATMUL_QUANT)
 
 #define PW_K_FIELDS_ROPE(A, V, S)                                                              \

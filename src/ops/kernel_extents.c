@@ -37,6 +37,17 @@ static uint64_t rows_of(pw_dtype t, int64_t rows, int64_t n) {
     return mul(mul((uint64_t)pw_dtype_block_bytes(t), n / be), rows);
 }
 
+/* n rows of `row` bytes, `stride` bytes apart (0: packed): the last row
+ * ends (n - 1) * stride + row bytes in. A stride below a row is refused
+ * (rows would overlap: no kernel reads that). */
+static uint64_t strided(uint64_t row, uint64_t stride, int64_t n) {
+    if (stride == 0 || row == TOO_BIG) return mul(row, n);
+    if (stride < row || stride == TOO_BIG || n < 0) return TOO_BIG;
+    if (n == 0) return 0;
+    uint64_t before = mul(stride, n - 1);
+    return before == TOO_BIG || before > TOO_BIG - row ? TOO_BIG : before + row;
+}
+
 static uint64_t rope_table(int64_t max_pos, int64_t head_dim) {
     if (max_pos < 0 || head_dim < 0) return TOO_BIG;
     return floats(max_pos, head_dim);
@@ -107,7 +118,7 @@ static uint64_t extent(const pw_kernel *k, pw_kernel_id id, const void *p, uint1
         const pw_k_matmul_args *a = p;
         if (IS(pw_k_matmul_args, y)) return floats(a->n_tokens, a->n);
         if (IS(pw_k_matmul_args, x)) return floats(a->n_tokens, a->k);
-        if (IS(pw_k_matmul_args, w)) return floats(a->n, a->k);
+        if (IS(pw_k_matmul_args, w)) return strided(floats(1, a->k), floats(1, a->ldw), a->n);
         *nullable = true;
         return SCRATCH(a->n_tokens, a->n, a->k);
     }
@@ -115,7 +126,7 @@ static uint64_t extent(const pw_kernel *k, pw_kernel_id id, const void *p, uint1
         const pw_k_matmul_quant_args *a = p;
         if (IS(pw_k_matmul_quant_args, y)) return floats(a->n_tokens, a->n);
         if (IS(pw_k_matmul_quant_args, x)) return floats(a->n_tokens, a->k);
-        return rows_of(a->type, a->n, a->k);
+        return strided(rows_of(a->type, 1, a->k), (uint64_t)a->w_row_bytes, a->n);
     }
     case PW_KERNEL_ROPE:
     case PW_KERNEL_ROPE_NEOX: {

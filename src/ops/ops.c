@@ -258,16 +258,17 @@ static pw_status infer_matmul(const op_def *d, const pw_op_env *env, const pw_va
     return PW_OK;
 }
 
-/* y = x w^T. An f32 weight's kernel may want scratch (the CPU BLAS path's
- * zero-padded tile, the CUDA matmul's partial last tile): an ordinary
- * short-lived block. */
+/* y = x w^T, w's rows w_row_bytes apart (0: dense). An f32 weight's kernel
+ * may want scratch (the CPU BLAS path's zero-padded tile, the CUDA matmul's
+ * partial last tile): an ordinary short-lived block. */
 static pw_status matmul_raw(const pw_op_env *env, float *y, const float *x, int64_t t,
-                            const void *w, pw_dtype type, int64_t n, int64_t k) {
+                            const void *w, pw_dtype type, int64_t n, int64_t k,
+                            int64_t w_row_bytes) {
     if (type != PW_F32) {
-        pw_k_matmul_quant_args q = {y, x, w, t, n, k, type};
+        pw_k_matmul_quant_args q = {y, x, w, t, n, k, type, 0, w_row_bytes};
         return launch_kernel(env, PW_KERNEL_MATMUL_QUANT, &q, sizeof q);
     }
-    pw_k_matmul_args a = {y, x, w, NULL, t, n, k};
+    pw_k_matmul_args a = {y, x, w, NULL, t, n, k, w_row_bytes / (int64_t)sizeof(float)};
     PW_TRY(scratch_alloc(env, kernel_scratch_bytes(env, PW_KERNEL_MATMUL, &a), &a.scratch));
     pw_status s = launch_kernel(env, PW_KERNEL_MATMUL, &a, sizeof a);
     scratch_release(env, a.scratch);
@@ -276,7 +277,7 @@ static pw_status matmul_raw(const pw_op_env *env, float *y, const float *x, int6
 
 static pw_status matmul_rows(const pw_op_env *env, float *y, const float *x, int64_t t,
                              const pw_tensor *w) {
-    return matmul_raw(env, y, x, t, w->data, w->dtype, w->shape[0], w->shape[1]);
+    return matmul_raw(env, y, x, t, w->data, w->dtype, w->shape[0], w->shape[1], 0);
 }
 
 static pw_status matmul_into(const pw_op_env *env, float *y, const pw_tensor *x,
@@ -292,9 +293,14 @@ static pw_status launch_matmul(const pw_op_env *env, const pw_value *args,
 
 /* ---- tensor parallelism: row-parallel shards and their all-reduce ------------------ */
 
-/* matmul_shards(x f32[T][S*Ks], w [S*N][Ks], n_shards S) -> f32[S*T][N]:
- * shard s's partial product x[:, s*Ks:(s+1)*Ks] w_s^T, w_s = rows
- * [s*N, (s+1)*N) of w, each by the ordinary matmul kernel on its own. */
+/* matmul_shards(x f32[T][S*Ks], w [N][S*Ks], n_shards S) -> f32[S*T][N]:
+ * shard s's partial product x[:, s*Ks:(s+1)*Ks] w_s^T, w_s = columns
+ * [s*Ks, (s+1)*Ks) of w, each by the ordinary matmul kernel on its own.
+ * w_s is read where it lies, its rows a whole row of w apart (the kernels'
+ * row stride), so w can be the file's mapping: same products, same bits as
+ * a copy of the shard. Ks must be whole blocks of w's type; a Q4_0x16
+ * weight's shard is whole groups of 16 rows (N % 16 == 0), each group's
+ * shard its blocks [s*Ks/32, (s+1)*Ks/32), contiguous in the group. */
 static pw_status infer_matmul_shards(const op_def *d, const pw_op_env *env, const pw_value *args,
                                      out_spec *s) {
     pw_tensor *x = NULL, *w = NULL;
@@ -302,21 +308,28 @@ static pw_status infer_matmul_shards(const op_def *d, const pw_op_env *env, cons
     PW_TRY(arg_tensor(d, args, 0, PW_F32, 2, &x));
     PW_TRY(arg_weight(d, args, 1, &w));
     PW_TRY(arg_int(d, args, 2, 1, 1 << 16, &shards));
-    if (w->shape[0] % shards != 0 || x->shape[1] != shards * w->shape[1])
+    int64_t k = w->shape[1], group = pw_op_weight_row_group(w->dtype);
+    if (x->shape[1] != k || k % shards != 0 ||
+        (k / shards) % pw_dtype_block_elems(w->dtype) != 0 || w->shape[0] % group != 0)
         return pw_error(PW_ERR_INVALID_ARG,
-                        "op '%s': %lld shards of w [%lld][%lld] do not match x's K = %lld",
-                        d->name, (long long)shards, (long long)w->shape[0],
-                        (long long)w->shape[1], (long long)x->shape[1]);
-    spec_2d(s, PW_F32, shards * x->shape[0], w->shape[0] / shards);
+                        "op '%s': w [%lld][%lld] (%s) is not %lld shards of whole blocks%s of "
+                        "x's K = %lld",
+                        d->name, (long long)w->shape[0], (long long)k, pw_dtype_name(w->dtype),
+                        (long long)shards, group > 1 ? " and whole row groups" : "",
+                        (long long)x->shape[1]);
+    spec_2d(s, PW_F32, shards * x->shape[0], w->shape[0]);
     return PW_OK;
 }
 
 static pw_status launch_matmul_shards(const pw_op_env *env, const pw_value *args,
                                       pw_tensor *const *outs) {
     pw_tensor *x = targ(args, 0), *w = targ(args, 1);
-    int64_t shards = args[2].as.i, t = x->shape[0], ks = w->shape[1];
-    int64_t n = w->shape[0] / shards;
-    size_t w_shard_bytes = pw_dtype_row_bytes(w->dtype, ks) * (size_t)n;
+    int64_t shards = args[2].as.i, t = x->shape[0], n = w->shape[0];
+    int64_t ks = w->shape[1] / shards, row_bytes = pw_dtype_row_bytes(w->dtype, w->shape[1]);
+    /* a shard's first column: row-major, its blocks' offset in each row; in
+     * a group of rows interleaved block by block, in each group */
+    size_t shard_at = (size_t)(pw_op_weight_row_group(w->dtype) *
+                               pw_dtype_row_bytes(w->dtype, ks));
     /* one token's shard is contiguous already; more need their columns packed */
     float *packed = NULL;
     if (t > 1) PW_TRY(scratch_alloc(env, (size_t)(t * ks) * sizeof(float), &packed));
@@ -330,8 +343,8 @@ static pw_status launch_matmul_shards(const pw_op_env *env, const pw_value *args
         }
         if (st == PW_OK)
             st = matmul_raw(env, fdata(outs[0]) + sh * t * n, xs, t,
-                            (const uint8_t *)w->data + (size_t)sh * w_shard_bytes, w->dtype, n,
-                            ks);
+                            (const uint8_t *)w->data + (size_t)sh * shard_at, w->dtype, n, ks,
+                            row_bytes);
     }
     scratch_release(env, packed);
     return st;

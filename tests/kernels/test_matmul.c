@@ -39,8 +39,8 @@ static void check_copies(void) {
         float *x = kt_random((size_t)(t * k)), *w = kt_random((size_t)(n * k));
         float *a = kt_random((size_t)(t * n)), *b = kt_zeros((size_t)(t * n));
         memcpy(b, a, (size_t)(t * n) * sizeof *b); /* columns outside [j0, n) untouched */
-        pw_k_matmul_cols_generic(a, x, w, t, n, k, j0, n);
-        pw_k_matmul_cols_fma(b, x, w, t, n, k, j0, n);
+        pw_k_matmul_cols_generic(a, x, w, k, t, n, k, j0, n);
+        pw_k_matmul_cols_fma(b, x, w, k, t, n, k, j0, n);
         if (!kt_bitwise_equal(a, b, (size_t)(t * n) * sizeof *a)) {
             fprintf(stderr, "matmul copies differ: T=%lld N=%lld K=%lld j0=%lld\n", (long long)t,
                     (long long)n, (long long)k, (long long)j0);

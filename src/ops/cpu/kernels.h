@@ -104,6 +104,11 @@ size_t pw_k_matmul_scratch_floats(int64_t n_tokens, int64_t n, int64_t k);
  * floats, NULL when that is 0. y must not alias x. */
 void pw_k_matmul(float *y, const float *x, const float *w, int64_t n_tokens, int64_t n,
                  int64_t k, float *scratch);
+/* The same with W's rows ldw >= k floats apart: a column range of a wider
+ * matrix, read in place (op matmul_shards). Same products, same bits, the
+ * same scratch. */
+void pw_k_matmul_strided(float *y, const float *x, const float *w, int64_t ldw, int64_t n_tokens,
+                         int64_t n, int64_t k, float *scratch);
 /* The portable register-blocked kernel alone (no BLAS whatever the shape). */
 void pw_k_matmul_own(float *y, const float *x, const float *w, int64_t n_tokens, int64_t n,
                      int64_t k);
@@ -193,6 +198,12 @@ void pw_k_q4_0_deinterleave(void *dst, const void *src, int64_t n, int64_t k);
  * `type`. No scratch; y must not alias x. */
 void pw_k_matmul_quant(float *y, const float *x, const void *w, pw_dtype type,
                        int64_t n_tokens, int64_t n, int64_t k);
+/* The same with W's rows wrow bytes apart (wrow >= a row's own bytes): a
+ * block-aligned column range of a wider matrix, read in place. Q4_0x16: a
+ * group of 16 rows is 16 * wrow bytes (so a column range of whole groups
+ * only: n % 16 == 0 unless wrow is dense). Same products, same bits. */
+void pw_k_matmul_quant_strided(float *y, const float *x, const void *w, int64_t wrow,
+                               pw_dtype type, int64_t n_tokens, int64_t n, int64_t k);
 
 extern const pw_kernel pw_kernel_matmul_quant;
 

@@ -39,8 +39,8 @@
 
 #define COL_GROUP PW_K_COL_GROUP
 
-typedef void cols_fn(float *y, const float *x, const float *w, int64_t n_tokens, int64_t n,
-                     int64_t k, int64_t j0, int64_t j1);
+typedef void cols_fn(float *y, const float *x, const float *w, int64_t ldw, int64_t n_tokens,
+                     int64_t n, int64_t k, int64_t j0, int64_t j1);
 
 /* The copy pw_k_isa_fma() picks (PW_ISA_CALL's choice), looked up once:
  * with no call before it, the serial path below is a plain tail call. */
@@ -61,12 +61,12 @@ static cols_fn *cols_copy(void) {
 typedef struct cols_job {
     float *y;
     const float *x, *w;
-    int64_t n_tokens, n, k;
+    int64_t ldw, n_tokens, n, k;
 } cols_job;
 
 static void cols_range(void *ctx, int64_t j0, int64_t j1) {
     const cols_job *j = ctx;
-    cols_copy()(j->y, j->x, j->w, j->n_tokens, j->n, j->k, j0, j1);
+    cols_copy()(j->y, j->x, j->w, j->ldw, j->n_tokens, j->n, j->k, j0, j1);
 }
 
 /* With several threads, large products are split by output columns in
@@ -74,19 +74,25 @@ static void cols_range(void *ctx, int64_t j0, int64_t j1) {
  * so the split changes no bit. Out of line, so that the serial path (all of
  * decode) saves no registers for it. */
 static __attribute__((noinline)) bool matmul_split(float *y, const float *x, const float *w,
-                                                   int64_t n_tokens, int64_t n, int64_t k) {
+                                                   int64_t ldw, int64_t n_tokens, int64_t n,
+                                                   int64_t k) {
     if (pw_k_parallel_threads() <= 1) return false;
-    cols_job job = {y, x, w, n_tokens, n, k};
+    cols_job job = {y, x, w, ldw, n_tokens, n, k};
     pw_k_parallel_cols(n, COL_GROUP, cols_range, &job);
     return true;
 }
 
+static void matmul_own(float *y, const float *x, const float *w, int64_t ldw, int64_t n_tokens,
+                       int64_t n, int64_t k) {
+    if (n > COL_GROUP && n_tokens * n * k >= PW_K_PARALLEL_MIN_MACS &&
+        matmul_split(y, x, w, ldw, n_tokens, n, k))
+        return;
+    cols_copy()(y, x, w, ldw, n_tokens, n, k, 0, n);
+}
+
 void pw_k_matmul_own(float *y, const float *x, const float *w, int64_t n_tokens, int64_t n,
                      int64_t k) {
-    if (n > COL_GROUP && n_tokens * n * k >= PW_K_PARALLEL_MIN_MACS &&
-        matmul_split(y, x, w, n_tokens, n, k))
-        return;
-    cols_copy()(y, x, w, n_tokens, n, k, 0, n);
+    matmul_own(y, x, w, k, n_tokens, n, k);
 }
 
 static inline bool uses_blas(int64_t n, int64_t k) {
@@ -107,41 +113,49 @@ size_t pw_k_matmul_scratch_floats(int64_t n_tokens, int64_t n, int64_t k) {
 }
 
 #if PW_HAVE_OPENBLAS
-static void sgemm_tile(float *y, const float *x, const float *w, int64_t n, int64_t k) {
+static void sgemm_tile(float *y, const float *x, const float *w, int64_t ldw, int64_t n,
+                       int64_t k) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, PW_K_MATMUL_BLAS_TILE, (int)n, (int)k,
-                1.0f, x, (int)k, w, (int)k, 0.0f, y, (int)n);
+                1.0f, x, (int)k, w, (int)ldw, 0.0f, y, (int)n);
 }
 
-static void matmul_blas(float *y, const float *x, const float *w, int64_t n_tokens, int64_t n,
-                        int64_t k, float *scratch) {
+static void matmul_blas(float *y, const float *x, const float *w, int64_t ldw, int64_t n_tokens,
+                        int64_t n, int64_t k, float *scratch) {
     const int64_t tile = PW_K_MATMUL_BLAS_TILE;
     int64_t t_full = n_tokens / tile * tile;
-    for (int64_t t = 0; t < t_full; t += tile) sgemm_tile(y + t * n, x + t * k, w, n, k);
+    for (int64_t t = 0; t < t_full; t += tile) sgemm_tile(y + t * n, x + t * k, w, ldw, n, k);
     int64_t rest = n_tokens - t_full;
     if (rest == 0) return;
     assert(scratch && "pw_k_matmul: partial BLAS tile needs scratch");
     float *xs = scratch, *ys = scratch + tile * k;
     memcpy(xs, x + t_full * k, (size_t)(rest * k) * sizeof *xs);
     memset(xs + rest * k, 0, (size_t)((tile - rest) * k) * sizeof *xs);
-    sgemm_tile(ys, xs, w, n, k);
+    sgemm_tile(ys, xs, w, ldw, n, k);
     memcpy(y + t_full * n, ys, (size_t)(rest * n) * sizeof *ys);
 }
 #endif
 
-void pw_k_matmul(float *y, const float *x, const float *w, int64_t n_tokens, int64_t n,
-                 int64_t k, float *scratch) {
+void pw_k_matmul_strided(float *y, const float *x, const float *w, int64_t ldw, int64_t n_tokens,
+                         int64_t n, int64_t k, float *scratch) {
+    assert(ldw >= k);
 #if PW_HAVE_OPENBLAS
     if (uses_blas(n, k)) {
-        matmul_blas(y, x, w, n_tokens, n, k, scratch);
+        matmul_blas(y, x, w, ldw, n_tokens, n, k, scratch);
         return;
     }
 #endif
     (void)scratch;
-    pw_k_matmul_own(y, x, w, n_tokens, n, k);
+    matmul_own(y, x, w, ldw, n_tokens, n, k);
+}
+
+void pw_k_matmul(float *y, const float *x, const float *w, int64_t n_tokens, int64_t n,
+                 int64_t k, float *scratch) {
+    pw_k_matmul_strided(y, x, w, k, n_tokens, n, k, scratch);
 }
 
 static void matmul_launch(const void *args) {
     const pw_k_matmul_args *a = args;
-    pw_k_matmul(a->y, a->x, a->w, a->n_tokens, a->n, a->k, a->scratch);
+    pw_k_matmul_strided(a->y, a->x, a->w, a->ldw ? a->ldw : a->k, a->n_tokens, a->n, a->k,
+                        a->scratch);
 }
 const pw_kernel pw_kernel_matmul = {"matmul", matmul_launch, NULL, PW_K_ARGS(MATMUL)};

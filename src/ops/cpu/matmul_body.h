@@ -80,10 +80,11 @@ MM_INLINE mm_v4f mm_reduce4(const pw_v8f *acc) {
 #define MM_MAX_ACCS 12
 
 /* What every tile of one call shares: K = kv + rem (rem = K % 8), the lanes
- * of the zero-padded last block (mask), and y's row stride. */
+ * of the zero-padded last block (mask), y's row stride and w's (ldw >= K:
+ * a column range of a wider matrix, read in place). */
 typedef struct mm_shape {
     pw_v8i mask;
-    int64_t k, kv, rem, ldy;
+    int64_t k, kv, rem, ldy, ldw;
 } mm_shape;
 
 /* One block of 8 lanes for every accumulator of a tile, at offset i from the
@@ -101,8 +102,8 @@ MM_INLINE void mm_block(pw_v8f *acc, const float *const *xe, const float *const 
 /* A rows x cols block of outputs. Always inlined with constant shapes so
  * each call site becomes a fully unrolled register tile. Output (r, c) uses
  * accumulator r * cols + c. */
-MM_INLINE void mm_tile(float *y, const float *x, const float *w, int64_t k, int64_t kv,
-                       int64_t rem, pw_v8i mask, int64_t ldy, int rows, int cols,
+MM_INLINE void mm_tile(float *y, const float *x, const float *w, int64_t k, int64_t ldw,
+                       int64_t kv, int64_t rem, pw_v8i mask, int64_t ldy, int rows, int cols,
                        int fixed_blocks) {
     pw_v8f acc[MM_MAX_ACCS];
     for (int a = 0; a < rows * cols; a++) acc[a] = (pw_v8f){0};
@@ -111,7 +112,7 @@ MM_INLINE void mm_tile(float *y, const float *x, const float *w, int64_t k, int6
      * order, the zero-padded last block included. */
     const float *xe[3], *we[8];
     for (int r = 0; r < rows; r++) xe[r] = x + r * k + kv;
-    for (int c = 0; c < cols; c++) we[c] = w + c * k + kv;
+    for (int c = 0; c < cols; c++) we[c] = w + c * ldw + kv;
     if (fixed_blocks) {
         /* kv = fixed_blocks * 8 known at compile time: fully unrolled, each
          * load at a constant offset from its row or column pointer. */
@@ -173,55 +174,56 @@ MM_INLINE void mm_tile(float *y, const float *x, const float *w, int64_t k, int6
  * out of line so that the tile gets the whole register file. */
 static __attribute__((noinline)) void mm_rows3(float *y, const float *x, const float *w,
                                                const mm_shape *sh, int64_t j0, int64_t j1) {
-    const int64_t k = sh->k, kv = sh->kv, rem = sh->rem, ldy = sh->ldy;
+    const int64_t k = sh->k, kv = sh->kv, rem = sh->rem, ldy = sh->ldy, ldw = sh->ldw;
     const pw_v8i m = sh->mask;
     int64_t j = j0;
     if (k == MM_FIXED_K)
         for (; j + 4 <= j1; j += 4)
-            mm_tile(y + j, x, w + j * MM_FIXED_K, MM_FIXED_K, MM_FIXED_K, 0, m, ldy, 3, 4,
+            mm_tile(y + j, x, w + j * ldw, MM_FIXED_K, ldw, MM_FIXED_K, 0, m, ldy, 3, 4,
                     MM_FIXED_BLOCKS);
     if (kv == MM_FIXED_BLOCKS * PW_VEC_LANES)
         for (; j + 4 <= j1; j += 4)
-            mm_tile(y + j, x, w + j * k, k, kv, rem, m, ldy, 3, 4, MM_FIXED_BLOCKS);
-    for (; j + 4 <= j1; j += 4) mm_tile(y + j, x, w + j * k, k, kv, rem, m, ldy, 3, 4, 0);
+            mm_tile(y + j, x, w + j * ldw, k, ldw, kv, rem, m, ldy, 3, 4, MM_FIXED_BLOCKS);
+    for (; j + 4 <= j1; j += 4) mm_tile(y + j, x, w + j * ldw, k, ldw, kv, rem, m, ldy, 3, 4, 0);
     switch (j1 - j) {
     case 0: break;
-    case 1: mm_tile(y + j, x, w + j * k, k, kv, rem, m, ldy, 3, 1, 0); break;
-    case 2: mm_tile(y + j, x, w + j * k, k, kv, rem, m, ldy, 3, 2, 0); break;
-    default: mm_tile(y + j, x, w + j * k, k, kv, rem, m, ldy, 3, 3, 0); break;
+    case 1: mm_tile(y + j, x, w + j * ldw, k, ldw, kv, rem, m, ldy, 3, 1, 0); break;
+    case 2: mm_tile(y + j, x, w + j * ldw, k, ldw, kv, rem, m, ldy, 3, 2, 0); break;
+    default: mm_tile(y + j, x, w + j * ldw, k, ldw, kv, rem, m, ldy, 3, 3, 0); break;
     }
 }
 
 /* Columns [j0, j1) of one row: 1 x 8 tiles, then one narrower tile. */
 static __attribute__((noinline)) void mm_row1(float *y, const float *x, const float *w,
                                               const mm_shape *sh, int64_t j0, int64_t j1) {
-    const int64_t k = sh->k, kv = sh->kv, rem = sh->rem, ldy = sh->ldy;
+    const int64_t k = sh->k, kv = sh->kv, rem = sh->rem, ldy = sh->ldy, ldw = sh->ldw;
     const pw_v8i m = sh->mask;
     int64_t j = j0;
     if (k == MM_FIXED_K)
         for (; j + 8 <= j1; j += 8)
-            mm_tile(y + j, x, w + j * MM_FIXED_K, MM_FIXED_K, MM_FIXED_K, 0, m, ldy, 1, 8,
+            mm_tile(y + j, x, w + j * ldw, MM_FIXED_K, ldw, MM_FIXED_K, 0, m, ldy, 1, 8,
                     MM_FIXED_BLOCKS);
     if (kv == MM_FIXED_BLOCKS * PW_VEC_LANES)
         for (; j + 8 <= j1; j += 8)
-            mm_tile(y + j, x, w + j * k, k, kv, rem, m, ldy, 1, 8, MM_FIXED_BLOCKS);
-    for (; j + 8 <= j1; j += 8) mm_tile(y + j, x, w + j * k, k, kv, rem, m, ldy, 1, 8, 0);
+            mm_tile(y + j, x, w + j * ldw, k, ldw, kv, rem, m, ldy, 1, 8, MM_FIXED_BLOCKS);
+    for (; j + 8 <= j1; j += 8) mm_tile(y + j, x, w + j * ldw, k, ldw, kv, rem, m, ldy, 1, 8, 0);
     switch (j1 - j) {
     case 0: break;
-    case 1: mm_tile(y + j, x, w + j * k, k, kv, rem, m, ldy, 1, 1, 0); break;
-    case 2: mm_tile(y + j, x, w + j * k, k, kv, rem, m, ldy, 1, 2, 0); break;
-    case 3: mm_tile(y + j, x, w + j * k, k, kv, rem, m, ldy, 1, 3, 0); break;
-    case 4: mm_tile(y + j, x, w + j * k, k, kv, rem, m, ldy, 1, 4, 0); break;
-    case 5: mm_tile(y + j, x, w + j * k, k, kv, rem, m, ldy, 1, 5, 0); break;
-    case 6: mm_tile(y + j, x, w + j * k, k, kv, rem, m, ldy, 1, 6, 0); break;
-    default: mm_tile(y + j, x, w + j * k, k, kv, rem, m, ldy, 1, 7, 0); break;
+    case 1: mm_tile(y + j, x, w + j * ldw, k, ldw, kv, rem, m, ldy, 1, 1, 0); break;
+    case 2: mm_tile(y + j, x, w + j * ldw, k, ldw, kv, rem, m, ldy, 1, 2, 0); break;
+    case 3: mm_tile(y + j, x, w + j * ldw, k, ldw, kv, rem, m, ldy, 1, 3, 0); break;
+    case 4: mm_tile(y + j, x, w + j * ldw, k, ldw, kv, rem, m, ldy, 1, 4, 0); break;
+    case 5: mm_tile(y + j, x, w + j * ldw, k, ldw, kv, rem, m, ldy, 1, 5, 0); break;
+    case 6: mm_tile(y + j, x, w + j * ldw, k, ldw, kv, rem, m, ldy, 1, 6, 0); break;
+    default: mm_tile(y + j, x, w + j * ldw, k, ldw, kv, rem, m, ldy, 1, 7, 0); break;
     }
 }
 
-void PW_ISA(pw_k_matmul_cols)(float *y, const float *x, const float *w, int64_t n_tokens,
-                              int64_t n, int64_t k, int64_t j0, int64_t j1) {
+void PW_ISA(pw_k_matmul_cols)(float *y, const float *x, const float *w, int64_t ldw,
+                              int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
     mm_shape sh;
     sh.k = k;
+    sh.ldw = ldw;
     sh.kv = k / PW_VEC_LANES * PW_VEC_LANES;
     sh.rem = k - sh.kv;
     sh.ldy = n;

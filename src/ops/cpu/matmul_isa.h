@@ -14,9 +14,9 @@
 #define MM_COL_BLOCK_BYTES (16 * 1024)
 
 /* Rows [0, n_tokens), columns [j0, j1) of y[T][N] = x[T][K] * W[N][K]^T
- * (y's row stride is n): the unit of work of one thread. */
+ * (y's row stride is n, W's ldw >= k): the unit of work of one thread. */
 PW_ISA_DECLARE(void, pw_k_matmul_cols,
-               (float *y, const float *x, const float *w, int64_t n_tokens, int64_t n, int64_t k,
-                int64_t j0, int64_t j1));
+               (float *y, const float *x, const float *w, int64_t ldw, int64_t n_tokens,
+                int64_t n, int64_t k, int64_t j0, int64_t j1));
 
 #endif

@@ -139,7 +139,7 @@ static void q5_0_offsets(uint8_t *xa, int64_t n_rows, int64_t k) {
 /* ---- the copies ------------------------------------------------------------ */
 
 typedef void (*quantize_fn)(uint8_t *xa, const float *x, int64_t n_rows, int64_t k);
-typedef void (*qdot_fn) PW_K_QDOT_PARAMS;
+typedef void (*qdot_fn) PW_K_QDOT_STRIDED_PARAMS;
 
 typedef void (*offsets_fn)(uint8_t *xa, int64_t n_rows, int64_t k);
 
@@ -151,18 +151,19 @@ typedef struct kq_copy {
 } kq_copy;
 
 static kq_copy copy_for(pw_k_int8_isa level, pw_dtype type, int64_t k) {
-    kq_copy c = {pw_k_q8_quantize_rows_generic, pw_k_kqdot_run_generic, q5_0_offsets, 0};
+    kq_copy c = {pw_k_q8_quantize_rows_generic, pw_k_kqdot_run_strided_generic, q5_0_offsets, 0};
     switch (level) {
 #if PW_HAVE_FMA_KERNELS
     case PW_K_INT8_AVX2:
-        c = (kq_copy){pw_k_q8_quantize_rows_fma, pw_k_kqdot_run_fma, pw_k_q5_0_offsets_fma, 0};
+        c = (kq_copy){pw_k_q8_quantize_rows_fma, pw_k_kqdot_run_strided_fma,
+                      pw_k_q5_0_offsets_fma, 0};
         break;
     case PW_K_INT8_AVXVNNI:
-        c = (kq_copy){pw_k_q8_quantize_rows_avxvnni, pw_k_kqdot_run_avxvnni,
+        c = (kq_copy){pw_k_q8_quantize_rows_avxvnni, pw_k_kqdot_run_strided_avxvnni,
                       pw_k_q5_0_offsets_avxvnni, 0};
         break;
     case PW_K_INT8_AVX512VNNI:
-        c = (kq_copy){pw_k_q8_quantize_rows_avx512vnni, pw_k_kqdot_run_avx512vnni,
+        c = (kq_copy){pw_k_q8_quantize_rows_avx512vnni, pw_k_kqdot_run_strided_avx512vnni,
                       pw_k_q5_0_offsets_avx512vnni, 0};
         break;
 #endif
@@ -192,38 +193,47 @@ typedef struct kq_cols_job {
     qdot_fn run;
     float *y;
     const uint8_t *xa, *w;
+    int64_t wrow;
     pw_dtype type;
     int64_t n_tokens, n, k;
 } kq_cols_job;
 
 static void kq_cols_range(void *ctx, int64_t j0, int64_t j1) {
     const kq_cols_job *j = ctx;
-    j->run(j->y, j->xa, j->w, j->type, j->n_tokens, j->n, j->k, j0, j1);
+    j->run(j->y, j->xa, j->w, j->wrow, j->type, j->n_tokens, j->n, j->k, j0, j1);
 }
 
 /* With several threads, large products are split by output columns in
  * groups of 8 (pw_k_parallel_cols); every element still follows the
  * documented sequence, so the split changes no bit. */
-static void kqdot(kq_copy c, float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type,
-                  int64_t n_tokens, int64_t n, int64_t k) {
+static void kqdot(kq_copy c, float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
+                  pw_dtype type, int64_t n_tokens, int64_t n, int64_t k) {
     if (pw_k_split_cols(n_tokens, n, k)) {
-        kq_cols_job job = {c.run, y, xa, w, type, n_tokens, n, k};
+        kq_cols_job job = {c.run, y, xa, w, wrow, type, n_tokens, n, k};
         pw_k_parallel_cols(n, COL_GROUP, kq_cols_range, &job);
         return;
     }
-    c.run(y, xa, w, type, n_tokens, n, k, 0, n);
+    c.run(y, xa, w, wrow, type, n_tokens, n, k, 0, n);
 }
 
 void pw_k_matmul_kquant_with(pw_k_int8_isa level, float *y, const float *x, const void *w,
                              pw_dtype type, int64_t n_tokens, int64_t n, int64_t k) {
+    pw_k_matmul_kquant_strided_with(level, y, x, w, pw_dtype_row_bytes(type, k), type, n_tokens,
+                                    n, k);
+}
+
+void pw_k_matmul_kquant_strided_with(pw_k_int8_isa level, float *y, const float *x,
+                                     const void *w, int64_t wrow, pw_dtype type,
+                                     int64_t n_tokens, int64_t n, int64_t k) {
     assert(pw_k_kquant_supported(type) && k % pw_dtype_block_elems(type) == 0);
+    assert(wrow >= pw_dtype_row_bytes(type, k));
     kq_copy c = copy_for(level, type, k);
     const size_t row = (size_t)c.row_bytes;
     uint8_t *xa = pw_k_act_scratch(row * (size_t)n_tokens);
     if (xa) {
         c.quantize(xa, x, n_tokens, k);
         if (type == PW_Q5_0) c.offsets(xa, n_tokens, k);
-        kqdot(c, y, xa, w, type, n_tokens, n, k);
+        kqdot(c, y, xa, w, wrow, type, n_tokens, n, k);
         return;
     }
     /* No memory for the whole batch: a few rows at a time from the stack
@@ -242,7 +252,7 @@ void pw_k_matmul_kquant_with(pw_k_int8_isa level, float *y, const float *x, cons
         int64_t rows = n_tokens - t < step ? n_tokens - t : step;
         c.quantize(stack, x + t * k, rows, k);
         if (type == PW_Q5_0) c.offsets(stack, rows, k);
-        kqdot(c, y + t * n, stack, w, type, rows, n, k);
+        kqdot(c, y + t * n, stack, w, wrow, type, rows, n, k);
     }
 }
 

@@ -1521,9 +1521,9 @@ KQ_INLINE void q5d_tile(float *y, const uint8_t *xa, const uint8_t *w, int64_t w
 }
 
 /* Columns [j0, j1) of one row, 16 at a time (q5d_tile). */
-KQ_INLINE void q5d_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t k, int64_t j0,
-                       int64_t j1) {
-    const int64_t nb = k / KQ_QK, wrow = nb * KQ_Q5_0_BYTES;
+KQ_INLINE void q5d_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow, int64_t k,
+                       int64_t j0, int64_t j1) {
+    const int64_t nb = k / KQ_QK;
     for (int64_t c0 = j0; c0 < j1; c0 += Q5P_COLS) {
         const int cols = j1 - c0 < Q5P_COLS ? (int)(j1 - c0) : Q5P_COLS;
         const int64_t c2 = c0 + 2 * Q5P_COLS < j1 ? c0 + 2 * Q5P_COLS : j1;
@@ -1535,15 +1535,15 @@ KQ_INLINE void q5d_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t k,
 
 /* Columns [j0, j1) of every row: a panel of 16 columns, filled once and
  * run over by every row. */
-KQ_INLINE void q5p_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_tokens,
-                       int64_t n, int64_t k, int64_t j0, int64_t j1) {
+KQ_INLINE void q5p_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
+                       int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
 #if defined(PW_ISA_AVX512VNNI_COPY)
     if (n_tokens == 1) {
-        q5d_run(y, xa, w, k, j0, j1);
+        q5d_run(y, xa, w, wrow, k, j0, j1);
         return;
     }
 #endif
-    const int64_t nb = k / KQ_QK, wrow = nb * KQ_Q5_0_BYTES, xrow = PW_K_Q8_ROW_BYTES(k);
+    const int64_t nb = k / KQ_QK, xrow = PW_K_Q8_ROW_BYTES(k);
     _Alignas(64) q5p_panel panel;
     const int64_t t_full = n_tokens / Q5P_TILE_ROWS * Q5P_TILE_ROWS;
     for (int64_t c0 = j0; c0 < j1; c0 += Q5P_COLS) {
@@ -1818,9 +1818,9 @@ KQ_INLINE void kp_rows(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, i
 
 /* Columns [j0, j1) of every row: a panel of 16 columns, filled once and
  * run over by every row. */
-KQ_INLINE void kp_run(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type, int64_t bb,
-                      int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
-    const int64_t nsb = k / KQ_QKK, wrow = nsb * bb, xrow = PW_K_Q8K_ROW_BYTES(k);
+KQ_INLINE void kp_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow, pw_dtype type,
+                      int64_t bb, int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
+    const int64_t nsb = k / KQ_QKK, xrow = PW_K_Q8K_ROW_BYTES(k);
     _Alignas(64) kp_panel panel;
     for (int64_t c0 = j0; c0 < j1; c0 += KP_COLS) {
         const int cols = j1 - c0 < KP_COLS ? (int)(j1 - c0) : KP_COLS;
@@ -2002,10 +2002,10 @@ void PW_ISA(pw_k_q8k_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows,
 #endif
 #define KQ_TILE(rows, cols) (super ? KQ_KTILE(rows, cols) : KQ_Q5TILE(rows, cols))
 
-KQ_INLINE void kq_row_block(float *y, const uint8_t *xa, const uint8_t *w, int64_t n, int64_t k,
-                            pw_dtype type, int64_t bb, bool super, int64_t j0, int64_t j1,
-                            int rows) {
-    const int64_t nb = k / (super ? KQ_QKK : KQ_QK), wrow = nb * bb;
+KQ_INLINE void kq_row_block(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow, int64_t n,
+                            int64_t k, pw_dtype type, int64_t bb, bool super, int64_t j0,
+                            int64_t j1, int rows) {
+    const int64_t nb = k / (super ? KQ_QKK : KQ_QK);
     const int64_t xrow = super ? PW_K_Q8K_ROW_BYTES(k) : PW_K_Q8_ROW_BYTES(k);
     int64_t j = j0;
     if (rows == KQ_BATCH_ROWS) {
@@ -2024,9 +2024,9 @@ KQ_INLINE void kq_row_block(float *y, const uint8_t *xa, const uint8_t *w, int64
     }
 }
 
-KQ_INLINE void kq_typed(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_tokens,
-                        int64_t n, int64_t k, pw_dtype type, int64_t bb, bool super, int64_t j0,
-                        int64_t j1) {
+KQ_INLINE void kq_typed(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
+                        int64_t n_tokens, int64_t n, int64_t k, pw_dtype type, int64_t bb,
+                        bool super, int64_t j0, int64_t j1) {
     int64_t col_block = KQ_COL_BLOCK_BYTES / (k / (super ? KQ_QKK : KQ_QK) * bb);
     col_block = col_block < 8 ? 8 : col_block / 8 * 8;
     const int64_t xrow = super ? PW_K_Q8K_ROW_BYTES(k) : PW_K_Q8_ROW_BYTES(k);
@@ -2034,46 +2034,63 @@ KQ_INLINE void kq_typed(float *y, const uint8_t *xa, const uint8_t *w, int64_t n
     for (int64_t n0 = j0; n0 < j1; n0 += col_block) {
         int64_t n1 = n0 + col_block < j1 ? n0 + col_block : j1;
         for (int64_t t = 0; t < t_full; t += KQ_BATCH_ROWS)
-            kq_row_block(y + t * n, xa + t * xrow, w, n, k, type, bb, super, n0, n1,
+            kq_row_block(y + t * n, xa + t * xrow, w, wrow, n, k, type, bb, super, n0, n1,
                          KQ_BATCH_ROWS);
         for (int64_t t = t_full; t < n_tokens; t++)
-            kq_row_block(y + t * n, xa + t * xrow, w, n, k, type, bb, super, n0, n1, 1);
+            kq_row_block(y + t * n, xa + t * xrow, w, wrow, n, k, type, bb, super, n0, n1, 1);
     }
 }
 
 /* The type switch is outside the loops so each type's tiles are
  * specialised. */
-void PW_ISA(pw_k_kqdot_run)(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type,
-                            int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
+void PW_ISA(pw_k_kqdot_run_strided)(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
+                                    pw_dtype type, int64_t n_tokens, int64_t n, int64_t k,
+                                    int64_t j0, int64_t j1) {
     switch (type) {
 #if KQ_X86
     case PW_Q5_0:
-        if (k / KQ_QK <= Q5P_MAX_BLOCKS) q5p_run(y, xa, w, n_tokens, n, k, j0, j1);
-        else kq_typed(y, xa, w, n_tokens, n, k, PW_Q5_0, KQ_Q5_0_BYTES, false, j0, j1);
+        if (k / KQ_QK <= Q5P_MAX_BLOCKS) q5p_run(y, xa, w, wrow, n_tokens, n, k, j0, j1);
+        else kq_typed(y, xa, w, wrow, n_tokens, n, k, PW_Q5_0, KQ_Q5_0_BYTES, false, j0, j1);
         break;
 #else
-    case PW_Q5_0: kq_typed(y, xa, w, n_tokens, n, k, PW_Q5_0, KQ_Q5_0_BYTES, false, j0, j1); break;
+    case PW_Q5_0:
+        kq_typed(y, xa, w, wrow, n_tokens, n, k, PW_Q5_0, KQ_Q5_0_BYTES, false, j0, j1);
+        break;
 #endif
-    case PW_Q5_1: kq_typed(y, xa, w, n_tokens, n, k, PW_Q5_1, KQ_Q5_1_BYTES, false, j0, j1); break;
+    case PW_Q5_1:
+        kq_typed(y, xa, w, wrow, n_tokens, n, k, PW_Q5_1, KQ_Q5_1_BYTES, false, j0, j1);
+        break;
 #if KQ_X86
 /* Batches of rows through the panels; a few rows, whose panel fill would
  * not be shared, and long rows through the tiles. */
 #define KP_CASE(T, BYTES)                                                                      \
     case T:                                                                                    \
         if (n_tokens >= KP_MIN_ROWS && k / KQ_QKK <= KP_MAX_SB)                                \
-            kp_run(y, xa, w, T, BYTES, n_tokens, n, k, j0, j1);                                \
+            kp_run(y, xa, w, wrow, T, BYTES, n_tokens, n, k, j0, j1);                          \
         else                                                                                   \
-            kq_typed(y, xa, w, n_tokens, n, k, T, BYTES, true, j0, j1);                        \
+            kq_typed(y, xa, w, wrow, n_tokens, n, k, T, BYTES, true, j0, j1);                  \
         break;
         KP_CASE(PW_Q4_K, KQ_Q4_K_BYTES)
         KP_CASE(PW_Q5_K, KQ_Q5_K_BYTES)
         KP_CASE(PW_Q6_K, KQ_Q6_K_BYTES)
 #undef KP_CASE
 #else
-    case PW_Q4_K: kq_typed(y, xa, w, n_tokens, n, k, PW_Q4_K, KQ_Q4_K_BYTES, true, j0, j1); break;
-    case PW_Q5_K: kq_typed(y, xa, w, n_tokens, n, k, PW_Q5_K, KQ_Q5_K_BYTES, true, j0, j1); break;
-    case PW_Q6_K: kq_typed(y, xa, w, n_tokens, n, k, PW_Q6_K, KQ_Q6_K_BYTES, true, j0, j1); break;
+    case PW_Q4_K:
+        kq_typed(y, xa, w, wrow, n_tokens, n, k, PW_Q4_K, KQ_Q4_K_BYTES, true, j0, j1);
+        break;
+    case PW_Q5_K:
+        kq_typed(y, xa, w, wrow, n_tokens, n, k, PW_Q5_K, KQ_Q5_K_BYTES, true, j0, j1);
+        break;
+    case PW_Q6_K:
+        kq_typed(y, xa, w, wrow, n_tokens, n, k, PW_Q6_K, KQ_Q6_K_BYTES, true, j0, j1);
+        break;
 #endif
     default: assert(!"pw_k_matmul_quant: not a K-quant or Q5 weight type"); break;
     }
+}
+
+void PW_ISA(pw_k_kqdot_run)(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type,
+                            int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
+    PW_ISA(pw_k_kqdot_run_strided)(y, xa, w, pw_dtype_row_bytes(type, k), type, n_tokens, n, k,
+                                   j0, j1);
 }

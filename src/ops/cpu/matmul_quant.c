@@ -134,7 +134,7 @@ void pw_k_q4_0_deinterleave(void *dst, const void *src, int64_t n, int64_t k) {
 }
 
 typedef void (*quantize_fn) PW_K_Q8B_QUANTIZE_PARAMS;
-typedef void (*qdot_fn) PW_K_QDOT_PARAMS;
+typedef void (*qdot_fn) PW_K_QDOT_STRIDED_PARAMS;
 
 typedef struct int8_copy {
     quantize_fn quantize;
@@ -144,13 +144,14 @@ typedef struct int8_copy {
 static int8_copy copy_for(pw_k_int8_isa level) {
     switch (level) {
 #if PW_HAVE_FMA_KERNELS
-    case PW_K_INT8_AVX2: return (int8_copy){pw_k_q8b_quantize_rows_fma, pw_k_qdot_run_fma};
+    case PW_K_INT8_AVX2:
+        return (int8_copy){pw_k_q8b_quantize_rows_fma, pw_k_qdot_run_strided_fma};
     case PW_K_INT8_AVXVNNI:
-        return (int8_copy){pw_k_q8b_quantize_rows_avxvnni, pw_k_qdot_run_avxvnni};
+        return (int8_copy){pw_k_q8b_quantize_rows_avxvnni, pw_k_qdot_run_strided_avxvnni};
     case PW_K_INT8_AVX512VNNI:
-        return (int8_copy){pw_k_q8b_quantize_rows_avx512vnni, pw_k_qdot_run_avx512vnni};
+        return (int8_copy){pw_k_q8b_quantize_rows_avx512vnni, pw_k_qdot_run_strided_avx512vnni};
 #endif
-    default: return (int8_copy){pw_k_q8b_quantize_rows_generic, pw_k_qdot_run_generic};
+    default: return (int8_copy){pw_k_q8b_quantize_rows_generic, pw_k_qdot_run_strided_generic};
     }
 }
 
@@ -226,41 +227,50 @@ typedef struct quant_cols_job {
     qdot_fn run;
     float *y;
     const uint8_t *xa, *w;
+    int64_t wrow;
     pw_dtype type;
     int64_t n_tokens, n, k;
 } quant_cols_job;
 
 static void quant_cols_range(void *ctx, int64_t j0, int64_t j1) {
     const quant_cols_job *j = ctx;
-    j->run(j->y, j->xa, j->w, j->type, j->n_tokens, j->n, j->k, j0, j1);
+    j->run(j->y, j->xa, j->w, j->wrow, j->type, j->n_tokens, j->n, j->k, j0, j1);
 }
 
 /* Rows already quantized into xa: with several threads, large products are
  * split by output columns in groups of 8; every element still follows the
  * documented sequence, so the split changes no bit. */
-static void qdot(int8_copy c, float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type,
-                 int64_t n_tokens, int64_t n, int64_t k) {
+static void qdot(int8_copy c, float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
+                 pw_dtype type, int64_t n_tokens, int64_t n, int64_t k) {
     if (pw_k_split_cols(n_tokens, n, k)) {
-        quant_cols_job job = {c.run, y, xa, w, type, n_tokens, n, k};
+        quant_cols_job job = {c.run, y, xa, w, wrow, type, n_tokens, n, k};
         pw_k_parallel_cols(n, COL_GROUP, quant_cols_range, &job);
         return;
     }
-    c.run(y, xa, w, type, n_tokens, n, k, 0, n);
+    c.run(y, xa, w, wrow, type, n_tokens, n, k, 0, n);
 }
 
 void pw_k_matmul_quant_with(pw_k_int8_isa level, float *y, const float *x, const void *w,
                             pw_dtype type, int64_t n_tokens, int64_t n, int64_t k) {
+    pw_k_matmul_quant_strided_with(level, y, x, w, pw_dtype_row_bytes(type, k), type, n_tokens,
+                                   n, k);
+}
+
+void pw_k_matmul_quant_strided_with(pw_k_int8_isa level, float *y, const float *x,
+                                    const void *w, int64_t wrow, pw_dtype type,
+                                    int64_t n_tokens, int64_t n, int64_t k) {
     if (pw_k_kquant_supported(type)) { /* Q5_0, Q5_1, the K-quants: matmul_kquant.c */
-        pw_k_matmul_kquant_with(level, y, x, w, type, n_tokens, n, k);
+        pw_k_matmul_kquant_strided_with(level, y, x, w, wrow, type, n_tokens, n, k);
         return;
     }
     assert(pw_k_quant_supported(type) && k % QK == 0);
+    assert(wrow >= pw_dtype_row_bytes(type, k));
     int8_copy c = copy_for(level);
     const size_t row = (size_t)PW_K_Q8B_BYTES(1, k); /* a row's share: scales, sums, folds */
     uint8_t *xa = pw_k_act_scratch(row * (size_t)n_tokens);
     if (xa) {
         c.quantize(xa, x, n_tokens, k, type);
-        qdot(c, y, xa, w, type, n_tokens, n, k);
+        qdot(c, y, xa, w, wrow, type, n_tokens, n, k);
         return;
     }
     /* No memory for the whole batch: a few rows at a time from the stack
@@ -279,13 +289,18 @@ void pw_k_matmul_quant_with(pw_k_int8_isa level, float *y, const float *x, const
     for (int64_t t = 0; t < n_tokens; t += step) {
         int64_t rows = n_tokens - t < step ? n_tokens - t : step;
         c.quantize(stack, x + t * k, rows, k, type);
-        qdot(c, y + t * n, stack, w, type, rows, n, k);
+        qdot(c, y + t * n, stack, w, wrow, type, rows, n, k);
     }
 }
 
 void pw_k_matmul_quant(float *y, const float *x, const void *w, pw_dtype type,
                        int64_t n_tokens, int64_t n, int64_t k) {
     pw_k_matmul_quant_with(pw_k_isa_int8(), y, x, w, type, n_tokens, n, k);
+}
+
+void pw_k_matmul_quant_strided(float *y, const float *x, const void *w, int64_t wrow,
+                               pw_dtype type, int64_t n_tokens, int64_t n, int64_t k) {
+    pw_k_matmul_quant_strided_with(pw_k_isa_int8(), y, x, w, wrow, type, n_tokens, n, k);
 }
 
 /* ---- several products of one x ------------------------------------------ */
@@ -325,8 +340,8 @@ static void parts_range(void *ctx, int64_t g0, int64_t g1) {
         if (a >= b) continue;
         const pw_k_quant_part *p = &j->parts[i];
         int64_t c1 = (b - start) * COL_GROUP;
-        j->run(p->y, j->xa, p->w, p->type, j->n_tokens, p->n, j->k, (a - start) * COL_GROUP,
-               c1 < p->n ? c1 : p->n);
+        j->run(p->y, j->xa, p->w, pw_dtype_row_bytes(p->type, j->k), p->type, j->n_tokens, p->n,
+               j->k, (a - start) * COL_GROUP, c1 < p->n ? c1 : p->n);
     }
 }
 
@@ -371,8 +386,10 @@ typedef struct silu_job {
 
 static void silu_range(void *ctx, int64_t j0, int64_t j1) {
     const silu_job *j = ctx;
-    j->run(j->out, j->xa, j->w_gate, j->t_gate, j->n_tokens, j->f, j->k, j0, j1);
-    j->run(j->up, j->xa, j->w_up, j->t_up, j->n_tokens, j->f, j->k, j0, j1);
+    j->run(j->out, j->xa, j->w_gate, pw_dtype_row_bytes(j->t_gate, j->k), j->t_gate, j->n_tokens,
+           j->f, j->k, j0, j1);
+    j->run(j->up, j->xa, j->w_up, pw_dtype_row_bytes(j->t_up, j->k), j->t_up, j->n_tokens, j->f,
+           j->k, j0, j1);
     for (int64_t t = 0; t < j->n_tokens; t++) {
         float *o = j->out + t * j->f + j0;
         pw_k_silu_mul(o, o, j->up + t * j->f + j0, j1 - j0);
@@ -403,7 +420,9 @@ void pw_k_matmul_quant_silu(float *out, float *up, const float *x, const void *w
 
 static void matmul_quant_launch(const void *args) {
     const pw_k_matmul_quant_args *a = args;
-    pw_k_matmul_quant(a->y, a->x, a->w, a->type, a->n_tokens, a->n, a->k);
+    pw_k_matmul_quant_strided(a->y, a->x, a->w,
+                              a->w_row_bytes ? a->w_row_bytes : pw_dtype_row_bytes(a->type, a->k),
+                              a->type, a->n_tokens, a->n, a->k);
 }
 const pw_kernel pw_kernel_matmul_quant = {"matmul_quant", matmul_quant_launch, NULL,
                                           PW_K_ARGS(MATMUL_QUANT)};

@@ -830,9 +830,9 @@ MQ_INLINE void mq_q8_row16(float *y, const uint8_t *xa, int64_t bs, const float 
  * stride of t's group, whose rows these all are), columns [j0, j1). */
 MQ_INLINE void mq_row_block(float *y, const uint8_t *xa, int64_t bs, const float *xd,
                             const float *xs, int64_t n_tokens,
-                            const uint8_t *w, int64_t n, int64_t k, pw_dtype type, int64_t bb,
-                            int64_t j0, int64_t j1, int rows) {
-    const int64_t nb = k / QK, wrow = nb * bb;
+                            const uint8_t *w, int64_t wrow, int64_t n, int64_t k, pw_dtype type,
+                            int64_t bb, int64_t j0, int64_t j1, int rows) {
+    const int64_t nb = k / QK;
     int64_t j = j0;
 #ifdef WIDE_TILE_ROWS
     if (rows == WIDE_TILE_ROWS) {
@@ -865,8 +865,9 @@ MQ_INLINE void mq_row_block(float *y, const uint8_t *xa, int64_t bs, const float
     }
 }
 
-MQ_INLINE void mq_typed(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_tokens,
-                        int64_t n, int64_t k, pw_dtype type, int64_t bb, int64_t j0, int64_t j1) {
+MQ_INLINE void mq_typed(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
+                        int64_t n_tokens, int64_t n, int64_t k, pw_dtype type, int64_t bb,
+                        int64_t j0, int64_t j1) {
     int64_t col_block = COL_BLOCK_BYTES / (k / QK * bb);
     col_block = col_block < ROW_TILE_COLS ? ROW_TILE_COLS
                                           : col_block / ROW_TILE_COLS * ROW_TILE_COLS;
@@ -878,7 +879,7 @@ MQ_INLINE void mq_typed(float *y, const uint8_t *xa, const uint8_t *w, int64_t n
          * multiples of 4, so no tile straddles two groups (XQ_GROUP). */
 #define MQ_ROWS_AT(t, rows)                                                                    \
     mq_row_block(y + (t) * n, xa + xq_row_offset(k, t), xq_block_stride(n_tokens, t), xd + (t), \
-                 xs + (t), n_tokens, w, n, k, type, bb, n0, n1, rows)
+                 xs + (t), n_tokens, w, wrow, n, k, type, bb, n0, n1, rows)
 #ifdef WIDE_TILE_ROWS
         if (WIDE_TILE_TYPES(type))
             for (; t + WIDE_TILE_ROWS <= n_tokens; t += WIDE_TILE_ROWS)
@@ -1282,9 +1283,9 @@ MQ_INLINE void q40_tile(float *y, int64_t ldy, const uint8_t *const *xr, const i
  * 0). */
 MQ_INLINE void q40_rows(float *y, int64_t n, const uint8_t *xa, const float *xd,
                         const float *xs, const int32_t *ft, int64_t n_tokens, int64_t k,
-                        const uint8_t *w, int src, int64_t half, pw_dtype type, int64_t j0,
-                        int64_t j1, int64_t t, int rows) {
-    const int64_t nb = k / QK, wrow = nb * (type == PW_Q4_1 ? Q4_1_BYTES : Q4_0_BYTES);
+                        const uint8_t *w, int64_t wrow, int src, int64_t half, pw_dtype type,
+                        int64_t j0, int64_t j1, int64_t t, int rows) {
+    const int64_t nb = k / QK;
     const uint8_t *xr[Q40_ROWS];
     int64_t xb[Q40_ROWS];
     for (int r = 0; r < rows; r++) {
@@ -1327,11 +1328,11 @@ MQ_INLINE void q40_rows(float *y, int64_t n, const uint8_t *xa, const float *xd,
  * tiles). */
 MQ_INLINE void q40_all_rows(float *y, int64_t n, const uint8_t *xa, const float *xd,
                             const float *xs, const int32_t *ft, int64_t n_tokens, int64_t k,
-                            const uint8_t *w, int src, int64_t half, pw_dtype type, int64_t n0,
-                            int64_t n1) {
+                            const uint8_t *w, int64_t wrow, int src, int64_t half, pw_dtype type,
+                            int64_t n0, int64_t n1) {
     int64_t t = 0;
 #define Q40_ROWS_AT(rows)                                                                      \
-    q40_rows(y, n, xa, xd, xs, ft, n_tokens, k, w, src, half, type, n0, n1, t, rows)
+    q40_rows(y, n, xa, xd, xs, ft, n_tokens, k, w, wrow, src, half, type, n0, n1, t, rows)
     for (; t + Q40_ROWS <= n_tokens; t += Q40_ROWS) Q40_ROWS_AT(Q40_ROWS);
     switch (n_tokens - t) {
     case 0: break;
@@ -1348,9 +1349,9 @@ MQ_INLINE void q40_all_rows(float *y, int64_t n, const uint8_t *xa, const float 
 #undef Q40_ROWS_AT
 }
 
-MQ_INLINE void q40_run(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type,
+MQ_INLINE void q40_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow, pw_dtype type,
                        int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
-    const int64_t nb = k / QK, bb = type == PW_Q4_1 ? Q4_1_BYTES : Q4_0_BYTES, wrow = nb * bb;
+    const int64_t nb = k / QK, bb = type == PW_Q4_1 ? Q4_1_BYTES : Q4_0_BYTES;
     const float *xd = xq_cscales(xa, n_tokens, k), *xs = xq_csums(xa, n_tokens, k);
     int32_t *ft = pw_k_fold_scratch((size_t)(n_tokens * nb) * sizeof(int32_t));
     if (ft) q40_fold_totals(ft, xa, n_tokens, k);
@@ -1362,8 +1363,8 @@ MQ_INLINE void q40_run(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype t
         for (int64_t j = j0; j < j1; j += Q40_COLS) {
             int64_t j2 = j + Q40_COLS < j1 ? j + Q40_COLS : j1;
             q40_panel_fill(panel, w + j * wrow, wrow, nb, type, (int)(j2 - j));
-            q40_all_rows(y, n, xa, xd, xs, ft, n_tokens, k, panel, Q40_SRC_PANEL, 0, type, j,
-                         j2);
+            q40_all_rows(y, n, xa, xd, xs, ft, n_tokens, k, panel, wrow, Q40_SRC_PANEL, 0, type,
+                         j, j2);
         }
         return;
     }
@@ -1373,16 +1374,17 @@ MQ_INLINE void q40_run(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype t
     col_block = col_block < Q40_COLS ? Q40_COLS : col_block / Q40_COLS * Q40_COLS;
     for (int64_t n0 = j0; n0 < j1; n0 += col_block) {
         int64_t n1 = n0 + col_block < j1 ? n0 + col_block : j1;
-        q40_all_rows(y, n, xa, xd, xs, ft, n_tokens, k, w, Q40_SRC_BLOCKS, 0, type, n0, n1);
+        q40_all_rows(y, n, xa, xd, xs, ft, n_tokens, k, w, wrow, Q40_SRC_BLOCKS, 0, type, n0,
+                     n1);
     }
 }
 
 /* Columns [j0, j1) of a Q4_0x16 weight (PW_K_Q40X16_*): the whole groups
  * through their interleaved blocks, the rows past them (n % 16, kept as
  * Q4_0 rows) as q40_run. */
-static void q40x_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_tokens, int64_t n,
-                     int64_t k, int64_t j0, int64_t j1) {
-    const int64_t nb = k / QK, wrow = nb * Q4_0_BYTES, whole = n / 16 * 16;
+static void q40x_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
+                     int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
+    const int64_t nb = k / QK, whole = n / 16 * 16;
     const float *xd = xq_cscales(xa, n_tokens, k), *xs = xq_csums(xa, n_tokens, k);
     int32_t *ft = pw_k_fold_scratch((size_t)(n_tokens * nb) * sizeof(int32_t));
     if (ft) q40_fold_totals(ft, xa, n_tokens, k);
@@ -1393,17 +1395,18 @@ static void q40x_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_to
             const int64_t l0 = h * Q40_COLS, a = c0 > l0 ? c0 - l0 : 0,
                           e = c1 < l0 + Q40_COLS ? c1 - l0 : Q40_COLS;
             if (a < e)
-                q40_all_rows(y + g0 + l0, n, xa, xd, xs, ft, n_tokens, k, w + g0 * wrow,
+                q40_all_rows(y + g0 + l0, n, xa, xd, xs, ft, n_tokens, k, w + g0 * wrow, 0,
                              Q40_SRC_X16, h, PW_Q4_0, a, e);
         }
     }
-    if (j1 > whole) q40_run(y, xa, w, PW_Q4_0, n_tokens, n, k, j0 > whole ? j0 : whole, j1);
+    if (j1 > whole)
+        q40_run(y, xa, w, wrow, PW_Q4_0, n_tokens, n, k, j0 > whole ? j0 : whole, j1);
 }
 #else
 /* The portable copy: the sequence as written, one output at a time. */
-static void q40_run(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type,
+static void q40_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow, pw_dtype type,
                     int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
-    const int64_t nb = k / QK, bb = type == PW_Q4_1 ? Q4_1_BYTES : Q4_0_BYTES, wrow = nb * bb;
+    const int64_t nb = k / QK, bb = type == PW_Q4_1 ? Q4_1_BYTES : Q4_0_BYTES;
     const int qo = type == PW_Q4_1 ? 4 : 2;
     const float *xd = xq_cscales(xa, n_tokens, k), *xs = xq_csums(xa, n_tokens, k);
     for (int64_t t = 0; t < n_tokens; t++) {
@@ -1430,9 +1433,9 @@ static void q40_run(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type
 
 /* The portable copy of Q4_0x16: the same sequence, the nibbles and scales
  * read where the interleaved layout keeps them. */
-static void q40x_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_tokens, int64_t n,
-                     int64_t k, int64_t j0, int64_t j1) {
-    const int64_t nb = k / QK, wrow = nb * Q4_0_BYTES, whole = n / 16 * 16;
+static void q40x_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
+                     int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
+    const int64_t nb = k / QK, whole = n / 16 * 16;
     const float *xd = xq_cscales(xa, n_tokens, k);
     const int64_t jb = j1 < whole ? j1 : whole;
     for (int64_t t = 0; t < n_tokens; t++) {
@@ -1455,19 +1458,27 @@ static void q40x_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_to
             y[t * n + j] = acc;
         }
     }
-    if (j1 > whole) q40_run(y, xa, w, PW_Q4_0, n_tokens, n, k, j0 > whole ? j0 : whole, j1);
+    if (j1 > whole)
+        q40_run(y, xa, w, wrow, PW_Q4_0, n_tokens, n, k, j0 > whole ? j0 : whole, j1);
 }
 #endif
 
 /* The type switch is outside the loops so each type's tiles are
  * specialised. */
-void PW_ISA(pw_k_qdot_run)(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type,
-                           int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
+void PW_ISA(pw_k_qdot_run_strided)(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
+                                   pw_dtype type, int64_t n_tokens, int64_t n, int64_t k,
+                                   int64_t j0, int64_t j1) {
     switch (type) {
-    case PW_Q8_0: mq_typed(y, xa, w, n_tokens, n, k, PW_Q8_0, Q8_0_BYTES, j0, j1); break;
-    case PW_Q4_0: q40_run(y, xa, w, PW_Q4_0, n_tokens, n, k, j0, j1); break;
-    case PW_Q4_0X16: q40x_run(y, xa, w, n_tokens, n, k, j0, j1); break;
-    case PW_Q4_1: q40_run(y, xa, w, PW_Q4_1, n_tokens, n, k, j0, j1); break;
+    case PW_Q8_0: mq_typed(y, xa, w, wrow, n_tokens, n, k, PW_Q8_0, Q8_0_BYTES, j0, j1); break;
+    case PW_Q4_0: q40_run(y, xa, w, wrow, PW_Q4_0, n_tokens, n, k, j0, j1); break;
+    case PW_Q4_0X16: q40x_run(y, xa, w, wrow, n_tokens, n, k, j0, j1); break;
+    case PW_Q4_1: q40_run(y, xa, w, wrow, PW_Q4_1, n_tokens, n, k, j0, j1); break;
     default: assert(!"pw_k_matmul_quant: unsupported weight type"); break;
     }
+}
+
+void PW_ISA(pw_k_qdot_run)(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type,
+                           int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
+    PW_ISA(pw_k_qdot_run_strided)(y, xa, w, pw_dtype_row_bytes(type, k), type, n_tokens, n, k,
+                                  j0, j1);
 }

@@ -84,20 +84,32 @@
 #define PW_K_QDOT_PARAMS                                                                       \
     (float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type, int64_t n_tokens, int64_t n, \
      int64_t k, int64_t j0, int64_t j1)
+/* The same with W's rows wrow bytes apart (at least a row's own bytes): a
+ * block-aligned column range of a wider matrix read in place (op
+ * matmul_shards). Q4_0x16: a group of 16 rows is 16 * wrow bytes, its
+ * blocks contiguous as ever; rows past the last group at w + j * wrow. The
+ * products, their order and so their bits are those of the dense W. */
+#define PW_K_QDOT_STRIDED_PARAMS                                                               \
+    (float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow, pw_dtype type,               \
+     int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1)
 
 void pw_k_q8_quantize_rows_generic PW_K_Q8_QUANTIZE_PARAMS;
 void pw_k_q8b_quantize_rows_generic PW_K_Q8B_QUANTIZE_PARAMS;
 void pw_k_qdot_run_generic PW_K_QDOT_PARAMS;
+void pw_k_qdot_run_strided_generic PW_K_QDOT_STRIDED_PARAMS;
 #if PW_HAVE_FMA_KERNELS
 void pw_k_q8_quantize_rows_fma PW_K_Q8_QUANTIZE_PARAMS;
 void pw_k_q8b_quantize_rows_fma PW_K_Q8B_QUANTIZE_PARAMS;
 void pw_k_qdot_run_fma PW_K_QDOT_PARAMS;
+void pw_k_qdot_run_strided_fma PW_K_QDOT_STRIDED_PARAMS;
 void pw_k_q8_quantize_rows_avxvnni PW_K_Q8_QUANTIZE_PARAMS;
 void pw_k_q8b_quantize_rows_avxvnni PW_K_Q8B_QUANTIZE_PARAMS;
 void pw_k_qdot_run_avxvnni PW_K_QDOT_PARAMS;
+void pw_k_qdot_run_strided_avxvnni PW_K_QDOT_STRIDED_PARAMS;
 void pw_k_q8_quantize_rows_avx512vnni PW_K_Q8_QUANTIZE_PARAMS;
 void pw_k_q8b_quantize_rows_avx512vnni PW_K_Q8B_QUANTIZE_PARAMS;
 void pw_k_qdot_run_avx512vnni PW_K_QDOT_PARAMS;
+void pw_k_qdot_run_strided_avx512vnni PW_K_QDOT_STRIDED_PARAMS;
 #endif
 
 /* ---- Q4_K, Q5_K, Q6_K, Q5_0 and Q5_1 (matmul_kquant.c) -------------------- */
@@ -121,15 +133,23 @@ void pw_k_q8k_quantize_rows(uint8_t *xa, const float *x, int64_t n_rows, int64_t
  * pw_k_kquant_supported type: xa from pw_k_q8k_quantize_rows for the
  * K-quants, from the Q8 quantizer above for Q5_0 / Q5_1. */
 void pw_k_kqdot_run_generic PW_K_QDOT_PARAMS;
+void pw_k_kqdot_run_strided_generic PW_K_QDOT_STRIDED_PARAMS;
 #if PW_HAVE_FMA_KERNELS
 void pw_k_kqdot_run_fma PW_K_QDOT_PARAMS;
 void pw_k_kqdot_run_avxvnni PW_K_QDOT_PARAMS;
 void pw_k_kqdot_run_avx512vnni PW_K_QDOT_PARAMS;
+void pw_k_kqdot_run_strided_fma PW_K_QDOT_STRIDED_PARAMS;
+void pw_k_kqdot_run_strided_avxvnni PW_K_QDOT_STRIDED_PARAMS;
+void pw_k_kqdot_run_strided_avx512vnni PW_K_QDOT_STRIDED_PARAMS;
 #endif
 
-/* pw_k_matmul_quant_with for a pw_k_kquant_supported type. */
+/* pw_k_matmul_quant_with for a pw_k_kquant_supported type; _strided with
+ * W's rows wrow bytes apart (PW_K_QDOT_STRIDED_PARAMS). */
 void pw_k_matmul_kquant_with(pw_k_int8_isa level, float *y, const float *x, const void *w,
                              pw_dtype type, int64_t n_tokens, int64_t n, int64_t k);
+void pw_k_matmul_kquant_strided_with(pw_k_int8_isa level, float *y, const float *x,
+                                     const void *w, int64_t wrow, pw_dtype type,
+                                     int64_t n_tokens, int64_t n, int64_t k);
 /* pw_k_embedding_quant for a pw_k_kquant_supported type. */
 void pw_k_embedding_kquant(float *out, const int32_t *ids, const void *table, pw_dtype type,
                            int64_t n_tokens, int64_t vocab, int64_t dim);
@@ -151,5 +171,9 @@ uint8_t *pw_k_panel_scratch(size_t bytes);
  * pw_k_isa_int8_runs), threads as pw_k_matmul_quant splits them. */
 void pw_k_matmul_quant_with(pw_k_int8_isa level, float *y, const float *x, const void *w,
                             pw_dtype type, int64_t n_tokens, int64_t n, int64_t k);
+/* The same with W's rows wrow bytes apart (PW_K_QDOT_STRIDED_PARAMS). */
+void pw_k_matmul_quant_strided_with(pw_k_int8_isa level, float *y, const float *x,
+                                    const void *w, int64_t wrow, pw_dtype type,
+                                    int64_t n_tokens, int64_t n, int64_t k);
 
 #endif

@@ -125,26 +125,30 @@ static pw_status launch_add_rms_norm(const void *args, const pw_cuda_stream_ctx 
 
 // y[T][N] = x[T][K] * W[N][K]^T. In cuBLAS's column-major terms y is N x T,
 // W is K x N (transposed in the call) and x is K x T, so the token count is
-// cuBLAS's n, always PW_CUDA_MATMUL_TILE.
+// cuBLAS's n, always PW_CUDA_MATMUL_TILE. W's rows are ldw floats apart
+// (cuBLAS's lda): a column range of a wider matrix (op matmul_shards).
 static pw_status sgemm_tile(const pw_cuda_stream_ctx *ctx, float *y, const float *x,
-                            const float *w, int64_t n, int64_t k) {
+                            const float *w, int64_t ldw, int64_t n, int64_t k) {
     const float one = 1.0f, zero = 0.0f;
     cublasHandle_t blas;
     PW_TRY(pw_cuda_blas_handle(ctx, &blas));
     PW_CUBLAS_TRY(pw_cuda_blas.sgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, PW_CUDA_MATMUL_TILE,
-                                      (int)k, &one, w, (int)k, x, (int)k, &zero, y, (int)n));
+                                      (int)k, &one, w, (int)ldw, x, (int)k, &zero, y, (int)n));
     return PW_OK;
 }
 
 static pw_status launch_matmul(const void *args, const pw_cuda_stream_ctx *ctx) {
     const pw_k_matmul_args *a = (const pw_k_matmul_args *)args;
     PW_TRY(check_rows(a->n_tokens, "matmul"));
-    if (a->n > INT32_MAX || a->k > INT32_MAX || a->n < 1 || a->k < 1)
-        return pw_error(PW_ERR_INVALID_ARG, "CUDA matmul: shape [%lld][%lld] out of range",
-                        (long long)a->n, (long long)a->k);
+    const int64_t ldw = a->ldw ? a->ldw : a->k;
+    if (a->n > INT32_MAX || a->k > INT32_MAX || a->n < 1 || a->k < 1 || ldw < a->k ||
+        ldw > INT32_MAX)
+        return pw_error(PW_ERR_INVALID_ARG,
+                        "CUDA matmul: shape [%lld][%lld] (rows %lld apart) out of range",
+                        (long long)a->n, (long long)a->k, (long long)ldw);
     const int64_t tile = PW_CUDA_MATMUL_TILE, full = a->n_tokens / tile * tile;
     for (int64_t t0 = 0; t0 < full; t0 += tile)
-        PW_TRY(sgemm_tile(ctx, a->y + t0 * a->n, a->x + t0 * a->k, a->w, a->n, a->k));
+        PW_TRY(sgemm_tile(ctx, a->y + t0 * a->n, a->x + t0 * a->k, a->w, ldw, a->n, a->k));
     int64_t rest = a->n_tokens - full;
     if (rest == 0) return PW_OK;
     if (!a->scratch)
@@ -157,7 +161,7 @@ static pw_status launch_matmul(const void *args, const pw_cuda_stream_ctx *ctx) 
     PW_CUDA_TRY(cudaMemsetAsync(xs, 0, xbytes, ctx->stream));
     PW_CUDA_TRY(cudaMemcpyAsync(xs, a->x + full * a->k, (size_t)(rest * a->k) * sizeof(float),
                                 cudaMemcpyDeviceToDevice, ctx->stream));
-    PW_TRY(sgemm_tile(ctx, ys, xs, a->w, a->n, a->k));
+    PW_TRY(sgemm_tile(ctx, ys, xs, a->w, ldw, a->n, a->k));
     PW_CUDA_TRY(cudaMemcpyAsync(a->y + full * a->n, ys, (size_t)(rest * a->n) * sizeof(float),
                                 cudaMemcpyDeviceToDevice, ctx->stream));
     return PW_OK;
