@@ -27,7 +27,12 @@
  *     a rank whose heads cross a group boundary without whole groups
  *     (SmolLM2 at --tp 4: heads 2-3 of groups 0-2) holds one copy per query
  *     head;
- *   - o and down by rows (their K): its shards, copied out of the mapping;
+ *   - o and down by rows (their K): its shards, copied out of the mapping
+ *     (a shard is a run of columns of every row), which decode streams
+ *     fastest. One process can instead keep them whole in the mapping
+ *     (PW_SHARDS=in-place: no copy at load, a slower decode); matmul_shards
+ *     then reads each shard where it lies, its rows a whole row apart (the
+ *     kernels' row stride), with the same bits;
  *   - the embedding and the LM head by vocabulary rows (above one rank),
  *     gathered after the lookup and after the head (ops embedding_vocab,
  *     lm_head_vocab): no sum, so no change of bits.
@@ -46,6 +51,10 @@
  * and the cost on one process (shorter products; docs/tensor-parallel.md
  * measures it). */
 #define PW_TP_SHARDS 4
+
+/* How one process holds o's and down's shards: copied (default) or read
+ * in place from the mapping (load_col_shards). */
+#define PW_ENV_SHARDS "PW_SHARDS"
 
 bool pw_model_tp_supported(pw_model_arch arch) {
     return arch == PW_ARCH_LLAMA || arch == PW_ARCH_GEMMA3;
@@ -178,50 +187,92 @@ static pw_status keep_copy(pw_model *m, pw_tensor *full, pw_dtype t, uint8_t *bu
     return PW_OK;
 }
 
-/* Weight `name` [d1 rows][d0] for op matmul_shards: its shards [s0, s1)
- * of `width` columns each, as one [d1][(s1 - s0) * width] tensor whose
- * local shard i is columns [i * width, (i + 1) * width) (the op reads each
- * with the whole row as its row stride). One process holds every shard:
- * the weight is the file's mapping, read in place like q or gate (Q4_0
- * interleaved into Q4_0x16, the kernels' preferred layout, when its rows
- * are whole groups of 16, the op's condition). A rank holds a run of
- * shards: their columns, copied out of each row (the rest is other
- * ranks'), in the file's layout, and the mapped pages dropped. The plan
- * chose widths of whole blocks of the stored type; a file that disagrees
- * is refused. */
-static pw_status load_col_shards(pw_model *m, const char *name, int64_t d0, int64_t d1,
+/* Weight `name` [d1 rows][d0] as shards of `width` of its d0 columns:
+ * shards [s0, s1), each a contiguous [d1][width] matrix, one after the
+ * other, in one tensor [(s1 - s0) * d1][width]. The plan chose widths of
+ * whole blocks of the stored type; a file that disagrees is refused. */
+static pw_status copy_col_shards(pw_model *m, const char *name, int64_t d0, int64_t d1,
                                  int64_t width, int64_t s0, int64_t s1, bool keep,
                                  pw_tensor **out) {
     pw_tensor *full = NULL;
-    PW_TRY(m->tp_size <= 1 ? pw_model_load_weight(m, name, d0, d1, keep, &full)
-                           : load_for_copy(m, name, d0, d1, keep, &full));
+    PW_TRY(load_for_copy(m, name, d0, d1, keep, &full));
     pw_dtype t = pw_tensor_dtype(full);
     int64_t be = pw_dtype_block_elems(t);
     if (width % be != 0) {
-        if (m->tp_size <= 1) *out = full; /* the model's now, released with it */
-        else pw_tensor_release(full);
+        pw_tensor_release(full);
         return pw_error(PW_ERR_UNSUPPORTED,
                         "tensor '%s' (%s) cannot be split into shards of %" PRId64
                         " columns: a shard must be whole blocks of %" PRId64,
                         name, pw_dtype_name(t), width, be);
     }
-    if (m->tp_size <= 1) {
-        *out = full;
-        if (d1 % pw_op_weight_row_group(pw_model_preferred_dtype(t, d1, d0)) != 0) return PW_OK;
-        return pw_model_prefer_layout(m, out);
-    }
     size_t full_row = (size_t)pw_dtype_row_bytes(t, d0);
-    size_t row = (size_t)pw_dtype_row_bytes(t, (s1 - s0) * width);
-    size_t col = (size_t)pw_dtype_row_bytes(t, s0 * width);
-    uint8_t *buf = pw_host_alloc((size_t)d1 * row);
+    size_t shard_row = (size_t)pw_dtype_row_bytes(t, width);
+    int64_t n = s1 - s0;
+    uint8_t *buf = pw_host_alloc((size_t)(n * d1) * shard_row);
     if (!buf) {
         pw_tensor_release(full);
         return PW_ERR_OOM;
     }
+    /* One process: the shards in the kernels' preferred layout (Q4_0x16),
+     * when each shard's rows are whole groups (so the tensor is also that
+     * layout as a whole), converted from a group's rows copied at a time:
+     * the same bytes moved once, no second copy. */
+    pw_dtype to = m->tp_size <= 1 ? pw_model_preferred_dtype(t, d1, width) : t;
+    int64_t group = pw_op_weight_row_group(to);
+    uint8_t *rows = NULL;
+    if (to != t && d1 % group == 0) rows = pw_host_alloc((size_t)group * shard_row);
+    if (!rows) { /* (or no memory for the rows: the file's layout) */
+        pw_clear_error();
+        to = t, group = 1;
+    }
     const uint8_t *src = pw_tensor_data(full);
-    for (int64_t r = 0; r < d1; r++)
-        memcpy(buf + (size_t)r * row, src + (size_t)r * full_row + col, row);
-    return keep_copy(m, full, t, buf, d1, (s1 - s0) * width, out);
+    for (int64_t s = 0; s < n; s++) {
+        size_t col = (size_t)pw_dtype_row_bytes(t, (s0 + s) * width);
+        for (int64_t r0 = 0; r0 < d1; r0 += group) {
+            uint8_t *dst = buf + (size_t)(s * d1 + r0) * shard_row;
+            uint8_t *at = rows ? rows : dst;
+            for (int64_t r = 0; r < group; r++)
+                memcpy(at + (size_t)r * shard_row, src + (size_t)(r0 + r) * full_row + col,
+                       shard_row);
+            if (rows) (void)pw_op_convert_weight(dst, rows, t, to, group, width);
+        }
+    }
+    pw_host_free(rows);
+    return keep_copy(m, full, to, buf, n * d1, width, out);
+}
+
+/* Weight `name` [d1 rows][d0] for op matmul_shards, whole, read in place:
+ * the op reads shard s as columns [s * width, (s + 1) * width) of every
+ * row (the kernels' row stride), as any other weight from the mapping
+ * (Q4_0 interleaved into Q4_0x16 like q, when its rows are whole groups
+ * of 16: the op's condition). One process only (it holds every shard);
+ * PW_SHARDS=in-place. */
+static pw_status map_col_shards(pw_model *m, const char *name, int64_t d0, int64_t d1,
+                                int64_t width, bool keep, pw_tensor **out) {
+    PW_TRY(pw_model_load_weight(m, name, d0, d1, keep, out));
+    pw_dtype t = pw_tensor_dtype(*out);
+    int64_t be = pw_dtype_block_elems(t);
+    if (width % be != 0) /* *out is the model's now, released with it */
+        return pw_error(PW_ERR_UNSUPPORTED,
+                        "tensor '%s' (%s) cannot be split into shards of %" PRId64
+                        " columns: a shard must be whole blocks of %" PRId64,
+                        name, pw_dtype_name(t), width, be);
+    if (d1 % pw_op_weight_row_group(pw_model_preferred_dtype(t, d1, d0)) != 0) return PW_OK;
+    return pw_model_prefer_layout(m, out);
+}
+
+/* o's or down's shards [s0, s1) of `width` columns (above). Copied out by
+ * default: decode reads a shard fastest as a dense matrix (a row-strided
+ * shard, whose rows' runs of bytes are a quarter of a row, streamed at
+ * 0.6-0.9x the rate: BENCHMARKS.md, "o and down in place"); in place on
+ * request, which saves the copy's fresh pages at load. */
+static pw_status load_col_shards(pw_model *m, const char *name, int64_t d0, int64_t d1,
+                                 int64_t width, int64_t s0, int64_t s1, bool keep,
+                                 pw_tensor **out) {
+    static const char *const values[] = {"copy", "in-place", NULL};
+    if (m->tp_size <= 1 && pw_env_choice(PW_ENV_SHARDS, values, 0) == 1)
+        return map_col_shards(m, name, d0, d1, width, keep, out);
+    return copy_col_shards(m, name, d0, d1, width, s0, s1, keep, out);
 }
 
 /* k or v [kv_dim rows][dim] with one copy of its KV head per query head of

@@ -102,7 +102,12 @@ PW_K_ARGS_STRUCT(pw_k_matmul_args, PW_K_FIELDS_MATMUL)
     V(S, int64_t, k)                                                                           \
     V(S, pw_dtype, type)    /* a type pw_k_quant_supported takes */                            \
     V(S, int32_t, zero_pad) /* always 0: no padding bytes (see the top) */                     \
-    V(S, int64_t, w_row_bytes) /* from one row of w to the next; 0: dense rows */
+    V(S, int64_t, w_row_bytes) /* from one row of w to the next; 0: dense rows */              \
+    V(S, int64_t, n_shards) /* 0 or 1: one product; S > 1: K-shards, below */                  \
+    V(S, int64_t, shard_bytes) /* from shard s's weights to shard s + 1's */
+/* With n_shards = S > 1 (op matmul_shards): y [S][n_tokens][n], x
+ * [n_tokens][S * k], shard s's weights at w + s * shard_bytes, and y[s] =
+ * x's columns [s k, (s + 1) k) times them (pw_k_matmul_quant_shards). */
 PW_K_ARGS_STRUCT(pw_k_matmul_quant_args, PW_K_FIELDS_MATMUL_QUANT)
 
 #define PW_K_FIELDS_ROPE(A, V, S)                                                              \

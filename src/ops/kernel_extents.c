@@ -124,9 +124,16 @@ static uint64_t extent(const pw_kernel *k, pw_kernel_id id, const void *p, uint1
     }
     case PW_KERNEL_MATMUL_QUANT: {
         const pw_k_matmul_quant_args *a = p;
-        if (IS(pw_k_matmul_quant_args, y)) return floats(a->n_tokens, a->n);
-        if (IS(pw_k_matmul_quant_args, x)) return floats(a->n_tokens, a->k);
-        return strided(rows_of(a->type, 1, a->k), (uint64_t)a->w_row_bytes, a->n);
+        /* K-shards: S outputs of x's S column ranges, the weights' S
+         * ranges shard_bytes apart */
+        int64_t shards = a->n_shards > 1 ? a->n_shards : 1;
+        if (a->n_shards < 0 || a->shard_bytes < 0) return TOO_BIG;
+        if (IS(pw_k_matmul_quant_args, y)) return mul(floats(a->n_tokens, a->n), shards);
+        if (IS(pw_k_matmul_quant_args, x)) return mul(floats(a->n_tokens, a->k), shards);
+        uint64_t one = strided(rows_of(a->type, 1, a->k), (uint64_t)a->w_row_bytes, a->n);
+        uint64_t before = mul((uint64_t)a->shard_bytes, shards - 1);
+        return one == TOO_BIG || before == TOO_BIG || before > TOO_BIG - one ? TOO_BIG
+                                                                             : before + one;
     }
     case PW_KERNEL_ROPE:
     case PW_KERNEL_ROPE_NEOX: {

@@ -293,47 +293,84 @@ static pw_status launch_matmul(const pw_op_env *env, const pw_value *args,
 
 /* ---- tensor parallelism: row-parallel shards and their all-reduce ------------------ */
 
-/* matmul_shards(x f32[T][S*Ks], w [N][S*Ks], n_shards S) -> f32[S*T][N]:
- * shard s's partial product x[:, s*Ks:(s+1)*Ks] w_s^T, w_s = columns
- * [s*Ks, (s+1)*Ks) of w, each by the ordinary matmul kernel on its own.
- * w_s is read where it lies, its rows a whole row of w apart (the kernels'
- * row stride), so w can be the file's mapping: same products, same bits as
- * a copy of the shard. Ks must be whole blocks of w's type; a Q4_0x16
- * weight's shard is whole groups of 16 rows (N % 16 == 0), each group's
- * shard its blocks [s*Ks/32, (s+1)*Ks/32), contiguous in the group. */
+/* matmul_shards(x f32[T][S*Ks], w, n_shards S) -> f32[S*T][N]: shard s's
+ * partial product x[:, s*Ks:(s+1)*Ks] w_s^T, each by the ordinary matmul
+ * sequence on its own. w holds the shards in one of two layouts, told
+ * apart by its shape (the same for S = 1):
+ *   - [N][S*Ks], the whole weight (the file's mapping): w_s = columns
+ *     [s*Ks, (s+1)*Ks), read where it lies, its rows a whole row apart
+ *     (the kernels' row stride); in a Q4_0x16 weight, the blocks
+ *     [s*Ks/32, (s+1)*Ks/32) of each group of 16 rows (N % 16 == 0);
+ *   - [S*N][Ks], the shards copied out one after the other: w_s = rows
+ *     [s*N, (s+1)*N).
+ * Same products, same bits either way. Ks must be whole blocks of w's
+ * type. */
+typedef struct shard_layout {
+    int64_t n, ks, row_bytes; /* row_bytes: from one row of a shard to the next */
+    size_t shard_at;          /* from shard s's first block to shard s+1's */
+} shard_layout;
+
+static bool shard_layout_of(const pw_tensor *x, const pw_tensor *w, int64_t shards,
+                            shard_layout *l) {
+    int64_t k = x->shape[1], group = pw_op_weight_row_group(w->dtype);
+    if (k % shards != 0 || (k / shards) % pw_dtype_block_elems(w->dtype) != 0) return false;
+    l->ks = k / shards;
+    if (w->shape[1] == k) { /* the whole weight */
+        l->n = w->shape[0];
+        l->row_bytes = pw_dtype_row_bytes(w->dtype, k);
+        l->shard_at = (size_t)(group * pw_dtype_row_bytes(w->dtype, l->ks));
+    } else if (w->shape[1] == l->ks && w->shape[0] % shards == 0) { /* stacked copies */
+        l->n = w->shape[0] / shards;
+        l->row_bytes = pw_dtype_row_bytes(w->dtype, l->ks);
+        l->shard_at = (size_t)(l->n * l->row_bytes);
+    } else {
+        return false;
+    }
+    return l->n % group == 0;
+}
+
 static pw_status infer_matmul_shards(const op_def *d, const pw_op_env *env, const pw_value *args,
                                      out_spec *s) {
     pw_tensor *x = NULL, *w = NULL;
     int64_t shards = 0;
+    shard_layout l;
     PW_TRY(arg_tensor(d, args, 0, PW_F32, 2, &x));
     PW_TRY(arg_weight(d, args, 1, &w));
     PW_TRY(arg_int(d, args, 2, 1, 1 << 16, &shards));
-    int64_t k = w->shape[1], group = pw_op_weight_row_group(w->dtype);
-    if (x->shape[1] != k || k % shards != 0 ||
-        (k / shards) % pw_dtype_block_elems(w->dtype) != 0 || w->shape[0] % group != 0)
+    if (!shard_layout_of(x, w, shards, &l))
         return pw_error(PW_ERR_INVALID_ARG,
-                        "op '%s': w [%lld][%lld] (%s) is not %lld shards of whole blocks%s of "
-                        "x's K = %lld",
-                        d->name, (long long)w->shape[0], (long long)k, pw_dtype_name(w->dtype),
-                        (long long)shards, group > 1 ? " and whole row groups" : "",
-                        (long long)x->shape[1]);
-    spec_2d(s, PW_F32, shards * x->shape[0], w->shape[0]);
+                        "op '%s': w [%lld][%lld] (%s) is neither x's K = %lld columns nor %lld "
+                        "shards of them, in whole blocks%s",
+                        d->name, (long long)w->shape[0], (long long)w->shape[1],
+                        pw_dtype_name(w->dtype), (long long)x->shape[1], (long long)shards,
+                        pw_op_weight_row_group(w->dtype) > 1 ? " and whole row groups" : "");
+    spec_2d(s, PW_F32, shards * x->shape[0], l.n);
     return PW_OK;
 }
 
 static pw_status launch_matmul_shards(const pw_op_env *env, const pw_value *args,
                                       pw_tensor *const *outs) {
     pw_tensor *x = targ(args, 0), *w = targ(args, 1);
-    int64_t shards = args[2].as.i, t = x->shape[0], n = w->shape[0];
-    int64_t ks = w->shape[1] / shards, row_bytes = pw_dtype_row_bytes(w->dtype, w->shape[1]);
-    /* a shard's first column: row-major, its blocks' offset in each row; in
-     * a group of rows interleaved block by block, in each group */
-    size_t shard_at = (size_t)(pw_op_weight_row_group(w->dtype) *
-                               pw_dtype_row_bytes(w->dtype, ks));
+    int64_t shards = args[2].as.i, t = x->shape[0];
+    shard_layout l;
+    (void)shard_layout_of(x, w, shards, &l); /* infer checked it */
+    int64_t n = l.n, ks = l.ks;
+    if (w->dtype != PW_F32) { /* one kernel: a run of rows, every shard of it */
+        pw_k_matmul_quant_args q = {fdata(outs[0]), fdata(x), w->data,   t, n, ks, w->dtype,
+                                    0,              l.row_bytes, shards, (int64_t)l.shard_at};
+        return launch_kernel(env, PW_KERNEL_MATMUL_QUANT, &q, sizeof q);
+    }
     /* one token's shard is contiguous already; more need their columns packed */
-    float *packed = NULL;
+    float *packed = NULL, *w_packed = NULL;
     if (t > 1) PW_TRY(scratch_alloc(env, (size_t)(t * ks) * sizeof(float), &packed));
+    /* A device's (f32) shard of the whole weight is packed too and
+     * multiplied dense, as the stacked copies are: cuBLAS picks its
+     * algorithm, so its summation order, from the shape and leading
+     * dimensions, and the shard's own width keeps one order for both. */
     pw_status st = PW_OK;
+    pw_device kernels = pw_device_kernel_device(pw_stream_device(env->stream));
+    bool pack_w = kernels != PW_DEVICE_CPU && l.row_bytes > pw_dtype_row_bytes(PW_F32, ks);
+    if (pack_w) st = scratch_alloc(env, (size_t)(n * ks) * sizeof(float), &w_packed);
     for (int64_t sh = 0; sh < shards && st == PW_OK; sh++) {
         const float *xs = fdata(x) + sh * ks;
         if (packed) {
@@ -341,11 +378,18 @@ static pw_status launch_matmul_shards(const pw_op_env *env, const pw_value *args
             st = launch_kernel(env, PW_KERNEL_SLICE_COLS, &a, sizeof a);
             xs = packed;
         }
+        const void *ws = (const uint8_t *)w->data + (size_t)sh * l.shard_at;
+        int64_t ws_row_bytes = l.row_bytes;
+        if (w_packed && st == PW_OK) {
+            pw_k_slice_cols_args a = {w_packed, fdata(w), n, w->shape[1], sh * ks, ks};
+            st = launch_kernel(env, PW_KERNEL_SLICE_COLS, &a, sizeof a);
+            ws = w_packed, ws_row_bytes = 0;
+        }
         if (st == PW_OK)
-            st = matmul_raw(env, fdata(outs[0]) + sh * t * n, xs, t,
-                            (const uint8_t *)w->data + (size_t)sh * shard_at, w->dtype, n, ks,
-                            row_bytes);
+            st = matmul_raw(env, fdata(outs[0]) + sh * t * n, xs, t, ws, w->dtype, n, ks,
+                            ws_row_bytes);
     }
+    scratch_release(env, w_packed);
     scratch_release(env, packed);
     return st;
 }

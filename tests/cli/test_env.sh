@@ -15,7 +15,7 @@ fi
 
 # Runs piecewise ARGS with none of the variables set except NAME=VALUE.
 run_clean() {
-  env -u PW_LOG_LEVEL -u PW_KERNEL_ISA -u PW_DEQUANTIZE -u PW_CC -u CC -u TMPDIR "$@"
+  env -u PW_LOG_LEVEL -u PW_KERNEL_ISA -u PW_DEQUANTIZE -u PW_SHARDS -u PW_CC -u CC -u TMPDIR "$@"
 }
 
 # expect_warning NAME VALUE ACCEPTED ARGS...: exit 0, and stderr has one
@@ -47,6 +47,12 @@ expect_run PW_LOG_LEVEL bogus "error, warn, info or debug"
 expect_run PW_LOG_LEVEL DEBUG "error, warn, info or debug"
 expect_run PW_KERNEL_ISA avx512 "auto, generic, avx2, avx-vnni or avx512-vnni"
 expect_run PW_DEQUANTIZE yes "0 or 1"
+expect_run PW_SHARDS bogus "copy or in-place"
+# o's and down's shards read in place: no warning, the same text
+run_clean PW_SHARDS=in-place "$bin" "${run_args[@]}" >"$tmp/out" 2>"$tmp/err" \
+  || { echo "FAIL: PW_SHARDS=in-place: $(cat "$tmp/err")"; fail=1; }
+[ -s "$tmp/err" ] && { echo "FAIL: PW_SHARDS=in-place warned: $(cat "$tmp/err")"; fail=1; }
+cmp -s "$tmp/out" "$tmp/run.ref" || { echo "FAIL: PW_SHARDS=in-place changed the text: $(cat "$tmp/out")"; fail=1; }
 
 # Variables of native stitching (bench stitch compiles the stitching
 # function): the default applies, so the function still compiles. Timings

@@ -1,10 +1,12 @@
-/* The matmul_shards op reads each K-shard of its weight in place, rows a
- * whole row apart: for every weight type the kernels take, each shard's
- * partial product is bit for bit the ordinary matmul of that shard copied
- * out into a dense matrix (and of x's columns packed), at 1 to 3 threads,
- * for decode and batches (the tiles, panels and column splits they take).
- * Q4_0x16 is checked against the Q4_0 copy (its products give Q4_0's
- * bits). Shapes the op cannot read give clear errors. */
+/* The matmul_shards op reads each K-shard of a whole [N][K] weight in
+ * place, rows a whole row apart: for every weight type the kernels take,
+ * each shard's partial product is bit for bit the ordinary matmul of that
+ * shard copied out into a dense matrix (and of x's columns packed), and
+ * the op on the shards stacked ([S*N][K/S], the loader's copy) gives the
+ * same bits, at 1 to 3 threads, for decode and batches (the tiles, panels
+ * and column splits they take). Q4_0x16 is checked against the Q4_0 copy
+ * (its products give Q4_0's bits). Shapes the op cannot read give clear
+ * errors. */
 #include "model/dequant.h"
 #include "ops/ops.h"
 #include "test_util.h"
@@ -96,6 +98,26 @@ static bool shards_match(pw_op_env *env, pw_dtype type, int64_t k, int64_t t) {
         pw_tensor_release(tc);
         free(c);
     }
+    /* the same shards stacked, as the loader copies them out */
+    size_t part = bytes / SHARDS;
+    uint8_t *stacked = malloc(bytes);
+    CHECK(stacked != NULL);
+    for (int s = 0; s < SHARDS; s++) {
+        uint8_t *c = copy_shard(wq, stored, k, s);
+        CHECK(pw_op_convert_weight(stacked + s * part, c, stored, type, N, ks));
+        free(c);
+    }
+    pw_tensor *tst = wrap(stacked, type, SHARDS * N, ks);
+    pw_value ys = pw_value_none();
+    CHECK_OK(call(env, "matmul_shards",
+                  (pw_value[]){pw_value_tensor(tx), pw_value_tensor(tst), pw_value_int(SHARDS)},
+                  3, &ys));
+    same = same && ys.kind == PW_VAL_TENSOR &&
+           memcmp(pw_tensor_data(ys.as.tensor), pw_tensor_data(y.as.tensor),
+                  (size_t)(SHARDS * t * N) * sizeof(float)) == 0;
+    pw_value_release(ys);
+    pw_tensor_release(tst);
+    free(stacked);
     pw_value_release(y);
     pw_tensor_release(tx);
     pw_tensor_release(tw);
@@ -145,10 +167,11 @@ static void test_errors(pw_op_env *env) {
         int64_t rows, cols, shards;
         const char *what;
     } bad[] = {
-        {PW_Q8_0, 8, 96, 2, "whole blocks"},   /* 48 columns: not whole blocks of 32 */
-        {PW_F32, 8, 64, 2, "x's K = 96"},      /* K differs from x's */
-        {PW_Q8_0, 8, 96, 5, "5 shards"},       /* K not a multiple of the count */
-        {PW_Q4_0X16, 8, 96, 3, "row groups"},  /* rows not whole groups of 16 */
+        {PW_Q8_0, 8, 96, 2, "whole blocks"},  /* 48 columns: not whole blocks of 32 */
+        {PW_F32, 8, 64, 2, "x's K = 96"},     /* neither K nor K / 2 columns */
+        {PW_F32, 9, 48, 2, "2 shards"},       /* stacked: rows not 2 shards' */
+        {PW_Q8_0, 8, 96, 5, "5 shards"},      /* K not a multiple of the count */
+        {PW_Q4_0X16, 8, 96, 3, "row groups"}, /* rows not whole groups of 16 */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         pw_tensor *tw = wrap(w, bad[i].type, bad[i].rows, bad[i].cols);

@@ -204,6 +204,15 @@ void pw_k_matmul_quant(float *y, const float *x, const void *w, pw_dtype type,
  * only: n % 16 == 0 unless wrow is dense). Same products, same bits. */
 void pw_k_matmul_quant_strided(float *y, const float *x, const void *w, int64_t wrow,
                                pw_dtype type, int64_t n_tokens, int64_t n, int64_t k);
+/* The K-shards of one product (op matmul_shards): y[s][T][N] = x_s W_s^T
+ * for s < shards, x_s columns [s k, (s + 1) k) of x [T][shards * k], W_s
+ * at w + s * shard_bytes with rows wrow bytes apart (as
+ * pw_k_matmul_quant_strided). Each shard's activations are quantized once
+ * and the shards run over the same runs of output columns in turn, so each
+ * weight row is read whole, once; every output is the strided product's. */
+void pw_k_matmul_quant_shards(float *y, const float *x, const void *w, int64_t wrow,
+                              size_t shard_bytes, pw_dtype type, int64_t n_tokens, int64_t n,
+                              int64_t k, int64_t shards);
 
 extern const pw_kernel pw_kernel_matmul_quant;
 

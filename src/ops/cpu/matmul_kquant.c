@@ -216,6 +216,18 @@ static void kqdot(kq_copy c, float *y, const uint8_t *xa, const uint8_t *w, int6
     c.run(y, xa, w, wrow, type, n_tokens, n, k, 0, n);
 }
 
+pw_k_qdot_steps pw_k_kquant_steps(pw_k_int8_isa level, pw_dtype type, int64_t k) {
+    kq_copy c = copy_for(level, type, k);
+    return (pw_k_qdot_steps){c.run, (size_t)c.row_bytes};
+}
+
+void pw_k_kquant_quantize(pw_k_int8_isa level, uint8_t *xa, const float *x, int64_t n_rows,
+                          int64_t k, pw_dtype type) {
+    kq_copy c = copy_for(level, type, k);
+    c.quantize(xa, x, n_rows, k);
+    if (type == PW_Q5_0) c.offsets(xa, n_rows, k);
+}
+
 void pw_k_matmul_kquant_with(pw_k_int8_isa level, float *y, const float *x, const void *w,
                              pw_dtype type, int64_t n_tokens, int64_t n, int64_t k) {
     pw_k_matmul_kquant_strided_with(level, y, x, w, pw_dtype_row_bytes(type, k), type, n_tokens,

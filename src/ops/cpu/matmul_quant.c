@@ -163,13 +163,15 @@ static int8_copy copy_for(pw_k_int8_isa level) {
  * when the thread exits. A second buffer holds what a thread's share of
  * the product derives from them (Q4_0's per-block fold totals), since the
  * calling thread runs a share too while its first buffer holds the rows;
- * a third holds a thread's unpacked weight panel (Q4_0's batches). */
+ * a third holds a thread's unpacked weight panel (Q4_0's batches), a
+ * fourth a K-shard's activation columns packed for the quantizer
+ * (pw_k_matmul_quant_shards). */
 typedef struct act_buffer {
     uint8_t *p;
     size_t cap;
 } act_buffer;
 
-static pthread_key_t act_keys[3];
+static pthread_key_t act_keys[4];
 static bool act_keys_ok;
 static pthread_once_t act_once = PTHREAD_ONCE_INIT;
 
@@ -182,7 +184,8 @@ static void act_buffer_free(void *v) {
 static void act_key_init(void) {
     act_keys_ok = pthread_key_create(&act_keys[0], act_buffer_free) == 0 &&
                   pthread_key_create(&act_keys[1], act_buffer_free) == 0 &&
-                  pthread_key_create(&act_keys[2], act_buffer_free) == 0;
+                  pthread_key_create(&act_keys[2], act_buffer_free) == 0 &&
+                  pthread_key_create(&act_keys[3], act_buffer_free) == 0;
 }
 
 static uint8_t *thread_buffer(int which, size_t bytes) {
@@ -303,6 +306,89 @@ void pw_k_matmul_quant_strided(float *y, const float *x, const void *w, int64_t 
     pw_k_matmul_quant_strided_with(pw_k_isa_int8(), y, x, w, wrow, type, n_tokens, n, k);
 }
 
+/* ---- the K-shards of one product (op matmul_shards) ---------------------- */
+
+/* Output columns of every shard in runs of this many, shard after shard
+ * over each run: the shards' blocks of a row are neighbours in memory, so
+ * a run's rows are read whole, once, while they are in cache (shard by
+ * shard over all of N, each pass read a quarter of every row, 1.3-1.9x
+ * the time at decode: kbench_shards). A multiple of 16 (Q4_0x16's group). */
+#define SHARD_RUN 64
+
+typedef struct shards_job {
+    pw_k_qdot_steps steps;
+    float *y;
+    const uint8_t *xa, *w;
+    size_t xa_bytes, shard_bytes;
+    int64_t wrow;
+    pw_dtype type;
+    int64_t n_tokens, n, k, shards, run;
+} shards_job;
+
+static void shards_range(void *ctx, int64_t j0, int64_t j1) {
+    const shards_job *j = ctx;
+    int64_t run = j->run > 0 ? j->run : j1 - j0;
+    for (int64_t a = j0; a < j1; a += run) {
+        int64_t b = a + run < j1 ? a + run : j1;
+        for (int64_t s = 0; s < j->shards; s++) {
+            j->steps.run(j->y + s * j->n_tokens * j->n, j->xa + (size_t)s * j->xa_bytes,
+                         j->w + (size_t)s * j->shard_bytes, j->wrow, j->type, j->n_tokens, j->n,
+                         j->k, a, b);
+        }
+    }
+}
+
+void pw_k_matmul_quant_shards(float *y, const float *x, const void *w, int64_t wrow,
+                              size_t shard_bytes, pw_dtype type, int64_t n_tokens, int64_t n,
+                              int64_t k, int64_t shards) {
+    pw_k_int8_isa level = pw_k_isa_int8();
+    bool kq = pw_k_kquant_supported(type);
+    pw_k_qdot_steps steps;
+    if (kq) {
+        steps = pw_k_kquant_steps(level, type, k);
+    } else {
+        steps = (pw_k_qdot_steps){copy_for(level).run, (size_t)PW_K_Q8B_BYTES(1, k)};
+    }
+    const size_t xa_bytes = steps.row_bytes * (size_t)n_tokens;
+    uint8_t *xa = pw_k_act_scratch(xa_bytes * (size_t)shards);
+    float *cols = n_tokens > 1 ? (float *)(void *)thread_buffer(
+                                     3, (size_t)(n_tokens * k) * sizeof(float))
+                               : NULL;
+    if (!xa || (n_tokens > 1 && !cols)) { /* no memory for them: a shard at a time */
+        if (n_tokens > 1) {
+            pw_log_warn("quantized matmul: no memory for the shards' activations of K=%lld; "
+                        "output zeroed",
+                        (long long)k);
+            memset(y, 0, (size_t)(shards * n_tokens * n) * sizeof *y);
+            return;
+        }
+        for (int64_t s = 0; s < shards; s++) /* one row: its shard is contiguous */
+            pw_k_matmul_quant_strided(y + s * n, x + s * k,
+                                      (const uint8_t *)w + (size_t)s * shard_bytes, wrow, type,
+                                      1, n, k);
+        return;
+    }
+    for (int64_t s = 0; s < shards; s++) {
+        const float *xs = x + s * k;
+        if (cols) {
+            for (int64_t t = 0; t < n_tokens; t++)
+                memcpy(cols + t * k, x + t * shards * k + s * k, (size_t)k * sizeof *cols);
+            xs = cols;
+        }
+        uint8_t *xas = xa + (size_t)s * xa_bytes;
+        if (kq) pw_k_kquant_quantize(level, xas, xs, n_tokens, k, type);
+        else copy_for(level).quantize(xas, xs, n_tokens, k, type);
+    }
+    /* dense shards (copied out): each over the whole range in turn */
+    int64_t run = wrow > pw_dtype_row_bytes(type, k) ? SHARD_RUN : 0;
+    shards_job job = {steps, y,    xa, w, xa_bytes, shard_bytes, wrow,
+                      type,  n_tokens, n, k, shards, run};
+    if (pw_k_split_cols(n_tokens, n * shards, k))
+        pw_k_parallel_cols(n, COL_GROUP, shards_range, &job);
+    else
+        shards_range(&job, 0, n);
+}
+
 /* ---- several products of one x ------------------------------------------ */
 
 /* Which activation rows a block type's products take (pw_k_q8b_quantize_rows
@@ -420,9 +506,12 @@ void pw_k_matmul_quant_silu(float *out, float *up, const float *x, const void *w
 
 static void matmul_quant_launch(const void *args) {
     const pw_k_matmul_quant_args *a = args;
-    pw_k_matmul_quant_strided(a->y, a->x, a->w,
-                              a->w_row_bytes ? a->w_row_bytes : pw_dtype_row_bytes(a->type, a->k),
-                              a->type, a->n_tokens, a->n, a->k);
+    int64_t wrow = a->w_row_bytes ? a->w_row_bytes : pw_dtype_row_bytes(a->type, a->k);
+    if (a->n_shards > 1)
+        pw_k_matmul_quant_shards(a->y, a->x, a->w, wrow, (size_t)a->shard_bytes, a->type,
+                                 a->n_tokens, a->n, a->k, a->n_shards);
+    else
+        pw_k_matmul_quant_strided(a->y, a->x, a->w, wrow, a->type, a->n_tokens, a->n, a->k);
 }
 const pw_kernel pw_kernel_matmul_quant = {"matmul_quant", matmul_quant_launch, NULL,
                                           PW_K_ARGS(MATMUL_QUANT)};

@@ -143,6 +143,19 @@ void pw_k_kqdot_run_strided_avxvnni PW_K_QDOT_STRIDED_PARAMS;
 void pw_k_kqdot_run_strided_avx512vnni PW_K_QDOT_STRIDED_PARAMS;
 #endif
 
+/* A product in two steps, for a driver that quantizes activation rows
+ * once and runs column ranges of them at will (pw_k_matmul_quant_shards):
+ * the copy's run and the bytes of one quantized row of k. */
+typedef struct pw_k_qdot_steps {
+    void (*run) PW_K_QDOT_STRIDED_PARAMS;
+    size_t row_bytes;
+} pw_k_qdot_steps;
+/* For a pw_k_kquant_supported type: its steps, and its quantizer (rows of
+ * x [n_rows][k] into xa, n_rows * row_bytes bytes). */
+pw_k_qdot_steps pw_k_kquant_steps(pw_k_int8_isa level, pw_dtype type, int64_t k);
+void pw_k_kquant_quantize(pw_k_int8_isa level, uint8_t *xa, const float *x, int64_t n_rows,
+                          int64_t k, pw_dtype type);
+
 /* pw_k_matmul_quant_with for a pw_k_kquant_supported type; _strided with
  * W's rows wrow bytes apart (PW_K_QDOT_STRIDED_PARAMS). */
 void pw_k_matmul_kquant_with(pw_k_int8_isa level, float *y, const float *x, const void *w,
