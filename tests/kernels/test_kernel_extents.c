@@ -78,6 +78,38 @@ int main(void) {
         if (off == offsetof(pw_k_matmul_args, x)) CHECK(e == 3 * 32 * sizeof(float));
         if (off == offsetof(pw_k_matmul_args, w)) CHECK(e == 64 * 32 * sizeof(float));
     }
+    /* Rows ldw apart: the last row ends (n - 1) ldw + k in; a stride below
+     * a row is refused. */
+    a.ldw = 96;
+    for (int w = 0; w < mm->args->n_addresses; w++)
+        if (mm->args->addresses[w] == offsetof(pw_k_matmul_args, w))
+            CHECK(pw_kernel_word_extent(mm, &a, w, &nullable) == (63 * 96 + 32) * sizeof(float));
+    a.ldw = 16;
+    for (int w = 0; w < mm->args->n_addresses; w++)
+        if (mm->args->addresses[w] == offsetof(pw_k_matmul_args, w))
+            CHECK(pw_kernel_word_extent(mm, &a, w, &nullable) == UINT64_MAX);
+
+    /* A quantized product's K-shards (op matmul_shards): S outputs, x's S
+     * column ranges, the last shard's last row; forged counts are too big. */
+    const pw_kernel *mq = set->entries[PW_KERNEL_MATMUL_QUANT].kernel;
+    CHECK(mq != NULL);
+    pw_k_matmul_quant_args q = {.n_tokens = 2, .n = 16, .k = 64, .type = PW_Q8_0,
+                                .w_row_bytes = 4 * 68, .n_shards = 4, .shard_bytes = 68};
+    for (int w = 0; w < mq->args->n_addresses; w++) {
+        uint64_t e = pw_kernel_word_extent(mq, &q, w, &nullable);
+        uint16_t off = mq->args->addresses[w];
+        if (off == offsetof(pw_k_matmul_quant_args, y)) CHECK(e == 4 * 2 * 16 * sizeof(float));
+        if (off == offsetof(pw_k_matmul_quant_args, x)) CHECK(e == 2 * 4 * 64 * sizeof(float));
+        if (off == offsetof(pw_k_matmul_quant_args, w)) CHECK(e == 3 * 68 + 15 * 4 * 68 + 68);
+    }
+    q.n_shards = -1;
+    for (int w = 0; w < mq->args->n_addresses; w++)
+        CHECK(pw_kernel_word_extent(mq, &q, w, &nullable) == UINT64_MAX);
+    q.n_shards = INT64_MAX;
+    q.shard_bytes = INT64_MAX / 2;
+    for (int w = 0; w < mq->args->n_addresses; w++)
+        if (mq->args->addresses[w] == offsetof(pw_k_matmul_quant_args, w))
+            CHECK(pw_kernel_word_extent(mq, &q, w, &nullable) == UINT64_MAX);
     printf("extents asked of %d kernels with hostile arguments\n", kernels);
     return pw_test_finish("kernels_extents");
 }
