@@ -543,11 +543,61 @@ KQ_INLINE __m512i kq_ctrl2(int b0, int b1) {
     return _mm512_mask_blend_epi64(0xF0, lo, hi);
 }
 
+/* Folding the decode tiles' integer lanes, four columns at a time: a and
+ * b hold columns 0, 1 and 2, 3, two 128-bit lanes each (a = [0 0 1 1], b
+ * = [2 2 3 3]); the result's 128-bit lane c holds four exact partial sums
+ * of column c. */
+KQ_INLINE __m512i kq_fold_pairs(__m512i a, __m512i b) {
+    return _mm512_add_epi32(_mm512_shuffle_i64x2(a, b, 0x88), _mm512_shuffle_i64x2(a, b, 0xDD));
+}
+
+/* The same from four columns of 16 lanes each. */
+KQ_INLINE __m512i kq_fold_quads(__m512i z0, __m512i z1, __m512i z2, __m512i z3) {
+    __m512i a = _mm512_add_epi32(_mm512_shuffle_i64x2(z0, z1, 0x44), _mm512_shuffle_i64x2(z0, z1, 0xEE));
+    __m512i b = _mm512_add_epi32(_mm512_shuffle_i64x2(z2, z3, 0x44), _mm512_shuffle_i64x2(z2, z3, 0xEE));
+    return kq_fold_pairs(a, b);
+}
+
+/* From the partial sums of is (t) and mp (u), lane c of four columns:
+ * dwords 0, 1 of 128-bit lane c = column c's is, dwords 2, 3 its mp
+ * (Q6_K: is in all four; u unused). */
+KQ_INLINE __m512i kq_fold_finish(__m512i t, __m512i u, pw_dtype type) {
+    __m512i v = type == PW_Q6_K
+                    ? _mm512_add_epi32(t, _mm512_shuffle_epi32(t, _MM_PERM_BADC))
+                    : _mm512_add_epi32(_mm512_unpacklo_epi64(t, u), _mm512_unpackhi_epi64(t, u));
+    return _mm512_add_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_CDAB));
+}
+
+/* The super-block's float steps for four columns from kq_fold_finish's v:
+ * acc's dword 0 of 128-bit lane c is column c's running sum; dd (dm) holds
+ * d * d_a (dmin * d_a) of column c in lane 2c (2c + 1), the products of the
+ * scalar code. */
+KQ_INLINE __m512 kq_step_quads(__m512 acc, __m512i v, __m256 dv, pw_dtype type) {
+    const __m512 f = _mm512_cvtepi32_ps(v);
+    const __m512 d = _mm512_castps256_ps512(dv);
+    acc = _mm512_fmadd_ps(
+        _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6), d), f,
+        acc);
+    if (type != PW_Q6_K)
+        acc = _mm512_fnmadd_ps(
+            _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7), d),
+            _mm512_permute_ps(f, 0x4E), acc);
+    return acc;
+}
+
+KQ_INLINE void kq_store_quads(float *y, __m512 acc, int cols) {
+    float out[16];
+    _mm512_storeu_ps(out, acc);
+    for (int c = 0; c < cols; c++) y[c] = out[4 * c];
+}
+
 /* One column's super-block against the activation chunks a[0..3] (64
- * bytes each, chunks 2m and 2m+1): the 8 exact lane sums is_l (Q6_K's
- * offset included) into *is, and the Q4_K/Q5_K min terms mp_l into *mp. */
+ * bytes each, chunks 2m and 2m+1): 16 exact integer lanes whose sum is the
+ * super-block's is into *is (Q6_K: of u = q + 32, without the offset),
+ * and Q4_K/Q5_K: 8 lanes whose sum is the min term mp into *mp; Q6_K: its
+ * 16 scales as words, which the caller's offset term takes. */
 KQ_INLINE void kq_row_col(const uint8_t *blk, pw_dtype type, const __m512i a[4], __m256i bs,
-                          __m256i *is, __m256i *mp) {
+                          __m512i *is, __m256i *mp) {
     const __m512i lo4 = _mm512_set1_epi8(0x0F);
     __m512i acc = _mm512_setzero_si512();
     if (type == PW_Q6_K) {
@@ -586,10 +636,9 @@ KQ_INLINE void kq_row_col(const uint8_t *blk, pw_dtype type, const __m512i a[4],
             acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u01, a[2 * h]), s01);
             acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u23, a[2 * h + 1]), s23);
         }
-        __m256i side = _mm256_madd_epi16(bs, sc16);
-        __m256i sum = _mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
-        *is = _mm256_sub_epi32(sum, _mm256_slli_epi32(side, 5));
-        *mp = _mm256_setzero_si256();
+        (void)bs;
+        *is = acc;
+        *mp = sc16; /* the offset's scale words, for kq_tile_row */
         return;
     }
     __m512i smb = _mm512_broadcast_i32x4(kq_scales_mins_vec(blk + 4));
@@ -619,38 +668,62 @@ KQ_INLINE void kq_row_col(const uint8_t *blk, pw_dtype type, const __m512i a[4],
 #undef KQ_W
     __m256i side_w = _mm256_shuffle_epi8(_mm512_castsi512_si256(smb), mctrl);
     *mp = _mm256_madd_epi16(bs, side_w);
-    *is = _mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
+    *is = acc;
 }
 
 KQ_INLINE void kq_tile_row(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
                            int64_t nsb, pw_dtype type, int64_t bb, int cols) {
     const int64_t pf = kq_pf_ahead(cols * wrow, type);
-    __m128 acc[2] = {_mm_setzero_ps(), _mm_setzero_ps()}; /* lane c of acc[0]: column c */
+    __m512 acc = _mm512_setzero_ps(); /* column c: dword 4c (kq_step_quads) */
     for (int64_t sb = 0; sb < nsb; sb++) {
         const int8_t *av = kx_values(xa) + sb * KQ_QKK;
         __m512i a[4];
         for (int m = 0; m < 4; m++) a[m] = _mm512_loadu_si512(av + 64 * m);
         const float da = kx_scales(xa, nsb)[sb];
         const __m256i bs = _mm256_loadu_si256((const __m256i *)(kx_sums(xa, nsb) + 16 * sb));
-        __m256i fis[KQ_ROW_COLS], fmp[KQ_ROW_COLS];
-        float dd[KQ_ROW_COLS] = {0}, dm[KQ_ROW_COLS] = {0};
+        __m512i z[KQ_ROW_COLS];
+        __m256i side[KQ_ROW_COLS];
+        /* the f16 d (and dmin) of each column: Q6_K's words 2c, Q4_K/Q5_K's
+         * dword c */
+        __m128i dh = _mm_setzero_si128();
 #pragma GCC unroll 4
-        for (int c = 0; c < cols; c++) {
+        for (int c = 0; c < KQ_ROW_COLS; c++) {
+            if (c >= cols) {
+                z[c] = _mm512_setzero_si512();
+                side[c] = _mm256_setzero_si256();
+                continue;
+            }
             const uint8_t *blk = w + c * wrow + sb * bb;
             /* Decode streams the weights from memory once per token: ask
              * for the same super-block of a later tile's column early,
              * into L2 (KQ_DECODE_PREFETCH, kq_pf_ahead). */
             for (int64_t o = 0; o < bb; o += 64)
                 _mm_prefetch((const char *)(blk + pf + o), KQ_DECODE_PREFETCH);
-            kq_row_col(blk, type, a, bs, &fis[c], &fmp[c]);
-            dd[c] = kq_half(blk + (type == PW_Q6_K ? 208 : 0)) * da;
-            if (type != PW_Q6_K) dm[c] = kq_half(blk + 2) * da;
+            kq_row_col(blk, type, a, bs, &z[c], &side[c]);
+            if (type == PW_Q6_K) {
+                uint16_t h;
+                memcpy(&h, blk + 208, sizeof h);
+                dh = _mm_insert_epi16(dh, h, 2 * c);
+            } else {
+                dh = _mm_insert_epi32(dh, (int)kq_u32(blk), c);
+            }
         }
-        kq_steps(acc, fis, fmp, dd, dm, cols, type);
+        /* d * d_a (and dmin * d_a), the products of the scalar code */
+        const __m256 dv = _mm256_mul_ps(_mm256_cvtph_ps(dh), _mm256_set1_ps(da));
+        __m512i t = kq_fold_quads(z[0], z[1], z[2], z[3]), u = t;
+        if (type == PW_Q6_K) {
+            /* the offset, 32 sum_g sc_g bs_g, two columns per vpmaddwd */
+            const __m512i bs2 = _mm512_broadcast_i64x4(bs);
+            const __m512i o01 = _mm512_madd_epi16(bs2, kq_pair(side[0], side[1]));
+            const __m512i o23 = _mm512_madd_epi16(bs2, kq_pair(side[2], side[3]));
+            t = _mm512_sub_epi32(t, _mm512_slli_epi32(kq_fold_pairs(o01, o23), 5));
+        } else {
+            u = kq_fold_quads(_mm512_zextsi256_si512(side[0]), _mm512_zextsi256_si512(side[1]),
+                              _mm512_zextsi256_si512(side[2]), _mm512_zextsi256_si512(side[3]));
+        }
+        acc = kq_step_quads(acc, kq_fold_finish(t, u, type), dv, type);
     }
-    float out[4];
-    _mm_storeu_ps(out, acc[0]);
-    for (int c = 0; c < cols; c++) y[c] = out[c];
+    kq_store_quads(y, acc, cols);
 }
 
 /* Dword m (0-3) of each 128-bit lane in all four of its dwords: the
@@ -680,7 +753,12 @@ KQ_INLINE __m512i kq_dword_splat512(__m512i v, int m) {
  * vpdpwssd against (sc_2m, sc_2m+1) adds sc_2m p_2m,l + sc_2m+1 p_2m+1,l
  * to lane l: 1.5 multiplies per chunk where vpmaddubsw + vpdpwssd take 2.
  * Q4_K's high nibbles are multiplied in place (16 q, |16 p| < 2^17 in the
- * dword) and shifted by 12 instead of 16, which saves their shift. The
+ * dword) and shifted by 12 instead of 16, which saves their shift; their
+ * dot product starts from 2, so the low word gets 2^13 + p_2m (|p_2m| <=
+ * 4 * 15 * 127 < 2^13: no borrow, so no mask), and the bias, 2^13 sc_2m
+ * in each of 8 lanes for m = 0..3, is taken off by starting the sum from
+ * -2^16 (sc_0 + sc_2 + sc_4 + sc_6) (one vpmaddwd of the scale words
+ * against -2^15). The
  * scales and mins are unpacked in general registers (kq_scales_mins_u64),
  * which are otherwise idle, and the mins multiply the pair sums of the
  * activations' group sums, formed once per super-block for every column.
@@ -720,7 +798,10 @@ KQ_INLINE void kq_tile_row_dp(float *y, const uint8_t *xa, const uint8_t *w, int
             const uint8_t *qs = blk + (type == PW_Q5_K ? 48 : 16);
             const __m256i qh = type == PW_Q5_K ? _mm256_loadu_si256((const __m256i *)(blk + 16))
                                                : _mm256_setzero_si256();
-            __m256i is0 = _mm256_setzero_si256(), is1 = _mm256_setzero_si256();
+            /* Q4_K: from -2^16 (sc_0 + sc_2 + sc_4 + sc_6), the bias below */
+            __m256i is0 = type == PW_Q4_K ? _mm256_madd_epi16(scp, _mm256_set1_epi32(0x8000))
+                                        : _mm256_setzero_si256(),
+                    is1 = _mm256_setzero_si256();
 #pragma GCC unroll 4
             for (int m = 0; m < 4; m++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * m));
@@ -738,13 +819,15 @@ KQ_INLINE void kq_tile_row_dp(float *y, const uint8_t *xa, const uint8_t *w, int
                 } else {
                     /* 16 p_2m+1 from the high nibbles in place, to the high word */
                     hi = _mm256_slli_epi32(
-                        _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_and_si256(v, hi4), a[2 * m + 1]),
+                        _mm256_dpbusd_epi32(_mm256_set1_epi32(2), _mm256_and_si256(v, hi4), a[2 * m + 1]),
                         12);
                 }
-                /* hi + p_2m: the low word is p_2m's (mod 2^16), the high word
-                 * hi's (a borrow from a negative p_2m is masked off) */
-                const __m256i pp = _mm256_ternarylogic_epi32(
-                    lo16, _mm256_dpbusd_epi32(hi, u0, a[2 * m]), hi, 0xCA);
+                /* hi + p_2m: Q5_K: the low word is p_2m's (mod 2^16), the
+                 * high word hi's (a borrow from a negative p_2m is masked
+                 * off); Q4_K: 2^13 + p_2m in 572..15812, no borrow */
+                const __m256i sum = _mm256_dpbusd_epi32(hi, u0, a[2 * m]);
+                const __m256i pp =
+                    type == PW_Q4_K ? sum : _mm256_ternarylogic_epi32(lo16, sum, hi, 0xCA);
                 const __m256i sc = kq_dword_splat256(scp, m);
                 if (m % 2 == 0) is0 = _mm256_dpwssd_epi32(is0, pp, sc);
                 else is1 = _mm256_dpwssd_epi32(is1, pp, sc);
@@ -782,7 +865,7 @@ KQ_INLINE void kq_tile_row_dp2(float *y, const uint8_t *xa, const uint8_t *w, in
     const __m512i lo4 = _mm512_set1_epi8(0x0F), hi4 = _mm512_set1_epi8((char)0xF0);
     const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
     const int pairs = cols / 2;
-    __m128 acc[2] = {_mm_setzero_ps(), _mm_setzero_ps()}; /* lane c of acc[0]: column c */
+    __m512 acc = _mm512_setzero_ps(); /* column c: dword 4c (kq_step_quads) */
     for (int64_t sb = 0; sb < nsb; sb++) {
         const int8_t *av = kx_values(xa) + sb * KQ_QKK;
         __m512i a[8];
@@ -790,11 +873,12 @@ KQ_INLINE void kq_tile_row_dp2(float *y, const uint8_t *xa, const uint8_t *w, in
         for (int i = 0; i < 8; i++)
             a[i] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(av + 32 * i)));
         const __m128 da = _mm_set1_ps(kx_scales(xa, nsb)[sb]);
-        const __m512i bsp = _mm512_madd_epi16(
-            _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(kx_sums(xa, nsb) + 16 * sb))),
-            _mm512_set1_epi16(1));
-        __m256i fis[KQ_ROW_COLS], fmp[KQ_ROW_COLS];
-        float dd[KQ_ROW_COLS] = {0}, dm[KQ_ROW_COLS] = {0};
+        /* words 0-7 of every 128-bit lane: bs_2l + bs_2l+1 (|.| <= 32 * 127) */
+        const __m512i bsp = _mm512_broadcast_i32x4(_mm256_cvtepi32_epi16(_mm256_madd_epi16(
+            _mm256_loadu_si256((const __m256i *)(kx_sums(xa, nsb) + 16 * sb)), _mm256_set1_epi16(1))));
+        __m512i fis[KQ_ROW_COLS / 2];
+        uint32_t dh[KQ_ROW_COLS] = {0};
+        uint64_t mq[KQ_ROW_COLS] = {0};
 #pragma GCC unroll 2
         for (int pc = 0; pc < pairs; pc++) {
             const uint8_t *b0 = w + (2 * pc) * wrow + sb * bb, *b1 = b0 + wrow;
@@ -805,10 +889,14 @@ KQ_INLINE void kq_tile_row_dp2(float *y, const uint8_t *xa, const uint8_t *w, in
             uint64_t sc0, m0, sc1, m1;
             kq_scales_mins_u64(b0 + 4, &sc0, &m0);
             kq_scales_mins_u64(b1 + 4, &sc1, &m1);
-            const __m512i scp = kq_pair_u64(sc0, sc1, 1), mins = kq_pair_u64(m0, m1, 0);
+            const __m512i scp = kq_pair_u64(sc0, sc1, 1);
+            mq[2 * pc] = m0, mq[2 * pc + 1] = m1;
             const int qo = type == PW_Q5_K ? 48 : 16;
             const __m512i qh = type == PW_Q5_K ? kq_load_pair(b0 + 16, b1 + 16) : _mm512_setzero_si512();
-            __m512i is0 = _mm512_setzero_si512(), is1 = _mm512_setzero_si512();
+            /* Q4_K: from -2^16 (sc_0 + sc_2 + sc_4 + sc_6), the bias below */
+            __m512i is0 = type == PW_Q4_K ? _mm512_madd_epi16(scp, _mm512_set1_epi32(0x8000))
+                                        : _mm512_setzero_si512(),
+                    is1 = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int m = 0; m < 4; m++) {
                 const __m512i v = kq_load_pair(b0 + qo + 32 * m, b1 + qo + 32 * m);
@@ -824,32 +912,32 @@ KQ_INLINE void kq_tile_row_dp2(float *y, const uint8_t *xa, const uint8_t *w, in
                     hi = _mm512_slli_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u1, a[2 * m + 1]), 16);
                 } else {
                     hi = _mm512_slli_epi32(
-                        _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v, hi4), a[2 * m + 1]),
+                        _mm512_dpbusd_epi32(_mm512_set1_epi32(2), _mm512_and_si512(v, hi4), a[2 * m + 1]),
                         12);
                 }
-                const __m512i pp = _mm512_ternarylogic_epi32(
-                    lo16, _mm512_dpbusd_epi32(hi, u0, a[2 * m]), hi, 0xCA);
+                const __m512i sum = _mm512_dpbusd_epi32(hi, u0, a[2 * m]);
+                const __m512i pp =
+                    type == PW_Q4_K ? sum : _mm512_ternarylogic_epi32(lo16, sum, hi, 0xCA);
                 const __m512i sc = kq_dword_splat512(scp, m);
                 if (m % 2 == 0) is0 = _mm512_dpwssd_epi32(is0, pp, sc);
                 else is1 = _mm512_dpwssd_epi32(is1, pp, sc);
             }
-            const __m512i is = _mm512_add_epi32(is0, is1);
-            const __m512i mp = _mm512_madd_epi16(mins, bsp);
-            fis[2 * pc] = _mm512_castsi512_si256(is);
-            fis[2 * pc + 1] = _mm512_extracti64x4_epi64(is, 1);
-            fmp[2 * pc] = _mm512_castsi512_si256(mp);
-            fmp[2 * pc + 1] = _mm512_extracti64x4_epi64(mp, 1);
-            /* d, dmin of c, then of c + 1, times d_a as in the scalar code */
-            const __m128i dh = _mm_insert_epi32(_mm_cvtsi32_si128((int)kq_u32(b0)), (int)kq_u32(b1), 1);
-            float dv[4];
-            _mm_storeu_ps(dv, _mm_mul_ps(_mm_cvtph_ps(dh), da));
-            dd[2 * pc] = dv[0], dm[2 * pc] = dv[1], dd[2 * pc + 1] = dv[2], dm[2 * pc + 1] = dv[3];
+            fis[pc] = _mm512_add_epi32(is0, is1);
+            dh[2 * pc] = kq_u32(b0), dh[2 * pc + 1] = kq_u32(b1);
         }
-        kq_steps(acc, fis, fmp, dd, dm, cols, type);
+        if (pairs == 1) fis[1] = _mm512_setzero_si512();
+        /* the mins of column c as words in 128-bit lane c: its four
+         * partial sums of mp by one vpmaddwd */
+        const __m512i mins = _mm512_cvtepu8_epi16(_mm256_setr_epi64x(
+            (long long)mq[0], (long long)mq[1], (long long)mq[2], (long long)mq[3]));
+        /* d, dmin of each column, times d_a as in the scalar code */
+        const __m256 dv = _mm256_mul_ps(
+            _mm256_cvtph_ps(_mm_setr_epi32((int)dh[0], (int)dh[1], (int)dh[2], (int)dh[3])),
+            _mm256_broadcastss_ps(da));
+        const __m512i v = kq_fold_finish(kq_fold_pairs(fis[0], fis[1]), _mm512_madd_epi16(mins, bsp), type);
+        acc = kq_step_quads(acc, v, dv, type);
     }
-    float out[4];
-    _mm_storeu_ps(out, acc[0]);
-    for (int c = 0; c < cols; c++) y[c] = out[c];
+    kq_store_quads(y, acc, cols);
 }
 
 #define KQ_KTILE(rows, cols)                                                                   \
