@@ -54,9 +54,9 @@
 #define KQ_Q6_K_BYTES 210 /* ql[128], qh[64], int8 scales[16], f16 d */
 
 /* Register tiles, rows (tokens) x columns (outputs). Every output of a
- * K-quant tile holds 8 integer lanes for the current super-block and 8
- * float lanes for the running sum, so the AVX2 batch tile is 4 x 1 (16
- * vector registers); AVX-512's 32 registers take 4 x 2. The 1-row tile
+ * K-quant tile holds 8 integer lanes for the current super-block (folded
+ * into its is and mp at the super-block's end), so the AVX2 batch tile is
+ * 4 x 1 (16 vector registers); AVX-512's 32 registers take 4 x 2. The 1-row tile
  * (decode, leftover rows) loads each activation chunk once for its columns. */
 #if defined(PW_ISA_AVX512VNNI_COPY)
 #define KQ_BATCH_ROWS 4
@@ -397,11 +397,10 @@ KQ_INLINE __m128i kq_scales_mins_vec(const uint8_t *s) {
 
 #if defined(PW_ISA_AVX512VNNI_COPY)
 /* The batch tile with two columns per 512-bit vector: lanes 0-7 hold
- * column c's 8 lanes, lanes 8-15 column c + 1's, so every lane runs exactly
- * the operations of the 256-bit code (vpmaddubsw, vpdpwssd, vpmaddwd, the
- * conversions, the scale products and the fused multiply-adds are
- * lane-wise; the byte shuffles stay within 128-bit lanes), with about half
- * the instructions per chunk. */
+ * column c's 8 integer lanes, lanes 8-15 column c + 1's, so every lane
+ * runs exactly the integer operations of the 256-bit code (the byte
+ * shuffles stay within 128-bit lanes), with about half the instructions
+ * per chunk; the halves are folded as the 256-bit tile's lanes are. */
 KQ_INLINE __m512i kq_pair(__m256i lo, __m256i hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
@@ -525,10 +524,10 @@ KQ_INLINE void kq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
 }
 /* The decode tile (one activation row, 1-4 columns): each column's
  * integer lanes on 512-bit vectors holding two chunks, lanes 0-7 the first
- * and lanes 8-15 the second, folded into lanes 0-7 at the end of the
- * super-block. The integer sums are exact, so the fold gives the very lane
- * sums is_l of the 256-bit code, and the float steps are the same
- * operations on them. The activations' 256 bytes are loaded once per
+ * and lanes 8-15 the second, all 16 folded into the column's is at the end
+ * of the super-block, four columns at a time (kq_fold_quads). The integer
+ * sums are exact, so the fold gives the super-block's is, and the float
+ * steps are the sequence's. The activations' 256 bytes are loaded once per
  * super-block for every column; a column's scales are unpacked with a few
  * vector operations and widened by byte shuffles, and its 4-bit values come
  * from 32-byte broadcasts (one half shifted by 4), so that a super-block
@@ -763,8 +762,8 @@ KQ_INLINE __m512i kq_dword_splat512(__m512i v, int m) {
  * which are otherwise idle, and the mins multiply the pair sums of the
  * activations' group sums, formed once per super-block for every column.
  * On AMD Zen 4 the vector pipes, not the loads or the front end, bound
- * this tile, so every vector operation saved counts. The integers are
- * is_l and mp_l of matmul_kquant.c, exact, and the float steps the same,
+ * this tile, so every vector operation saved counts. The lanes fold into
+ * is and mp of matmul_kquant.c, exact, and the float steps are the same,
  * so the bits are those of every other tile. */
 KQ_INLINE void kq_tile_row_dp(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
                               int64_t nsb, pw_dtype type, int64_t bb, int cols) {
@@ -951,8 +950,9 @@ KQ_INLINE void kq_tile_row_dp2(float *y, const uint8_t *xa, const uint8_t *w, in
          : kq_tile(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols))
 #endif
 #else
-/* The portable tile: each output on its own, the same integer lanes and
- * float steps. */
+/* The portable tile: each output on its own, 8 integer lanes per
+ * super-block (as the x86 tiles form them), folded into is and mp, then
+ * the float steps. */
 KQ_INLINE void kq_lanes(const uint8_t *blk, pw_dtype type, const int8_t *a, const int16_t *bs,
                         int32_t is[KQ_LANES], int32_t side[KQ_LANES], float *d, float *dmin) {
     int u[KQ_QKK], sc16[16];
@@ -1710,12 +1710,13 @@ KQ_INLINE void q5p_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_
  *     many dwords as int16 holds (Q4_K 8, Q5_K 4, Q6_K 2: the sums stay
  *     within 8 * 2 * 15 * 127, 4 * 2 * 31 * 127 and 2 * 2 * 63 * 127 <
  *     2^15), then vpmaddwd against the scale as a word pair.
- * Q6_K's u is q + 32 (the unsigned operand), so its is starts from the
- * side term -32 (sc_2l bs_2l + sc_2l+1 bs_2l+1) summed over l; Q4_K/Q5_K's
- * side term is mp = sum_l m_l (bs_2l + bs_2l+1). Both are one vpmaddwd per
- * l of the panel's word pairs against the row's (bs_2l, bs_2l+1). Every
- * integer is exact in any order, so the bits are those of the scalar
- * sequence.
+ * Q6_K's u is q + 32 (the unsigned operand): with vpdpbusd each group's
+ * sum starts from -32 bs_g, which makes it sum q a; AVX2 adds the offset
+ * -32 (sc_2l bs_2l + sc_2l+1 bs_2l+1) over l, one vpmaddwd per l of the
+ * panel's word pairs against the row's (bs_2l, bs_2l+1). Q4_K/Q5_K's mp =
+ * sum_j m_j (bs_2j + bs_2j+1) is 4 vpmaddwd of the pairs (m_2j, m_2j+1)
+ * against the row's pair sums. Every integer is exact in any order, so the
+ * bits are those of the scalar sequence.
  *
  * The weights of 16 columns are unpacked into a panel per slice of up to
  * KP_SB super-blocks, and every row of the batch runs over it: dword j of
@@ -1746,8 +1747,9 @@ typedef struct kp_panel {
 
 /* A column's super-block's panel words: the group scales (sa: groups 0-7,
  * sb: Q6_K's 8-15), as dwords for vpmulld or as word pairs (sc, sc) for
- * AVX2's vpmaddwd, and the side words (sd): words 2l, 2l+1 = Q4_K/Q5_K
- * (m_l, m_l), Q6_K (-32 sc_2l, -32 sc_2l+1) (|32 sc| <= 4096 fits). */
+ * AVX2's vpmaddwd, and the side words (sd): Q4_K/Q5_K the mins m_0..m_7
+ * (dwords 0-3), Q6_K words 2l, 2l+1 = (-32 sc_2l, -32 sc_2l+1) (|32 sc| <=
+ * 4096 fits). */
 KQ_INLINE void kp_col_scales(const uint8_t *blk, pw_dtype type, __m256i *sa, __m256i *sb,
                              __m256i *sd) {
     __m256i lo, hi;
@@ -1761,8 +1763,8 @@ KQ_INLINE void kp_col_scales(const uint8_t *blk, pw_dtype type, __m256i *sa, __m
         kq_scales_mins_u64(blk + 4, &sc8, &m8);
         lo = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8));
         hi = _mm256_setzero_si256();
-        __m256i m32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m8));
-        *sd = _mm256_or_si256(m32, _mm256_slli_epi32(m32, 16));
+        /* words 0-7: m_0..m_7, so dword j pairs m_2j, m_2j+1 */
+        *sd = _mm256_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m8));
     }
 #if !KP_DPBUSD
     const __m256i w16 = _mm256_set1_epi32(0xFFFF);
@@ -1805,7 +1807,8 @@ KQ_INLINE void kp_pack(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t nsb,
         }
         kq_transpose16_store(sa, &p->sc[s][0][0], KP_COLS);
         if (type == PW_Q6_K) kq_transpose16_store(sb, &p->sc[s][8][0], KP_COLS);
-        kq_transpose16_store(sd, &p->side[s][0][0], KP_COLS);
+        if (type != PW_Q6_K || !KP_DPBUSD) /* VNNI: Q6_K's offset starts its sums */
+            kq_transpose16_store(sd, &p->side[s][0][0], KP_COLS);
         for (int i = 0; i < 8; i++) {
             __m512i r[8];
             for (int c = 0; c < 8; c++) r[c] = kq_chunk_pair(blk[c], blk[c + 8], qh[c], type, i);
@@ -1831,7 +1834,8 @@ KQ_INLINE void kp_pack8(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t nsb
         }
         kq_transpose8_store(sa, &p->sc[s][0][c0], KP_COLS);
         if (type == PW_Q6_K) kq_transpose8_store(sb, &p->sc[s][8][c0], KP_COLS);
-        kq_transpose8_store(sd, &p->side[s][0][c0], KP_COLS);
+        if (type != PW_Q6_K || !KP_DPBUSD) /* VNNI: Q6_K's offset starts its sums */
+            kq_transpose8_store(sd, &p->side[s][0][c0], KP_COLS);
         for (int i = 0; i < 8; i++) {
             __m256i r[8];
             for (int c = 0; c < 8; c++) r[c] = kq_chunk(&col[c], type, i);
@@ -1922,11 +1926,28 @@ KQ_INLINE void kp_rows(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, i
         const int8_t *a[KP_TILE_ROWS];
         const int16_t *bs[KP_TILE_ROWS];
         kp_vi is[KP_TILE_ROWS];
+        /* per row: Q4_K/Q5_K the pair sums bs_2l + bs_2l+1 as words (|.| <=
+         * 32 * 127), the mins' operand; Q6_K (VNNI) -32 bs_g as dwords,
+         * where each group's dot product starts, which makes it the sum of
+         * q a (q = u - 32): no offset term */
+        _Alignas(64) int32_t aside[KP_TILE_ROWS][16];
 #pragma GCC unroll 8
         for (int r = 0; r < rows; r++) {
             a[r] = kx_values(xa + r * xrow) + sb * KQ_QKK;
             bs[r] = kx_sums(xa + r * xrow, nsb) + 16 * sb;
             is[r] = KP_ZERO();
+            const __m256i b16 = _mm256_loadu_si256((const __m256i *)bs[r]);
+            if (type != PW_Q6_K) {
+                const __m256i pr = _mm256_madd_epi16(b16, _mm256_set1_epi16(1));
+                _mm_store_si128((__m128i *)aside[r], _mm_packs_epi32(_mm256_castsi256_si128(pr),
+                                                                     _mm256_extracti128_si256(pr, 1)));
+            } else if (KP_DPBUSD) {
+                const __m256i z = _mm256_setzero_si256();
+                const __m256i lo = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(b16));
+                const __m256i hi = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(b16, 1));
+                _mm256_store_si256((__m256i *)aside[r], _mm256_sub_epi32(z, _mm256_slli_epi32(lo, 5)));
+                _mm256_store_si256((__m256i *)(aside[r] + 8), _mm256_sub_epi32(z, _mm256_slli_epi32(hi, 5)));
+            }
         }
 #pragma GCC unroll 16
         for (int g = 0; g < 64 / gd; g++) {
@@ -1934,7 +1955,8 @@ KQ_INLINE void kp_rows(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, i
 #if KP_DPBUSD
             kp_vi pg[KP_TILE_ROWS];
 #pragma GCC unroll 8
-            for (int r = 0; r < rows; r++) pg[r] = KP_ZERO();
+            for (int r = 0; r < rows; r++)
+                pg[r] = type == PW_Q6_K ? KP_SET1(aside[r][g]) : KP_ZERO();
 #pragma GCC unroll 8
             for (int j = gd * g; j < gd * g + gd; j++) {
                 const kp_vi wv = KP_LOADI(&p->w[s][j][c0]);
@@ -1967,10 +1989,18 @@ KQ_INLINE void kp_rows(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, i
         const kp_vf dwv = KP_LOADF(&p->d[s][c0]), dmv = KP_LOADF(&p->dmin[s][c0]);
 #pragma GCC unroll 8
         for (int r = 0; r < rows; r++) {
+            /* Q4_K/Q5_K: mp, (m_2j, m_2j+1) against the pair sums; Q6_K
+             * without vpdpbusd: the offset, added to is */
             kp_vi side = KP_ZERO();
+            if (type != PW_Q6_K) {
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; j++)
+                    side = KP_DOTW(side, KP_LOADI(&p->side[s][j][c0]), KP_SET1(aside[r][j]));
+            } else if (!KP_DPBUSD) {
 #pragma GCC unroll 8
-            for (int l = 0; l < KQ_LANES; l++)
-                side = KP_DOTW(side, KP_LOADI(&p->side[s][l][c0]), KP_SET1(kq_dword(bs[r] + 2 * l)));
+                for (int l = 0; l < KQ_LANES; l++)
+                    side = KP_DOTW(side, KP_LOADI(&p->side[s][l][c0]), KP_SET1(kq_dword(bs[r] + 2 * l)));
+            }
             /* d * d_a, dmin * d_a: the scalar products, lane by lane */
             const float da = kx_scales(xa + r * xrow, nsb)[sb];
             if (type == PW_Q6_K) {
