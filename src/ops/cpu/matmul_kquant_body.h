@@ -305,15 +305,17 @@ KQ_INLINE __m256i kq_chunk_scale(const kq_col *c, pw_dtype type, int i) {
 #define KQ_DECODE_PF_BYTES 12288
 #endif
 /* How far ahead of a one-row tile its prefetch reads: whole tiles (the
- * same super-block of a later tile's columns), for Q4_K and Q5_K at least
- * KQ_DECODE_PF_BYTES. One tile, 4.6 KiB of Q4_K at K = 2048, is about
- * 170 ns of the tile's work from L2: shorter than a shared host's memory
- * latency, so decode's products at K = 2048 waited on memory; K = 8192's
- * tiles are long enough alone. Q6_K keeps one tile: two were 0.95-0.97x
- * on its LM head in three alternated runs. */
-KQ_INLINE int64_t kq_pf_ahead(int64_t tile_bytes, pw_dtype type) {
+ * same super-block of a later tile's columns), at least KQ_DECODE_PF_BYTES.
+ * One tile, 4.6 KiB of Q4_K at K = 2048, is about 170 ns of the tile's
+ * work from L2: shorter than a shared host's memory latency, so decode's
+ * products at K = 2048 waited on memory; K = 8192's tiles are long enough
+ * alone. Q6_K once kept one tile (two were 0.95-0.97x on its LM head);
+ * since its tile folds four columns' lanes at the end of each super-block,
+ * the longer distance is the faster (LM head 0.86x with one tile, 0.96-0.98x
+ * with 12 KiB, against the per-lane tile). */
+KQ_INLINE int64_t kq_pf_ahead(int64_t tile_bytes) {
     int64_t t = (KQ_DECODE_PF_BYTES + tile_bytes - 1) / tile_bytes;
-    return (t < 1 || type == PW_Q6_K ? 1 : t) * tile_bytes;
+    return (t < 1 ? 1 : t) * tile_bytes;
 }
 
 /* A rows x cols block of outputs over every super-block (rows * cols <=
@@ -321,7 +323,7 @@ KQ_INLINE int64_t kq_pf_ahead(int64_t tile_bytes, pw_dtype type) {
 KQ_INLINE void kq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, const uint8_t *w,
                        int64_t wrow, int64_t nsb, pw_dtype type, int64_t bb, int rows,
                        int cols) {
-    const int64_t pf = kq_pf_ahead(cols * wrow, type);
+    const int64_t pf = kq_pf_ahead(cols * wrow);
     /* One running sum per output, lane e % 4 of acc[e / 4]. */
     __m128 acc[2] = {_mm_setzero_ps(), _mm_setzero_ps()};
     for (int64_t sb = 0; sb < nsb; sb++) {
@@ -672,7 +674,7 @@ KQ_INLINE void kq_row_col(const uint8_t *blk, pw_dtype type, const __m512i a[4],
 
 KQ_INLINE void kq_tile_row(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
                            int64_t nsb, pw_dtype type, int64_t bb, int cols) {
-    const int64_t pf = kq_pf_ahead(cols * wrow, type);
+    const int64_t pf = kq_pf_ahead(cols * wrow);
     __m512 acc = _mm512_setzero_ps(); /* column c: dword 4c (kq_step_quads) */
     for (int64_t sb = 0; sb < nsb; sb++) {
         const int8_t *av = kx_values(xa) + sb * KQ_QKK;
@@ -767,7 +769,7 @@ KQ_INLINE __m512i kq_dword_splat512(__m512i v, int m) {
  * so the bits are those of every other tile. */
 KQ_INLINE void kq_tile_row_dp(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
                               int64_t nsb, pw_dtype type, int64_t bb, int cols) {
-    const int64_t pf = kq_pf_ahead(cols * wrow, type);
+    const int64_t pf = kq_pf_ahead(cols * wrow);
     const __m256i lo4 = _mm256_set1_epi8(0x0F), hi4 = _mm256_set1_epi8((char)0xF0);
     const __m256i lo16 = _mm256_set1_epi32(0xFFFF);
     __m128 acc[2] = {_mm_setzero_ps(), _mm_setzero_ps()}; /* lane c of acc[0]: column c */
@@ -860,7 +862,7 @@ KQ_INLINE __m512i kq_pair_u64(uint64_t lo, uint64_t hi, int words) {
 
 KQ_INLINE void kq_tile_row_dp2(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
                                int64_t nsb, pw_dtype type, int64_t bb, int cols) {
-    const int64_t pf = kq_pf_ahead(cols * wrow, type);
+    const int64_t pf = kq_pf_ahead(cols * wrow);
     const __m512i lo4 = _mm512_set1_epi8(0x0F), hi4 = _mm512_set1_epi8((char)0xF0);
     const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
     const int pairs = cols / 2;
