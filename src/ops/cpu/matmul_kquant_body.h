@@ -684,9 +684,9 @@ KQ_INLINE void kq_tile_row(float *y, const uint8_t *xa, const uint8_t *w, int64_
         const __m256i bs = _mm256_loadu_si256((const __m256i *)(kx_sums(xa, nsb) + 16 * sb));
         __m512i z[KQ_ROW_COLS];
         __m256i side[KQ_ROW_COLS];
-        /* the f16 d (and dmin) of each column: Q6_K's words 2c, Q4_K/Q5_K's
-         * dword c */
-        __m128i dh = _mm_setzero_si128();
+        /* the f16 d (and dmin) of each column in dword c: Q6_K's d in its
+         * low word, Q4_K/Q5_K's d and dmin */
+        uint32_t dh[KQ_ROW_COLS] = {0};
 #pragma GCC unroll 4
         for (int c = 0; c < KQ_ROW_COLS; c++) {
             if (c >= cols) {
@@ -704,13 +704,14 @@ KQ_INLINE void kq_tile_row(float *y, const uint8_t *xa, const uint8_t *w, int64_
             if (type == PW_Q6_K) {
                 uint16_t h;
                 memcpy(&h, blk + 208, sizeof h);
-                dh = _mm_insert_epi16(dh, h, 2 * c);
+                dh[c] = h;
             } else {
-                dh = _mm_insert_epi32(dh, (int)kq_u32(blk), c);
+                dh[c] = kq_u32(blk);
             }
         }
         /* d * d_a (and dmin * d_a), the products of the scalar code */
-        const __m256 dv = _mm256_mul_ps(_mm256_cvtph_ps(dh), _mm256_set1_ps(da));
+        const __m256 dv = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh)),
+                                        _mm256_set1_ps(da));
         __m512i t = kq_fold_quads(z[0], z[1], z[2], z[3]), u = t;
         if (type == PW_Q6_K) {
             /* the offset, 32 sum_g sc_g bs_g, two columns per vpmaddwd */
@@ -1951,8 +1952,9 @@ KQ_INLINE void kp_rows(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, i
                 _mm256_store_si256((__m256i *)(aside[r] + 8), _mm256_sub_epi32(z, _mm256_slli_epi32(hi, 5)));
             }
         }
+        const int groups = 64 / gd;
 #pragma GCC unroll 16
-        for (int g = 0; g < 64 / gd; g++) {
+        for (int g = 0; g < groups; g++) {
             const kp_vi scv = KP_LOADI(&p->sc[s][g][c0]);
 #if KP_DPBUSD
             kp_vi pg[KP_TILE_ROWS];
