@@ -104,7 +104,11 @@ static const kb_shape kb_1b_shapes[] = {
     {"1b-gate", PW_Q4_0X16, 1024, 2048, 128}, {"1b-down", PW_Q4_0X16, 256, 8192, 128},
     {"1b-gate", PW_Q4_0X16, 1024, 2048, 16},  {"1b-gate", PW_Q4_0X16, 1024, 2048, 1},
     {"1b-gate", PW_Q8_0, 1024, 2048, 128},    {"1b-down", PW_Q8_0, 256, 8192, 128},
-    {"1b-gate", PW_Q8_0, 1024, 2048, 16},
+    {"1b-gate", PW_Q8_0, 1024, 2048, 16},     {"1b-gate", PW_Q8_0, 1024, 2048, 1},
+    {"1b-down", PW_Q8_0, 256, 8192, 16},      {"1b-down", PW_Q8_0, 256, 8192, 1},
+    {"1b-qo", PW_Q8_0, 2048, 2048, 128},      {"1b-qo", PW_Q8_0, 2048, 2048, 16},
+    {"1b-qo", PW_Q8_0, 2048, 2048, 1},        {"1b-head", PW_Q8_0, 4096, 2048, 128},
+    {"1b-head", PW_Q8_0, 4096, 2048, 16},     {"1b-head", PW_Q8_0, 4096, 2048, 1},
 };
 #define KB_N_1B_SHAPES (sizeof kb_1b_shapes / sizeof kb_1b_shapes[0])
 
