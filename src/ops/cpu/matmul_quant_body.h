@@ -3,11 +3,10 @@
  * float steps that combine the scales. Compiled four times (isa.h): by
  * matmul_quant.c (portable C), matmul_quant_fma.c (AVX2: vpmaddubsw +
  * vpmaddwd), matmul_quant_avxvnni.c (AVX-VNNI: vpdpbusd) and
- * matmul_quant_avx512vnni.c (AVX-512 VNNI on 256-bit vectors, 32
- * registers, bigger tiles). The sequence every copy computes is the one in
- * matmul_quant.c's header comment; the copies differ only in how they form
- * the exact integer lane sums and in their tile shapes, so they return the
- * same bits.
+ * matmul_quant_avx512vnni.c (AVX-512 VNNI, 16 columns per tile). The
+ * sequence every copy computes is the one in matmul_quant.c's header
+ * comment; the copies differ only in how they form the exact integer sums
+ * and in their tile shapes, so they return the same bits.
  *
  * Not a normal header: included once per copy, defines PW_ISA(...)
  * functions and static helpers of its own. */
@@ -152,10 +151,8 @@ MQ_INLINE int64_t xq_block_stride(int64_t n_rows, int64_t t) {
 #define MQ_MAGIC 0x4B400000
 #define MQ_MAGIC_F 12582912.0f
 /* The fold's offset for weights of `type`, in this copy (XQ_MAGIC:
- * matmul_quant_isa.h, PW_K_Q8B_MAGIC_*). Q8_0 keeps vcvtdq2ps, its lane
- * sums starting from the plain fold (VNNI) or from 0 (AVX2): on AVX2 the
- * offset would cost a vpaddd per pair, and measured, AVX2's and AVX-VNNI's
- * Q8_0 tiles ran 1.06-1.27x slower with it, AVX-512's no faster. */
+ * matmul_quant_isa.h, PW_K_Q8B_MAGIC_*); Q8_0's folds carry none. The
+ * block-sum tiles take it out of the fold totals (q40_fold_total). */
 #define MQ_FOLD_BASE(type) ((type) == PW_Q8_0 || !XQ_MAGIC ? 0 : MQ_MAGIC)
 
 #if MQ_X86
@@ -288,21 +285,22 @@ MQ_INLINE __m256i mq_dot_us(__m256i start, __m256i u, __m256i s) {
 }
 #endif
 
-/* ---- Q4_0 and Q4_1: one integer sum per block ------------------------------ */
+/* ---- Q8_0, Q4_0 and Q4_1: one integer sum per block ----------------------- */
 
 /* Their sequence (matmul_quant.c): per output, for blocks b in order from
- * acc = +0 and mn = +0, p = sum_{j<32} (n_j - 8) a_j (exact int32),
- * acc = fma(d_w * d_a, (float)p, acc), and for Q4_1
- * mn = fma(fma(8, d_w, m_w), s_a, mn); y = acc (Q4_1: acc + mn). One float step per block,
- * not one per 4 values: the x86 copies lay 8 or 16 columns side by side in
- * a vector (one lane per column, the block's 16 nibble bytes of each
- * column transposed into four vectors of 4-byte groups), so each broadcast
- * of 4 activations feeds every column of the tile, and the float steps are
- * shared by them all.
+ * acc = +0 and mn = +0, p = sum_{j<32} w_j a_j (exact int32; Q4: w_j =
+ * n_j - 8), acc = fma(d_w * d_a, (float)p, acc), and for Q4_1
+ * mn = fma(fma(8, d_w, m_w), s_a, mn); y = acc (Q4_1: acc + mn). One float
+ * step per block, not one per 4 values: the x86 copies lay 8 or 16 columns
+ * side by side in a vector (one lane per column, each column's block
+ * transposed into vectors of 4-byte groups), so each broadcast of 4
+ * activations feeds every column of the tile, and the float steps are
+ * shared by them all. (The names say q40: the tiles were Q4_0's first.)
  *
- * F: the start of a row's integer sum for a block, -8 * the sum of its 32
- * activations, from the quantizer's fold lanes (MQ_FOLD_BASE - 8 S_l; the
- * sum taken modulo 2^32, exact since |F| < 2^15). */
+ * F: the start of a row's integer sum for a block, -8 (Q8_0: -128) times
+ * the sum of its 32 activations, from the quantizer's fold lanes
+ * (MQ_FOLD_BASE - 8 S_l or -128 S_l; the sum taken modulo 2^32, exact
+ * since |F| < 2^19). */
 /* Q8_0 in the AVX2 copy: |w| against a with w's sign (vpsignb), its
  * integer sums starting from 0, since vpmaddubsw would saturate on
  * (w + 128) a; the VNNI copies take w + 128 (w xor 0x80) from the fold. */
