@@ -773,7 +773,7 @@ MQ_INLINE void q40_tile(float *y, int64_t ldy, const uint8_t *const *xr, const i
  * conversion, one fma per block, the 16 columns' scales fetched by one
  * gather), are the other tiles': the same bits. */
 #define Q8_ROW_COLS 16
-MQ_INLINE void q8_row16(float *y, const uint8_t *xv0, int64_t xb, const float *xd,
+MQ_INLINE void q8_row(float *y, const uint8_t *xv0, int64_t xb, const float *xd,
                         int64_t n_tokens, const uint8_t *w, int64_t wrow, int64_t nb) {
     __m512 acc = _mm512_setzero_ps();
     const __m512i idx = _mm512_mullo_epi32(
@@ -821,6 +821,52 @@ MQ_INLINE void q8_row16(float *y, const uint8_t *xv0, int64_t xb, const float *x
     }
     _mm512_storeu_ps(y, acc);
 }
+#else
+/* The 256-bit copies' decode tile for Q8_0: 8 whole columns, one vector
+ * each (8 lanes of 4 values: vpdpbusd from the fold in AVX-VNNI, |w|
+ * against a with w's sign in AVX2), the lane sums added by vphaddd and one
+ * exchange of 128-bit halves (lane c: column c), then the float steps for
+ * the 8 columns (as q8_row above: the same bits). */
+#define Q8_ROW_COLS 8
+MQ_INLINE void q8_row(float *y, const uint8_t *xv0, int64_t xb, const float *xd,
+                      int64_t n_tokens, const uint8_t *w, int64_t wrow, int64_t nb) {
+    __m256 acc = _mm256_setzero_ps();
+    const __m256i idx =
+        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)wrow));
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *xv = xv0 + b * xb;
+        const __m256i a = _mm256_loadu_si256((const __m256i *)xv);
+#if !Q8_SIGNED
+        const __m256i fold = _mm256_loadu_si256((const __m256i *)(xv + QK));
+        const __m256i flip = _mm256_set1_epi8((char)0x80);
+#endif
+        const uint8_t *wb = w + b * Q8_0_BYTES;
+        const __m256 dw = q40_words_half(_mm256_i32gather_epi32((const int *)wb, idx, 1), false);
+        __m256i v[Q8_ROW_COLS];
+#pragma GCC unroll 8
+        for (int c = 0; c < Q8_ROW_COLS; c++) {
+            const uint8_t *bc = wb + c * wrow;
+            _mm_prefetch((const char *)(bc + Q8_ROW_COLS * wrow), PW_K_DECODE_PREFETCH);
+            const __m256i wv = _mm256_loadu_si256((const __m256i *)(bc + 2));
+#if Q8_SIGNED
+            v[c] = _mm256_madd_epi16(
+                _mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(a, wv)),
+                _mm256_set1_epi16(1));
+#else
+            v[c] = mq_dot_us(fold, _mm256_xor_si256(wv, flip), a);
+#endif
+        }
+        const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]),
+                                             _mm256_hadd_epi32(v[2], v[3])),
+                      h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]),
+                                             _mm256_hadd_epi32(v[6], v[7]));
+        const __m256i p8 = _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20),
+                                            _mm256_permute2x128_si256(h0, h1, 0x31));
+        const __m256 ds = _mm256_mul_ps(dw, _mm256_set1_ps(xd[b * n_tokens]));
+        acc = _mm256_fmadd_ps(ds, _mm256_cvtepi32_ps(p8), acc);
+    }
+    _mm256_storeu_ps(y, acc);
+}
 #endif
 
 /* Rows [t, t + rows) over columns [j0, j1) of w (q40_tile's src):
@@ -861,11 +907,9 @@ MQ_INLINE void q40_rows(float *y, int64_t n, const uint8_t *xa, const float *xd,
         return;
     }
     int64_t j = j0;
-#if Q40_COLS == 16
     if (type == PW_Q8_0 && rows == 1)
         for (; j + Q8_ROW_COLS <= j1; j += Q8_ROW_COLS)
-            q8_row16(y + j, xr[0], xb[0], xd, n_tokens, w + j * wrow, wrow, nb);
-#endif
+            q8_row(y + j, xr[0], xb[0], xd, n_tokens, w + j * wrow, wrow, nb);
     for (; j + Q40_COLS <= j1; j += Q40_COLS)
         q40_tile(y + j, n, xr, xb, xd, xs, ftt, n_tokens, w + j * wrow, wrow, Q40_SRC_BLOCKS, nb,
                  type, rows, 0, Q40_COLS);
