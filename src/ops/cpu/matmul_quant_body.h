@@ -767,8 +767,8 @@ MQ_INLINE void q40_tile(float *y, int64_t ldy, const uint8_t *const *xr, const i
  * the dot products; this tile instead takes two columns' 32 values per
  * 512-bit vector as they lie (lanes 0-7 column 2p, 8-15 column 2p + 1,
  * each lane 4 values), one vpdpbusd per pair from the fold, and sums each
- * column's 8 lanes by a tree of two-source permutes and adds (8 vectors to
- * 4, 2, then 1 whose lane c is column c). The integers are exact whatever
+ * column's 8 lanes by in-lane unpacks and adds and one exchange of 128-bit
+ * lanes (8 vectors to 4, 2, then 1 with a lane per column). The integers are exact whatever
  * adds them, so p, and the float steps after it (one d_w * d_a, the
  * conversion, one fma per block, the 16 columns' scales fetched by one
  * gather), are the other tiles': the same bits. */
@@ -776,17 +776,17 @@ MQ_INLINE void q40_tile(float *y, int64_t ldy, const uint8_t *const *xr, const i
 MQ_INLINE void q8_row(float *y, const uint8_t *xv0, int64_t xb, const float *xd,
                         int64_t n_tokens, const uint8_t *w, int64_t wrow, int64_t nb) {
     __m512 acc = _mm512_setzero_ps();
+    /* Lane p of the tree's result holds column Q8_ROW_LANE(p) (below); the
+     * scales are gathered in that order, and acc put back in column order
+     * once, at the end. */
+#define Q8_ROW_LANE(p) ((p) / 8 * 8 + (p) % 4 * 2 + (p) / 4 % 2)
     const __m512i idx = _mm512_mullo_epi32(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_setr_epi32(Q8_ROW_LANE(0), Q8_ROW_LANE(1), Q8_ROW_LANE(2), Q8_ROW_LANE(3),
+                          Q8_ROW_LANE(4), Q8_ROW_LANE(5), Q8_ROW_LANE(6), Q8_ROW_LANE(7),
+                          Q8_ROW_LANE(8), Q8_ROW_LANE(9), Q8_ROW_LANE(10), Q8_ROW_LANE(11),
+                          Q8_ROW_LANE(12), Q8_ROW_LANE(13), Q8_ROW_LANE(14), Q8_ROW_LANE(15)),
         _mm512_set1_epi32((int)wrow));
     const __m512i flip = _mm512_set1_epi8((char)0x80);
-    /* level 1: 4 lanes of each of 4 columns; 2: 2 lanes of 8; 3: 1 of 16 */
-    const __m512i i1 = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
-    const __m512i i2 = _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29);
-    const __m512i i3 = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i j1 = _mm512_add_epi32(i1, _mm512_set1_epi32(4)),
-                  j2 = _mm512_add_epi32(i2, _mm512_set1_epi32(2)),
-                  j3 = _mm512_add_epi32(i3, _mm512_set1_epi32(1));
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *xv = xv0 + b * xb;
         const __m512i a = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)xv));
@@ -805,20 +805,28 @@ MQ_INLINE void q8_row(float *y, const uint8_t *xv0, int64_t xb, const float *xd,
                 _mm256_loadu_si256((const __m256i *)(b1 + 2)), 1);
             v[p] = _mm512_dpbusd_epi32(fold, _mm512_xor_si512(wv, flip), a);
         }
-        __m512i u[4], s2[2];
+        /* Within each 128-bit lane (4 int32 of one column): two vectors'
+         * lanes interleaved and added, twice, so that r[h]'s 128-bit lane
+         * L holds the sums of lane L of v[4h..4h+3]; then lanes 0 + 1
+         * (column 2p's) and 2 + 3 (column 2p + 1's) added across. */
+        __m512i t[4], r[2];
 #pragma GCC unroll 4
         for (int q = 0; q < 4; q++)
-            u[q] = _mm512_add_epi32(_mm512_permutex2var_epi32(v[2 * q], i1, v[2 * q + 1]),
-                                    _mm512_permutex2var_epi32(v[2 * q], j1, v[2 * q + 1]));
+            t[q] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * q], v[2 * q + 1]),
+                                    _mm512_unpackhi_epi32(v[2 * q], v[2 * q + 1]));
 #pragma GCC unroll 2
-        for (int r = 0; r < 2; r++)
-            s2[r] = _mm512_add_epi32(_mm512_permutex2var_epi32(u[2 * r], i2, u[2 * r + 1]),
-                                     _mm512_permutex2var_epi32(u[2 * r], j2, u[2 * r + 1]));
-        const __m512i p16 = _mm512_add_epi32(_mm512_permutex2var_epi32(s2[0], i3, s2[1]),
-                                             _mm512_permutex2var_epi32(s2[0], j3, s2[1]));
+        for (int h = 0; h < 2; h++)
+            r[h] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * h], t[2 * h + 1]),
+                                    _mm512_unpackhi_epi64(t[2 * h], t[2 * h + 1]));
+        const __m512i p16 = _mm512_add_epi32(_mm512_shuffle_i32x4(r[0], r[1], 0x88),
+                                             _mm512_shuffle_i32x4(r[0], r[1], 0xDD));
         const __m512 ds = _mm512_mul_ps(dw, _mm512_set1_ps(xd[b * n_tokens]));
         acc = _mm512_fmadd_ps(ds, _mm512_cvtepi32_ps(p16), acc);
     }
+    /* column c is lane p with Q8_ROW_LANE(p) == c */
+    acc = _mm512_permutexvar_ps(
+        _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15), acc);
+#undef Q8_ROW_LANE
     _mm512_storeu_ps(y, acc);
 }
 #else
