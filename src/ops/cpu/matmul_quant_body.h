@@ -451,11 +451,55 @@ MQ_INLINE q40_vf q40_words_half(q40_vi dm, bool hi16) {
  * (elements 16+4q..19+4q); Q8_0, lo[q] elements 4q..4q+3 and hi[q]
  * 16+4q..19+4q (plus 128, xor 0x80, in the VNNI copies; as they are in
  * AVX2: Q8_SIGNED). With the scales d (and Q4_1's m). */
+#if Q40_COLS == 16
+/* Q8_0's 16 columns of one block, all 32 value bytes per column at once:
+ * z[k] holds two columns' values (256 bits each: column 4k and 4k + 1 for
+ * k < 4, 4(k - 4) + 2 and + 3 above), the in-lane 4 x 4 transposes of
+ * z[0..3] and z[4..7] put group i (bytes 4i..4i+3) and 4 + i of 4 columns
+ * in each 128-bit lane, and one exchange of 128-bit lanes per output
+ * gathers the 16 columns in q40_weights' lane order (lane 4m + j: column
+ * 4j + m = Q40_COL). Half the loads and inserts of two q40_load_t. */
+MQ_INLINE void q8_weights16(const uint8_t *blk, int64_t wrow, int cols, q40_vi *lo, q40_vi *hi) {
+    q40_vi z[8];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) {
+        const int c0 = 4 * (k % 4) + 2 * (k / 4), c1 = c0 + 1;
+        __m256i l = c0 < cols ? _mm256_loadu_si256((const __m256i *)(blk + c0 * wrow + 2))
+                              : _mm256_setzero_si256();
+        __m256i h = c1 < cols ? _mm256_loadu_si256((const __m256i *)(blk + c1 * wrow + 2))
+                              : _mm256_setzero_si256();
+        if (c0 < cols)
+            _mm_prefetch((const char *)(blk + (c0 + Q40_COLS) * wrow), PW_K_DECODE_PREFETCH);
+        if (c1 < cols)
+            _mm_prefetch((const char *)(blk + (c1 + Q40_COLS) * wrow), PW_K_DECODE_PREFETCH);
+        z[k] = _mm512_inserti64x4(_mm512_castsi256_si512(l), h, 1);
+    }
+    q40_vi q[2][4];
+    for (int h = 0; h < 2; h++) {
+        const q40_vi *zz = z + 4 * h;
+        q40_vi t0 = _mm512_unpacklo_epi32(zz[0], zz[1]), t1 = _mm512_unpackhi_epi32(zz[0], zz[1]);
+        q40_vi t2 = _mm512_unpacklo_epi32(zz[2], zz[3]), t3 = _mm512_unpackhi_epi32(zz[2], zz[3]);
+        q[h][0] = _mm512_unpacklo_epi64(t0, t2), q[h][1] = _mm512_unpackhi_epi64(t0, t2);
+        q[h][2] = _mm512_unpacklo_epi64(t1, t3), q[h][3] = _mm512_unpackhi_epi64(t1, t3);
+    }
+    /* 128-bit lanes of q[h][i]: 0 group i of the low columns, 1 group
+     * 4 + i of them, 2 and 3 the same of the high columns */
+    for (int i = 0; i < 4; i++) {
+        lo[i] = _mm512_shuffle_i32x4(q[0][i], q[1][i], 0x88);
+        hi[i] = _mm512_shuffle_i32x4(q[0][i], q[1][i], 0xDD);
+    }
+}
+#endif
+
 MQ_INLINE void q40_weights(const uint8_t *blk, int64_t wrow, int cols, pw_dtype type, q40_vi *lo,
                            q40_vi *hi, q40_vf *dw, q40_vf *mw) {
     if (type == PW_Q8_0) {
+#if Q40_COLS == 16
+        q8_weights16(blk, wrow, cols, lo, hi);
+#else
         q40_load_t(blk, wrow, cols, 2, true, lo);
         q40_load_t(blk, wrow, cols, 2 + 16, false, hi);
+#endif
         if (!Q8_SIGNED) {
 #if Q40_COLS == 16
             const q40_vi flip = _mm512_set1_epi8((char)0x80);
@@ -592,8 +636,15 @@ MQ_INLINE void q40_x16_weights(const uint8_t *g, int64_t b, int half, q40_vi *lo
 /* A panel of nb blocks in a per-thread buffer, at a 64-byte boundary. */
 #define Q40_PANEL_BYTES(nb) ((size_t)((nb) * Q40_PANEL_BLOCK_BYTES + 64))
 /* Batches from this many rows take panels: the unpacking is then shared
- * by at least two row tiles (below, one tile does it where it uses it). */
-#define Q40_PANEL_MIN_ROWS (Q40_ROWS + 1)
+ * by at least two row tiles (below, one tile does it where it uses it).
+ * AVX-512's Q8_0 from three: its transpose (q8_weights16) costs two row
+ * tiles less than the panel's stores and reloads (T = 16: SmolLM2's shapes
+ * 0.85-0.88x the time, Llama-3.2-1B's 0.96-1.02x). */
+#if Q40_COLS == 16
+#define Q40_PANEL_MIN_ROWS(type) ((type) == PW_Q8_0 ? 2 * Q40_ROWS + 1 : Q40_ROWS + 1)
+#else
+#define Q40_PANEL_MIN_ROWS(type) (Q40_ROWS + 1)
+#endif
 
 MQ_INLINE q40_vi q40_vload(const uint8_t *p) {
 #if Q40_COLS == 16
@@ -958,7 +1009,7 @@ MQ_INLINE void q40_run(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype t
     const float *xd = xq_cscales(xa, n_tokens, k), *xs = xq_csums(xa, n_tokens, k);
     int32_t *ft = pw_k_fold_scratch((size_t)(n_tokens * nb) * sizeof(int32_t));
     if (ft) q40_fold_totals(ft, xa, n_tokens, k, type);
-    uint8_t *panel = ft && n_tokens >= Q40_PANEL_MIN_ROWS
+    uint8_t *panel = ft && n_tokens >= Q40_PANEL_MIN_ROWS(type)
                          ? pw_k_panel_scratch(Q40_PANEL_BYTES(nb))
                          : NULL;
     if (panel) {
