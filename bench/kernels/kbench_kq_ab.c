@@ -8,8 +8,10 @@
  * again from L2 (at most 384 KiB of rows). Prints per shape the median and
  * the fast end (10th percentile) of each side's CPU time per product, the
  * median of the per-round speed ratios old/new, and whether the outputs
- * are the same bits.
- *   kbench_kq_ab ROUNDS [name filter] [stream|l2] */
+ * are the same bits. ROWS > 1 measures batched products (prefill, several
+ * sequences' decode) of that many activation rows instead; the weights
+ * then stream from memory once per product for all the rows.
+ *   kbench_kq_ab ROUNDS [name filter] [stream|l2] [ROWS] */
 #include "ops/cpu/isa.h"
 #include "ops/cpu/matmul_quant_isa.h"
 #include "kbench_util.h"
@@ -40,6 +42,9 @@ int main(int argc, char **argv) {
     const char *only = argc > 2 && argv[2][0] ? argv[2] : NULL;
     bool l2;
     if (!kb_parse_mode(prog, argc > 3 ? argv[3] : NULL, &l2)) return 2;
+    long rows = 1;
+    if (argc > 4 && !kb_parse_int(prog, "rows", argv[4], 1, 4096, &rows)) return 2;
+    const int64_t t = rows;
     static const struct {
         const char *name;
         pw_dtype type;
@@ -62,29 +67,30 @@ int main(int argc, char **argv) {
         const int64_t row_bytes = k / pw_dtype_block_elems(type) * pw_dtype_block_bytes(type);
         if (l2 && n * row_bytes > L2_BYTES) n = L2_BYTES / row_bytes / 16 * 16;
         const double bytes = (double)(n * row_bytes);
-        int copies = l2 ? 1 : (int)(MIN_BYTES / bytes) + 1;
+        int copies = l2 ? 1 : (int)(MIN_BYTES / (double)t / bytes) + 1;
         if (copies > MAX_COPIES) copies = MAX_COPIES;
         uint8_t *w[MAX_COPIES];
         for (int c = 0; c < copies; c++) w[c] = kb_weights(type, n, k);
-        float *x = kb_activations(k);
-        uint8_t *xa = malloc((size_t)PW_K_Q8K_ROW_BYTES(k));
-        float *y_old = malloc((size_t)n * sizeof(float)), *y_new = malloc((size_t)n * sizeof(float));
+        float *x = kb_activations(t * k);
+        uint8_t *xa = malloc((size_t)(t * PW_K_Q8K_ROW_BYTES(k)));
+        float *y_old = malloc((size_t)(t * n) * sizeof(float));
+        float *y_new = malloc((size_t)(t * n) * sizeof(float));
         if (!xa || !y_old || !y_new) abort();
-        pw_k_q8k_quantize_rows(xa, x, 1, k);
+        pw_k_q8k_quantize_rows(xa, x, t, k);
         for (long r = -1; r < rounds; r++) { /* r = -1: warm-up */
             for (int side = 0; side < 2; side++) {
                 int is_new = (side + (int)(r & 1)) & 1; /* order flipped every round */
                 double t0 = kb_thread_us();
                 for (int c = 0; c < copies; c++) {
-                    if (is_new) NEW_KQDOT(y_new, xa, w[c], type, 1, n, k, 0, n);
-                    else kb_old_kqdot(y_old, xa, w[c], type, 1, n, k, 0, n);
+                    if (is_new) NEW_KQDOT(y_new, xa, w[c], type, t, n, k, 0, n);
+                    else kb_old_kqdot(y_old, xa, w[c], type, t, n, k, 0, n);
                 }
                 double dt = (kb_thread_us() - t0) / copies;
                 if (r >= 0) (is_new ? tn : to)[r] = dt;
             }
             if (r >= 0) ratio[r] = to[r] / tn[r];
         }
-        bool same = memcmp(y_old, y_new, (size_t)n * sizeof(float)) == 0;
+        bool same = memcmp(y_old, y_new, (size_t)(t * n) * sizeof(float)) == 0;
         qsort(to, (size_t)rounds, sizeof *to, kb_cmp_double);
         qsort(tn, (size_t)rounds, sizeof *tn, kb_cmp_double);
         qsort(ratio, (size_t)rounds, sizeof *ratio, kb_cmp_double);

@@ -4,8 +4,9 @@
 # alternated, so that the host's drift, which moves whole runs by 2x on a
 # shared VM, falls on both alike (kbench_kq_ab.c says what it prints).
 #
-#   bench/kernels/kbench_kq_ab.sh [BASE] [COPY] [ROUNDS] [FILTER] [stream|l2]
+#   bench/kernels/kbench_kq_ab.sh [BASE] [COPY] [ROUNDS] [FILTER] [stream|l2] [ROWS]
 #     COPY: fma (AVX2), avxvnni, avx512vnni (default)
+#     ROWS: activation rows per product (default 1, decode; 16, 128: batches)
 #
 # Needs a built tree (build/libpw_ops.a etc.). The base's
 # matmul_kquant_{isa.h,body.h,COPY.c} are compiled with their symbols
@@ -17,6 +18,7 @@ COPY=${2:-avx512vnni}
 ROUNDS=${3:-15}
 FILTER=${4:-}
 MODE=${5:-stream}
+ROWS=${6:-1}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 # shellcheck source=bench/kernels/kbench_ab_lib.sh
@@ -29,4 +31,4 @@ REN="$REN -Dpw_k_q5_0_offsets_$COPY=kb_old_q5_offsets"
 cc -I"$TMP" $KB_CFLAGS $KB_FLAGS $REN -c "$TMP/ops/cpu/matmul_kquant_$COPY.c" -o "$TMP/old.o"
 cc $KB_CFLAGS -DKB_COPY_$COPY -c "$HERE/bench/kernels/kbench_kq_ab.c" -o "$TMP/ab.o"
 kb_link pw_kbench_decode "$TMP/ab" "$TMP/ab.o" "$TMP/old.o"
-"$TMP/ab" "$ROUNDS" "$FILTER" "$MODE"
+"$TMP/ab" "$ROUNDS" "$FILTER" "$MODE" "$ROWS"

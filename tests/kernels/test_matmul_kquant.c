@@ -168,7 +168,7 @@ static float lane_tree(const float *acc) {
 
 static float canonical_dot(pw_dtype type, const float *x, const uint8_t *wrow, int64_t k) {
     const int64_t be = elems(type), bb = bytes_of(type);
-    float acc[8] = {0};
+    float acc[8] = {0}, sacc = 0.0f;
     for (int64_t b = 0; b < k / be; b++) {
         const uint8_t *blk = wrow + b * bb;
         qact q;
@@ -184,33 +184,30 @@ static float canonical_dot(pw_dtype type, const float *x, const uint8_t *wrow, i
             }
             continue;
         }
-        for (int l = 0; l < 8; l++) {
-            int32_t is = 0, mp = 0;
-            for (int i = 0; i < 8; i++) {
+        /* one integer sum per super-block (every term exact), then one
+         * conversion and fma, and one more for the mins */
+        int32_t is = 0, mp = 0;
+        if (type == PW_Q6_K) {
+            for (int g = 0; g < 16; g++) {
                 int32_t p = 0;
-                for (int t = 0; t < 4; t++) {
-                    int e = 32 * i + 4 * l + t;
-                    int u = qval(type, blk, e) + (type == PW_Q6_K ? 32 : 0);
-                    p += u * q.a[e];
-                }
-                int sc, m;
-                if (type == PW_Q6_K) sc = (int8_t)blk[192 + 2 * i + l / 4];
-                else scale_min(blk, i, &sc, &m);
-                is += sc * p;
+                for (int e = 16 * g; e < 16 * g + 16; e++) p += qval(type, blk, e) * q.a[e];
+                is += (int8_t)blk[192 + g] * p;
             }
-            if (type == PW_Q6_K) {
-                int s0 = (int8_t)blk[192 + 2 * l], s1 = (int8_t)blk[192 + 2 * l + 1];
-                is -= 32 * (s0 * q.bs[2 * l] + s1 * q.bs[2 * l + 1]);
-                acc[l] = fmaf(half(blk + 208) * q.d, (float)is, acc[l]);
-            } else {
-                int sc, m;
-                scale_min(blk, l, &sc, &m);
-                mp = m * (q.bs[2 * l] + q.bs[2 * l + 1]);
-                float a = fmaf(half(blk) * q.d, (float)is, acc[l]);
-                acc[l] = fmaf(-(half(blk + 2) * q.d), (float)mp, a);
-            }
+            sacc = fmaf(half(blk + 208) * q.d, (float)is, sacc);
+            continue;
         }
+        for (int i = 0; i < 8; i++) {
+            int32_t p = 0;
+            for (int e = 32 * i; e < 32 * i + 32; e++) p += qval(type, blk, e) * q.a[e];
+            int sc, m;
+            scale_min(blk, i, &sc, &m);
+            is += sc * p;
+            mp += m * (q.bs[2 * i] + q.bs[2 * i + 1]);
+        }
+        sacc = fmaf(half(blk) * q.d, (float)is, sacc);
+        sacc = fmaf(-(half(blk + 2) * q.d), (float)mp, sacc);
     }
+    if (is_super(type)) return sacc;
     return lane_tree(acc);
 }
 
@@ -554,6 +551,9 @@ int main(void) {
                                             /* batches of rows longer than a panel
                                              * holds (Q5_0: 64 blocks, K-quants: 8) */
                                             {9, 18, 9},
+                                            /* and over several panel slices of
+                                             * K, the last partial */
+                                            {10, 20, 20},
                                             /* odd batches over three panels, the
                                              * last partial: the two-row tiles,
                                              * their leftover row and the next

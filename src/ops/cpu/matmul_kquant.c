@@ -15,30 +15,33 @@
  * super-block, d_a = amax / 127, a_j = rint(x_j * (127 / amax)) (nearest
  * even; 0 when amax is 0; NaN or out of range gives -127) clamped to [-127,
  * 127], and the sums bs_g = a_16g + ... + a_16g+15, g = 0..15 (exact
- * int16). With e = 32i + 4l + t (chunk i = 0..7 of 32 elements, lane l =
- * 0..7, t = 0..3) and per super-block of a weight row:
+ * int16). Per super-block of a weight row, the products are summed in
+ * integers over the whole super-block, and one conversion and one fma (two
+ * with the mins) per super-block and output take them to float:
  *   Q4_K, Q5_K: q_e in 0..15 / 0..31, sc_i and m_i the 6-bit scale and min
- *     of group i, d and dmin the f16 super-scales (value = d sc q - dmin m):
- *       is_l = sum_i sc_i * sum_t q_e a_e                        exact int32
- *       mp_l = m_l * (bs_2l + bs_2l+1)                           exact int32
- *       acc_l = fma(d * d_a, (float)is_l, acc_l)
- *       acc_l = fma(-(dmin * d_a), (float)mp_l, acc_l)
- *   Q6_K: u_e = q_e + 32 in 0..63, sc_g the int8 scale of group g (16
- *     elements; lanes 0-3 of chunk i are in group 2i, lanes 4-7 in 2i+1):
- *       is_l = sum_i sc_{2i + l/4} * sum_t u_e a_e
- *              - 32 * (sc_2l bs_2l + sc_2l+1 bs_2l+1)            exact int32
- *       acc_l = fma(d * d_a, (float)is_l, acc_l)
- * (int32 to float rounds to nearest even, like vcvtdq2ps), super-blocks in
- * order from acc = +0. Every output is then
- *   y = ((acc_0 + acc_4) + (acc_2 + acc_6)) + ((acc_1 + acc_5) + (acc_3 + acc_7)).
- * The integer terms cannot overflow: |is_l| <= 8 * 128 * 4 * 63 * 127 +
- * 32 * 2 * 128 * 16 * 127 < 2^26. Q6_K's offset form is the one the
- * unsigned-times-signed instructions want (u . a - 32 sc . bs instead of a
- * sign per element); its lanes are defined as written, so every copy forms
- * exactly these integers.
+ *     of chunk i (elements 32i..32i+31, i = 0..7), d and dmin the f16
+ *     super-scales (value = d sc q - dmin m):
+ *       is = sum_i sc_i * sum_{e in chunk i} q_e a_e                  exact int32
+ *       mp = sum_i m_i * (bs_2i + bs_2i+1)                             exact int32
+ *       acc = fma(d * d_a, (float)is, acc)
+ *       acc = fma(-(dmin * d_a), (float)mp, acc)
+ *   Q6_K: q_e in -32..31, sc_g the int8 scale of group g (elements
+ *     16g..16g+15, g = 0..15), d the f16 super-scale:
+ *       is = sum_g sc_g * sum_{e in group g} q_e a_e                   exact int32
+ *       acc = fma(d * d_a, (float)is, acc)
+ * (int32 to float rounds to nearest even, like vcvtdq2ps; the products of
+ * two scales are rounded once), super-blocks in order from acc = +0, and
+ * y = acc. The integers cannot overflow: |is| <= 256 * 63 * 31 * 127 <
+ * 2^26 (Q4_K, Q5_K) and 256 * 128 * 32 * 127 < 2^28 (Q6_K), |mp| <= 8 * 63
+ * * 32 * 127 < 2^21. The sums are exact, so any order and any grouping
+ * forms the same integers: the tiles may keep 8 lanes per output (lane l =
+ * elements 4l..4l+3 of each chunk) and fold them at the end of the
+ * super-block, the panels one output per vector lane, and Q6_K's copies
+ * the offset form sum_g sc_g (u . a)_g - 32 sum_g sc_g bs_g with u = q + 32
+ * in 0..63, the operand the unsigned-times-signed instructions want.
  *
- * The integer lane sums are exact whatever forms them (vpmaddubsw +
- * vpmaddwd, vpmaddubsw + vpdpwssd, vpdpbusd, or C loops), and the float
+ * The integer sums are exact whatever forms them (vpmaddubsw + vpmaddwd,
+ * vpmaddubsw + vpdpwssd, vpdpbusd + vpmulld, or C loops), and the float
  * steps are the same IEEE operations in every copy (fma: the instruction,
  * or C's fmaf; the products of two scales are rounded once), so the
  * portable, AVX2, AVX-VNNI and AVX-512 VNNI copies (matmul_kquant_body.h)
@@ -46,7 +49,7 @@
  * scalar model of the sequence. The K-quant activation quantizer is
  * defined by the C one here; the x86 copies have their own, which give the
  * same bytes (matmul_kquant_body.h). The register tiles, the column
- * blocking and the
+ * blocking, the panels' slices of K (whose running sums wait in y) and the
  * split over threads only change how many outputs are in flight. */
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/matmul_kquant_isa.h"

@@ -54,9 +54,9 @@
 #define KQ_Q6_K_BYTES 210 /* ql[128], qh[64], int8 scales[16], f16 d */
 
 /* Register tiles, rows (tokens) x columns (outputs). Every output of a
- * K-quant tile holds 8 integer lanes for the current super-block and 8
- * float lanes for the running sum, so the AVX2 batch tile is 4 x 1 (16
- * vector registers); AVX-512's 32 registers take 4 x 2. The 1-row tile
+ * K-quant tile holds 8 integer lanes for the current super-block (folded
+ * into its is and mp at the super-block's end), so the AVX2 batch tile is
+ * 4 x 1 (16 vector registers); AVX-512's 32 registers take 4 x 2. The 1-row tile
  * (decode, leftover rows) loads each activation chunk once for its columns. */
 #if defined(PW_ISA_AVX512VNNI_COPY)
 #define KQ_BATCH_ROWS 4
@@ -176,6 +176,41 @@ KQ_INLINE __m256i kq_dot_acc(__m256i isum, __m256i u, __m256i a, __m256i sc) {
 #endif
 }
 
+/* The exact sums of the 8 dword lanes of v0..v3, in dwords 0..3: a tile's
+ * integer lanes folded into the super-block's is (or mp) of four outputs. */
+KQ_INLINE __m128i kq_fold4(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
+    __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
+    return _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+}
+
+/* One super-block's float steps for four outputs, lane e of each operand
+ * (matmul_kquant.c): acc = fma(d * d_a, (float)is, acc), then for Q4_K and
+ * Q5_K acc = fma(-(dmin * d_a), (float)mp, acc). dd and dm hold the
+ * products d * d_a and dmin * d_a, each rounded once as in the C code. */
+KQ_INLINE __m128 kq_step4(__m128 acc, __m128 dd, __m128 dm, __m128i is, __m128i mp,
+                          pw_dtype type) {
+    acc = _mm_fmadd_ps(dd, _mm_cvtepi32_ps(is), acc);
+    if (type != PW_Q6_K) acc = _mm_fnmadd_ps(dm, _mm_cvtepi32_ps(mp), acc);
+    return acc;
+}
+
+/* The first n (<= 8) outputs' super-block steps from their integer lanes
+ * fis[e], fmp[e] and scale products dd[e], dm[e]: acc[e / 4] lane e % 4. */
+KQ_INLINE void kq_steps(__m128 acc[2], const __m256i *fis, const __m256i *fmp, const float *dd,
+                        const float *dm, int n, pw_dtype type) {
+    const __m256i z = _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (int g = 0; g < n; g += 4) {
+#define KQ_AT(v, i) ((i) < n ? (v)[i] : z)
+        __m128i is = kq_fold4(fis[g], KQ_AT(fis, g + 1), KQ_AT(fis, g + 2), KQ_AT(fis, g + 3));
+        __m128i mp = type == PW_Q6_K ? _mm_setzero_si128()
+                                     : kq_fold4(fmp[g], KQ_AT(fmp, g + 1), KQ_AT(fmp, g + 2),
+                                                KQ_AT(fmp, g + 3));
+#undef KQ_AT
+        acc[g / 4] = kq_step4(acc[g / 4], _mm_loadu_ps(dd + g), _mm_loadu_ps(dm + g), is, mp, type);
+    }
+}
+
 /* A column's super-block, prepared once for every row of the tile: what
  * the chunk loop needs stays in registers; `side` is kept for after it. */
 typedef struct kq_col {
@@ -270,15 +305,17 @@ KQ_INLINE __m256i kq_chunk_scale(const kq_col *c, pw_dtype type, int i) {
 #define KQ_DECODE_PF_BYTES 12288
 #endif
 /* How far ahead of a one-row tile its prefetch reads: whole tiles (the
- * same super-block of a later tile's columns), for Q4_K and Q5_K at least
- * KQ_DECODE_PF_BYTES. One tile, 4.6 KiB of Q4_K at K = 2048, is about
- * 170 ns of the tile's work from L2: shorter than a shared host's memory
- * latency, so decode's products at K = 2048 waited on memory; K = 8192's
- * tiles are long enough alone. Q6_K keeps one tile: two were 0.95-0.97x
- * on its LM head in three alternated runs. */
-KQ_INLINE int64_t kq_pf_ahead(int64_t tile_bytes, pw_dtype type) {
+ * same super-block of a later tile's columns), at least KQ_DECODE_PF_BYTES.
+ * One tile, 4.6 KiB of Q4_K at K = 2048, is about 170 ns of the tile's
+ * work from L2: shorter than a shared host's memory latency, so decode's
+ * products at K = 2048 waited on memory; K = 8192's tiles are long enough
+ * alone. Q6_K once kept one tile (two were 0.95-0.97x on its LM head);
+ * since its tile folds four columns' lanes at the end of each super-block,
+ * the longer distance is the faster (LM head 0.86x with one tile, 0.96-0.98x
+ * with 12 KiB, against the per-lane tile). */
+KQ_INLINE int64_t kq_pf_ahead(int64_t tile_bytes) {
     int64_t t = (KQ_DECODE_PF_BYTES + tile_bytes - 1) / tile_bytes;
-    return (t < 1 || type == PW_Q6_K ? 1 : t) * tile_bytes;
+    return (t < 1 ? 1 : t) * tile_bytes;
 }
 
 /* A rows x cols block of outputs over every super-block (rows * cols <=
@@ -286,11 +323,9 @@ KQ_INLINE int64_t kq_pf_ahead(int64_t tile_bytes, pw_dtype type) {
 KQ_INLINE void kq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, const uint8_t *w,
                        int64_t wrow, int64_t nsb, pw_dtype type, int64_t bb, int rows,
                        int cols) {
-    const int64_t pf = kq_pf_ahead(cols * wrow, type);
-    /* The running sums live in memory across the chunk loop, which needs
-     * the registers; they are read and written once per super-block. */
-    pw_v8f acc[KQ_ACCS];
-    memset(acc, 0, sizeof acc);
+    const int64_t pf = kq_pf_ahead(cols * wrow);
+    /* One running sum per output, lane e % 4 of acc[e / 4]. */
+    __m128 acc[2] = {_mm_setzero_ps(), _mm_setzero_ps()};
     for (int64_t sb = 0; sb < nsb; sb++) {
         kq_col col[KQ_ACCS];
 #pragma GCC unroll 8
@@ -321,6 +356,8 @@ KQ_INLINE void kq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
                 }
             }
         }
+        __m256i fmp[KQ_ACCS];
+        float dd[KQ_ACCS] = {0}, dm[KQ_ACCS] = {0};
 #pragma GCC unroll 8
         for (int c = 0; c < cols; c++) {
             __m256i side_w = kq_col_side(col[c].blk, type);
@@ -330,22 +367,22 @@ KQ_INLINE void kq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
                 float da = kx_scales(row, nsb)[sb];
                 __m256i bs = _mm256_loadu_si256((const __m256i *)(kx_sums(row, nsb) + 16 * sb));
                 int e = r * cols + c;
-                /* Q4_K/Q5_K: mp_l = m_l * (bs_2l + bs_2l+1); Q6_K: the
-                 * offset sc_2l bs_2l + sc_2l+1 bs_2l+1, times 32. */
+                /* Q4_K/Q5_K: lane l of mp is m_l * (bs_2l + bs_2l+1); Q6_K:
+                 * the offset sc_2l bs_2l + sc_2l+1 bs_2l+1, times 32. */
                 __m256i side = _mm256_madd_epi16(bs, side_w);
-                __m256i is = isum[e];
-                if (type == PW_Q6_K) is = _mm256_sub_epi32(is, _mm256_slli_epi32(side, 5));
-                pw_v8f s = pw_v8_madd(KQ_SPLAT(col[c].d * da),
-                                      (pw_v8f)_mm256_cvtepi32_ps(is), acc[e]);
-                if (type != PW_Q6_K)
-                    s = (pw_v8f)_mm256_fnmadd_ps(_mm256_set1_ps(col[c].dmin * da),
-                                                 _mm256_cvtepi32_ps(side), (__m256)s);
-                acc[e] = s;
+                if (type == PW_Q6_K) isum[e] = _mm256_sub_epi32(isum[e], _mm256_slli_epi32(side, 5));
+                fmp[e] = side;
+                dd[e] = col[c].d * da;
+                dm[e] = col[c].dmin * da;
             }
         }
+        kq_steps(acc, isum, fmp, dd, dm, rows * cols, type);
     }
+    float out[8];
+    _mm_storeu_ps(out, acc[0]);
+    _mm_storeu_ps(out + 4, acc[1]);
     for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++) y[r * ldy + c] = kq_hsum(acc[r * cols + c]);
+        for (int c = 0; c < cols; c++) y[r * ldy + c] = out[r * cols + c];
 }
 
 /* Q4_K/Q5_K: bytes 0-7 the scales sc_0..7, bytes 8-15 the mins m_0..7 of
@@ -362,11 +399,10 @@ KQ_INLINE __m128i kq_scales_mins_vec(const uint8_t *s) {
 
 #if defined(PW_ISA_AVX512VNNI_COPY)
 /* The batch tile with two columns per 512-bit vector: lanes 0-7 hold
- * column c's 8 lanes, lanes 8-15 column c + 1's, so every lane runs exactly
- * the operations of the 256-bit code (vpmaddubsw, vpdpwssd, vpmaddwd, the
- * conversions, the scale products and the fused multiply-adds are
- * lane-wise; the byte shuffles stay within 128-bit lanes), with about half
- * the instructions per chunk. */
+ * column c's 8 integer lanes, lanes 8-15 column c + 1's, so every lane
+ * runs exactly the integer operations of the 256-bit code (the byte
+ * shuffles stay within 128-bit lanes), with about half the instructions
+ * per chunk; the halves are folded as the 256-bit tile's lanes are. */
 KQ_INLINE __m512i kq_pair(__m256i lo, __m256i hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
@@ -417,12 +453,12 @@ KQ_INLINE void kq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
                              const uint8_t *w, int64_t wrow, int64_t nsb, pw_dtype type,
                              int64_t bb, int rows, int cols) {
     const int pairs = cols / 2;
-    __m512 acc[KQ_ACCS / 2];
-    for (int e = 0; e < KQ_ACCS / 2; e++) acc[e] = _mm512_setzero_ps();
+    /* one running sum per output o = r * cols + c, lane o % 4 of acc[o / 4] */
+    __m128 acc[2] = {_mm_setzero_ps(), _mm_setzero_ps()};
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *b0[KQ_ACCS / 2], *b1[KQ_ACCS / 2];
         __m512i scw[KQ_ACCS / 2], qh[KQ_ACCS / 2];
-        __m512 dw[KQ_ACCS / 2], dmw[KQ_ACCS / 2];
+        float dcol[KQ_ACCS], dmcol[KQ_ACCS];
 #pragma GCC unroll 8
         for (int pc = 0; pc < pairs; pc++) {
             b0[pc] = w + (2 * pc) * wrow + sb * bb;
@@ -430,8 +466,8 @@ KQ_INLINE void kq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
             kq_col c0 = kq_col_make(b0[pc], type), c1 = kq_col_make(b1[pc], type);
             scw[pc] = kq_pair(c0.scw, c1.scw);
             qh[pc] = kq_pair(c0.qh, c1.qh);
-            dw[pc] = _mm512_insertf32x8(_mm512_set1_ps(c0.d), _mm256_set1_ps(c1.d), 1);
-            dmw[pc] = _mm512_insertf32x8(_mm512_set1_ps(c0.dmin), _mm256_set1_ps(c1.dmin), 1);
+            dcol[2 * pc] = c0.d, dcol[2 * pc + 1] = c1.d;
+            dmcol[2 * pc] = c0.dmin, dmcol[2 * pc + 1] = c1.dmin;
         }
         const int8_t *av[KQ_BATCH_ROWS];
 #pragma GCC unroll 8
@@ -454,40 +490,46 @@ KQ_INLINE void kq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t x
                 }
             }
         }
+        __m256i fis[KQ_ACCS], fmp[KQ_ACCS];
+        float dd[KQ_ACCS] = {0}, dm[KQ_ACCS] = {0};
 #pragma GCC unroll 8
         for (int pc = 0; pc < pairs; pc++) {
             __m512i side_w = kq_pair(kq_col_side(b0[pc], type), kq_col_side(b1[pc], type));
 #pragma GCC unroll 8
             for (int r = 0; r < rows; r++) {
                 const uint8_t *row = xa + r * xrow;
-                __m512 da = _mm512_set1_ps(kx_scales(row, nsb)[sb]);
+                const float da = kx_scales(row, nsb)[sb];
                 __m512i bs = _mm512_broadcast_i64x4(
                     _mm256_loadu_si256((const __m256i *)(kx_sums(row, nsb) + 16 * sb)));
                 int e = r * pairs + pc;
                 __m512i side = _mm512_madd_epi16(bs, side_w);
                 __m512i is = isum[e];
                 if (type == PW_Q6_K) is = _mm512_sub_epi32(is, _mm512_slli_epi32(side, 5));
-                __m512 v = _mm512_fmadd_ps(_mm512_mul_ps(dw[pc], da), _mm512_cvtepi32_ps(is),
-                                           acc[e]);
-                if (type != PW_Q6_K)
-                    v = _mm512_fnmadd_ps(_mm512_mul_ps(dmw[pc], da), _mm512_cvtepi32_ps(side), v);
-                acc[e] = v;
+                /* outputs 2e (columns 2pc) and 2e + 1 (2pc + 1) of row r */
+                fis[2 * e] = _mm512_castsi512_si256(is);
+                fis[2 * e + 1] = _mm512_extracti64x4_epi64(is, 1);
+                fmp[2 * e] = _mm512_castsi512_si256(side);
+                fmp[2 * e + 1] = _mm512_extracti64x4_epi64(side, 1);
+                dd[2 * e] = dcol[2 * pc] * da;
+                dd[2 * e + 1] = dcol[2 * pc + 1] * da;
+                dm[2 * e] = dmcol[2 * pc] * da;
+                dm[2 * e + 1] = dmcol[2 * pc + 1] * da;
             }
         }
+        kq_steps(acc, fis, fmp, dd, dm, rows * cols, type);
     }
+    float out[8];
+    _mm_storeu_ps(out, acc[0]);
+    _mm_storeu_ps(out + 4, acc[1]);
     for (int r = 0; r < rows; r++)
-        for (int pc = 0; pc < pairs; pc++) {
-            __m512 v = acc[r * pairs + pc];
-            y[r * ldy + 2 * pc] = kq_hsum((pw_v8f)_mm512_castps512_ps256(v));
-            y[r * ldy + 2 * pc + 1] = kq_hsum((pw_v8f)_mm512_extractf32x8_ps(v, 1));
-        }
+        for (int c = 0; c < cols; c++) y[r * ldy + c] = out[r * cols + c];
 }
 /* The decode tile (one activation row, 1-4 columns): each column's
  * integer lanes on 512-bit vectors holding two chunks, lanes 0-7 the first
- * and lanes 8-15 the second, folded into lanes 0-7 at the end of the
- * super-block. The integer sums are exact, so the fold gives the very lane
- * sums is_l of the 256-bit code, and the float steps are the same
- * operations on them. The activations' 256 bytes are loaded once per
+ * and lanes 8-15 the second, all 16 folded into the column's is at the end
+ * of the super-block, four columns at a time (kq_fold_quads). The integer
+ * sums are exact, so the fold gives the super-block's is, and the float
+ * steps are the sequence's. The activations' 256 bytes are loaded once per
  * super-block for every column; a column's scales are unpacked with a few
  * vector operations and widened by byte shuffles, and its 4-bit values come
  * from 32-byte broadcasts (one half shifted by 4), so that a super-block
@@ -502,11 +544,61 @@ KQ_INLINE __m512i kq_ctrl2(int b0, int b1) {
     return _mm512_mask_blend_epi64(0xF0, lo, hi);
 }
 
+/* Folding the decode tiles' integer lanes, four columns at a time: a and
+ * b hold columns 0, 1 and 2, 3, two 128-bit lanes each (a = [0 0 1 1], b
+ * = [2 2 3 3]); the result's 128-bit lane c holds four exact partial sums
+ * of column c. */
+KQ_INLINE __m512i kq_fold_pairs(__m512i a, __m512i b) {
+    return _mm512_add_epi32(_mm512_shuffle_i64x2(a, b, 0x88), _mm512_shuffle_i64x2(a, b, 0xDD));
+}
+
+/* The same from four columns of 16 lanes each. */
+KQ_INLINE __m512i kq_fold_quads(__m512i z0, __m512i z1, __m512i z2, __m512i z3) {
+    __m512i a = _mm512_add_epi32(_mm512_shuffle_i64x2(z0, z1, 0x44), _mm512_shuffle_i64x2(z0, z1, 0xEE));
+    __m512i b = _mm512_add_epi32(_mm512_shuffle_i64x2(z2, z3, 0x44), _mm512_shuffle_i64x2(z2, z3, 0xEE));
+    return kq_fold_pairs(a, b);
+}
+
+/* From the partial sums of is (t) and mp (u), lane c of four columns:
+ * dwords 0, 1 of 128-bit lane c = column c's is, dwords 2, 3 its mp
+ * (Q6_K: is in all four; u unused). */
+KQ_INLINE __m512i kq_fold_finish(__m512i t, __m512i u, pw_dtype type) {
+    __m512i v = type == PW_Q6_K
+                    ? _mm512_add_epi32(t, _mm512_shuffle_epi32(t, _MM_PERM_BADC))
+                    : _mm512_add_epi32(_mm512_unpacklo_epi64(t, u), _mm512_unpackhi_epi64(t, u));
+    return _mm512_add_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_CDAB));
+}
+
+/* The super-block's float steps for four columns from kq_fold_finish's v:
+ * acc's dword 0 of 128-bit lane c is column c's running sum; dd (dm) holds
+ * d * d_a (dmin * d_a) of column c in lane 2c (2c + 1), the products of the
+ * scalar code. */
+KQ_INLINE __m512 kq_step_quads(__m512 acc, __m512i v, __m256 dv, pw_dtype type) {
+    const __m512 f = _mm512_cvtepi32_ps(v);
+    const __m512 d = _mm512_castps256_ps512(dv);
+    acc = _mm512_fmadd_ps(
+        _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6), d), f,
+        acc);
+    if (type != PW_Q6_K)
+        acc = _mm512_fnmadd_ps(
+            _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7), d),
+            _mm512_permute_ps(f, 0x4E), acc);
+    return acc;
+}
+
+KQ_INLINE void kq_store_quads(float *y, __m512 acc, int cols) {
+    float out[16];
+    _mm512_storeu_ps(out, acc);
+    for (int c = 0; c < cols; c++) y[c] = out[4 * c];
+}
+
 /* One column's super-block against the activation chunks a[0..3] (64
- * bytes each, chunks 2m and 2m+1): the 8 exact lane sums is_l (Q6_K's
- * offset included) into *is, and the Q4_K/Q5_K min terms mp_l into *mp. */
+ * bytes each, chunks 2m and 2m+1): 16 exact integer lanes whose sum is the
+ * super-block's is into *is (Q6_K: of u = q + 32, without the offset),
+ * and Q4_K/Q5_K: 8 lanes whose sum is the min term mp into *mp; Q6_K: its
+ * 16 scales as words, which the caller's offset term takes. */
 KQ_INLINE void kq_row_col(const uint8_t *blk, pw_dtype type, const __m512i a[4], __m256i bs,
-                          __m256i *is, __m256i *mp) {
+                          __m512i *is, __m256i *mp) {
     const __m512i lo4 = _mm512_set1_epi8(0x0F);
     __m512i acc = _mm512_setzero_si512();
     if (type == PW_Q6_K) {
@@ -545,10 +637,9 @@ KQ_INLINE void kq_row_col(const uint8_t *blk, pw_dtype type, const __m512i a[4],
             acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u01, a[2 * h]), s01);
             acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u23, a[2 * h + 1]), s23);
         }
-        __m256i side = _mm256_madd_epi16(bs, sc16);
-        __m256i sum = _mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
-        *is = _mm256_sub_epi32(sum, _mm256_slli_epi32(side, 5));
-        *mp = _mm256_setzero_si256();
+        (void)bs;
+        *is = acc;
+        *mp = sc16; /* the offset's scale words, for kq_tile_row */
         return;
     }
     __m512i smb = _mm512_broadcast_i32x4(kq_scales_mins_vec(blk + 4));
@@ -578,41 +669,63 @@ KQ_INLINE void kq_row_col(const uint8_t *blk, pw_dtype type, const __m512i a[4],
 #undef KQ_W
     __m256i side_w = _mm256_shuffle_epi8(_mm512_castsi512_si256(smb), mctrl);
     *mp = _mm256_madd_epi16(bs, side_w);
-    *is = _mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
+    *is = acc;
 }
 
 KQ_INLINE void kq_tile_row(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
                            int64_t nsb, pw_dtype type, int64_t bb, int cols) {
-    const int64_t pf = kq_pf_ahead(cols * wrow, type);
-    __m256 acc[KQ_ROW_COLS];
-    for (int c = 0; c < KQ_ROW_COLS; c++) acc[c] = _mm256_setzero_ps();
+    const int64_t pf = kq_pf_ahead(cols * wrow);
+    __m512 acc = _mm512_setzero_ps(); /* column c: dword 4c (kq_step_quads) */
     for (int64_t sb = 0; sb < nsb; sb++) {
         const int8_t *av = kx_values(xa) + sb * KQ_QKK;
         __m512i a[4];
         for (int m = 0; m < 4; m++) a[m] = _mm512_loadu_si512(av + 64 * m);
         const float da = kx_scales(xa, nsb)[sb];
         const __m256i bs = _mm256_loadu_si256((const __m256i *)(kx_sums(xa, nsb) + 16 * sb));
+        __m512i z[KQ_ROW_COLS];
+        __m256i side[KQ_ROW_COLS];
+        /* the f16 d (and dmin) of each column in dword c: Q6_K's d in its
+         * low word, Q4_K/Q5_K's d and dmin */
+        uint32_t dh[KQ_ROW_COLS] = {0};
 #pragma GCC unroll 4
-        for (int c = 0; c < cols; c++) {
+        for (int c = 0; c < KQ_ROW_COLS; c++) {
+            if (c >= cols) {
+                z[c] = _mm512_setzero_si512();
+                side[c] = _mm256_setzero_si256();
+                continue;
+            }
             const uint8_t *blk = w + c * wrow + sb * bb;
             /* Decode streams the weights from memory once per token: ask
              * for the same super-block of a later tile's column early,
              * into L2 (KQ_DECODE_PREFETCH, kq_pf_ahead). */
             for (int64_t o = 0; o < bb; o += 64)
                 _mm_prefetch((const char *)(blk + pf + o), KQ_DECODE_PREFETCH);
-            __m256i is, mp;
-            kq_row_col(blk, type, a, bs, &is, &mp);
+            kq_row_col(blk, type, a, bs, &z[c], &side[c]);
             if (type == PW_Q6_K) {
-                float d = kq_half(blk + 208);
-                acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d * da), _mm256_cvtepi32_ps(is), acc[c]);
+                uint16_t h;
+                memcpy(&h, blk + 208, sizeof h);
+                dh[c] = h;
             } else {
-                float d = kq_half(blk), dmin = kq_half(blk + 2);
-                __m256 s = _mm256_fmadd_ps(_mm256_set1_ps(d * da), _mm256_cvtepi32_ps(is), acc[c]);
-                acc[c] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * da), _mm256_cvtepi32_ps(mp), s);
+                dh[c] = kq_u32(blk);
             }
         }
+        /* d * d_a (and dmin * d_a), the products of the scalar code */
+        const __m256 dv = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh)),
+                                        _mm256_set1_ps(da));
+        __m512i t = kq_fold_quads(z[0], z[1], z[2], z[3]), u = t;
+        if (type == PW_Q6_K) {
+            /* the offset, 32 sum_g sc_g bs_g, two columns per vpmaddwd */
+            const __m512i bs2 = _mm512_broadcast_i64x4(bs);
+            const __m512i o01 = _mm512_madd_epi16(bs2, kq_pair(side[0], side[1]));
+            const __m512i o23 = _mm512_madd_epi16(bs2, kq_pair(side[2], side[3]));
+            t = _mm512_sub_epi32(t, _mm512_slli_epi32(kq_fold_pairs(o01, o23), 5));
+        } else {
+            u = kq_fold_quads(_mm512_zextsi256_si512(side[0]), _mm512_zextsi256_si512(side[1]),
+                              _mm512_zextsi256_si512(side[2]), _mm512_zextsi256_si512(side[3]));
+        }
+        acc = kq_step_quads(acc, kq_fold_finish(t, u, type), dv, type);
     }
-    for (int c = 0; c < cols; c++) y[c] = kq_hsum((pw_v8f)acc[c]);
+    kq_store_quads(y, acc, cols);
 }
 
 /* Dword m (0-3) of each 128-bit lane in all four of its dwords: the
@@ -642,21 +755,25 @@ KQ_INLINE __m512i kq_dword_splat512(__m512i v, int m) {
  * vpdpwssd against (sc_2m, sc_2m+1) adds sc_2m p_2m,l + sc_2m+1 p_2m+1,l
  * to lane l: 1.5 multiplies per chunk where vpmaddubsw + vpdpwssd take 2.
  * Q4_K's high nibbles are multiplied in place (16 q, |16 p| < 2^17 in the
- * dword) and shifted by 12 instead of 16, which saves their shift. The
+ * dword) and shifted by 12 instead of 16, which saves their shift; their
+ * dot product starts from 2, so the low word gets 2^13 + p_2m (|p_2m| <=
+ * 4 * 15 * 127 < 2^13: no borrow, so no mask), and the bias, 2^13 sc_2m
+ * in each of 8 lanes for m = 0..3, is taken off by starting the sum from
+ * -2^16 (sc_0 + sc_2 + sc_4 + sc_6) (one vpmaddwd of the scale words
+ * against -2^15). The
  * scales and mins are unpacked in general registers (kq_scales_mins_u64),
  * which are otherwise idle, and the mins multiply the pair sums of the
  * activations' group sums, formed once per super-block for every column.
  * On AMD Zen 4 the vector pipes, not the loads or the front end, bound
- * this tile, so every vector operation saved counts. The integers are
- * is_l and mp_l of matmul_kquant.c, exact, and the float steps the same,
+ * this tile, so every vector operation saved counts. The lanes fold into
+ * is and mp of matmul_kquant.c, exact, and the float steps are the same,
  * so the bits are those of every other tile. */
 KQ_INLINE void kq_tile_row_dp(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
                               int64_t nsb, pw_dtype type, int64_t bb, int cols) {
-    const int64_t pf = kq_pf_ahead(cols * wrow, type);
+    const int64_t pf = kq_pf_ahead(cols * wrow);
     const __m256i lo4 = _mm256_set1_epi8(0x0F), hi4 = _mm256_set1_epi8((char)0xF0);
     const __m256i lo16 = _mm256_set1_epi32(0xFFFF);
-    __m256 acc[KQ_ROW_COLS];
-    for (int c = 0; c < KQ_ROW_COLS; c++) acc[c] = _mm256_setzero_ps();
+    __m128 acc[2] = {_mm_setzero_ps(), _mm_setzero_ps()}; /* lane c of acc[0]: column c */
     for (int64_t sb = 0; sb < nsb; sb++) {
         const int8_t *av = kx_values(xa) + sb * KQ_QKK;
         __m256i a[8];
@@ -666,6 +783,8 @@ KQ_INLINE void kq_tile_row_dp(float *y, const uint8_t *xa, const uint8_t *w, int
         /* dword l: bs_2l + bs_2l+1 (|.| <= 32 * 127, a word) */
         const __m256i bsp = _mm256_madd_epi16(
             _mm256_loadu_si256((const __m256i *)(kx_sums(xa, nsb) + 16 * sb)), _mm256_set1_epi16(1));
+        __m256i fis[KQ_ROW_COLS], fmp[KQ_ROW_COLS];
+        float dd[KQ_ROW_COLS] = {0}, dm[KQ_ROW_COLS] = {0};
 #pragma GCC unroll 4
         for (int c = 0; c < cols; c++) {
             const uint8_t *blk = w + c * wrow + sb * bb;
@@ -681,7 +800,10 @@ KQ_INLINE void kq_tile_row_dp(float *y, const uint8_t *xa, const uint8_t *w, int
             const uint8_t *qs = blk + (type == PW_Q5_K ? 48 : 16);
             const __m256i qh = type == PW_Q5_K ? _mm256_loadu_si256((const __m256i *)(blk + 16))
                                                : _mm256_setzero_si256();
-            __m256i is0 = _mm256_setzero_si256(), is1 = _mm256_setzero_si256();
+            /* Q4_K: from -2^16 (sc_0 + sc_2 + sc_4 + sc_6), the bias below */
+            __m256i is0 = type == PW_Q4_K ? _mm256_madd_epi16(scp, _mm256_set1_epi32(0x8000))
+                                        : _mm256_setzero_si256(),
+                    is1 = _mm256_setzero_si256();
 #pragma GCC unroll 4
             for (int m = 0; m < 4; m++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * m));
@@ -699,27 +821,31 @@ KQ_INLINE void kq_tile_row_dp(float *y, const uint8_t *xa, const uint8_t *w, int
                 } else {
                     /* 16 p_2m+1 from the high nibbles in place, to the high word */
                     hi = _mm256_slli_epi32(
-                        _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_and_si256(v, hi4), a[2 * m + 1]),
+                        _mm256_dpbusd_epi32(_mm256_set1_epi32(2), _mm256_and_si256(v, hi4), a[2 * m + 1]),
                         12);
                 }
-                /* hi + p_2m: the low word is p_2m's (mod 2^16), the high word
-                 * hi's (a borrow from a negative p_2m is masked off) */
-                const __m256i pp = _mm256_ternarylogic_epi32(
-                    lo16, _mm256_dpbusd_epi32(hi, u0, a[2 * m]), hi, 0xCA);
+                /* hi + p_2m: Q5_K: the low word is p_2m's (mod 2^16), the
+                 * high word hi's (a borrow from a negative p_2m is masked
+                 * off); Q4_K: 2^13 + p_2m in 572..15812, no borrow */
+                const __m256i sum = _mm256_dpbusd_epi32(hi, u0, a[2 * m]);
+                const __m256i pp =
+                    type == PW_Q4_K ? sum : _mm256_ternarylogic_epi32(lo16, sum, hi, 0xCA);
                 const __m256i sc = kq_dword_splat256(scp, m);
                 if (m % 2 == 0) is0 = _mm256_dpwssd_epi32(is0, pp, sc);
                 else is1 = _mm256_dpwssd_epi32(is1, pp, sc);
             }
-            const __m256i is = _mm256_add_epi32(is0, is1);
-            const __m256i mp = _mm256_madd_epi16(mins, bsp);
+            fis[c] = _mm256_add_epi32(is0, is1);
+            fmp[c] = _mm256_madd_epi16(mins, bsp);
             /* d * d_a and dmin * d_a, the products of the scalar code */
-            const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)kq_u32(blk))), da);
-            __m256 s = _mm256_fmadd_ps(_mm256_broadcastss_ps(dd), _mm256_cvtepi32_ps(is), acc[c]);
-            acc[c] = _mm256_fnmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)),
-                                      _mm256_cvtepi32_ps(mp), s);
+            const __m128 dv = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)kq_u32(blk))), da);
+            dd[c] = _mm_cvtss_f32(dv);
+            dm[c] = _mm_cvtss_f32(_mm_movehdup_ps(dv));
         }
+        kq_steps(acc, fis, fmp, dd, dm, cols, type);
     }
-    for (int c = 0; c < cols; c++) y[c] = kq_hsum((pw_v8f)acc[c]);
+    float out[4];
+    _mm_storeu_ps(out, acc[0]);
+    for (int c = 0; c < cols; c++) y[c] = out[c];
 }
 
 /* kq_tile_row_dp for two columns at once, c in the low and c + 1 in the
@@ -737,12 +863,11 @@ KQ_INLINE __m512i kq_pair_u64(uint64_t lo, uint64_t hi, int words) {
 
 KQ_INLINE void kq_tile_row_dp2(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
                                int64_t nsb, pw_dtype type, int64_t bb, int cols) {
-    const int64_t pf = kq_pf_ahead(cols * wrow, type);
+    const int64_t pf = kq_pf_ahead(cols * wrow);
     const __m512i lo4 = _mm512_set1_epi8(0x0F), hi4 = _mm512_set1_epi8((char)0xF0);
     const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
     const int pairs = cols / 2;
-    __m512 acc[KQ_ROW_COLS / 2];
-    for (int c = 0; c < KQ_ROW_COLS / 2; c++) acc[c] = _mm512_setzero_ps();
+    __m512 acc = _mm512_setzero_ps(); /* column c: dword 4c (kq_step_quads) */
     for (int64_t sb = 0; sb < nsb; sb++) {
         const int8_t *av = kx_values(xa) + sb * KQ_QKK;
         __m512i a[8];
@@ -750,9 +875,12 @@ KQ_INLINE void kq_tile_row_dp2(float *y, const uint8_t *xa, const uint8_t *w, in
         for (int i = 0; i < 8; i++)
             a[i] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(av + 32 * i)));
         const __m128 da = _mm_set1_ps(kx_scales(xa, nsb)[sb]);
-        const __m512i bsp = _mm512_madd_epi16(
-            _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(kx_sums(xa, nsb) + 16 * sb))),
-            _mm512_set1_epi16(1));
+        /* words 0-7 of every 128-bit lane: bs_2l + bs_2l+1 (|.| <= 32 * 127) */
+        const __m512i bsp = _mm512_broadcast_i32x4(_mm256_cvtepi32_epi16(_mm256_madd_epi16(
+            _mm256_loadu_si256((const __m256i *)(kx_sums(xa, nsb) + 16 * sb)), _mm256_set1_epi16(1))));
+        __m512i fis[KQ_ROW_COLS / 2];
+        uint32_t dh[KQ_ROW_COLS] = {0};
+        uint64_t mq[KQ_ROW_COLS] = {0};
 #pragma GCC unroll 2
         for (int pc = 0; pc < pairs; pc++) {
             const uint8_t *b0 = w + (2 * pc) * wrow + sb * bb, *b1 = b0 + wrow;
@@ -763,10 +891,14 @@ KQ_INLINE void kq_tile_row_dp2(float *y, const uint8_t *xa, const uint8_t *w, in
             uint64_t sc0, m0, sc1, m1;
             kq_scales_mins_u64(b0 + 4, &sc0, &m0);
             kq_scales_mins_u64(b1 + 4, &sc1, &m1);
-            const __m512i scp = kq_pair_u64(sc0, sc1, 1), mins = kq_pair_u64(m0, m1, 0);
+            const __m512i scp = kq_pair_u64(sc0, sc1, 1);
+            mq[2 * pc] = m0, mq[2 * pc + 1] = m1;
             const int qo = type == PW_Q5_K ? 48 : 16;
             const __m512i qh = type == PW_Q5_K ? kq_load_pair(b0 + 16, b1 + 16) : _mm512_setzero_si512();
-            __m512i is0 = _mm512_setzero_si512(), is1 = _mm512_setzero_si512();
+            /* Q4_K: from -2^16 (sc_0 + sc_2 + sc_4 + sc_6), the bias below */
+            __m512i is0 = type == PW_Q4_K ? _mm512_madd_epi16(scp, _mm512_set1_epi32(0x8000))
+                                        : _mm512_setzero_si512(),
+                    is1 = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int m = 0; m < 4; m++) {
                 const __m512i v = kq_load_pair(b0 + qo + 32 * m, b1 + qo + 32 * m);
@@ -782,31 +914,32 @@ KQ_INLINE void kq_tile_row_dp2(float *y, const uint8_t *xa, const uint8_t *w, in
                     hi = _mm512_slli_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u1, a[2 * m + 1]), 16);
                 } else {
                     hi = _mm512_slli_epi32(
-                        _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v, hi4), a[2 * m + 1]),
+                        _mm512_dpbusd_epi32(_mm512_set1_epi32(2), _mm512_and_si512(v, hi4), a[2 * m + 1]),
                         12);
                 }
-                const __m512i pp = _mm512_ternarylogic_epi32(
-                    lo16, _mm512_dpbusd_epi32(hi, u0, a[2 * m]), hi, 0xCA);
+                const __m512i sum = _mm512_dpbusd_epi32(hi, u0, a[2 * m]);
+                const __m512i pp =
+                    type == PW_Q4_K ? sum : _mm512_ternarylogic_epi32(lo16, sum, hi, 0xCA);
                 const __m512i sc = kq_dword_splat512(scp, m);
                 if (m % 2 == 0) is0 = _mm512_dpwssd_epi32(is0, pp, sc);
                 else is1 = _mm512_dpwssd_epi32(is1, pp, sc);
             }
-            const __m512i is = _mm512_add_epi32(is0, is1);
-            const __m512i mp = _mm512_madd_epi16(mins, bsp);
-            /* lanes 0-3: d, dmin of c, then of c + 1; times d_a as in the
-             * scalar code, then each product across its column's half */
-            const __m128i dh = _mm_insert_epi32(_mm_cvtsi32_si128((int)kq_u32(b0)), (int)kq_u32(b1), 1);
-            const __m512 dd = _mm512_castps128_ps512(_mm_mul_ps(_mm_cvtph_ps(dh), da));
-            const __m512i sel_d = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
-            const __m512i sel_m = _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3);
-            __m512 s = _mm512_fmadd_ps(_mm512_permutexvar_ps(sel_d, dd), _mm512_cvtepi32_ps(is), acc[pc]);
-            acc[pc] = _mm512_fnmadd_ps(_mm512_permutexvar_ps(sel_m, dd), _mm512_cvtepi32_ps(mp), s);
+            fis[pc] = _mm512_add_epi32(is0, is1);
+            dh[2 * pc] = kq_u32(b0), dh[2 * pc + 1] = kq_u32(b1);
         }
+        if (pairs == 1) fis[1] = _mm512_setzero_si512();
+        /* the mins of column c as words in 128-bit lane c: its four
+         * partial sums of mp by one vpmaddwd */
+        const __m512i mins = _mm512_cvtepu8_epi16(_mm256_setr_epi64x(
+            (long long)mq[0], (long long)mq[1], (long long)mq[2], (long long)mq[3]));
+        /* d, dmin of each column, times d_a as in the scalar code */
+        const __m256 dv = _mm256_mul_ps(
+            _mm256_cvtph_ps(_mm_setr_epi32((int)dh[0], (int)dh[1], (int)dh[2], (int)dh[3])),
+            _mm256_broadcastss_ps(da));
+        const __m512i v = kq_fold_finish(kq_fold_pairs(fis[0], fis[1]), _mm512_madd_epi16(mins, bsp), type);
+        acc = kq_step_quads(acc, v, dv, type);
     }
-    for (int pc = 0; pc < pairs; pc++) {
-        y[2 * pc] = kq_hsum((pw_v8f)_mm512_castps512_ps256(acc[pc]));
-        y[2 * pc + 1] = kq_hsum((pw_v8f)_mm512_extractf32x8_ps(acc[pc], 1));
-    }
+    kq_store_quads(y, acc, cols);
 }
 
 #define KQ_KTILE(rows, cols)                                                                   \
@@ -820,8 +953,9 @@ KQ_INLINE void kq_tile_row_dp2(float *y, const uint8_t *xa, const uint8_t *w, in
          : kq_tile(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols))
 #endif
 #else
-/* The portable tile: each output on its own, the same integer lanes and
- * float steps. */
+/* The portable tile: each output on its own, 8 integer lanes per
+ * super-block (as the x86 tiles form them), folded into is and mp, then
+ * the float steps. */
 KQ_INLINE void kq_lanes(const uint8_t *blk, pw_dtype type, const int8_t *a, const int16_t *bs,
                         int32_t is[KQ_LANES], int32_t side[KQ_LANES], float *d, float *dmin) {
     int u[KQ_QKK], sc16[16];
@@ -873,23 +1007,20 @@ KQ_INLINE void kq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, c
     for (int r = 0; r < rows; r++) {
         const uint8_t *row = xa + r * xrow;
         for (int c = 0; c < cols; c++) {
-            float acc[KQ_LANES] = {0};
+            float acc = 0.0f;
             for (int64_t sb = 0; sb < nsb; sb++) {
-                int32_t is[KQ_LANES], side[KQ_LANES];
+                int32_t isl[KQ_LANES], side[KQ_LANES];
                 float d, dmin;
                 kq_lanes(w + c * wrow + sb * bb, type, kx_values(row) + sb * KQ_QKK,
-                         kx_sums(row, nsb) + 16 * sb, is, side, &d, &dmin);
+                         kx_sums(row, nsb) + 16 * sb, isl, side, &d, &dmin);
+                /* the lanes folded: the super-block's exact is and mp */
+                int32_t is = 0, mp = 0;
+                for (int l = 0; l < KQ_LANES; l++) is += isl[l], mp += side[l];
                 float da = kx_scales(row, nsb)[sb];
-                float dd = d * da, dm = dmin * da;
-                for (int l = 0; l < KQ_LANES; l++) {
-                    float s = fmaf(dd, (float)is[l], acc[l]);
-                    if (type != PW_Q6_K) s = fmaf(-dm, (float)side[l], s);
-                    acc[l] = s;
-                }
+                acc = fmaf(d * da, (float)is, acc);
+                if (type != PW_Q6_K) acc = fmaf(-(dmin * da), (float)mp, acc);
             }
-            pw_v8f v;
-            memcpy(&v, acc, sizeof v);
-            y[r * ldy + c] = kq_hsum(v);
+            y[r * ldy + c] = acc;
         }
     }
 }
@@ -1570,63 +1701,86 @@ KQ_INLINE void q5p_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t n_
 
 /* ---- K-quants: one column per vector lane ------------------------------ */
 
-/* Q4_K, Q5_K and Q6_K for batches, the sequence of matmul_kquant.c with
- * the vectors' lanes across 16 (AVX-512) or 8 columns, as for Q5_0 above:
- * lane l of an output is its own vector, is_l += sc * (q . a) over the 4
- * bytes 4l..4l+3 of each chunk is one vpmaddubsw and one vpdpwssd (or
- * vpmaddwd + add) for 16 columns, and the float steps are one conversion
- * and one fma per lane for 16 outputs. The weights of 16 columns are
- * unpacked once per call into a panel: dword j of a super-block (elements
- * 4j..4j+3 as unsigned bytes: Q4_K/Q5_K q, Q6_K q + 32) at w[s][j][c];
- * the group scales as int16 word pairs (sc, sc); and per lane the words
- * the side term multiplies bs_2l, bs_2l+1 by: Q4_K/Q5_K (m_l, m_l), Q6_K
- * (-32 sc_2l, -32 sc_2l+1), so that Q6_K's offset term is one vpmaddwd
- * that the lane's integer sum starts from (|32 sc| <= 4096 fits a word;
- * the sum is the same integer in any order). Rows of more than KP_MAX_SB
- * super-blocks keep kq_tile (the same integers and float steps). */
+/* Q4_K, Q5_K and Q6_K for batches: the sequence of matmul_kquant.c with
+ * the vectors' lanes across 16 (AVX-512) or 8 columns, one output per
+ * lane, so that a super-block's one conversion and one or two fmas serve
+ * 16 outputs. The integer sum of a scale group (Q4_K/Q5_K: a chunk of 32
+ * elements, Q6_K: a group of 16) is formed unscaled, P = sum u a over its
+ * elements, then is += sc * P, one multiply per group:
+ *   - the VNNI copies: one vpdpbusd per 4 elements of 16 (8) columns,
+ *     against the row's 4 activation bytes in every lane, then vpmulld;
+ *   - AVX2 (no vpdpbusd): vpmaddubsw's word pairs summed by vpaddw over as
+ *     many dwords as int16 holds (Q4_K 8, Q5_K 4, Q6_K 2: the sums stay
+ *     within 8 * 2 * 15 * 127, 4 * 2 * 31 * 127 and 2 * 2 * 63 * 127 <
+ *     2^15), then vpmaddwd against the scale as a word pair.
+ * Q6_K's u is q + 32 (the unsigned operand): with vpdpbusd each group's
+ * sum starts from -32 bs_g, which makes it sum q a; AVX2 adds the offset
+ * -32 (sc_2l bs_2l + sc_2l+1 bs_2l+1) over l, one vpmaddwd per l of the
+ * panel's word pairs against the row's (bs_2l, bs_2l+1). Q4_K/Q5_K's mp =
+ * sum_j m_j (bs_2j + bs_2j+1) is 4 vpmaddwd of the pairs (m_2j, m_2j+1)
+ * against the row's pair sums. Every integer is exact in any order, so the
+ * bits are those of the scalar sequence.
+ *
+ * The weights of 16 columns are unpacked into a panel per slice of up to
+ * KP_SB super-blocks, and every row of the batch runs over it: dword j of
+ * a super-block (elements 4j..4j+3 as unsigned bytes: Q4_K/Q5_K q, Q6_K q
+ * + 32) at w[s][j][c]; the group scales (dwords, or word pairs for AVX2);
+ * the side words; d and dmin. A longer row runs over the slices in order,
+ * its running sums kept in y between them (a float stored and loaded is
+ * the same float), so K has no limit. */
 #define KP_COLS 16
-#define KP_MAX_SB 8 /* super-blocks per panel: 45 KiB on the stack, K <= 2048 */
+#define KP_SB 8 /* super-blocks per panel slice: about 45 KiB */
 #ifndef KP_MIN_ROWS
 #define KP_MIN_ROWS 8 /* fewer rows go through kq_tile: the panel fill is not shared enough */
 #endif
 
 typedef struct kp_panel {
-    uint32_t w[KP_MAX_SB][64][KP_COLS];
-    uint32_t scw[KP_MAX_SB][16][KP_COLS];
-    uint32_t side[KP_MAX_SB][8][KP_COLS];
-    float d[KP_MAX_SB][KP_COLS], dmin[KP_MAX_SB][KP_COLS];
+    uint32_t w[KP_SB][64][KP_COLS];
+    uint32_t sc[KP_SB][16][KP_COLS]; /* Q4_K/Q5_K: groups 0-7; Q6_K: 0-15 */
+    uint32_t side[KP_SB][8][KP_COLS];
+    float d[KP_SB][KP_COLS], dmin[KP_SB][KP_COLS];
 } kp_panel;
 
 #if KQ_X86
-/* A column's super-block's panel words: the group scales as word pairs
- * (sa: groups 0-7, sb: Q6_K's 8-15) and the side words (sd). */
+#if defined(PW_ISA_AVX512VNNI_COPY) || defined(PW_ISA_AVXVNNI_COPY)
+#define KP_DPBUSD 1
+#else
+#define KP_DPBUSD 0
+#endif
+
+/* A column's super-block's panel words: the group scales (sa: groups 0-7,
+ * sb: Q6_K's 8-15), as dwords for vpmulld or as word pairs (sc, sc) for
+ * AVX2's vpmaddwd, and the side words (sd): Q4_K/Q5_K the mins m_0..m_7
+ * (dwords 0-3), Q6_K words 2l, 2l+1 = (-32 sc_2l, -32 sc_2l+1) (|32 sc| <=
+ * 4096 fits). */
 KQ_INLINE void kp_col_scales(const uint8_t *blk, pw_dtype type, __m256i *sa, __m256i *sb,
                              __m256i *sd) {
+    __m256i lo, hi;
     if (type == PW_Q6_K) {
         __m128i b = _mm_loadu_si128((const __m128i *)(blk + 192));
-        __m256i lo = _mm256_cvtepi8_epi32(b), hi = _mm256_cvtepi8_epi32(_mm_srli_si128(b, 8));
-        const __m256i w16 = _mm256_set1_epi32(0xFFFF);
-        *sa = _mm256_or_si256(_mm256_and_si256(lo, w16), _mm256_slli_epi32(lo, 16));
-        *sb = _mm256_or_si256(_mm256_and_si256(hi, w16), _mm256_slli_epi32(hi, 16));
-        /* words 2l, 2l+1: -32 sc_2l, -32 sc_2l+1 (the panels' offset form) */
+        lo = _mm256_cvtepi8_epi32(b);
+        hi = _mm256_cvtepi8_epi32(_mm_srli_si128(b, 8));
         *sd = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 5));
     } else {
-        uint8_t sc[8], m[8];
-        kq_scales_mins(blk + 4, sc, m);
         uint64_t sc8, m8;
-        memcpy(&sc8, sc, 8);
-        memcpy(&m8, m, 8);
-        __m256i s32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8));
-        __m256i m32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m8));
-        *sa = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
-        *sb = _mm256_setzero_si256();
-        *sd = _mm256_or_si256(m32, _mm256_slli_epi32(m32, 16));
+        kq_scales_mins_u64(blk + 4, &sc8, &m8);
+        lo = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8));
+        hi = _mm256_setzero_si256();
+        /* words 0-7: m_0..m_7, so dword j pairs m_2j, m_2j+1 */
+        *sd = _mm256_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m8));
     }
+#if !KP_DPBUSD
+    const __m256i w16 = _mm256_set1_epi32(0xFFFF);
+    lo = _mm256_or_si256(_mm256_and_si256(lo, w16), _mm256_slli_epi32(lo, 16));
+    hi = _mm256_or_si256(_mm256_and_si256(hi, w16), _mm256_slli_epi32(hi, 16));
+#endif
+    *sa = lo;
+    *sb = hi;
 }
 
 #if defined(PW_ISA_AVX512VNNI_COPY)
-/* All 16 columns (cols real; the others read a zero block) of every
- * super-block into the panel: columns c and c + 8 together in one vector
+/* All 16 columns (cols real; the others read a zero block) of nsb
+ * super-blocks into the panel: columns c and c + 8 together in one vector
  * (kq_chunk_pair), then one 16-column transpose per panel row group. */
 KQ_INLINE void kp_pack(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t nsb, pw_dtype type,
                        int64_t bb, int cols) {
@@ -1654,9 +1808,10 @@ KQ_INLINE void kp_pack(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t nsb,
             qh[c] = type == PW_Q5_K ? kq_load_pair(blk[c] + 16, blk[c + 8] + 16)
                                     : _mm512_setzero_si512();
         }
-        kq_transpose16_store(sa, &p->scw[s][0][0], KP_COLS);
-        if (type == PW_Q6_K) kq_transpose16_store(sb, &p->scw[s][8][0], KP_COLS);
-        kq_transpose16_store(sd, &p->side[s][0][0], KP_COLS);
+        kq_transpose16_store(sa, &p->sc[s][0][0], KP_COLS);
+        if (type == PW_Q6_K) kq_transpose16_store(sb, &p->sc[s][8][0], KP_COLS);
+        if (type != PW_Q6_K || !KP_DPBUSD) /* VNNI: Q6_K's offset starts its sums */
+            kq_transpose16_store(sd, &p->side[s][0][0], KP_COLS);
         for (int i = 0; i < 8; i++) {
             __m512i r[8];
             for (int c = 0; c < 8; c++) r[c] = kq_chunk_pair(blk[c], blk[c + 8], qh[c], type, i);
@@ -1665,8 +1820,8 @@ KQ_INLINE void kp_pack(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t nsb,
     }
 }
 #else
-/* Columns c0..c0+7 (cols of them real, the rest zero) of every
- * super-block into the panel. */
+/* Columns c0..c0+7 (cols of them real, the rest zero) of nsb super-blocks
+ * into the panel. */
 KQ_INLINE void kp_pack8(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t nsb, pw_dtype type,
                         int64_t bb, int c0, int cols) {
     for (int64_t s = 0; s < nsb; s++) {
@@ -1680,9 +1835,10 @@ KQ_INLINE void kp_pack8(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t nsb
             p->dmin[s][c0 + c] = col[c].dmin;
             kp_col_scales(blk, type, &sa[c], &sb[c], &sd[c]);
         }
-        kq_transpose8_store(sa, &p->scw[s][0][c0], KP_COLS);
-        if (type == PW_Q6_K) kq_transpose8_store(sb, &p->scw[s][8][c0], KP_COLS);
-        kq_transpose8_store(sd, &p->side[s][0][c0], KP_COLS);
+        kq_transpose8_store(sa, &p->sc[s][0][c0], KP_COLS);
+        if (type == PW_Q6_K) kq_transpose8_store(sb, &p->sc[s][8][c0], KP_COLS);
+        if (type != PW_Q6_K || !KP_DPBUSD) /* VNNI: Q6_K's offset starts its sums */
+            kq_transpose8_store(sd, &p->side[s][0][c0], KP_COLS);
         for (int i = 0; i < 8; i++) {
             __m256i r[8];
             for (int c = 0; c < 8; c++) r[c] = kq_chunk(&col[c], type, i);
@@ -1700,146 +1856,233 @@ KQ_INLINE void kp_pack(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t nsb,
 
 #if defined(PW_ISA_AVX512VNNI_COPY)
 #define KP_VLANES 16
-/* Rows per register tile, as Q5P_TILE_ROWS: two rows' 16 integer lanes
- * share each panel load, which matters most for K = 2048, whose panel
- * (45 KiB) barely fits L1 beside the activations. */
+/* Rows per register tile: four rows' integer sums share each panel load
+ * (the activations are embedded broadcasts). -D overrides are for
+ * measuring. */
 #ifndef KP_TILE_ROWS
-#define KP_TILE_ROWS 2
+#define KP_TILE_ROWS 4
 #endif
 typedef __m512i kp_vi;
 typedef __m512 kp_vf;
 #define KP_LOADI(p) _mm512_load_si512(p)
 #define KP_SET1(v) _mm512_set1_epi32(v)
 #define KP_ZERO() _mm512_setzero_si512()
-#define KP_MADDUBS(u, a) _mm512_maddubs_epi16(u, a)
+#define KP_DOT4(s, u, a) _mm512_dpbusd_epi32(s, u, a)
+#define KP_MULLO(a, b) _mm512_mullo_epi32(a, b)
+#define KP_ADDI(a, b) _mm512_add_epi32(a, b)
 #define KP_DOTW(s, p, w) _mm512_dpwssd_epi32(s, p, w)
-#define KP_MADDW(a, b) _mm512_madd_epi16(a, b)
 #define KP_LOADF(p) _mm512_load_ps(p)
 #define KP_SET1F(v) _mm512_set1_ps(v)
 #define KP_ZEROF() _mm512_setzero_ps()
 #define KP_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define KP_FNMA(a, b, c) _mm512_fnmadd_ps(a, b, c)
 #define KP_MULF(a, b) _mm512_mul_ps(a, b)
-#define KP_ADDF(a, b) _mm512_add_ps(a, b)
 #define KP_CVT(a) _mm512_cvtepi32_ps(a)
+KQ_INLINE __m512 kp_load_cols(const float *y, int hc) {
+    return hc == 16 ? _mm512_loadu_ps(y) : _mm512_maskz_loadu_ps((__mmask16)((1u << hc) - 1), y);
+}
 #else
 #define KP_VLANES 8
-#define KP_TILE_ROWS 1
+#ifndef KP_TILE_ROWS
+#define KP_TILE_ROWS 2
+#endif
 typedef __m256i kp_vi;
 typedef __m256 kp_vf;
 #define KP_LOADI(p) _mm256_load_si256((const __m256i *)(p))
 #define KP_SET1(v) _mm256_set1_epi32(v)
 #define KP_ZERO() _mm256_setzero_si256()
-#define KP_MADDUBS(u, a) _mm256_maddubs_epi16(u, a)
+#define KP_MULLO(a, b) _mm256_mullo_epi32(a, b)
+#define KP_ADDI(a, b) _mm256_add_epi32(a, b)
 #if defined(PW_ISA_AVXVNNI_COPY)
+#define KP_DOT4(s, u, a) _mm256_dpbusd_avx_epi32(s, u, a)
 #define KP_DOTW(s, p, w) _mm256_dpwssd_avx_epi32(s, p, w)
 #else
 #define KP_DOTW(s, p, w) _mm256_add_epi32(s, _mm256_madd_epi16(p, w))
 #endif
-#define KP_MADDW(a, b) _mm256_madd_epi16(a, b)
 #define KP_LOADF(p) _mm256_load_ps(p)
 #define KP_SET1F(v) _mm256_set1_ps(v)
 #define KP_ZEROF() _mm256_setzero_ps()
 #define KP_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define KP_FNMA(a, b, c) _mm256_fnmadd_ps(a, b, c)
 #define KP_MULF(a, b) _mm256_mul_ps(a, b)
-#define KP_ADDF(a, b) _mm256_add_ps(a, b)
 #define KP_CVT(a) _mm256_cvtepi32_ps(a)
+KQ_INLINE __m256 kp_load_cols(const float *y, int hc) {
+    if (hc == 8) return _mm256_loadu_ps(y);
+    __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(hc), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return _mm256_maskload_ps(y, m);
+}
 #endif
 
-/* rows x KP_VLANES outputs (panel columns c0.., hc of them real). Each
- * panel vector is loaded once for the tile's rows; the float sums are
- * touched once per super-block, so with more than one row they live in
- * memory and the registers hold the integer lanes. */
+/* rows x KP_VLANES outputs (panel columns c0.., hc of them real) over the
+ * panel's ns super-blocks, which are the row's s0..s0+ns-1; the running
+ * sums start from +0 (s0 = 0) or from y. Each panel vector is loaded once
+ * for the tile's rows. */
 KQ_INLINE void kp_rows(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, int64_t nsb,
-                       const kp_panel *p, pw_dtype type, int c0, int hc, int rows) {
-    kp_vf acc[KP_TILE_ROWS][KQ_LANES];
+                       int64_t s0, int64_t ns, const kp_panel *p, pw_dtype type, int c0, int hc,
+                       int rows) {
+    const int gd = type == PW_Q6_K ? 4 : 8; /* dwords per scale group */
+    kp_vf acc[KP_TILE_ROWS];
 #pragma GCC unroll 8
-    for (int r = 0; r < rows; r++)
-#pragma GCC unroll 8
-        for (int l = 0; l < KQ_LANES; l++) acc[r][l] = KP_ZEROF();
-    for (int64_t s = 0; s < nsb; s++) {
+    for (int r = 0; r < rows; r++) acc[r] = s0 == 0 ? KP_ZEROF() : kp_load_cols(y + r * ldy, hc);
+    for (int64_t s = 0; s < ns; s++) {
+        const int64_t sb = s0 + s;
         const int8_t *a[KP_TILE_ROWS];
-#pragma GCC unroll 8
-        for (int r = 0; r < rows; r++) a[r] = kx_values(xa + r * xrow) + s * KQ_QKK;
-        kp_vi is[KP_TILE_ROWS][KQ_LANES];
+        const int16_t *bs[KP_TILE_ROWS];
+        kp_vi is[KP_TILE_ROWS];
+        /* per row: Q4_K/Q5_K the pair sums bs_2l + bs_2l+1 as words (|.| <=
+         * 32 * 127), the mins' operand; Q6_K (VNNI) -32 bs_g as dwords,
+         * where each group's dot product starts, which makes it the sum of
+         * q a (q = u - 32): no offset term */
+        _Alignas(64) int32_t aside[KP_TILE_ROWS][16];
 #pragma GCC unroll 8
         for (int r = 0; r < rows; r++) {
-            /* Q6_K: from -32 (sc_2l bs_2l + sc_2l+1 bs_2l+1) */
-            const int16_t *bs = kx_sums(xa + r * xrow, nsb) + 16 * s;
-#pragma GCC unroll 8
-            for (int l = 0; l < KQ_LANES; l++)
-                is[r][l] = type == PW_Q6_K ? KP_MADDW(KP_LOADI(&p->side[s][l][c0]),
-                                                      KP_SET1(kq_dword(bs + 2 * l)))
-                                           : KP_ZERO();
-        }
-#pragma GCC unroll 8
-        for (int i = 0; i < KQ_QKK / 32; i++) {
-            kp_vi sc0 = KP_LOADI(&p->scw[s][type == PW_Q6_K ? 2 * i : i][c0]);
-            kp_vi sc1 = type == PW_Q6_K ? KP_LOADI(&p->scw[s][2 * i + 1][c0]) : sc0;
-#pragma GCC unroll 8
-            for (int l = 0; l < KQ_LANES; l++) {
-                kp_vi wv = KP_LOADI(&p->w[s][8 * i + l][c0]);
-#pragma GCC unroll 8
-                for (int r = 0; r < rows; r++) {
-                    kp_vi pr = KP_MADDUBS(wv, KP_SET1(kq_dword(a[r] + 32 * i + 4 * l)));
-                    is[r][l] = KP_DOTW(is[r][l], pr, l < 4 ? sc0 : sc1);
-                }
+            a[r] = kx_values(xa + r * xrow) + sb * KQ_QKK;
+            bs[r] = kx_sums(xa + r * xrow, nsb) + 16 * sb;
+            is[r] = KP_ZERO();
+            const __m256i b16 = _mm256_loadu_si256((const __m256i *)bs[r]);
+            if (type != PW_Q6_K) {
+                const __m256i pr = _mm256_madd_epi16(b16, _mm256_set1_epi16(1));
+                _mm_store_si128((__m128i *)aside[r], _mm_packs_epi32(_mm256_castsi256_si128(pr),
+                                                                     _mm256_extracti128_si256(pr, 1)));
+            } else if (KP_DPBUSD) {
+                const __m256i z = _mm256_setzero_si256();
+                const __m256i lo = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(b16));
+                const __m256i hi = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(b16, 1));
+                _mm256_store_si256((__m256i *)aside[r], _mm256_sub_epi32(z, _mm256_slli_epi32(lo, 5)));
+                _mm256_store_si256((__m256i *)(aside[r] + 8), _mm256_sub_epi32(z, _mm256_slli_epi32(hi, 5)));
             }
         }
-        kp_vf dwv = KP_LOADF(&p->d[s][c0]), dmv = KP_LOADF(&p->dmin[s][c0]);
+        const int groups = 64 / gd;
+#pragma GCC unroll 16
+        for (int g = 0; g < groups; g++) {
+            const kp_vi scv = KP_LOADI(&p->sc[s][g][c0]);
+#if KP_DPBUSD
+            kp_vi pg[KP_TILE_ROWS];
+#pragma GCC unroll 8
+            for (int r = 0; r < rows; r++)
+                pg[r] = type == PW_Q6_K ? KP_SET1(aside[r][g]) : KP_ZERO();
+#pragma GCC unroll 8
+            for (int j = gd * g; j < gd * g + gd; j++) {
+                const kp_vi wv = KP_LOADI(&p->w[s][j][c0]);
+#pragma GCC unroll 8
+                for (int r = 0; r < rows; r++)
+                    pg[r] = KP_DOT4(pg[r], wv, KP_SET1(kq_dword(a[r] + 4 * j)));
+            }
+#pragma GCC unroll 8
+            for (int r = 0; r < rows; r++) is[r] = KP_ADDI(is[r], KP_MULLO(pg[r], scv));
+#else
+            /* dwords per word sum (see above) */
+            const int ws = type == PW_Q4_K ? 8 : type == PW_Q5_K ? 4 : 2;
+#pragma GCC unroll 4
+            for (int j0 = gd * g; j0 < gd * g + gd; j0 += ws) {
+                kp_vi pw[KP_TILE_ROWS];
+#pragma GCC unroll 8
+                for (int j = j0; j < j0 + ws; j++) {
+                    const kp_vi wv = KP_LOADI(&p->w[s][j][c0]);
+#pragma GCC unroll 8
+                    for (int r = 0; r < rows; r++) {
+                        kp_vi t = _mm256_maddubs_epi16(wv, KP_SET1(kq_dword(a[r] + 4 * j)));
+                        pw[r] = j == j0 ? t : _mm256_add_epi16(pw[r], t);
+                    }
+                }
+#pragma GCC unroll 8
+                for (int r = 0; r < rows; r++) is[r] = KP_DOTW(is[r], pw[r], scv);
+            }
+#endif
+        }
+        const kp_vf dwv = KP_LOADF(&p->d[s][c0]), dmv = KP_LOADF(&p->dmin[s][c0]);
 #pragma GCC unroll 8
         for (int r = 0; r < rows; r++) {
-            const uint8_t *row = xa + r * xrow;
-            const int16_t *bs = kx_sums(row, nsb) + 16 * s;
-            const float da = kx_scales(row, nsb)[s];
-            kp_vf dd = KP_MULF(dwv, KP_SET1F(da));
-            kp_vf dm = KP_MULF(dmv, KP_SET1F(da));
+            /* Q4_K/Q5_K: mp, (m_2j, m_2j+1) against the pair sums; Q6_K
+             * without vpdpbusd: the offset, added to is */
+            kp_vi side = KP_ZERO();
+            if (type != PW_Q6_K) {
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; j++)
+                    side = KP_DOTW(side, KP_LOADI(&p->side[s][j][c0]), KP_SET1(aside[r][j]));
+            } else if (!KP_DPBUSD) {
 #pragma GCC unroll 8
-            for (int l = 0; l < KQ_LANES; l++) {
-                kp_vf t = KP_FMA(dd, KP_CVT(is[r][l]), acc[r][l]);
-                if (type != PW_Q6_K) {
-                    /* mp_l = m_l * (bs_2l + bs_2l+1) */
-                    kp_vi side = KP_MADDW(KP_LOADI(&p->side[s][l][c0]), KP_SET1(kq_dword(bs + 2 * l)));
-                    t = KP_FNMA(dm, KP_CVT(side), t);
-                }
-                acc[r][l] = t;
+                for (int l = 0; l < KQ_LANES; l++)
+                    side = KP_DOTW(side, KP_LOADI(&p->side[s][l][c0]), KP_SET1(kq_dword(bs[r] + 2 * l)));
+            }
+            /* d * d_a, dmin * d_a: the scalar products, lane by lane */
+            const float da = kx_scales(xa + r * xrow, nsb)[sb];
+            if (type == PW_Q6_K) {
+                acc[r] = KP_FMA(KP_MULF(dwv, KP_SET1F(da)), KP_CVT(KP_ADDI(is[r], side)), acc[r]);
+            } else {
+                kp_vf t = KP_FMA(KP_MULF(dwv, KP_SET1F(da)), KP_CVT(is[r]), acc[r]);
+                acc[r] = KP_FNMA(KP_MULF(dmv, KP_SET1F(da)), KP_CVT(side), t);
             }
         }
     }
 #pragma GCC unroll 8
-    for (int r = 0; r < rows; r++) {
-        /* the fixed lane tree, lane-wise over the columns */
-        kp_vf t = KP_ADDF(KP_ADDF(KP_ADDF(acc[r][0], acc[r][4]), KP_ADDF(acc[r][2], acc[r][6])),
-                          KP_ADDF(KP_ADDF(acc[r][1], acc[r][5]), KP_ADDF(acc[r][3], acc[r][7])));
-        kq_store_cols(y + r * ldy, t, hc);
+    for (int r = 0; r < rows; r++) kq_store_cols(y + r * ldy, acc[r], hc);
+}
+
+/* The next slice's weight bytes (rows of a column range, a byte range of
+ * each), asked for into L2 a few lines per row tile while this slice's
+ * rows run, so that its pack does not wait on memory. */
+typedef struct kp_prefetch {
+    const char *p;
+    int64_t stride, lines, per_tile;
+    int rows, r, line;
+} kp_prefetch;
+
+KQ_INLINE kp_prefetch kp_prefetch_make(const uint8_t *p, int64_t stride, int64_t bytes, int rows,
+                                       int64_t tiles) {
+    kp_prefetch f = {(const char *)p, stride, (bytes + 63) / 64 + 1, 0, rows, 0, 0};
+    if (tiles < 1) tiles = 1;
+    f.per_tile = (f.lines * rows + tiles - 1) / tiles;
+    return f;
+}
+
+KQ_INLINE void kp_prefetch_step(kp_prefetch *f) {
+    for (int64_t i = 0; i < f->per_tile && f->r < f->rows; i++) {
+        _mm_prefetch(f->p + f->r * f->stride + f->line * 64, _MM_HINT_T1);
+        if (++f->line == f->lines) f->line = 0, f->r++;
     }
 }
 
-/* Columns [j0, j1) of every row: a panel of 16 columns, filled once and
- * run over by every row. */
+/* Columns [j0, j1) of every row: a panel of 16 columns and up to KP_SB
+ * super-blocks, filled once and run over by every row; then the next
+ * slice of the same columns, then the next 16 columns. */
 KQ_INLINE void kp_run(float *y, const uint8_t *xa, const uint8_t *w, pw_dtype type, int64_t bb,
                       int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
     const int64_t nsb = k / KQ_QKK, wrow = nsb * bb, xrow = PW_K_Q8K_ROW_BYTES(k);
+    const int64_t tiles = (n_tokens / KP_TILE_ROWS + n_tokens % KP_TILE_ROWS) * (KP_COLS / KP_VLANES);
     _Alignas(64) kp_panel panel;
     for (int64_t c0 = j0; c0 < j1; c0 += KP_COLS) {
         const int cols = j1 - c0 < KP_COLS ? (int)(j1 - c0) : KP_COLS;
-        kp_pack(&panel, w + c0 * wrow, wrow, nsb, type, bb, cols);
-        const int64_t c2 = c0 + 2 * KP_COLS < j1 ? c0 + 2 * KP_COLS : j1;
-        kq_prefetch pf = kq_prefetch_make(w + (c0 + cols) * wrow, w + c2 * wrow,
-                                          n_tokens / KP_TILE_ROWS * (KP_COLS / KP_VLANES));
-        for (int h = 0; h < KP_COLS / KP_VLANES; h++) {
-            const int hc0 = h * KP_VLANES;
-            if (hc0 >= cols) break;
-            const int hc = cols - hc0 < KP_VLANES ? cols - hc0 : KP_VLANES;
-            int64_t t = 0;
-            for (; t + KP_TILE_ROWS <= n_tokens; t += KP_TILE_ROWS) {
-                kq_prefetch_step(&pf);
-                kp_rows(y + t * n + c0 + hc0, n, xa + t * xrow, xrow, nsb, &panel, type, hc0, hc,
-                        KP_TILE_ROWS);
+        for (int64_t s0 = 0; s0 < nsb; s0 += KP_SB) {
+            const int64_t ns = nsb - s0 < KP_SB ? nsb - s0 : KP_SB;
+            kp_pack(&panel, w + c0 * wrow + s0 * bb, wrow, ns, type, bb, cols);
+            /* what comes next: this panel's next slice, or the next
+             * panel's first */
+            kp_prefetch pf;
+            if (s0 + KP_SB < nsb) {
+                const int64_t nn = nsb - s0 - KP_SB < KP_SB ? nsb - s0 - KP_SB : KP_SB;
+                pf = kp_prefetch_make(w + c0 * wrow + (s0 + KP_SB) * bb, wrow, nn * bb, cols, tiles);
+            } else {
+                const int64_t c1 = c0 + cols, cn = j1 - c1 < KP_COLS ? j1 - c1 : KP_COLS;
+                const int64_t nn = nsb < KP_SB ? nsb : KP_SB;
+                pf = kp_prefetch_make(w + c1 * wrow, wrow, nn * bb, (int)cn, tiles);
             }
-            for (; t < n_tokens; t++)
-                kp_rows(y + t * n + c0 + hc0, n, xa + t * xrow, xrow, nsb, &panel, type, hc0, hc, 1);
+            for (int h = 0; h < KP_COLS / KP_VLANES; h++) {
+                const int hc0 = h * KP_VLANES;
+                if (hc0 >= cols) break;
+                const int hc = cols - hc0 < KP_VLANES ? cols - hc0 : KP_VLANES;
+                int64_t t = 0;
+                for (; t + KP_TILE_ROWS <= n_tokens; t += KP_TILE_ROWS) {
+                    kp_prefetch_step(&pf);
+                    kp_rows(y + t * n + c0 + hc0, n, xa + t * xrow, xrow, nsb, s0, ns, &panel, type,
+                            hc0, hc, KP_TILE_ROWS);
+                }
+                for (; t < n_tokens; t++) {
+                    kp_prefetch_step(&pf);
+                    kp_rows(y + t * n + c0 + hc0, n, xa + t * xrow, xrow, nsb, s0, ns, &panel, type,
+                            hc0, hc, 1);
+                }
+            }
         }
     }
 }
@@ -2060,7 +2303,7 @@ void PW_ISA(pw_k_kqdot_run)(float *y, const uint8_t *xa, const uint8_t *w, pw_dt
  * not be shared, and long rows through the tiles. */
 #define KP_CASE(T, BYTES)                                                                      \
     case T:                                                                                    \
-        if (n_tokens >= KP_MIN_ROWS && k / KQ_QKK <= KP_MAX_SB)                                \
+        if (n_tokens >= KP_MIN_ROWS)                                                           \
             kp_run(y, xa, w, T, BYTES, n_tokens, n, k, j0, j1);                                \
         else                                                                                   \
             kq_typed(y, xa, w, n_tokens, n, k, T, BYTES, true, j0, j1);                        \
