@@ -112,45 +112,24 @@ static void quantize_block(const float *x, qblock *q) {
         q->sl[l] = q->d * (float)(q->a[4 * l] + q->a[4 * l + 1] + q->a[4 * l + 2] + q->a[4 * l + 3]);
 }
 
-/* The documented sequence, scalar: Q4_0 and Q4_1 per block b, p = the sum
- * of all 32 w_j a_j (exact), acc = fma(d_w d_a, p, acc), and for Q4_1
- * mn = fma(m_w + 8 d_w, s, mn), y = acc + mn; Q8_0 per block b and lane l,
- * p = sum of w_j a_j over j = 4l..4l+3 (exact), acc = fma(d_w d_a, p, acc),
- * then the fixed lane tree. */
+/* The documented sequence, scalar: per block b, p = the sum of all 32
+ * w_j a_j (exact), acc = fma(d_w d_a, p, acc), and for Q4_1
+ * mn = fma(m_w + 8 d_w, s, mn), y = acc + mn. */
 static float canonical_dot(pw_dtype type, const float *x, const uint8_t *wrow, int64_t k) {
     int64_t bb = pw_dtype_block_bytes(type);
-    if (type == PW_Q4_0 || type == PW_Q4_1) { /* one integer sum and one fma per block */
-        float acc = 0.0f, mn = 0.0f;
-        for (int64_t b = 0; b < k / QK; b++) {
-            const uint8_t *blk = wrow + b * bb;
-            qblock q;
-            quantize_block(x + b * QK, &q);
-            int32_t p = 0;
-            for (int j = 0; j < QK; j++) p += qval(type, blk, j) * q.a[j];
-            float d = half((uint16_t)(blk[0] | blk[1] << 8));
-            acc = fmaf(d * q.d, (float)p, acc);
-            if (type == PW_Q4_1)
-                mn = fmaf(fmaf(8.0f, d, half((uint16_t)(blk[2] | blk[3] << 8))), q.s, mn);
-        }
-        return type == PW_Q4_1 ? acc + mn : acc;
-    }
-    float acc[8] = {0}, mn = 0.0f;
+    float acc = 0.0f, mn = 0.0f;
     for (int64_t b = 0; b < k / QK; b++) {
         const uint8_t *blk = wrow + b * bb;
         qblock q;
         quantize_block(x + b * QK, &q);
+        int32_t p = 0;
+        for (int j = 0; j < QK; j++) p += qval(type, blk, j) * q.a[j];
         float d = half((uint16_t)(blk[0] | blk[1] << 8));
-        float m = type == PW_Q4_1 ? fmaf(8.0f, d, half((uint16_t)(blk[2] | blk[3] << 8))) : 0.0f;
-        for (int l = 0; l < 8; l++) {
-            int32_t p = 0;
-            for (int j = 4 * l; j < 4 * l + 4; j++) p += qval(type, blk, j) * q.a[j];
-            acc[l] = fmaf(d * q.d, (float)p, acc[l]);
-        }
-        if (type == PW_Q4_1) mn = fmaf(m, q.s, mn);
+        acc = fmaf(d * q.d, (float)p, acc);
+        if (type == PW_Q4_1)
+            mn = fmaf(fmaf(8.0f, d, half((uint16_t)(blk[2] | blk[3] << 8))), q.s, mn);
     }
-    float t1 = acc[0] + acc[4], t2 = acc[2] + acc[6], t3 = acc[1] + acc[5], t4 = acc[3] + acc[7];
-    float u1 = t1 + t2, u2 = t3 + t4, y = u1 + u2;
-    return type == PW_Q4_1 ? y + mn : y;
+    return type == PW_Q4_1 ? acc + mn : acc;
 }
 
 /* Error bound of the activation quantization against the exact product:

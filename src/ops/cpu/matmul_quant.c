@@ -10,41 +10,34 @@
  *
  * Every output element is then computed by one sequence, whichever tile,
  * T, thread count or instruction set reaches it. With w_j the weight
- * block's integer values (Q8_0: int8), d_w its scale, and fma(a, b, c) =
- * a*b + c rounded once, Q8_0 runs for blocks b in order from acc = +0 (8
- * lanes):
- *   p_l   = sum_{j=4l}^{4l+3} w_j a_j           exact int32 (|p_l| < 2^16)
- *   acc_l = fma(d_w * d_a, (float)p_l, acc_l)
- * then y = ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
- *
- * Q4_0 and Q4_1 take one float step per block instead of one per 4 values:
- * for blocks b in order from acc = +0 and mn = +0, with n_j the nibbles,
- * d_w (and m_w for Q4_1) the block's scales, and Q4_1 centred (its minimum
- * m'_w = fma(8, d_w, m_w), 8 d_w being exact),
- *   p   = sum_{j<32} (n_j - 8) a_j                exact int32 (|p| < 2^15)
+ * block's integers (Q8_0: int8; Q4_0 and Q4_1: nibble n_j - 8), d_w (and
+ * m_w for Q4_1) the block's scales, fma(a, b, c) = a*b + c rounded once,
+ * and Q4_1 centred (its minimum m'_w = fma(8, d_w, m_w), 8 d_w being
+ * exact), for blocks b in order from acc = +0 and mn = +0:
+ *   p   = sum_{j<32} w_j a_j                      exact int32 (|p| < 2^19)
  *   acc = fma(d_w * d_a, (float)p, acc)
  *   mn  = fma(m'_w, s_a, mn)                      Q4_1 only
- * and y = acc (Q4_1: y = acc + mn). Their x86 tiles hold 8 or 16 columns side by side in a vector
- * (one lane per column: each column's 16 nibble bytes transposed on the
- * fly into 4-byte groups), so one broadcast of 4 activations feeds every
- * column, and the scale product, the conversion and the fma serve them all
- * (matmul_quant_body.h, "Q4_0"): about 2.5x the throughput of the lane
- * sequence above in batches (Q4_1 about 1.7x; its d and m are gathered). No repacked copy of the weights is kept; the
- * transpose is a few shuffles per block and tile, shared by the tile's
- * rows.
+ * and y = acc (Q4_1: y = acc + mn). One float step per block, so the x86
+ * tiles hold 8 or 16 columns side by side in a vector (one lane per
+ * column: each column's block transposed on the fly into 4-byte groups),
+ * one broadcast of 4 activations feeds every column, and the scale
+ * product, the conversion and the fma serve them all (matmul_quant_body.h,
+ * "Q4_0"). No repacked copy of the weights is kept (Q4_0x16 is a layout
+ * the loader converts to in place of the file's); the transpose is a few
+ * shuffles per block and tile, shared by the tile's rows or, for batches,
+ * done once per call into a panel.
  * The Q4_1 form is d_w d_a sum((n - 8) a) + (m_w + 8 d_w) d_a sum(a),
  * centred so that the two terms, summed apart, do not largely cancel (m_w
  * is about -7.5 d_w; uncentred, the llama.cpp reference test saw a margin
  * move by 0.79 logits).
  *
- * The integer lane sums are exact whatever forms them (vpmaddubsw +
+ * The integer sums are exact whatever forms them (vpmaddubsw +
  * vpmaddwd, vpdpbusd, or C loops; for Q4_0 and Q4_1 from the unsigned
  * nibbles n, starting from the quantizer's fold -8 * (a's lane sum), so
  * sum n a - 8 sum a = sum (n - 8) a; for Q8_0 in the VNNI copies from the
- * unsigned w + 128, starting from the Q8_0 fold, -128 * a's lane sum), their
- * conversion to float is exact (vcvtdq2ps, or in the AVX2 copy for Q4 a
- * float subtraction from a fold offset by the bits of 1.5 * 2^23:
- * matmul_quant_body.h, MQ_MAGIC), and the float steps
+ * unsigned w + 128, starting from the Q8_0 fold, -128 * a's lane sum; in
+ * the AVX2 copy from |w| against a with w's sign), their conversion to
+ * float is exact (vcvtdq2ps), and the float steps
  * are the same IEEE operations in every copy (fma: the instruction, or C's
  * fmaf), so the
  * portable, AVX2, AVX-VNNI and AVX-512 VNNI copies (matmul_quant_body.h)

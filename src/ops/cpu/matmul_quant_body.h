@@ -3,11 +3,10 @@
  * float steps that combine the scales. Compiled four times (isa.h): by
  * matmul_quant.c (portable C), matmul_quant_fma.c (AVX2: vpmaddubsw +
  * vpmaddwd), matmul_quant_avxvnni.c (AVX-VNNI: vpdpbusd) and
- * matmul_quant_avx512vnni.c (AVX-512 VNNI on 256-bit vectors, 32
- * registers, bigger tiles). The sequence every copy computes is the one in
- * matmul_quant.c's header comment; the copies differ only in how they form
- * the exact integer lane sums and in their tile shapes, so they return the
- * same bits.
+ * matmul_quant_avx512vnni.c (AVX-512 VNNI, 16 columns per tile). The
+ * sequence every copy computes is the one in matmul_quant.c's header
+ * comment; the copies differ only in how they form the exact integer sums
+ * and in their tile shapes, so they return the same bits.
  *
  * Not a normal header: included once per copy, defines PW_ISA(...)
  * functions and static helpers of its own. */
@@ -46,48 +45,9 @@
 #define Q4_0_BYTES 18 /* f16 d, 16 nibble bytes */
 #define Q4_1_BYTES 20 /* f16 d, f16 m, 16 nibble bytes */
 
-/* Register tiles: rows (tokens) x columns (outputs). A batch tile unpacks
- * each weight block once for all its rows; the 1-row tile (leftover rows,
- * decode at T = 1) loads each activation block once for its 8 columns.
- * AVX-512 has 32 vector registers, so its batch tiles are bigger: 8 x 2
- * (then 4 x 4 for 4-7 leftover rows). */
-#if defined(PW_ISA_AVX512VNNI_COPY)
-#define BATCH_TILE_ROWS 4
-#define BATCH_TILE_COLS 4
-/* 8 rows x 2 columns: each column pair's unpacking and scales shared by 8
- * rows instead of 4 (8 accumulators, 8 activation vectors). */
-#define WIDE_TILE_ROWS 8
-#define WIDE_TILE_COLS 2
-#define WIDE_TILE_TYPES(type) 1
-#define MAX_TILE_ROWS 8
-#elif defined(PW_ISA_FMA_COPY)
-#define BATCH_TILE_ROWS 4
-#define BATCH_TILE_COLS 2
-/* AVX2: 8 rows x 1 column, each block's unpacking, scales and prefetch
- * shared by 8 rows instead of 4; 8 accumulators fit the 16 registers
- * because the rows' activations are not held across the tile: Q4's are
- * memory operands of vpmaddubsw, Q8_0's are loaded where vpsignb uses
- * them (mq_tile). */
-#define WIDE_TILE_ROWS 8
-#define WIDE_TILE_COLS 1
-#define WIDE_TILE_TYPES(type) 1
-#define MQ_ACT_AT_USE(rows) ((rows) == WIDE_TILE_ROWS)
-#define MAX_TILE_ROWS 8
-#else
-#define BATCH_TILE_ROWS 4
-#define BATCH_TILE_COLS 2
-#define MAX_TILE_ROWS 4
-#endif
-#ifndef MQ_ACT_AT_USE
-#define MQ_ACT_AT_USE(rows) 0
-#endif
-#define ROW_TILE_COLS 8
-#define TILE_ACCS 16
 /* Columns processed together so their weight rows stay in L2 while every
  * row tile of the activations streams past them. */
 #define COL_BLOCK_BYTES (128 * 1024)
-/* How far ahead (in columns) the batch tiles prefetch the weights. */
-#define PF_COLS 16
 
 /* IEEE half at p (little-endian) to float, exact. */
 MQ_INLINE float mq_half_portable(const uint8_t *p) {
@@ -116,21 +76,6 @@ MQ_INLINE float mq_half(const uint8_t *p) {
 #else
 #define mq_half mq_half_portable
 #endif
-
-/* Lane e of out is ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)) of acc[e], values
- * moved between lanes only by shuffles. */
-MQ_INLINE void mq_reduce8(const pw_v8f *acc, pw_v8f *out) {
-    pw_v8f p[4];
-    for (int e = 0; e < 4; e++)
-        p[e] = __builtin_shufflevector(acc[e], acc[e + 4], 0, 1, 2, 3, 8, 9, 10, 11) +
-               __builtin_shufflevector(acc[e], acc[e + 4], 4, 5, 6, 7, 12, 13, 14, 15);
-    pw_v8f q01 = __builtin_shufflevector(p[0], p[1], 0, 1, 8, 9, 4, 5, 12, 13) +
-                 __builtin_shufflevector(p[0], p[1], 2, 3, 10, 11, 6, 7, 14, 15);
-    pw_v8f q23 = __builtin_shufflevector(p[2], p[3], 0, 1, 8, 9, 4, 5, 12, 13) +
-                 __builtin_shufflevector(p[2], p[3], 2, 3, 10, 11, 6, 7, 14, 15);
-    *out = __builtin_shufflevector(q01, q23, 0, 2, 8, 10, 4, 6, 12, 14) +
-           __builtin_shufflevector(q01, q23, 1, 3, 9, 11, 5, 7, 13, 15);
-}
 
 /* ---- activation quantization ------------------------------------------- */
 
@@ -175,9 +120,6 @@ MQ_INLINE const float *xq_csums(const uint8_t *xa, int64_t n_rows, int64_t k) {
 #define XQ_GROUP PW_K_Q8B_GROUP_GENERIC
 #define XQ_MAGIC PW_K_Q8B_MAGIC_GENERIC
 #endif
-_Static_assert(XQ_GROUP == 1 ||
-                   (XQ_GROUP % BATCH_TILE_ROWS == 0 && XQ_GROUP % MAX_TILE_ROWS == 0),
-               "a tile's rows lie in one group");
 /* Row t's block 0 (of n_rows rows of k), and the stride from its block b
  * to block b + 1 (the rows of t's group times XQ_BLOCK_BYTES). */
 MQ_INLINE int64_t xq_row_offset(int64_t k, int64_t t) {
@@ -209,10 +151,8 @@ MQ_INLINE int64_t xq_block_stride(int64_t n_rows, int64_t t) {
 #define MQ_MAGIC 0x4B400000
 #define MQ_MAGIC_F 12582912.0f
 /* The fold's offset for weights of `type`, in this copy (XQ_MAGIC:
- * matmul_quant_isa.h, PW_K_Q8B_MAGIC_*). Q8_0 keeps vcvtdq2ps, its lane
- * sums starting from the plain fold (VNNI) or from 0 (AVX2): on AVX2 the
- * offset would cost a vpaddd per pair, and measured, AVX2's and AVX-VNNI's
- * Q8_0 tiles ran 1.06-1.27x slower with it, AVX-512's no faster. */
+ * matmul_quant_isa.h, PW_K_Q8B_MAGIC_*); Q8_0's folds carry none. The
+ * block-sum tiles take it out of the fold totals (q40_fold_total). */
 #define MQ_FOLD_BASE(type) ((type) == PW_Q8_0 || !XQ_MAGIC ? 0 : MQ_MAGIC)
 
 #if MQ_X86
@@ -328,115 +268,7 @@ void PW_ISA(pw_k_q8_quantize_rows)(uint8_t *xa, const float *x, int64_t n_rows, 
 
 /* ---- integer dot products ---------------------------------------------- */
 
-/* A weight block's 32 values in element order, prepared for the dot
- * product with the activations a (signed) as the second operand: u is the
- * unsigned operand. Q4_0 and Q4_1: u = w = the nibbles n, and the lane
- * sums start from the row's fold (MQ_MAGIC - 8 * the lane sums of a), so
- * they are MQ_MAGIC + sum (n - 8) a, the centred integers, at the unsigned
- * cost. Q8_0: w the int8 values; the VNNI copies take u = w + 128 (w xor
- * 0x80) and start from the fold (for Q8_0: -128 * the lane sums of a), so
- * they are sum w a; AVX2 takes u = |w| against a with w's sign (vpsignb),
- * since vpmaddubsw would saturate on (w + 128) a. */
 #if MQ_X86
-typedef struct mq_wprep {
-    __m256i u, w;
-} mq_wprep;
-typedef __m256i mq_act;
-typedef __m256i mq_fold;
-
-MQ_INLINE mq_act mq_act_load(const int8_t *q) { return _mm256_loadu_si256((const __m256i *)q); }
-
-/* A row's fold for one block as the lane sums' starting value (above);
- * AVX2's Q8_0 reads none. */
-MQ_INLINE mq_fold mq_fold_load(const int32_t *f, pw_dtype type) {
-#if !defined(PW_ISA_AVXVNNI_COPY) && !defined(PW_ISA_AVX512VNNI_COPY)
-    if (type == PW_Q8_0) return _mm256_setzero_si256();
-#endif
-    return _mm256_loadu_si256((const __m256i *)f);
-}
-
-MQ_INLINE mq_wprep mq_wprep_make(const uint8_t *blk, pw_dtype type) {
-    mq_wprep p;
-    if (type == PW_Q8_0) {
-        p.w = _mm256_loadu_si256((const __m256i *)(blk + 2));
-#if defined(PW_ISA_AVXVNNI_COPY) || defined(PW_ISA_AVX512VNNI_COPY)
-        p.u = _mm256_xor_si256(p.w, _mm256_set1_epi8((char)0x80));
-#else
-        p.u = _mm256_abs_epi8(p.w);
-#endif
-    } else {
-        /* Low nibbles are elements 0-15, high nibbles 16-31. */
-        const uint8_t *qs = blk + (type == PW_Q4_1 ? 4 : 2);
-        __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
-        both = _mm256_srlv_epi64(both, _mm256_setr_epi64x(0, 0, 4, 4));
-        p.w = p.u = _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
-    }
-    return p;
-}
-
-/* Block b's scales of `cols` consecutive columns (cols <= 8), wrow bytes
- * apart, converted exactly: f[2c] = d of column c, f[2c + 1] its m (Q4_1;
- * for Q8_0 and Q4_0 the first two value bytes, never used). One vcvtph2ps
- * per 4 columns instead of one per column. */
-MQ_INLINE void mq_col_scales(const uint8_t *blk, int64_t wrow, pw_dtype type, int cols,
-                             float *f) {
-    (void)type;
-    int32_t v[8] = {0};
-#pragma GCC unroll 8
-    for (int c = 0; c < cols; c++) memcpy(&v[c], blk + c * wrow, sizeof v[c]);
-    _mm256_storeu_ps(f, _mm256_cvtph_ps(_mm_setr_epi32(v[0], v[1], v[2], v[3])));
-    if (cols > 4)
-        _mm256_storeu_ps(f + 8, _mm256_cvtph_ps(_mm_setr_epi32(v[4], v[5], v[6], v[7])));
-}
-
-/* The minimum term's factors for a rows x cols tile (rows * cols <= 8),
- * lane e = c * rows + r: m of column c (from mq_col_scales' f), and s of
- * row r (s: the rows' block sums of one block, side by side). Lanes past
- * rows * cols are never stored. */
-#define MQ_MLANE(e) (2 * ((e) / rows < cols ? (e) / rows : 0) + 1)
-MQ_INLINE pw_v8f mq_min_m(const float *f, int rows, int cols) {
-    const __m256 eight = _mm256_set1_ps(8.0f);
-    if (cols > 4) { /* 1 x 8: m0..m7 and d0..d7 from two vectors of (d, m) pairs */
-        __m256 lo = _mm256_loadu_ps(f), hi = _mm256_loadu_ps(f + 8);
-        __m256 m = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)); /* m0 m1 m4 m5 m2 m3 m6 m7 */
-        __m256 d = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
-        m = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(m), _MM_SHUFFLE(3, 1, 2, 0)));
-        d = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(d), _MM_SHUFFLE(3, 1, 2, 0)));
-        return (pw_v8f)_mm256_fmadd_ps(eight, d, m); /* 8 d is exact: one rounding */
-    }
-    __m256i ix = _mm256_setr_epi32(MQ_MLANE(0), MQ_MLANE(1), MQ_MLANE(2), MQ_MLANE(3),
-                                   MQ_MLANE(4), MQ_MLANE(5), MQ_MLANE(6), MQ_MLANE(7));
-    __m256i dx = _mm256_sub_epi32(ix, _mm256_set1_epi32(1));
-    __m256 v = _mm256_loadu_ps(f);
-    return (pw_v8f)_mm256_fmadd_ps(eight, _mm256_permutevar8x32_ps(v, dx),
-                                   _mm256_permutevar8x32_ps(v, ix));
-}
-MQ_INLINE pw_v8f mq_min_s(const float *s, int rows) {
-    if (rows == 8) return (pw_v8f)_mm256_loadu_ps(s);
-    if (rows == 4) return (pw_v8f)_mm256_broadcast_ps((const __m128 *)s);
-    assert(rows == 1);
-    return (pw_v8f)_mm256_broadcast_ss(s);
-}
-
-/* The scale products d_w * d_a of a rows x cols tile (rows * cols <= 8),
- * lane e = c * rows + r, in one multiply (the same rounding as one per
- * pair): d of column c from f, d_a of row r from da (the rows' scales of
- * one block, side by side). */
-#define MQ_DLANE(e) (2 * ((e) / rows < cols ? (e) / rows : 0))
-MQ_INLINE __m256 mq_scale_products(const float *f, const float *da, int rows, int cols) {
-    __m256 d;
-    if (cols > 4) {
-        __m256 lo = _mm256_loadu_ps(f), hi = _mm256_loadu_ps(f + 8);
-        __m256 v = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
-        d = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), _MM_SHUFFLE(3, 1, 2, 0)));
-    } else {
-        __m256i ix = _mm256_setr_epi32(MQ_DLANE(0), MQ_DLANE(1), MQ_DLANE(2), MQ_DLANE(3),
-                                       MQ_DLANE(4), MQ_DLANE(5), MQ_DLANE(6), MQ_DLANE(7));
-        d = _mm256_permutevar8x32_ps(_mm256_loadu_ps(f), ix);
-    }
-    return _mm256_mul_ps(d, (__m256)mq_min_s(da, rows));
-}
-
 /* Lane l: start_l + the sum of u_j * s_j over j = 4l..4l+3, exact (no
  * saturation: u <= 255 and |s| <= 127 in the VNNI copies, whose products
  * are summed in 32 bits; in AVX2's vpmaddubsw pairs u <= 128, so a pair
@@ -451,478 +283,55 @@ MQ_INLINE __m256i mq_dot_us(__m256i start, __m256i u, __m256i s) {
                             _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
 #endif
 }
-
-/* The 8 lane sums p_l = sum_{j=4l}^{4l+3} w_j * a_j as floats (exact), w
- * the sequence's integers (Q4: n - 8), from the preparations above: for Q4
- * the integer lanes hold MQ_MAGIC + p_l, taken to (float)p_l by one float
- * subtraction (exact; MQ_MAGIC), for Q8_0 p_l, converted. */
-MQ_INLINE pw_v8f mq_dotf(const mq_wprep *p, mq_act a, mq_fold fold, pw_dtype type) {
-    __m256i lanes;
-    if (type != PW_Q8_0)
-        lanes = mq_dot_us(fold, p->u, a);
-#if defined(PW_ISA_AVXVNNI_COPY) || defined(PW_ISA_AVX512VNNI_COPY)
-    else
-        lanes = mq_dot_us(fold, p->u, a); /* Q8_0's fold: -128 * a's lane sums */
-#else
-    else /* |w| against a with w's sign (a != -128) */
-        lanes = _mm256_madd_epi16(_mm256_maddubs_epi16(p->u, _mm256_sign_epi8(a, p->w)),
-                                  _mm256_set1_epi16(1));
-#endif
-    if (MQ_FOLD_BASE(type) == 0) return (pw_v8f)_mm256_cvtepi32_ps(lanes);
-    return (pw_v8f)_mm256_sub_ps(_mm256_castsi256_ps(lanes), _mm256_set1_ps(MQ_MAGIC_F));
-}
-#else
-typedef struct mq_wprep {
-    int8_t w[QK];
-} mq_wprep;
-typedef struct mq_act {
-    int8_t q[QK];
-} mq_act;
-typedef struct mq_fold {
-    int32_t f[LANES];
-} mq_fold;
-
-MQ_INLINE mq_act mq_act_load(const int8_t *q) {
-    mq_act a;
-    memcpy(a.q, q, QK);
-    return a;
-}
-
-MQ_INLINE mq_fold mq_fold_load(const int32_t *f, pw_dtype type) {
-    (void)type;
-    mq_fold v;
-    memcpy(v.f, f, sizeof v.f);
-    return v;
-}
-
-MQ_INLINE mq_wprep mq_wprep_make(const uint8_t *blk, pw_dtype type) {
-    mq_wprep p;
-    if (type == PW_Q8_0) {
-        memcpy(p.w, blk + 2, QK);
-    } else {
-        const uint8_t *qs = blk + (type == PW_Q4_1 ? 4 : 2);
-        for (int j = 0; j < QK / 2; j++) { /* the nibbles: the fold centres them */
-            p.w[j] = (int8_t)(qs[j] & 0x0F);
-            p.w[j + QK / 2] = (int8_t)(qs[j] >> 4);
-        }
-    }
-    return p;
-}
-
-MQ_INLINE void mq_col_scales(const uint8_t *blk, int64_t wrow, pw_dtype type, int cols,
-                             float *f) {
-    for (int c = 0; c < cols; c++) {
-        f[2 * c] = mq_half(blk + c * wrow);
-        f[2 * c + 1] = type == PW_Q4_1 ? mq_half(blk + c * wrow + 2) : 0.0f;
-    }
-}
-
-MQ_INLINE pw_v8f mq_min_m(const float *f, int rows, int cols) {
-    pw_v8f m = pw_v8_splat(0.0f);
-    for (int e = 0; e < rows * cols; e++)
-        m[e] = pw_madd(8.0f, f[2 * (e / rows)], f[2 * (e / rows) + 1]);
-    return m;
-}
-MQ_INLINE pw_v8f mq_min_s(const float *s, int rows) {
-    pw_v8f v = pw_v8_splat(0.0f);
-    for (int e = 0; e < LANES; e++) v[e] = s[e % rows];
-    return v;
-}
-
-MQ_INLINE pw_v8f mq_dotf(const mq_wprep *p, mq_act a, mq_fold fold, pw_dtype type) {
-    pw_v8f r;
-    for (int l = 0; l < LANES; l++) {
-        int s = type == PW_Q8_0 ? 0 : fold.f[l] - MQ_FOLD_BASE(type); /* Q4: sum (n - 8) a */
-        for (int j = 4 * l; j < 4 * l + 4; j++) s += p->w[j] * a.q[j];
-        r[l] = (float)s;
-    }
-    return r;
-}
 #endif
 
-/* ---- tiles -------------------------------------------------------------- */
-
-/* A rows x cols block of outputs (rows * cols <= 8) of rows consecutive
- * tokens (xd, xs: their scales and block sums, block-major with n_tokens
- * per block, already at the tile's first token; each row's values and
- * folds side by side per block, xa's layout: row r's block b at xa + r *
- * xrow + b * bs, xrow a constant when rows are grouped). Always
- * inlined with constant shapes and type, so each call site is a fully
- * unrolled register tile; unused accumulators stay zero and are never
- * stored. Per block b, row r, column c (matmul_quant.c):
- *   acc = fma(d_w * d_a, p, acc)   (8 lanes)
- * and for Q4_1, for all the tile's (r, c) in one vector, lane c * rows + r:
- *   mn = fma(m_w, s_a, mn).
- * The x86 copies form the tile's d_w * d_a in one vector multiply and read
- * each pair's product back with a broadcast load (a load port, not the
- * shuffle port a register broadcast would take). */
-MQ_INLINE void mq_tile(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, int64_t bs,
-                       const float *xd,
-                       const float *xs, int64_t n_tokens, const uint8_t *w,
-                       int64_t wrow, int64_t nb, pw_dtype type, int64_t bb, int rows, int cols) {
-    pw_v8f acc[8];
-#pragma GCC unroll 8
-    for (int e = 0; e < 8; e++) acc[e] = pw_v8_splat(0.0f);
-    pw_v8f mn = pw_v8_splat(0.0f);
-    const int8_t *xq[MAX_TILE_ROWS];
-#pragma GCC unroll 8
-    for (int r = 0; r < rows; r++) xq[r] = xq_cvalues(xa + r * xrow);
-    for (int64_t b = 0; b < nb; b++) {
-        /* AVX2's 8 x 1 tile loads each row's values where they are used
-         * (below), so Q8_0's vpsignb does not hold 8 rows at once. */
-        const bool act_at_use = MQ_ACT_AT_USE(rows);
-        mq_act a[MAX_TILE_ROWS];
-#pragma GCC unroll 8
-        for (int r = 0; r < rows; r++)
-            if (!act_at_use) a[r] = mq_act_load(xq[r] + b * bs);
-        mq_fold fo[MAX_TILE_ROWS];
-#pragma GCC unroll 8
-        for (int r = 0; r < rows; r++)
-            fo[r] = mq_fold_load((const int32_t *)(xq[r] + b * bs + QK), type);
-        const float *xdb = xd + b * n_tokens;
-        _Alignas(32) float f[16];
-        mq_col_scales(w + b * bb, wrow, type, cols, f);
-#if MQ_X86
-        /* All the tile's d_w * d_a at once, read back one broadcast per
-         * pair (a load, not a shuffle). */
-        _Alignas(32) float dsv[8];
-        _mm256_store_ps(dsv, mq_scale_products(f, xdb, rows, cols));
-        /* An opaque copy of the address, so the broadcasts below address
-         * from one base register instead of a register per element. */
-        const float *ds = dsv;
-        __asm__("" : "+r"(ds));
-#else
-        pw_v8f da[MAX_TILE_ROWS];
-        for (int r = 0; r < rows; r++) da[r] = pw_v8_splat(xdb[r]);
-#endif
-        if (type == PW_Q4_1)
-            mn = pw_v8_madd(mq_min_m(f, rows, cols), mq_min_s(xs + b * n_tokens, rows), mn);
-#pragma GCC unroll 16
-        for (int c = 0; c < cols; c++) {
-            const uint8_t *blk = w + c * wrow + b * bb;
-#if MQ_X86
-            /* Decode streams the weights from memory once per token: ask for
-             * the same block of the next tile's column ahead of time. The
-             * batch tiles ask PF_COLS columns ahead (a large product, as the
-             * LM head, streams its weights from memory on the first row
-             * tile of a column block). Decode's go to L2
-             * (PW_K_DECODE_PREFETCH). */
-            if (rows == 1) _mm_prefetch((const char *)(blk + cols * wrow), PW_K_DECODE_PREFETCH);
-            else _mm_prefetch((const char *)(blk + PF_COLS * wrow), _MM_HINT_T0);
-#endif
-            mq_wprep p = mq_wprep_make(blk, type);
-#if !MQ_X86
-            pw_v8f dw = pw_v8_splat(f[2 * c]);
-#endif
-#pragma GCC unroll 8
-            for (int r = 0; r < rows; r++) {
-                pw_v8f pf = mq_dotf(
-                    &p, act_at_use ? mq_act_load(xq[r] + b * bs) : a[r], fo[r], type);
-#if MQ_X86
-                pw_v8f s = (pw_v8f)_mm256_broadcast_ss(&ds[c * rows + r]);
-#else
-                pw_v8f s = dw * da[r]; /* lane-wise d_w * d_a, one rounding */
-#endif
-                acc[r * cols + c] = pw_v8_madd(s, pf, acc[r * cols + c]);
-            }
-        }
-    }
-    pw_v8f sums;
-    mq_reduce8(acc, &sums);
-    for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++) {
-            float v = sums[r * cols + c];
-            if (type == PW_Q4_1) v += mn[c * rows + r];
-            y[r * ldy + c] = v;
-        }
-}
-
-#if defined(PW_ISA_AVX512VNNI_COPY)
-/* The same tile with two columns per 512-bit vector: lanes 0-7 hold column
- * c's 8 accumulator lanes, lanes 8-15 column c + 1's, so every lane runs
- * exactly the operations of the 256-bit code (vpdpbusd, vcvtdq2ps, the
- * scale product and the fused multiply-adds are lane-wise), with half the
- * instructions. cols is even; used for the 8 x 2 and 4 x 4 batch tiles
- * (the 1-row tile gains nothing from it: its vector inserts cost what the
- * pairing saves). Q4_1's minimum term for the 16 (r, c) is one 512-bit fma
- * per block (lane c * rows + r), its factors a permute of the tile's
- * converted scales and a broadcast of the rows' block sums. */
-MQ_INLINE __m512i mq_pair_i(__m256i lo, __m256i hi) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-
-MQ_INLINE void mq_tile_pairs(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, int64_t bs,
-                             const float *xd, const float *xs, int64_t n_tokens, const uint8_t *w, int64_t wrow, int64_t nb,
-                             pw_dtype type, int64_t bb, int rows, int cols) {
-    assert((rows == 4 && cols <= 4) || (rows == 8 && cols <= 2));
-    __m512 acc[TILE_ACCS / 2];
-    for (int e = 0; e < TILE_ACCS / 2; e++) acc[e] = _mm512_setzero_ps();
-    __m512 mn = _mm512_setzero_ps(); /* lane c * 4 + r: Q4_1's minimum term */
-    const int pairs = cols / 2;
-    const int8_t *xq[MAX_TILE_ROWS];
-#pragma GCC unroll 8
-    for (int r = 0; r < rows; r++) xq[r] = xq_cvalues(xa + r * xrow);
-    /* From the (d, m) pairs of mq_col_scales: each column pair's d in its
-     * two halves, and every (r, c)'s m. */
-    __m512i dix[BATCH_TILE_COLS / 2];
-    for (int pc = 0; pc < pairs; pc++)
-        dix[pc] = _mm512_setr_epi32(4 * pc, 4 * pc, 4 * pc, 4 * pc, 4 * pc, 4 * pc, 4 * pc,
-                                    4 * pc, 4 * pc + 2, 4 * pc + 2, 4 * pc + 2, 4 * pc + 2,
-                                    4 * pc + 2, 4 * pc + 2, 4 * pc + 2, 4 * pc + 2);
-    const __m512i mix = _mm512_setr_epi32(MQ_MLANE(0), MQ_MLANE(1), MQ_MLANE(2), MQ_MLANE(3),
-                                          MQ_MLANE(4), MQ_MLANE(5), MQ_MLANE(6), MQ_MLANE(7),
-                                          MQ_MLANE(8), MQ_MLANE(9), MQ_MLANE(10), MQ_MLANE(11),
-                                          MQ_MLANE(12), MQ_MLANE(13), MQ_MLANE(14), MQ_MLANE(15));
-    for (int64_t b = 0; b < nb; b++) {
-        __m512i a[MAX_TILE_ROWS];
-#pragma GCC unroll 8
-        for (int r = 0; r < rows; r++)
-            a[r] = _mm512_broadcast_i64x4(
-                _mm256_loadu_si256((const __m256i *)(xq[r] + b * bs)));
-        _Alignas(32) float f[16];
-        mq_col_scales(w + b * bb, wrow, type, cols, f);
-        const __m512 fv = _mm512_castps256_ps512(_mm256_load_ps(f));
-        if (type == PW_Q4_1) {
-            const __m512 mc = _mm512_fmadd_ps(
-                _mm512_set1_ps(8.0f),
-                _mm512_permutexvar_ps(_mm512_sub_epi32(mix, _mm512_set1_epi32(1)), fv),
-                _mm512_permutexvar_ps(mix, fv)); /* m + 8 d */
-            const __m512 sv = rows == 8 ? _mm512_broadcast_f32x8(_mm256_loadu_ps(xs + b * n_tokens))
-                                        : _mm512_broadcast_f32x4(_mm_loadu_ps(xs + b * n_tokens));
-            mn = _mm512_fmadd_ps(mc, sv, mn);
-        }
-#pragma GCC unroll 8
-        for (int pc = 0; pc < pairs; pc++) {
-            const uint8_t *blk0 = w + (2 * pc) * wrow + b * bb, *blk1 = blk0 + wrow;
-            _mm_prefetch((const char *)(blk0 + PF_COLS * wrow), _MM_HINT_T0);
-            _mm_prefetch((const char *)(blk1 + PF_COLS * wrow), _MM_HINT_T0);
-            /* The unsigned operand: Q8_0's w + 128 (one xor for both
-             * columns); Q4's nibbles, both columns' 16 bytes unpacked by one
-             * shift and one mask (low nibbles: elements 0-15, high: 16-31). */
-            __m512i ws;
-            if (type == PW_Q8_0) {
-                ws = _mm512_xor_si512(mq_pair_i(_mm256_loadu_si256((const __m256i *)(blk0 + 2)),
-                                                _mm256_loadu_si256((const __m256i *)(blk1 + 2))),
-                                      _mm512_set1_epi8((char)0x80));
-            } else {
-                const int qo = type == PW_Q4_1 ? 4 : 2;
-                __m512i both = mq_pair_i(
-                    _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk0 + qo))),
-                    _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk1 + qo))));
-                both = _mm512_srlv_epi64(both, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4));
-                ws = _mm512_and_si512(both, _mm512_set1_epi8(0x0F));
-            }
-            const __m512 dw = _mm512_permutexvar_ps(dix[pc], fv);
-#pragma GCC unroll 8
-            for (int r = 0; r < rows; r++) {
-                /* The lane sums start from the row's fold (-128 times the
-                 * lane sums for Q8_0, whose unsigned operand is w + 128;
-                 * mq_wprep), loaded where used: a load, not a register
-                 * copy; Q4's MQ_MAGIC + p to p by one subtraction. */
-                __m512i fo = _mm512_broadcast_i64x4(
-                    _mm256_loadu_si256((const __m256i *)(xq[r] + b * bs + QK)));
-                __m512i dot = _mm512_dpbusd_epi32(fo, ws, a[r]);
-                __m512 pf =
-                    MQ_FOLD_BASE(type) == 0
-                        ? _mm512_cvtepi32_ps(dot)
-                        : _mm512_sub_ps(_mm512_castsi512_ps(dot), _mm512_set1_ps(MQ_MAGIC_F));
-                __m512 ds = _mm512_mul_ps(dw, _mm512_set1_ps(xd[b * n_tokens + r]));
-                acc[r * pairs + pc] = _mm512_fmadd_ps(ds, pf, acc[r * pairs + pc]);
-            }
-        }
-    }
-    pw_v8f lanes[TILE_ACCS];
-    for (int r = 0; r < rows; r++)
-        for (int pc = 0; pc < pairs; pc++) {
-            __m512 v = acc[r * pairs + pc];
-            lanes[r * cols + 2 * pc] = (pw_v8f)_mm512_castps512_ps256(v);
-            lanes[r * cols + 2 * pc + 1] = (pw_v8f)_mm512_extractf32x8_ps(v, 1);
-        }
-    for (int e = rows * cols; e < TILE_ACCS; e++) lanes[e] = pw_v8_splat(0.0f);
-    pw_v8f sums[2];
-    mq_reduce8(lanes, &sums[0]);
-    if (rows * cols > 8) mq_reduce8(lanes + 8, &sums[1]);
-    _Alignas(64) float mins[16];
-    _mm512_store_ps(mins, mn);
-    for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++) {
-            int e = r * cols + c;
-            float v = sums[e / 8][e % 8];
-            if (type == PW_Q4_1) v += mins[c * rows + r];
-            y[r * ldy + c] = v;
-        }
-}
-/* Decode's Q8_0 tile (one activation row, 16 columns): the 1 x 8 tile's
- * operations with two columns per 512-bit vector (lanes 0-7 column 2p,
- * 8-15 column 2p + 1), the 16 columns' scales fetched by one gather of the
- * blocks' first dwords and converted by one vcvtph2ps, their products with
- * d_a formed by one multiply, and each pair's factor picked out by one
- * permute. Per block and column pair that leaves a load and an insert, the
- * xor, vpdpbusd, the conversion, the permute and the fma: the 1 x 8 tile
- * spent about as much again on assembling and broadcasting its scales,
- * which bound it below the memory's rate on the tied LM heads (262144 x
- * 640 in Gemma 3). Lane for lane the same integers and float steps (one
- * d_w * d_a rounding, fma per lane, the fixed lane tree), so the same
- * bits. */
-#define MQ_Q8_ROW_COLS 16
-MQ_INLINE void mq_q8_row16(float *y, const uint8_t *xa, int64_t bs, const float *xd,
-                           int64_t n_tokens, const uint8_t *w, int64_t wrow, int64_t nb) {
-    __m512 acc[MQ_Q8_ROW_COLS / 2];
-#pragma GCC unroll 8
-    for (int p = 0; p < MQ_Q8_ROW_COLS / 2; p++) acc[p] = _mm512_setzero_ps();
-    const __m512i idx = _mm512_mullo_epi32(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-        _mm512_set1_epi32((int)wrow));
-    const __m512i flip = _mm512_set1_epi8((char)0x80);
-    const int8_t *xq = xq_cvalues(xa);
-    for (int64_t b = 0; b < nb; b++) {
-        const int8_t *xb = xq + b * bs;
-        const __m512i a = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)xb));
-        const __m512i fold = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xb + QK)));
-        const uint8_t *wb = w + b * (2 + QK);
-        /* the 16 scales: the low halves of the blocks' first dwords */
-        __m512i h = _mm512_i32gather_epi32(idx, wb, 1);
-        const __m512 ds = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)),
-                                        _mm512_set1_ps(xd[b * n_tokens]));
-#pragma GCC unroll 8
-        for (int p = 0; p < MQ_Q8_ROW_COLS / 2; p++) {
-            const uint8_t *b0 = wb + 2 * p * wrow, *b1 = b0 + wrow;
-            _mm_prefetch((const char *)(b0 + MQ_Q8_ROW_COLS * wrow), PW_K_DECODE_PREFETCH);
-            _mm_prefetch((const char *)(b1 + MQ_Q8_ROW_COLS * wrow), PW_K_DECODE_PREFETCH);
-            __m512i wv = _mm512_inserti64x4(
-                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b0 + 2))),
-                _mm256_loadu_si256((const __m256i *)(b1 + 2)), 1);
-            __m512i dot = _mm512_dpbusd_epi32(fold, _mm512_xor_si512(wv, flip), a);
-            const __m512 s = _mm512_permutexvar_ps(
-                _mm512_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p,
-                                  2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1,
-                                  2 * p + 1, 2 * p + 1, 2 * p + 1),
-                ds);
-            acc[p] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(dot), acc[p]);
-        }
-    }
-    pw_v8f half[MQ_Q8_ROW_COLS], sums[2];
-#pragma GCC unroll 8
-    for (int p = 0; p < MQ_Q8_ROW_COLS / 2; p++) {
-        half[2 * p] = (pw_v8f)_mm512_castps512_ps256(acc[p]);
-        half[2 * p + 1] = (pw_v8f)_mm512_extractf32x8_ps(acc[p], 1);
-    }
-    mq_reduce8(half, &sums[0]);
-    mq_reduce8(half + 8, &sums[1]);
-    memcpy(y, sums, sizeof sums);
-}
-
-/* The tile's row step and block step (XQ_ROW_STEP, XQ_BLOCK_STEP). */
-#define MQ_TILE_X xa, XQ_ROW_STEP(k), XQ_BLOCK_STEP(bs)
-#define MQ_TILE(rows, cols)                                                                    \
-    ((rows) > 1 && (cols) % 2 == 0                                                             \
-         ? mq_tile_pairs(y + j, n, MQ_TILE_X, xd, xs, n_tokens, w + j * wrow, wrow, nb, type, \
-                         bb, rows, cols)                                                       \
-         : mq_tile(y + j, n, MQ_TILE_X, xd, xs, n_tokens, w + j * wrow, wrow, nb, type, bb,   \
-                   rows, cols))
-#else
-#define MQ_TILE_X xa, XQ_ROW_STEP(k), XQ_BLOCK_STEP(bs)
-#define MQ_TILE(rows, cols)                                                                    \
-    mq_tile(y + j, n, MQ_TILE_X, xd, xs, n_tokens, w + j * wrow, wrow, nb, type, bb, rows, cols)
-#endif
-
-/* Rows [t, t + rows) (xa, y, xd and xs already at row t; bs: the block
- * stride of t's group, whose rows these all are), columns [j0, j1). */
-MQ_INLINE void mq_row_block(float *y, const uint8_t *xa, int64_t bs, const float *xd,
-                            const float *xs, int64_t n_tokens,
-                            const uint8_t *w, int64_t wrow, int64_t n, int64_t k, pw_dtype type,
-                            int64_t bb, int64_t j0, int64_t j1, int rows) {
-    const int64_t nb = k / QK;
-    int64_t j = j0;
-#ifdef WIDE_TILE_ROWS
-    if (rows == WIDE_TILE_ROWS) {
-        for (; j + WIDE_TILE_COLS <= j1; j += WIDE_TILE_COLS) MQ_TILE(WIDE_TILE_ROWS, WIDE_TILE_COLS);
-        for (; j < j1; j++) MQ_TILE(WIDE_TILE_ROWS, 1);
-        return;
-    }
-#endif
-    if (rows == BATCH_TILE_ROWS) {
-        for (; j + BATCH_TILE_COLS <= j1; j += BATCH_TILE_COLS)
-            MQ_TILE(BATCH_TILE_ROWS, BATCH_TILE_COLS);
-        for (; j < j1; j++) MQ_TILE(BATCH_TILE_ROWS, 1);
-        return;
-    }
-#if defined(PW_ISA_AVX512VNNI_COPY)
-    if (type == PW_Q8_0)
-        for (; j + MQ_Q8_ROW_COLS <= j1; j += MQ_Q8_ROW_COLS)
-            mq_q8_row16(y + j, xa, XQ_BLOCK_STEP(bs), xd, n_tokens, w + j * wrow, wrow, nb);
-#endif
-    for (; j + ROW_TILE_COLS <= j1; j += ROW_TILE_COLS) MQ_TILE(1, ROW_TILE_COLS);
-    if (j + 4 <= j1) {
-        MQ_TILE(1, 4);
-        j += 4;
-    }
-    switch (j1 - j) {
-    case 0: break;
-    case 1: MQ_TILE(1, 1); break;
-    case 2: MQ_TILE(1, 2); break;
-    default: MQ_TILE(1, 3); break;
-    }
-}
-
-MQ_INLINE void mq_typed(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
-                        int64_t n_tokens, int64_t n, int64_t k, pw_dtype type, int64_t bb,
-                        int64_t j0, int64_t j1) {
-    int64_t col_block = COL_BLOCK_BYTES / (k / QK * bb);
-    col_block = col_block < ROW_TILE_COLS ? ROW_TILE_COLS
-                                          : col_block / ROW_TILE_COLS * ROW_TILE_COLS;
-    const float *xd = xq_cscales(xa, n_tokens, k), *xs = xq_csums(xa, n_tokens, k);
-    for (int64_t n0 = j0; n0 < j1; n0 += col_block) {
-        int64_t n1 = n0 + col_block < j1 ? n0 + col_block : j1;
-        int64_t t = 0;
-        /* Tiles of 8 rows start at multiples of 8, then tiles of 4 at
-         * multiples of 4, so no tile straddles two groups (XQ_GROUP). */
-#define MQ_ROWS_AT(t, rows)                                                                    \
-    mq_row_block(y + (t) * n, xa + xq_row_offset(k, t), xq_block_stride(n_tokens, t), xd + (t), \
-                 xs + (t), n_tokens, w, wrow, n, k, type, bb, n0, n1, rows)
-#ifdef WIDE_TILE_ROWS
-        if (WIDE_TILE_TYPES(type))
-            for (; t + WIDE_TILE_ROWS <= n_tokens; t += WIDE_TILE_ROWS)
-                MQ_ROWS_AT(t, WIDE_TILE_ROWS);
-#endif
-        for (; t + BATCH_TILE_ROWS <= n_tokens; t += BATCH_TILE_ROWS)
-            MQ_ROWS_AT(t, BATCH_TILE_ROWS);
-        for (; t < n_tokens; t++) MQ_ROWS_AT(t, 1);
-#undef MQ_ROWS_AT
-    }
-}
-
-/* ---- Q4_0 and Q4_1: one integer sum per block ------------------------------ */
+/* ---- Q8_0, Q4_0 and Q4_1: one integer sum per block ----------------------- */
 
 /* Their sequence (matmul_quant.c): per output, for blocks b in order from
- * acc = +0 and mn = +0, p = sum_{j<32} (n_j - 8) a_j (exact int32),
- * acc = fma(d_w * d_a, (float)p, acc), and for Q4_1
- * mn = fma(fma(8, d_w, m_w), s_a, mn); y = acc (Q4_1: acc + mn). One float step per block,
- * not one per 4 values: the x86 copies lay 8 or 16 columns side by side in
- * a vector (one lane per column, the block's 16 nibble bytes of each
- * column transposed into four vectors of 4-byte groups), so each broadcast
- * of 4 activations feeds every column of the tile, and the float steps are
- * shared by them all.
+ * acc = +0 and mn = +0, p = sum_{j<32} w_j a_j (exact int32; Q4: w_j =
+ * n_j - 8), acc = fma(d_w * d_a, (float)p, acc), and for Q4_1
+ * mn = fma(fma(8, d_w, m_w), s_a, mn); y = acc (Q4_1: acc + mn). One float
+ * step per block, not one per 4 values: the x86 copies lay 8 or 16 columns
+ * side by side in a vector (one lane per column, each column's block
+ * transposed into vectors of 4-byte groups), so each broadcast of 4
+ * activations feeds every column of the tile, and the float steps are
+ * shared by them all. (The names say q40: the tiles were Q4_0's first.)
  *
- * F: the start of a row's integer sum for a block, -8 * the sum of its 32
- * activations, from the quantizer's fold lanes (MQ_FOLD_BASE - 8 S_l; the
- * sum taken modulo 2^32, exact since |F| < 2^15). */
+ * F: the start of a row's integer sum for a block, -8 (Q8_0: -128) times
+ * the sum of its 32 activations, from the quantizer's fold lanes
+ * (MQ_FOLD_BASE - 8 S_l or -128 S_l; the sum taken modulo 2^32, exact
+ * since |F| < 2^19). */
+/* Q8_0 in the AVX2 copy: |w| against a with w's sign (vpsignb), its
+ * integer sums starting from 0, since vpmaddubsw would saturate on
+ * (w + 128) a; the VNNI copies take w + 128 (w xor 0x80) from the fold. */
+#if defined(PW_ISA_FMA_COPY)
+#define Q8_SIGNED 1
+#else
+#define Q8_SIGNED 0
+#endif
+
+/* Bytes of a weight block of `type` (Q8_0, Q4_0 or Q4_1). */
+MQ_INLINE int64_t q40_block_bytes(pw_dtype type) {
+    return type == PW_Q8_0 ? Q8_0_BYTES : type == PW_Q4_1 ? Q4_1_BYTES : Q4_0_BYTES;
+}
+
 #if MQ_X86
-MQ_INLINE int32_t q40_fold_total(const uint8_t *blk_values) {
+MQ_INLINE int32_t q40_fold_total(const uint8_t *blk_values, pw_dtype type) {
     int32_t fl[LANES];
     memcpy(fl, blk_values + QK, sizeof fl);
     uint32_t s = 0;
     for (int l = 0; l < LANES; l++) s += (uint32_t)fl[l];
-    return (int32_t)(s - (uint32_t)LANES * (uint32_t)MQ_FOLD_BASE(PW_Q4_0));
+    return (int32_t)(s - (uint32_t)LANES * (uint32_t)MQ_FOLD_BASE(type));
 }
 
 /* Fold totals of rows [0, n_tokens), block-major ([b][t]), into f. */
-static void q40_fold_totals(int32_t *f, const uint8_t *xa, int64_t n_tokens, int64_t k) {
+static void q40_fold_totals(int32_t *f, const uint8_t *xa, int64_t n_tokens, int64_t k,
+                            pw_dtype type) {
     const int64_t nb = k / QK;
     for (int64_t t = 0; t < n_tokens; t++) {
         const uint8_t *row = xa + xq_row_offset(k, t);
         const int64_t bs = xq_block_stride(n_tokens, t);
-        for (int64_t b = 0; b < nb; b++) f[b * n_tokens + t] = q40_fold_total(row + b * bs);
+        for (int64_t b = 0; b < nb; b++) f[b * n_tokens + t] = q40_fold_total(row + b * bs, type);
     }
 }
 
@@ -941,30 +350,10 @@ typedef __m256 q40_vf;
  * within 128-bit lanes, so lane 4L + g is column (Q40_COLS / 4) g + L. */
 #define Q40_COL(p) ((Q40_COLS / 4) * ((p) % 4) + (p) / 4)
 
-/* The tile's 16-byte nibble groups of block b (cols columns, the rest
- * zero) as four vectors: vector q, lane of column c, holds bytes 4q..4q+3,
- * whose low nibbles are elements 4q..4q+3 and high nibbles 16+4q..19+4q. */
-MQ_INLINE void q40_weights(const uint8_t *blk, int64_t wrow, int cols, pw_dtype type, q40_vi *lo,
-                           q40_vi *hi, q40_vf *dw, q40_vf *mw) {
-    const int qo = type == PW_Q4_1 ? 4 : 2; /* the nibbles follow d (and Q4_1's m) */
-    __m128i c[Q40_COLS];
-    _Alignas(64) uint16_t h[Q40_COLS];
-#pragma GCC unroll 16
-    for (int i = 0; i < Q40_COLS; i++) {
-        int col = Q40_COL(i);
-        if (i < cols) {
-            c[i] = _mm_loadu_si128((const __m128i *)(blk + i * wrow + qo));
-            /* the same column's block of the next tile (decode streams
-             * each column from memory once per token) */
-            _mm_prefetch((const char *)(blk + (i + Q40_COLS) * wrow), PW_K_DECODE_PREFETCH);
-        } else {
-            c[i] = _mm_setzero_si128();
-        }
-        if (type == PW_Q4_0) {
-            if (col < cols) memcpy(&h[i], blk + col * wrow, 2);
-            else h[i] = 0;
-        }
-    }
+/* Q40_COLS columns' 16 bytes each (c[i]: the tile's lane order, column
+ * Q40_COL-permuted by the transpose) to four vectors: vector q, lane of
+ * column c, holds the column's bytes 4q..4q+3. */
+MQ_INLINE void q40_transpose(const __m128i *c, q40_vi *q) {
 #if Q40_COLS == 16
     q40_vi z[4];
     for (int g = 0; g < 4; g++) {
@@ -978,69 +367,186 @@ MQ_INLINE void q40_weights(const uint8_t *blk, int64_t wrow, int cols, pw_dtype 
      * of column 4g + L. */
     q40_vi t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
     q40_vi t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
-    q40_vi q[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
-                   _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
-    const q40_vi m = _mm512_set1_epi8(0x0F);
-    for (int i = 0; i < 4; i++) {
-        lo[i] = _mm512_and_si512(q[i], m);
-        hi[i] = _mm512_and_si512(_mm512_srli_epi16(q[i], 4), m);
-    }
-    if (type == PW_Q4_1) {
-        /* Q4_1's d and m are one 4-byte word per column: one gather, split
-         * in registers (16 two-byte stores read back as one vector would
-         * stall on store forwarding, twice) */
-        const __m512i at = _mm512_mullo_epi32(
-            _mm512_setr_epi32(Q40_COL(0), Q40_COL(1), Q40_COL(2), Q40_COL(3), Q40_COL(4),
-                              Q40_COL(5), Q40_COL(6), Q40_COL(7), Q40_COL(8), Q40_COL(9),
-                              Q40_COL(10), Q40_COL(11), Q40_COL(12), Q40_COL(13), Q40_COL(14),
-                              Q40_COL(15)),
-            _mm512_set1_epi32((int)wrow));
-        __mmask16 live = 0;
-        for (int p = 0; p < Q40_COLS; p++)
-            if (Q40_COL(p) < cols) live |= (__mmask16)(1u << p);
-        __m512i dm = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, at, blk, 1);
-        *dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));
-        *mw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16)));
-    } else {
-        *dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)h));
-    }
+    q[0] = _mm512_unpacklo_epi64(t0, t2), q[1] = _mm512_unpackhi_epi64(t0, t2);
+    q[2] = _mm512_unpacklo_epi64(t1, t3), q[3] = _mm512_unpackhi_epi64(t1, t3);
 #else
     q40_vi z[4];
     for (int g = 0; g < 4; g++) z[g] = _mm256_set_m128i(c[2 * g + 1], c[2 * g]);
     q40_vi t0 = _mm256_unpacklo_epi32(z[0], z[1]), t1 = _mm256_unpackhi_epi32(z[0], z[1]);
     q40_vi t2 = _mm256_unpacklo_epi32(z[2], z[3]), t3 = _mm256_unpackhi_epi32(z[2], z[3]);
-    q40_vi q[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
-                   _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};
+    q[0] = _mm256_unpacklo_epi64(t0, t2), q[1] = _mm256_unpackhi_epi64(t0, t2);
+    q[2] = _mm256_unpacklo_epi64(t1, t3), q[3] = _mm256_unpackhi_epi64(t1, t3);
+#endif
+}
+
+/* The 16 bytes at offset `at` of each of the tile's blocks (cols columns,
+ * wrow bytes apart; the rest zero), in the tile's lane order, transposed
+ * (q40_transpose); with `pf`, asking for the same column's block of the
+ * next tile (decode streams each column from memory once per token). */
+MQ_INLINE void q40_load_t(const uint8_t *blk, int64_t wrow, int cols, int at, bool pf,
+                          q40_vi *q) {
+    __m128i c[Q40_COLS];
+#pragma GCC unroll 16
+    for (int i = 0; i < Q40_COLS; i++) {
+        if (i < cols) {
+            c[i] = _mm_loadu_si128((const __m128i *)(blk + i * wrow + at));
+            if (pf)
+                _mm_prefetch((const char *)(blk + (i + Q40_COLS) * wrow), PW_K_DECODE_PREFETCH);
+        } else {
+            c[i] = _mm_setzero_si128();
+        }
+    }
+    q40_transpose(c, q);
+}
+
+/* The blocks' first dword (Q4_1: d and m; Q8_0: d and two value bytes) of
+ * the tile's columns in lane order, one gather (the rest zero); assembled
+ * through 16 two-byte stores read back as one vector, they would stall on
+ * store forwarding. */
+MQ_INLINE q40_vi q40_gather_words(const uint8_t *blk, int64_t wrow, int cols) {
+#if Q40_COLS == 16
+    const __m512i at = _mm512_mullo_epi32(
+        _mm512_setr_epi32(Q40_COL(0), Q40_COL(1), Q40_COL(2), Q40_COL(3), Q40_COL(4),
+                          Q40_COL(5), Q40_COL(6), Q40_COL(7), Q40_COL(8), Q40_COL(9),
+                          Q40_COL(10), Q40_COL(11), Q40_COL(12), Q40_COL(13), Q40_COL(14),
+                          Q40_COL(15)),
+        _mm512_set1_epi32((int)wrow));
+    __mmask16 live = 0;
+    for (int p = 0; p < Q40_COLS; p++)
+        if (Q40_COL(p) < cols) live |= (__mmask16)(1u << p);
+    return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, at, blk, 1);
+#else
+    const __m256i at = _mm256_mullo_epi32(
+        _mm256_setr_epi32(Q40_COL(0), Q40_COL(1), Q40_COL(2), Q40_COL(3), Q40_COL(4),
+                          Q40_COL(5), Q40_COL(6), Q40_COL(7)),
+        _mm256_set1_epi32((int)wrow));
+    const __m256i live = _mm256_cmpgt_epi32(
+        _mm256_set1_epi32(cols), _mm256_setr_epi32(Q40_COL(0), Q40_COL(1), Q40_COL(2),
+                                                   Q40_COL(3), Q40_COL(4), Q40_COL(5),
+                                                   Q40_COL(6), Q40_COL(7)));
+    return _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (const int *)blk, at, live, 1);
+#endif
+}
+
+/* The low (hi16 false) or high halves of the gathered words as floats. */
+MQ_INLINE q40_vf q40_words_half(q40_vi dm, bool hi16) {
+#if Q40_COLS == 16
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(hi16 ? _mm512_srli_epi32(dm, 16) : dm));
+#else
+    /* each word's half, packed to 8 halves */
+    const __m256i pick = hi16 ? _mm256_setr_epi8(2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1,
+                                                 -1, -1, -1, 2, 3, 6, 7, 10, 11, 14, 15, -1, -1,
+                                                 -1, -1, -1, -1, -1, -1)
+                              : _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1,
+                                                 -1, -1, -1, 0, 1, 4, 5, 8, 9, 12, 13, -1, -1,
+                                                 -1, -1, -1, -1, -1, -1);
+    __m256i h = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(dm, pick), 0x08);
+    return _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+#endif
+}
+
+/* The tile's weights of one block (cols columns, the rest zero) as eight
+ * operand vectors, lane of column c: Q4_0 and Q4_1, lo[q] the low nibbles
+ * of bytes 4q..4q+3 (elements 4q..4q+3), hi[q] their high nibbles
+ * (elements 16+4q..19+4q); Q8_0, lo[q] elements 4q..4q+3 and hi[q]
+ * 16+4q..19+4q (plus 128, xor 0x80, in the VNNI copies; as they are in
+ * AVX2: Q8_SIGNED). With the scales d (and Q4_1's m). */
+#if Q40_COLS == 16
+/* Q8_0's 16 columns of one block, all 32 value bytes per column at once:
+ * z[k] holds two columns' values (256 bits each: column 4k and 4k + 1 for
+ * k < 4, 4(k - 4) + 2 and + 3 above), the in-lane 4 x 4 transposes of
+ * z[0..3] and z[4..7] put group i (bytes 4i..4i+3) and 4 + i of 4 columns
+ * in each 128-bit lane, and one exchange of 128-bit lanes per output
+ * gathers the 16 columns in q40_weights' lane order (lane 4m + j: column
+ * 4j + m = Q40_COL). Half the loads and inserts of two q40_load_t. */
+MQ_INLINE void q8_weights16(const uint8_t *blk, int64_t wrow, int cols, q40_vi *lo, q40_vi *hi) {
+    q40_vi z[8];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) {
+        const int c0 = 4 * (k % 4) + 2 * (k / 4), c1 = c0 + 1;
+        __m256i l = c0 < cols ? _mm256_loadu_si256((const __m256i *)(blk + c0 * wrow + 2))
+                              : _mm256_setzero_si256();
+        __m256i h = c1 < cols ? _mm256_loadu_si256((const __m256i *)(blk + c1 * wrow + 2))
+                              : _mm256_setzero_si256();
+        if (c0 < cols)
+            _mm_prefetch((const char *)(blk + (c0 + Q40_COLS) * wrow), PW_K_DECODE_PREFETCH);
+        if (c1 < cols)
+            _mm_prefetch((const char *)(blk + (c1 + Q40_COLS) * wrow), PW_K_DECODE_PREFETCH);
+        z[k] = _mm512_inserti64x4(_mm512_castsi256_si512(l), h, 1);
+    }
+    q40_vi q[2][4];
+    for (int h = 0; h < 2; h++) {
+        const q40_vi *zz = z + 4 * h;
+        q40_vi t0 = _mm512_unpacklo_epi32(zz[0], zz[1]), t1 = _mm512_unpackhi_epi32(zz[0], zz[1]);
+        q40_vi t2 = _mm512_unpacklo_epi32(zz[2], zz[3]), t3 = _mm512_unpackhi_epi32(zz[2], zz[3]);
+        q[h][0] = _mm512_unpacklo_epi64(t0, t2), q[h][1] = _mm512_unpackhi_epi64(t0, t2);
+        q[h][2] = _mm512_unpacklo_epi64(t1, t3), q[h][3] = _mm512_unpackhi_epi64(t1, t3);
+    }
+    /* 128-bit lanes of q[h][i]: 0 group i of the low columns, 1 group
+     * 4 + i of them, 2 and 3 the same of the high columns */
+    for (int i = 0; i < 4; i++) {
+        lo[i] = _mm512_shuffle_i32x4(q[0][i], q[1][i], 0x88);
+        hi[i] = _mm512_shuffle_i32x4(q[0][i], q[1][i], 0xDD);
+    }
+}
+#endif
+
+MQ_INLINE void q40_weights(const uint8_t *blk, int64_t wrow, int cols, pw_dtype type, q40_vi *lo,
+                           q40_vi *hi, q40_vf *dw, q40_vf *mw) {
+    if (type == PW_Q8_0) {
+#if Q40_COLS == 16
+        q8_weights16(blk, wrow, cols, lo, hi);
+#else
+        q40_load_t(blk, wrow, cols, 2, true, lo);
+        q40_load_t(blk, wrow, cols, 2 + 16, false, hi);
+#endif
+        if (!Q8_SIGNED) {
+#if Q40_COLS == 16
+            const q40_vi flip = _mm512_set1_epi8((char)0x80);
+            for (int i = 0; i < 4; i++)
+                lo[i] = _mm512_xor_si512(lo[i], flip), hi[i] = _mm512_xor_si512(hi[i], flip);
+#else
+            const q40_vi flip = _mm256_set1_epi8((char)0x80);
+            for (int i = 0; i < 4; i++)
+                lo[i] = _mm256_xor_si256(lo[i], flip), hi[i] = _mm256_xor_si256(hi[i], flip);
+#endif
+        }
+        *dw = q40_words_half(q40_gather_words(blk, wrow, cols), false);
+        return;
+    }
+    const int qo = type == PW_Q4_1 ? 4 : 2; /* the nibbles follow d (and Q4_1's m) */
+    q40_vi q[4];
+    q40_load_t(blk, wrow, cols, qo, true, q);
+#if Q40_COLS == 16
+    const q40_vi m = _mm512_set1_epi8(0x0F);
+    for (int i = 0; i < 4; i++) {
+        lo[i] = _mm512_and_si512(q[i], m);
+        hi[i] = _mm512_and_si512(_mm512_srli_epi16(q[i], 4), m);
+    }
+#else
     const q40_vi m = _mm256_set1_epi8(0x0F);
     for (int i = 0; i < 4; i++) {
         lo[i] = _mm256_and_si256(q[i], m);
         hi[i] = _mm256_and_si256(_mm256_srli_epi16(q[i], 4), m);
     }
-    if (type == PW_Q4_1) { /* d and m: one gather (the AVX-512 copy's note) */
-        const __m256i at = _mm256_mullo_epi32(
-            _mm256_setr_epi32(Q40_COL(0), Q40_COL(1), Q40_COL(2), Q40_COL(3), Q40_COL(4),
-                              Q40_COL(5), Q40_COL(6), Q40_COL(7)),
-            _mm256_set1_epi32((int)wrow));
-        const __m256i live = _mm256_cmpgt_epi32(
-            _mm256_set1_epi32(cols), _mm256_setr_epi32(Q40_COL(0), Q40_COL(1), Q40_COL(2),
-                                                       Q40_COL(3), Q40_COL(4), Q40_COL(5),
-                                                       Q40_COL(6), Q40_COL(7)));
-        __m256i dm = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (const int *)blk, at,
-                                                 live, 1);
-        /* the low and high halves of each word, packed to 8 halves each */
-        const __m256i lo16 = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1,
-                                              -1, -1, 0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1,
-                                              -1, -1, -1, -1);
-        const __m256i hi16 = _mm256_setr_epi8(2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1,
-                                              -1, -1, 2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1,
-                                              -1, -1, -1, -1);
-        __m256i d2 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(dm, lo16), 0x08);
-        __m256i m2 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(dm, hi16), 0x08);
-        *dw = _mm256_cvtph_ps(_mm256_castsi256_si128(d2));
-        *mw = _mm256_cvtph_ps(_mm256_castsi256_si128(m2));
-    } else {
-        *dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)h));
+#endif
+    if (type == PW_Q4_1) { /* d and m: one gather, split in registers */
+        q40_vi dm = q40_gather_words(blk, wrow, cols);
+        *dw = q40_words_half(dm, false);
+        *mw = q40_words_half(dm, true);
+        return;
     }
+    _Alignas(64) uint16_t h[Q40_COLS];
+#pragma GCC unroll 16
+    for (int i = 0; i < Q40_COLS; i++) {
+        int col = Q40_COL(i);
+        if (col < cols) memcpy(&h[i], blk + col * wrow, 2);
+        else h[i] = 0;
+    }
+#if Q40_COLS == 16
+    *dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)h));
+#else
+    *dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)h));
 #endif
 }
 
@@ -1064,6 +570,26 @@ MQ_INLINE q40_vi q40_dot(q40_vi start, q40_vi u, const int8_t *a) {
     memcpy(&a4, a, 4);
     return mq_dot_us(start, u, _mm256_set1_epi32(a4));
 #endif
+}
+
+/* The dot product of one operand vector (q40_weights) with a row's 4
+ * activations at a: q40_dot, or for Q8_0 in the AVX2 copy (Q8_SIGNED) |w|
+ * against the activations with w's sign (exact: |w| <= 128 times |a| <=
+ * 127, two per vpmaddubsw pair, a never -128). */
+MQ_INLINE q40_vi q40_dot_w(q40_vi start, q40_vi u, const int8_t *a, pw_dtype type) {
+#if Q8_SIGNED
+    if (type == PW_Q8_0) {
+        int32_t a4;
+        memcpy(&a4, a, 4);
+        const __m256i s = _mm256_sign_epi8(_mm256_set1_epi32(a4), u);
+        return _mm256_add_epi32(start, _mm256_madd_epi16(_mm256_maddubs_epi16(
+                                                             _mm256_abs_epi8(u), s),
+                                                         _mm256_set1_epi16(1)));
+    }
+#else
+    (void)type;
+#endif
+    return q40_dot(start, u, a);
 }
 
 /* Where a tile's weights come from (a constant at each call site). */
@@ -1110,8 +636,15 @@ MQ_INLINE void q40_x16_weights(const uint8_t *g, int64_t b, int half, q40_vi *lo
 /* A panel of nb blocks in a per-thread buffer, at a 64-byte boundary. */
 #define Q40_PANEL_BYTES(nb) ((size_t)((nb) * Q40_PANEL_BLOCK_BYTES + 64))
 /* Batches from this many rows take panels: the unpacking is then shared
- * by at least two row tiles (below, one tile does it where it uses it). */
-#define Q40_PANEL_MIN_ROWS (Q40_ROWS + 1)
+ * by at least two row tiles (below, one tile does it where it uses it).
+ * AVX-512's Q8_0 from three: its transpose (q8_weights16) costs two row
+ * tiles less than the panel's stores and reloads (T = 16: SmolLM2's shapes
+ * 0.85-0.88x the time, Llama-3.2-1B's 0.96-1.02x). */
+#if Q40_COLS == 16
+#define Q40_PANEL_MIN_ROWS(type) ((type) == PW_Q8_0 ? 2 * Q40_ROWS + 1 : Q40_ROWS + 1)
+#else
+#define Q40_PANEL_MIN_ROWS(type) (Q40_ROWS + 1)
+#endif
 
 MQ_INLINE q40_vi q40_vload(const uint8_t *p) {
 #if Q40_COLS == 16
@@ -1141,7 +674,7 @@ MQ_INLINE q40_vf q40_min_scale(q40_vf dw, q40_vf mw) {
  * [0, nb), into panel. */
 MQ_INLINE void q40_panel_fill(uint8_t *panel, const uint8_t *w, int64_t wrow, int64_t nb,
                               pw_dtype type, int cols) {
-    const int64_t bb = type == PW_Q4_1 ? Q4_1_BYTES : Q4_0_BYTES;
+    const int64_t bb = q40_block_bytes(type);
     for (int64_t b = 0; b < nb; b++) {
         uint8_t *pb = panel + b * Q40_PANEL_BLOCK_BYTES;
         q40_vi lo[4], hi[4];
@@ -1168,7 +701,7 @@ MQ_INLINE void q40_tile(float *y, int64_t ldy, const uint8_t *const *xr, const i
                         const float *xd, const float *xs, const int32_t *ft, int64_t n_tokens,
                         const uint8_t *w, int64_t wrow, int src, int64_t nb, pw_dtype type,
                         int rows, int c0, int cols) {
-    const int64_t bb = type == PW_Q4_1 ? Q4_1_BYTES : Q4_0_BYTES;
+    const int64_t bb = q40_block_bytes(type);
     q40_vf acc[Q40_ROWS], mn[Q40_ROWS];
 #pragma GCC unroll 8
     for (int r = 0; r < rows; r++) acc[r] = mn[r] = (q40_vf){0};
@@ -1203,7 +736,9 @@ MQ_INLINE void q40_tile(float *y, int64_t ldy, const uint8_t *const *xr, const i
             const uint8_t *xv = xr[r] + b * xb[r];
             a[r] = (const int8_t *)xv;
             /* (the panel path always has the fold totals) */
-            int32_t f0 = src == Q40_SRC_PANEL || ft ? ft[b * n_tokens + r] : q40_fold_total(xv);
+            int32_t f0 = Q8_SIGNED && type == PW_Q8_0       ? 0
+                         : src == Q40_SRC_PANEL || ft ? ft[b * n_tokens + r]
+                                                      : q40_fold_total(xv, type);
 #if Q40_COLS == 16
             sum[r] = _mm512_set1_epi32(f0);
 #else
@@ -1220,11 +755,11 @@ MQ_INLINE void q40_tile(float *y, int64_t ldy, const uint8_t *const *xr, const i
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++) {
 #pragma GCC unroll 8
-            for (int r = 0; r < rows; r++) sum[r] = q40_dot(sum[r], lo[i], a[r] + 4 * i);
+            for (int r = 0; r < rows; r++) sum[r] = q40_dot_w(sum[r], lo[i], a[r] + 4 * i, type);
 #pragma GCC unroll 8
             for (int r = 0; r < rows; r++) {
-                if (split) sum_hi[r] = q40_dot(sum_hi[r], hi[i], a[r] + 16 + 4 * i);
-                else sum[r] = q40_dot(sum[r], hi[i], a[r] + 16 + 4 * i);
+                if (split) sum_hi[r] = q40_dot_w(sum_hi[r], hi[i], a[r] + 16 + 4 * i, type);
+                else sum[r] = q40_dot_w(sum[r], hi[i], a[r] + 16 + 4 * i, type);
             }
         }
         if (split)
@@ -1277,6 +812,122 @@ MQ_INLINE void q40_tile(float *y, int64_t ldy, const uint8_t *const *xr, const i
     }
 }
 
+#if Q40_COLS == 16
+/* Decode's Q8_0 tile (one activation row, 16 whole columns, AVX-512). At
+ * one row the transpose of q40_weights is not shared, and costs more than
+ * the dot products; this tile instead takes two columns' 32 values per
+ * 512-bit vector as they lie (lanes 0-7 column 2p, 8-15 column 2p + 1,
+ * each lane 4 values), one vpdpbusd per pair from the fold, and sums each
+ * column's 8 lanes by in-lane unpacks and adds and one exchange of 128-bit
+ * lanes (8 vectors to 4, 2, then 1 with a lane per column). The integers are exact whatever
+ * adds them, so p, and the float steps after it (one d_w * d_a, the
+ * conversion, one fma per block, the 16 columns' scales fetched by one
+ * gather), are the other tiles': the same bits. */
+#define Q8_ROW_COLS 16
+MQ_INLINE void q8_row(float *y, const uint8_t *xv0, int64_t xb, const float *xd,
+                        int64_t n_tokens, const uint8_t *w, int64_t wrow, int64_t nb) {
+    __m512 acc = _mm512_setzero_ps();
+    /* Lane p of the tree's result holds column Q8_ROW_LANE(p) (below); the
+     * scales are gathered in that order, and acc put back in column order
+     * once, at the end. */
+#define Q8_ROW_LANE(p) ((p) / 8 * 8 + (p) % 4 * 2 + (p) / 4 % 2)
+    const __m512i idx = _mm512_mullo_epi32(
+        _mm512_setr_epi32(Q8_ROW_LANE(0), Q8_ROW_LANE(1), Q8_ROW_LANE(2), Q8_ROW_LANE(3),
+                          Q8_ROW_LANE(4), Q8_ROW_LANE(5), Q8_ROW_LANE(6), Q8_ROW_LANE(7),
+                          Q8_ROW_LANE(8), Q8_ROW_LANE(9), Q8_ROW_LANE(10), Q8_ROW_LANE(11),
+                          Q8_ROW_LANE(12), Q8_ROW_LANE(13), Q8_ROW_LANE(14), Q8_ROW_LANE(15)),
+        _mm512_set1_epi32((int)wrow));
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *xv = xv0 + b * xb;
+        const __m512i a = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)xv));
+        const __m512i fold =
+            _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xv + QK)));
+        const uint8_t *wb = w + b * Q8_0_BYTES;
+        const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(idx, wb, 1)));
+        __m512i v[Q8_ROW_COLS / 2];
+#pragma GCC unroll 8
+        for (int p = 0; p < Q8_ROW_COLS / 2; p++) {
+            const uint8_t *b0 = wb + 2 * p * wrow, *b1 = b0 + wrow;
+            _mm_prefetch((const char *)(b0 + Q8_ROW_COLS * wrow), PW_K_DECODE_PREFETCH);
+            _mm_prefetch((const char *)(b1 + Q8_ROW_COLS * wrow), PW_K_DECODE_PREFETCH);
+            __m512i wv = _mm512_inserti64x4(
+                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b0 + 2))),
+                _mm256_loadu_si256((const __m256i *)(b1 + 2)), 1);
+            v[p] = _mm512_dpbusd_epi32(fold, _mm512_xor_si512(wv, flip), a);
+        }
+        /* Within each 128-bit lane (4 int32 of one column): two vectors'
+         * lanes interleaved and added, twice, so that r[h]'s 128-bit lane
+         * L holds the sums of lane L of v[4h..4h+3]; then lanes 0 + 1
+         * (column 2p's) and 2 + 3 (column 2p + 1's) added across. */
+        __m512i t[4], r[2];
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++)
+            t[q] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * q], v[2 * q + 1]),
+                                    _mm512_unpackhi_epi32(v[2 * q], v[2 * q + 1]));
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++)
+            r[h] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * h], t[2 * h + 1]),
+                                    _mm512_unpackhi_epi64(t[2 * h], t[2 * h + 1]));
+        const __m512i p16 = _mm512_add_epi32(_mm512_shuffle_i32x4(r[0], r[1], 0x88),
+                                             _mm512_shuffle_i32x4(r[0], r[1], 0xDD));
+        const __m512 ds = _mm512_mul_ps(dw, _mm512_set1_ps(xd[b * n_tokens]));
+        acc = _mm512_fmadd_ps(ds, _mm512_cvtepi32_ps(p16), acc);
+    }
+    /* column c is lane p with Q8_ROW_LANE(p) == c */
+    acc = _mm512_permutexvar_ps(
+        _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15), acc);
+#undef Q8_ROW_LANE
+    _mm512_storeu_ps(y, acc);
+}
+#else
+/* The 256-bit copies' decode tile for Q8_0: 8 whole columns, one vector
+ * each (8 lanes of 4 values: vpdpbusd from the fold in AVX-VNNI, |w|
+ * against a with w's sign in AVX2), the lane sums added by vphaddd and one
+ * exchange of 128-bit halves (lane c: column c), then the float steps for
+ * the 8 columns (as q8_row above: the same bits). */
+#define Q8_ROW_COLS 8
+MQ_INLINE void q8_row(float *y, const uint8_t *xv0, int64_t xb, const float *xd,
+                      int64_t n_tokens, const uint8_t *w, int64_t wrow, int64_t nb) {
+    __m256 acc = _mm256_setzero_ps();
+    const __m256i idx =
+        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)wrow));
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *xv = xv0 + b * xb;
+        const __m256i a = _mm256_loadu_si256((const __m256i *)xv);
+#if !Q8_SIGNED
+        const __m256i fold = _mm256_loadu_si256((const __m256i *)(xv + QK));
+        const __m256i flip = _mm256_set1_epi8((char)0x80);
+#endif
+        const uint8_t *wb = w + b * Q8_0_BYTES;
+        const __m256 dw = q40_words_half(_mm256_i32gather_epi32((const int *)wb, idx, 1), false);
+        __m256i v[Q8_ROW_COLS];
+#pragma GCC unroll 8
+        for (int c = 0; c < Q8_ROW_COLS; c++) {
+            const uint8_t *bc = wb + c * wrow;
+            _mm_prefetch((const char *)(bc + Q8_ROW_COLS * wrow), PW_K_DECODE_PREFETCH);
+            const __m256i wv = _mm256_loadu_si256((const __m256i *)(bc + 2));
+#if Q8_SIGNED
+            v[c] = _mm256_madd_epi16(
+                _mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(a, wv)),
+                _mm256_set1_epi16(1));
+#else
+            v[c] = mq_dot_us(fold, _mm256_xor_si256(wv, flip), a);
+#endif
+        }
+        const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]),
+                                             _mm256_hadd_epi32(v[2], v[3])),
+                      h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]),
+                                             _mm256_hadd_epi32(v[6], v[7]));
+        const __m256i p8 = _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20),
+                                            _mm256_permute2x128_si256(h0, h1, 0x31));
+        const __m256 ds = _mm256_mul_ps(dw, _mm256_set1_ps(xd[b * n_tokens]));
+        acc = _mm256_fmadd_ps(ds, _mm256_cvtepi32_ps(p8), acc);
+    }
+    _mm256_storeu_ps(y, acc);
+}
+#endif
+
 /* Rows [t, t + rows) over columns [j0, j1) of w (q40_tile's src):
  * BLOCKS, full tiles then the rest; PANEL, the panel's columns (j1 - j0 <=
  * Q40_COLS); X16, lanes [j0, j1) of a group's half (y at the half's lane
@@ -1315,6 +966,9 @@ MQ_INLINE void q40_rows(float *y, int64_t n, const uint8_t *xa, const float *xd,
         return;
     }
     int64_t j = j0;
+    if (type == PW_Q8_0 && rows == 1)
+        for (; j + Q8_ROW_COLS <= j1; j += Q8_ROW_COLS)
+            q8_row(y + j, xr[0], xb[0], xd, n_tokens, w + j * wrow, wrow, nb);
     for (; j + Q40_COLS <= j1; j += Q40_COLS)
         q40_tile(y + j, n, xr, xb, xd, xs, ftt, n_tokens, w + j * wrow, wrow, Q40_SRC_BLOCKS, nb,
                  type, rows, 0, Q40_COLS);
@@ -1351,11 +1005,11 @@ MQ_INLINE void q40_all_rows(float *y, int64_t n, const uint8_t *xa, const float 
 
 MQ_INLINE void q40_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow, pw_dtype type,
                        int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
-    const int64_t nb = k / QK, bb = type == PW_Q4_1 ? Q4_1_BYTES : Q4_0_BYTES;
+    const int64_t nb = k / QK, bb = q40_block_bytes(type);
     const float *xd = xq_cscales(xa, n_tokens, k), *xs = xq_csums(xa, n_tokens, k);
     int32_t *ft = pw_k_fold_scratch((size_t)(n_tokens * nb) * sizeof(int32_t));
-    if (ft) q40_fold_totals(ft, xa, n_tokens, k);
-    uint8_t *panel = ft && n_tokens >= Q40_PANEL_MIN_ROWS
+    if (ft) q40_fold_totals(ft, xa, n_tokens, k, type);
+    uint8_t *panel = ft && n_tokens >= Q40_PANEL_MIN_ROWS(type)
                          ? pw_k_panel_scratch(Q40_PANEL_BYTES(nb))
                          : NULL;
     if (panel) {
@@ -1387,7 +1041,7 @@ static void q40x_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow
     const int64_t nb = k / QK, whole = n / 16 * 16;
     const float *xd = xq_cscales(xa, n_tokens, k), *xs = xq_csums(xa, n_tokens, k);
     int32_t *ft = pw_k_fold_scratch((size_t)(n_tokens * nb) * sizeof(int32_t));
-    if (ft) q40_fold_totals(ft, xa, n_tokens, k);
+    if (ft) q40_fold_totals(ft, xa, n_tokens, k, PW_Q4_0);
     const int64_t jb = j1 < whole ? j1 : whole;
     for (int64_t g0 = j0 / 16 * 16; g0 < jb; g0 += 16) {
         const int64_t c0 = (j0 > g0 ? j0 : g0) - g0, c1 = (jb < g0 + 16 ? jb : g0 + 16) - g0;
@@ -1406,7 +1060,7 @@ static void q40x_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow
 /* The portable copy: the sequence as written, one output at a time. */
 static void q40_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow, pw_dtype type,
                     int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
-    const int64_t nb = k / QK, bb = type == PW_Q4_1 ? Q4_1_BYTES : Q4_0_BYTES;
+    const int64_t nb = k / QK, bb = q40_block_bytes(type);
     const int qo = type == PW_Q4_1 ? 4 : 2;
     const float *xd = xq_cscales(xa, n_tokens, k), *xs = xq_csums(xa, n_tokens, k);
     for (int64_t t = 0; t < n_tokens; t++) {
@@ -1418,9 +1072,12 @@ static void q40_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
                 const uint8_t *blk = w + j * wrow + b * bb;
                 const int8_t *a = xq_cvalues(row + b * bs);
                 int32_t p = 0;
-                for (int i = 0; i < QK / 2; i++)
-                    p += ((blk[qo + i] & 0x0F) - 8) * a[i] +
-                         ((blk[qo + i] >> 4) - 8) * a[i + QK / 2];
+                if (type == PW_Q8_0)
+                    for (int i = 0; i < QK; i++) p += (int8_t)blk[2 + i] * a[i];
+                else
+                    for (int i = 0; i < QK / 2; i++)
+                        p += ((blk[qo + i] & 0x0F) - 8) * a[i] +
+                             ((blk[qo + i] >> 4) - 8) * a[i + QK / 2];
                 acc = pw_madd(mq_half(blk) * xd[b * n_tokens + t], (float)p, acc);
                 if (type == PW_Q4_1)
                     mn = pw_madd(pw_madd(8.0f, mq_half(blk), mq_half(blk + 2)),
@@ -1469,7 +1126,7 @@ void PW_ISA(pw_k_qdot_run_strided)(float *y, const uint8_t *xa, const uint8_t *w
                                    pw_dtype type, int64_t n_tokens, int64_t n, int64_t k,
                                    int64_t j0, int64_t j1) {
     switch (type) {
-    case PW_Q8_0: mq_typed(y, xa, w, wrow, n_tokens, n, k, PW_Q8_0, Q8_0_BYTES, j0, j1); break;
+    case PW_Q8_0: q40_run(y, xa, w, wrow, PW_Q8_0, n_tokens, n, k, j0, j1); break;
     case PW_Q4_0: q40_run(y, xa, w, wrow, PW_Q4_0, n_tokens, n, k, j0, j1); break;
     case PW_Q4_0X16: q40x_run(y, xa, w, wrow, n_tokens, n, k, j0, j1); break;
     case PW_Q4_1: q40_run(y, xa, w, wrow, PW_Q4_1, n_tokens, n, k, j0, j1); break;

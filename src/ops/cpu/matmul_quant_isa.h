@@ -52,19 +52,18 @@
  * the rows left), G fixed per copy; within a group block-major, row r's
  * block b (values, then fold) at the group's start + (b * the group's rows
  * + r) * 64 bytes, group g starting at g * G * PW_K_Q8B_ROW_BYTES(k); G = 1
- * is plain rows. The AVX2 copy takes 8: its 8 x 1 tile then reaches its 8
- * rows from one pointer plus constant displacements (no indexed operands,
- * which split into two uops at rename, and 7 general registers freed; the
- * Q4_1 tile took 0.81-0.96x the time at T = 16 in two A/B runs). The VNNI
- * copies, measured 1.03-1.15x slower with it, keep plain rows. */
+ * is plain rows. The AVX2 copy takes 8, chosen for a former 8 x 1 tile
+ * of the lane sequence, which reached its 8 rows from one pointer plus
+ * constant displacements; the block-sum tiles address each row through its
+ * own pointer and work with any grouping. The VNNI copies keep plain rows. */
 #define PW_K_Q8B_GROUP_GENERIC 1
 #define PW_K_Q8B_GROUP_FMA 8
 #define PW_K_Q8B_GROUP_AVXVNNI 1
 #define PW_K_Q8B_GROUP_AVX512VNNI 1
-/* Whether a copy's Q4 folds carry 0x4B400000 (its lane sums converted by
- * a float subtraction, not vcvtdq2ps): the AVX2 copy, whose batch tiles it
- * made faster; not the VNNI copies, whose SmolLM2 prefill it made slower
- * (1.17-1.42x the CPU time). */
+/* Whether a copy's Q4 folds carry 0x4B400000 (for the lane sequence's
+ * conversion by a float subtraction, which the former AVX2 lane tiles
+ * used): the AVX2 copy. The block-sum tiles take it out of their fold
+ * totals (matmul_quant_body.h, q40_fold_total). */
 #define PW_K_Q8B_MAGIC_GENERIC 0
 #define PW_K_Q8B_MAGIC_FMA 1
 #define PW_K_Q8B_MAGIC_AVXVNNI 0
