@@ -54,6 +54,8 @@ int main(int argc, char **argv) {
         {"q4_k q/o", PW_Q4_K, 2048, 2048},     {"q4_k lmhead", PW_Q4_K, 128256, 2048},
         {"q5_k gate/up", PW_Q5_K, 8192, 2048}, {"q6_k down", PW_Q6_K, 2048, 8192},
         {"q6_k lmhead", PW_Q6_K, 49152, 2048},
+        /* Gemma 3 270M's o and down, as the K-shards its loader makes */
+        {"gemma q4_k o/4", PW_Q4_K, 640, 256}, {"gemma q6_k down/4", PW_Q6_K, 640, 512},
     };
     printf("%-13s %15s %9s %9s %9s %9s %8s %s\n", "shape", "N x K", "old us", "new us",
            "old p10", "new p10", "old/new", "bits");

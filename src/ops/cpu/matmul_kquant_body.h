@@ -1665,8 +1665,11 @@ KQ_INLINE void q5d_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t wr
 #endif
 
 /* Columns [j0, j1) of every row: a panel of 16 columns, filled once and
- * run over by every row. */
-KQ_INLINE void q5p_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
+ * run over by every row. A function of its own, never inlined: inside the
+ * one function that also inlines every K-quant tile, the compiler spilled
+ * the Q5_0 decode tile's pointers and counters to the stack, which cost
+ * Gemma 3's decode (its q, gate and up are Q5_0) about a tenth. */
+static __attribute__((noinline)) void q5p_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
                        int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
 #if defined(PW_ISA_AVX512VNNI_COPY)
     if (n_tokens == 1) {
