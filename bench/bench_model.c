@@ -116,8 +116,10 @@ static void usage(FILE *f) {
             "temporary folder removed afterwards).\n\n"
             "  --lean                     FULL decode (at every --threads count) and prefill\n"
             "                             only: no NONE or PIECEWISE decode, no capture-path,\n"
-            "                             forced warm-up or peak measurements (what the peer\n"
-            "                             script compares; a fraction of the time)\n"
+            "                             forced warm-up or graph-pool measurements (what the\n"
+            "                             peer script compares; a fraction of the time); decode\n"
+            "                             against the read bandwidth and prefill against the\n"
+            "                             int8 dot-product peak (bench peak) on the CPU\n"
             PW_CLI_CAPTURE_HELP
             PW_CLI_GRAPH_CACHE_HELP
             PW_CLI_TP_HELP
@@ -543,6 +545,14 @@ static double matmul_ops_per_token(const pw_model_info *in) {
     return 2.0 * ((double)in->n_layers * layer_macs + d * (double)in->vocab);
 }
 
+/* Operations per prompt token of a prefill of n tokens: every layer's
+ * products for each token, the classifier for the last one only (a step
+ * computes the logits of the rows it samples from). */
+static double prefill_ops_per_token(const pw_model_info *in, int64_t n) {
+    double classifier = 2.0 * (double)in->dim * (double)in->vocab;
+    return matmul_ops_per_token(in) - classifier + classifier / (double)(n > 0 ? n : 1);
+}
+
 /* Share of one core's int8 peak (per thread) that tok_s tokens per second
  * of matrix products reach. */
 static double int8_fraction(const pw_model_info *in, const capture_result *c, double tok_s,
@@ -598,7 +608,8 @@ static void print_table(const model_opts *o, const pw_model_info *in,
                c->peak_int8_gops, matmul_ops_per_token(in) / 1e6,
                100.0 * int8_fraction(in, c, res[2][0].tok_s, o->threads), o->batches[0],
                100.0 * int8_fraction(in, c, res[2][last].tok_s, o->threads), o->batches[last],
-               100.0 * int8_fraction(in, c, c->prefill_tok_s, 1));
+               100.0 * c->prefill_tok_s * prefill_ops_per_token(in, c->prefill_tokens) /
+                   (c->peak_int8_gops * 1e9));
     printf("\nprefill   %" PRId64 "-token prompt: %.0f tok/s\n", c->prefill_tokens,
            c->prefill_tok_s);
     printf("capture   %" PRIu64 " graphs (%d sizes, PIECEWISE and FULL) in %.1f ms, %.3f ms/graph\n",
@@ -645,7 +656,9 @@ static void print_json(const model_opts *o, const pw_model_info *in,
     printf("\"matmul_op_per_token\":%.0f,\"peak_int8_gop_s\":%.2f,"
            "\"prefill_int8_peak_fraction\":%.4f,",
            matmul_ops_per_token(in), c->peak_int8_gops,
-           int8_fraction(in, c, c->prefill_tok_s, 1));
+           c->peak_int8_gops > 0 ? c->prefill_tok_s * prefill_ops_per_token(in, c->prefill_tokens) /
+                                       (c->peak_int8_gops * 1e9)
+                                 : 0.0);
     if (scaling) {
         printf("\"thread_scaling\":[");
         for (int t = 0; t < o->n_thread_counts; t++)
@@ -739,7 +752,11 @@ static pw_status run_lean(pw_model *m, const model_opts *o,
                           decode_result scaling[MAX_BATCHES][MAX_BATCHES], capture_result *c) {
     TRY(measure_scaling(m, o, scaling));
     /* a tensor-parallel job measures its ranks' decode, not one core's bandwidth */
-    if (bench_device == PW_DEVICE_CPU && pw_tp_size() <= 1) measure_bandwidth(o, c);
+    if (bench_device == PW_DEVICE_CPU && pw_tp_size() <= 1) {
+        measure_bandwidth(o, c);
+        const char *how;
+        c->peak_int8_gops = pw_bench_peak_int8_gops(9, &how);
+    }
     pw_engine_config cfg;
     quiet_config(&cfg);
     cfg.prefix_cache = false; /* measure_prefill repeats its prompt */
@@ -769,7 +786,12 @@ static void print_lean(const model_opts *o, const pw_model_info *in,
             for (int b = 0; b < o->n_batches; b++)
                 printf("%s{\"threads\":%" PRId64 ",\"batch\":%" PRId64 ",\"decode_tok_s\":%.1f}",
                        t || b ? "," : "", o->thread_counts[t], o->batches[b], scaling[t][b].tok_s);
-        printf("],");
+        printf("],\"peak_int8_gop_s\":%.2f,\"prefill_int8_peak_fraction\":%.4f,",
+               c->peak_int8_gops,
+               c->peak_int8_gops > 0 ? c->prefill_tok_s *
+                                           prefill_ops_per_token(in, c->prefill_tokens) /
+                                           (c->peak_int8_gops * 1e9 * o->threads)
+                                     : 0.0);
         bandwidth_json(o, c, b1 >= 0 ? b1_tok_s : NULL);
         printf("\"cores\":%d}\n", pw_bench_cores());
         return;
@@ -781,6 +803,14 @@ static void print_lean(const model_opts *o, const pw_model_info *in,
     if (b1 >= 0) print_bandwidth(o, c, b1_tok_s);
     printf("\nprefill   %" PRId64 "-token prompt, %d thread%s: %.0f tok/s\n", c->prefill_tokens,
            o->threads, o->threads == 1 ? "" : "s", c->prefill_tok_s);
+    if (c->peak_int8_gops > 0) {
+        double gops = c->prefill_tok_s * prefill_ops_per_token(in, c->prefill_tokens) / 1e9;
+        printf("          %.1f GOP/s of matrix products (%.1f MOP per prompt token): %.1f%% of\n"
+               "          the int8 dot-product peak of %d core%s (%.1f GOP/s each, bench peak)\n",
+               gops, prefill_ops_per_token(in, c->prefill_tokens) / 1e6,
+               100.0 * gops / (c->peak_int8_gops * o->threads), o->threads,
+               o->threads == 1 ? "" : "s", c->peak_int8_gops);
+    }
 }
 
 int pw_bench_model(int argc, char **argv) {

@@ -76,11 +76,14 @@ for b, r in zip(d["bandwidth"], [r for r in d["thread_scaling"] if r["batch"] ==
     want = r["decode_tok_s"] * d["weight_bytes_per_token"] / 1e9
     assert abs(b["decode_gb_s"] - want) < 1e-3 * want + 1e-3, (b, r)
     assert abs(b["stream_fraction"] - b["decode_gb_s"] / b["stream_gb_s"]) < 1e-2 * b["stream_fraction"] + 1e-3, b
+# prefill's matrix products against one core's int8 peak (per thread)
+assert d["peak_int8_gop_s"] > 0 and 0 < d["prefill_int8_peak_fraction"] < 1, d
 PY
   fi
   "$bin" bench model "$model" --batch 1 --tokens 4 --repeats 1 --lean >"$tmp/table" 2>&1
   grep -q "lean: FULL decode and prefill only" "$tmp/table" || { echo "FAIL: lean table"; fail=1; }
   grep -q "of the .* GB/s 1 thread read" "$tmp/table" || { echo "FAIL: lean table lacks the bandwidth share"; fail=1; }
+  grep -q "the int8 dot-product peak of 1 core" "$tmp/table" || { echo "FAIL: lean table lacks prefill's int8-peak share"; fail=1; }
 else
   skip_part "stories260K.gguf not found: the short runs"
 fi
