@@ -1740,8 +1740,17 @@ static __attribute__((noinline)) void q5p_run(float *y, const uint8_t *xa, const
  * the same float), so K has no limit. */
 #define KP_COLS 16
 #define KP_SB 8 /* super-blocks per panel slice: about 45 KiB */
+/* Fewer rows go through kq_tile, where the panel fill is not shared
+ * enough. AVX-512 from 4 rows: its 4 x 2 batch tile is slower there than
+ * the panel (Q4_K 8192 x 2048, 4 rows: 3.4 ms against 1.5 ms; 3 rows, as
+ * 1-row tiles, 1.5 ms against 1.7 ms); AVX2's 4 x 1 tile is faster than
+ * its panel below 8 rows (4 rows: 1.6 ms against 2.5 ms). */
 #ifndef KP_MIN_ROWS
-#define KP_MIN_ROWS 8 /* fewer rows go through kq_tile: the panel fill is not shared enough */
+#if defined(PW_ISA_AVX512VNNI_COPY)
+#define KP_MIN_ROWS 4
+#else
+#define KP_MIN_ROWS 8
+#endif
 #endif
 
 typedef struct kp_panel {
