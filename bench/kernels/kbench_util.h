@@ -100,7 +100,8 @@ static const kb_shape kb_smollm2_shapes[] = {
 /* Products at Llama-3.2-1B's shapes (prefill T = 128, 16 sequences,
  * decode T = 1; q/o, gate/up, down and a slice of the LM head), N cut to a
  * slice so that a call takes milliseconds: Q4_0 as the loader keeps it
- * (Q4_0x16) and Q8_0. */
+ * (Q4_0x16) and Q8_0; then decode's whole weights (1b-up, 1b-dn, 1b-qo,
+ * 1b-kv: for kbench_ab's stream mode, which reads them from memory). */
 static const kb_shape kb_1b_shapes[] = {
     {"1b-gate", PW_Q4_0X16, 1024, 2048, 128}, {"1b-down", PW_Q4_0X16, 256, 8192, 128},
     {"1b-gate", PW_Q4_0X16, 1024, 2048, 16},  {"1b-gate", PW_Q4_0X16, 1024, 2048, 1},
@@ -110,6 +111,10 @@ static const kb_shape kb_1b_shapes[] = {
     {"1b-qo", PW_Q8_0, 2048, 2048, 128},      {"1b-qo", PW_Q8_0, 2048, 2048, 16},
     {"1b-qo", PW_Q8_0, 2048, 2048, 1},        {"1b-head", PW_Q8_0, 4096, 2048, 128},
     {"1b-head", PW_Q8_0, 4096, 2048, 16},     {"1b-head", PW_Q8_0, 4096, 2048, 1},
+    {"1b-up", PW_Q4_0X16, 8192, 2048, 1},     {"1b-dn", PW_Q4_0X16, 2048, 8192, 1},
+    {"1b-qo", PW_Q4_0X16, 2048, 2048, 1},     {"1b-kv", PW_Q4_0X16, 512, 2048, 1},
+    {"1b-up", PW_Q8_0, 8192, 2048, 1},        {"1b-dn", PW_Q8_0, 2048, 8192, 1},
+    {"1b-up", PW_Q4_1, 8192, 2048, 1},        {"1b-dn", PW_Q4_1, 2048, 8192, 1},
 };
 #define KB_N_1B_SHAPES (sizeof kb_1b_shapes / sizeof kb_1b_shapes[0])
 
@@ -164,13 +169,22 @@ static inline bool kb_parse_mode(const char *prog, const char *s, bool *l2) {
     return true;
 }
 
-/* Whether shape `sh`, labelled name/type/T, contains `filter` (NULL or
- * empty: every shape). */
+/* Whether shape `sh`, labelled name/type/T/, contains `filter` or one of
+ * its comma-separated parts (NULL or empty: every shape; "q4_0x16/1/"
+ * picks T = 1 only). */
 static inline bool kb_shape_selected(const kb_shape *sh, const char *filter) {
     if (!filter || !filter[0]) return true;
     char label[64];
-    snprintf(label, sizeof label, "%s/%s/%lld", sh->name, kb_type_name(sh->type), (long long)sh->t);
-    return strstr(label, filter) != NULL;
+    snprintf(label, sizeof label, "%s/%s/%lld/", sh->name, kb_type_name(sh->type),
+             (long long)sh->t);
+    for (const char *p = filter;;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        for (const char *l = label; len && *l; l++)
+            if (strncmp(l, p, len) == 0) return true;
+        if (!end) return false;
+        p = end + 1;
+    }
 }
 
 #endif

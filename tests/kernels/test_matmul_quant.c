@@ -623,6 +623,37 @@ static void check_q4_0x16(void) {
         CHECK(memcmp(back, w, bytes) == 0);
         free(x), free(w), free(wx), free(back), free(want), free(e0), free(e1);
     }
+    /* Decode's tile at the integer sums' extremes (the AVX2 copy adds a
+     * half-block's 8 vpmaddubsw in 16 bits): groups whose rows alternate
+     * nibbles all 15 and nibbles 0 and 8, against activations of +127,
+     * -127 and alternating +-127 in every lane, give the Q4_0 bits. */
+    const int64_t n = 48, k = 96, nb = k / QK;
+    uint8_t *w = malloc((size_t)(n * nb * 18)), *wx = malloc((size_t)(n * nb * 18));
+    for (int64_t b = 0; b < n * nb; b++) {
+        uint8_t *blk = w + b * 18; /* Q4_0: f16 d, 16 nibble bytes */
+        memset(blk, (b / nb) % 2 ? 0xFF : 0x80, 18);
+        put_half(blk, 0x3C00); /* d = 1 */
+    }
+    pw_k_q4_0_interleave(wx, w, n, k);
+    float *x = malloc((size_t)k * sizeof *x);
+    for (int pattern = 0; pattern < 3; pattern++) {
+        for (int64_t i = 0; i < k; i++)
+            x[i] = pattern == 0 ? 1.0f : pattern == 1 ? -1.0f : (i % 2 ? 2.0f : -2.0f);
+        float *want = run(PW_Q4_0, x, w, 1, n, k);
+        for (int l = PW_K_INT8_GENERIC; l <= PW_K_INT8_AVX512VNNI; l++) {
+            if (!pw_k_isa_int8_runs((pw_k_int8_isa)l)) continue;
+            float *y = kt_random((size_t)n);
+            pw_k_matmul_quant_with((pw_k_int8_isa)l, y, x, wx, PW_Q4_0X16, 1, n, k);
+            if (!kt_bitwise_equal(y, want, (size_t)n * sizeof *y)) {
+                fprintf(stderr, "q4_0x16 extremes %d, copy %s differs\n", pattern,
+                        pw_k_isa_int8_name(l));
+                CHECK(false);
+            }
+            free(y);
+        }
+        free(want);
+    }
+    free(x), free(w), free(wx);
 }
 
 /* A table lookup feeding two quantized products, captured once and

@@ -621,9 +621,6 @@ MQ_INLINE void q40_x16_weights(const uint8_t *g, int64_t b, int half, q40_vi *lo
 #endif
 }
 
-/* How far ahead a decode tile of Q4_0x16 asks for its weights: groups are
- * contiguous, so the stream is linear across them. */
-#define Q40_X16_PF_BYTES (8 * PW_K_Q40X16_BLOCK_BYTES)
 
 /* Panels (batches): a tile's Q40_COLS columns unpacked once per call,
  * block by block, into what q40_weights gives (the 8 nibble vectors lo[0..3],
@@ -709,11 +706,6 @@ MQ_INLINE void q40_tile(float *y, int64_t ldy, const uint8_t *const *xr, const i
         q40_vi lo[4], hi[4];
         q40_vf dw, mw, mc;
         if (src == Q40_SRC_X16) {
-            if (rows == 1) /* decode: ahead in the groups' linear stream */
-                for (int l = 0; l < PW_K_Q40X16_BLOCK_BYTES; l += 64)
-                    _mm_prefetch((const char *)(w + b * PW_K_Q40X16_BLOCK_BYTES + l +
-                                                Q40_X16_PF_BYTES),
-                                 PW_K_DECODE_PREFETCH);
             q40_x16_weights(w, b, (int)wrow, lo, hi, &dw);
         } else if (src == Q40_SRC_PANEL) {
             const uint8_t *pb = w + b * Q40_PANEL_BLOCK_BYTES;
@@ -928,6 +920,125 @@ MQ_INLINE void q8_row(float *y, const uint8_t *xv0, int64_t xb, const float *xd,
 }
 #endif
 
+/* Decode's Q4_0x16 tile: one activation row against a whole group (16
+ * columns), storing columns [c0, c1). The batch tiles' X16 source takes
+ * the group in halves in the 256-bit copies, so that one row read each
+ * group twice (the second time from L2) and ran one chain of float steps
+ * at a time; here each block's 288 bytes are read once, the 256-bit
+ * copies holding the two halves side by side (two accumulators, lane c of
+ * half h column 8h + c), the AVX-512 copy all 16 in one vector. The
+ * integer sums: vpdpbusd, the low and high nibbles in two chains of 4
+ * (decode waits on their latency), from the fold; in the AVX2 copy the 8
+ * vpmaddubsw of a half-block are added in 16 bits (each is at most
+ * 2 * 15 * 127 = 3810 in magnitude, the 8 at most 30480: exact, no
+ * saturation), then one vpmaddwd to 32 bits and the fold. The same exact
+ * p and the same float steps per block as the other tiles: the same bits.
+ *
+ * The weights stream from memory once per token, so the tile asks for the
+ * blocks Q40_X16_PF_BLOCKS ahead in the order it reads them (through the
+ * following groups, 16 row strides apart: contiguous when the rows are
+ * dense), up to pf_end, the end of the call's last group. The distance is
+ * Q4_K's or more (KQ_DECODE_PF_BYTES): at 8 blocks (2.3 KiB), less than a
+ * shared host's memory latency of this tile's work, Q4_0x16 decode read
+ * 11.8 GB/s where Q4_K's one-row tile read 17.5 (pw_kbench_decode, AMD
+ * EPYC, AVX-512 VNNI). */
+#ifndef Q40_X16_PF_BLOCKS
+#define Q40_X16_PF_BLOCKS 86 /* 24.2 KiB */
+#endif
+MQ_INLINE void q40x_row(float *y, const uint8_t *xv0, int64_t xb, const float *xd,
+                        const int32_t *ft, const uint8_t *g, int64_t wrow, int64_t nb, int c0,
+                        int c1, const uint8_t *pf_end) {
+    const int64_t gstride = PW_K_Q40X16_ROWS * wrow;
+    const uint8_t *pfg = g + Q40_X16_PF_BLOCKS / nb * gstride;
+    int64_t pfb = Q40_X16_PF_BLOCKS % nb;
+#if Q40_COLS == 16
+    const __m512i m = _mm512_set1_epi8(0x0F);
+    __m512 acc[1] = {_mm512_setzero_ps()};
+#else
+    const __m256i m = _mm256_set1_epi8(0x0F);
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+#endif
+    for (int64_t b = 0; b < nb; b++) {
+        if (pfg < pf_end) {
+            const uint8_t *p = pfg + pfb * PW_K_Q40X16_BLOCK_BYTES;
+            for (int l = 0; l < PW_K_Q40X16_BLOCK_BYTES; l += 64)
+                _mm_prefetch((const char *)(p + l), PW_K_DECODE_PREFETCH);
+        }
+        if (++pfb == nb) pfb = 0, pfg += gstride;
+        const uint8_t *gb = g + b * PW_K_Q40X16_BLOCK_BYTES;
+        const int8_t *a = (const int8_t *)(xv0 + b * xb);
+        const int32_t f0 = ft ? ft[b] : q40_fold_total(xv0 + b * xb, PW_Q4_0);
+#if Q40_COLS == 16
+        __m512i s0 = _mm512_set1_epi32(f0), s1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            const __m512i q = _mm512_loadu_si512((const void *)(gb + 32 + 64 * i));
+            s0 = q40_dot(s0, _mm512_and_si512(q, m), a + 4 * i);
+            s1 = q40_dot(s1, _mm512_and_si512(_mm512_srli_epi16(q, 4), m), a + 16 + 4 * i);
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)gb));
+        const __m512 ds = _mm512_mul_ps(dw, _mm512_set1_ps(xd[b]));
+        acc[0] = _mm512_fmadd_ps(ds, _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc[0]);
+#else
+#if defined(PW_ISA_FMA_COPY)
+        __m256i s16[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+#else
+        __m256i s0[2] = {_mm256_set1_epi32(f0), _mm256_set1_epi32(f0)};
+        __m256i s1[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+#endif
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            int32_t l4, h4;
+            memcpy(&l4, a + 4 * i, 4);
+            memcpy(&h4, a + 16 + 4 * i, 4);
+            const __m256i al = _mm256_set1_epi32(l4), ah = _mm256_set1_epi32(h4);
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(gb + 32 + 64 * i + 32 * h));
+                const __m256i lo = _mm256_and_si256(q, m),
+                              hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m);
+#if defined(PW_ISA_FMA_COPY)
+                s16[h] = _mm256_add_epi16(s16[h], _mm256_add_epi16(_mm256_maddubs_epi16(lo, al),
+                                                                   _mm256_maddubs_epi16(hi, ah)));
+#else
+                s0[h] = mq_dot_us(s0[h], lo, al);
+                s1[h] = mq_dot_us(s1[h], hi, ah);
+#endif
+            }
+        }
+        const __m256 da = _mm256_set1_ps(xd[b]);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+#if defined(PW_ISA_FMA_COPY)
+            const __m256i p = _mm256_add_epi32(_mm256_set1_epi32(f0),
+                                               _mm256_madd_epi16(s16[h], _mm256_set1_epi16(1)));
+#else
+            const __m256i p = _mm256_add_epi32(s0[h], s1[h]);
+#endif
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gb + 16 * h)));
+            acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(p), acc[h]);
+        }
+#endif
+    }
+    _Alignas(64) float v[16];
+#if Q40_COLS == 16
+    if (c0 == 0 && c1 == 16) {
+        _mm512_storeu_ps(y, acc[0]);
+        return;
+    }
+    _mm512_store_ps(v, acc[0]);
+#else
+    if (c0 == 0 && c1 == 16) {
+        _mm256_storeu_ps(y, acc[0]);
+        _mm256_storeu_ps(y + 8, acc[1]);
+        return;
+    }
+    _mm256_store_ps(v, acc[0]);
+    _mm256_store_ps(v + 8, acc[1]);
+#endif
+    for (int c = c0; c < c1; c++) y[c] = v[c];
+}
+
 /* Rows [t, t + rows) over columns [j0, j1) of w (q40_tile's src):
  * BLOCKS, full tiles then the rest; PANEL, the panel's columns (j1 - j0 <=
  * Q40_COLS); X16, lanes [j0, j1) of a group's half (y at the half's lane
@@ -1043,8 +1154,15 @@ static void q40x_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow
     int32_t *ft = pw_k_fold_scratch((size_t)(n_tokens * nb) * sizeof(int32_t));
     if (ft) q40_fold_totals(ft, xa, n_tokens, k, PW_Q4_0);
     const int64_t jb = j1 < whole ? j1 : whole;
+    /* the end of the range's last group: decode's prefetch stops there */
+    const uint8_t *pf_end = w + (jb + 15) / 16 * 16 * wrow;
     for (int64_t g0 = j0 / 16 * 16; g0 < jb; g0 += 16) {
         const int64_t c0 = (j0 > g0 ? j0 : g0) - g0, c1 = (jb < g0 + 16 ? jb : g0 + 16) - g0;
+        if (n_tokens == 1) { /* decode: the whole group in one pass */
+            q40x_row(y + g0, xa, xq_block_stride(1, 0), xd, ft, w + g0 * wrow, wrow, nb, (int)c0,
+                     (int)c1, pf_end);
+            continue;
+        }
         for (int64_t h = 0; h < 16 / Q40_COLS; h++) { /* the 256-bit copies: two halves */
             const int64_t l0 = h * Q40_COLS, a = c0 > l0 ? c0 - l0 : 0,
                           e = c1 < l0 + Q40_COLS ? c1 - l0 : Q40_COLS;
