@@ -1145,8 +1145,9 @@ MQ_INLINE void q40_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t wr
 }
 
 /* Columns [j0, j1) of a Q4_0x16 weight (PW_K_Q40X16_*): the whole groups
- * through their interleaved blocks, the rows past them (n % 16, kept as
- * Q4_0 rows) as q40_run. */
+ * through their interleaved blocks (one row: q40x_row, a group at a time;
+ * more: the row tiles), the rows past them (n % 16, kept as Q4_0 rows) as
+ * q40_run. */
 static void q40x_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
                      int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
     const int64_t nb = k / QK, whole = n / 16 * 16;
