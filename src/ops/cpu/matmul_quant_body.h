@@ -621,7 +621,6 @@ MQ_INLINE void q40_x16_weights(const uint8_t *g, int64_t b, int half, q40_vi *lo
 #endif
 }
 
-
 /* Panels (batches): a tile's Q40_COLS columns unpacked once per call,
  * block by block, into what q40_weights gives (the 8 nibble vectors lo[0..3],
  * hi[0..3], then the scales d and, for Q4_1, m + 8 d as floats), so that
@@ -922,9 +921,9 @@ MQ_INLINE void q8_row(float *y, const uint8_t *xv0, int64_t xb, const float *xd,
 
 /* Decode's Q4_0x16 tile: one activation row against a whole group (16
  * columns), storing columns [c0, c1). The batch tiles' X16 source takes
- * the group in halves in the 256-bit copies, so that one row read each
- * group twice (the second time from L2) and ran one chain of float steps
- * at a time; here each block's 288 bytes are read once, the 256-bit
+ * the group in halves in the 256-bit copies, so through them one row read
+ * each group twice (the second time from L2) and ran one chain of float
+ * steps at a time; here each block's 288 bytes are read once, the 256-bit
  * copies holding the two halves side by side (two accumulators, lane c of
  * half h column 8h + c), the AVX-512 copy all 16 in one vector. The
  * integer sums: vpdpbusd, the low and high nibbles in two chains of 4
@@ -1145,8 +1144,9 @@ MQ_INLINE void q40_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t wr
 }
 
 /* Columns [j0, j1) of a Q4_0x16 weight (PW_K_Q40X16_*): the whole groups
- * through their interleaved blocks, the rows past them (n % 16, kept as
- * Q4_0 rows) as q40_run. */
+ * through their interleaved blocks (one row: q40x_row, a group at a time;
+ * more: the row tiles), the rows past them (n % 16, kept as Q4_0 rows) as
+ * q40_run. */
 static void q40x_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
                      int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
     const int64_t nb = k / QK, whole = n / 16 * 16;
