@@ -1860,6 +1860,13 @@ KQ_INLINE void kq_load_transpose4(const uint8_t *const blk[16], int off, __m512i
     h[3] = _mm512_unpackhi_epi64(t1, t3);
 }
 
+/* Super-block s of the panel's 16 columns: cols real ones, then the
+ * zero block for the absent (zero scales, so zero sums). */
+KQ_INLINE void kp_blocks(const uint8_t **blk, const uint8_t *w, int64_t wrow, int64_t bb,
+                         int64_t s, int cols) {
+    for (int c = 0; c < KP_COLS; c++) blk[c] = c < cols ? w + c * wrow + s * bb : kq_zero_block;
+}
+
 /* Q6_K's 16 columns of nsb super-blocks into the panel: columns c and
  * c + 8 unpacked together in one vector (kq_chunk_pair), then one
  * 16-column transpose per panel row group. Its 6-bit codes take as many
@@ -1868,16 +1875,10 @@ KQ_INLINE void kq_load_transpose4(const uint8_t *const blk[16], int off, __m512i
 KQ_INLINE void kp_pack_q6(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t nsb, int64_t bb,
                           int cols) {
     const pw_dtype type = PW_Q6_K;
-    const uint8_t *col[KP_COLS];
-    int64_t step[KP_COLS];
-    for (int c = 0; c < KP_COLS; c++) {
-        col[c] = c < cols ? w + c * wrow : kq_zero_block;
-        step[c] = c < cols ? bb : 0;
-    }
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *blk[KP_COLS];
+        kp_blocks(blk, w, wrow, bb, s, cols);
         for (int c = 0; c < KP_COLS; c++) {
-            blk[c] = col[c] + step[c] * s;
             p->d[s][c] = kq_half(blk[c] + 208);
             p->dmin[s][c] = 0.0f;
         }
@@ -1918,15 +1919,9 @@ KQ_INLINE void kp_pack(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t nsb,
         return;
     }
     const __m512i lo4 = _mm512_set1_epi8(0x0F);
-    const uint8_t *col[KP_COLS];
-    int64_t step[KP_COLS];
-    for (int c = 0; c < KP_COLS; c++) {
-        col[c] = c < cols ? w + c * wrow : kq_zero_block;
-        step[c] = c < cols ? bb : 0;
-    }
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *blk[KP_COLS];
-        for (int c = 0; c < KP_COLS; c++) blk[c] = col[c] + step[c] * s;
+        kp_blocks(blk, w, wrow, bb, s, cols);
         __m512i h[4];
         /* h[0]: d | dmin << 16; h[1..3]: the 12 scale bytes */
         kq_load_transpose4(blk, 0, h);
