@@ -4,8 +4,8 @@
  * libpiecewise-llm is) report errors through the same thread-local message
  * that pw_last_error() returns, log through the same logger, read
  * environment variables the same checked way, allocate host memory that
- * reports PW_ERR_OOM like the library's own, and open, read and write files
- * the same hardened way. Declared here, not
+ * reports PW_ERR_OOM like the library's own, split a short host job over
+ * threads, and open, read and write files the same hardened way. Declared here, not
  * copied, so that every library in a process shares one error slot, one
  * log level and one allocation counter. */
 #ifndef PIECEWISE_EXTEND_H
@@ -62,6 +62,26 @@ PW_API const char *pw_env_string(const char *name, bool (*valid)(const char *val
  * device of an engine and of the tests, so that a test suite or a script
  * runs unchanged on another device. */
 PW_API pw_device pw_device_from_env(void);
+
+/* Short jobs of the host's own split over threads of their own, outside
+ * the CPU kernels' pool (whose size is the caller's thread count for
+ * matrix products): a model load's copies of weights, most of whose time
+ * is the kernel faulting in fresh pages on the thread that touches them.
+ * fn runs part `part` of the job, its items [begin, end); it must not
+ * report errors through pw_error (the message is per thread). */
+typedef void (*pw_range_fn)(void *ctx, int part, int64_t begin, int64_t end);
+/* Most threads of such a job: more clear fresh pages no faster (memory,
+ * not the faults, becomes the limit), and a load should not take a large
+ * machine. */
+#define PW_HOST_THREADS_MAX 8
+/* The threads such a job uses: the CPUs this process may run on, at most
+ * PW_HOST_THREADS_MAX. */
+PW_API int pw_host_threads(void);
+/* Runs fn over [0, n) cut into `threads` contiguous parts (at most
+ * PW_HOST_THREADS_MAX and n; part i is [n i / parts, n (i + 1) / parts)),
+ * each on a thread of its own (the caller runs the first, and any whose
+ * thread could not start), and returns when all are done. */
+PW_API void pw_run_split(int64_t n, int threads, pw_range_fn fn, void *ctx);
 
 /* The one hash: 64-bit FNV-1a of n bytes, continuing from h. Start from
  * PW_FNV1A_BASIS; chain calls to hash several pieces as one. The graph

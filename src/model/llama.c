@@ -123,16 +123,40 @@ pw_status pw_model_load_weight_rows(pw_model *m, const char *name, int64_t d0, i
 
 /* A whole 2-D weight in the layout the CPU kernels prefer for its type
  * (pw_op_preferred_weight_dtype: Q4_0 rows interleaved in groups of 16),
- * written into memory of the model's own, chunk by chunk, while the
- * file's pages the chunks came from are released (pw_gguf_release_pages),
- * so the process holds about one copy: the weight's, not also the page
- * cache's. PW_INTERLEAVE=0 keeps the file's layout (for measurement), as
+ * written into memory of the model's own, chunk by chunk (on the host's
+ * threads: pw_host_threads), while the file's pages the chunks came from
+ * are released (pw_gguf_release_pages), so the process holds about one
+ * copy: the weight's, not also the page cache's. PW_INTERLEAVE=0 keeps the file's layout (for measurement), as
  * does no memory for the copy. Every product gives the same bits either
  * way. */
 pw_dtype pw_model_preferred_dtype(pw_dtype from, int64_t rows, int64_t cols) {
     static const char *const values[] = {"1", "0", NULL};
     if (pw_env_choice(PW_ENV_INTERLEAVE, values, 0) != 0) return from;
     return pw_op_preferred_weight_dtype(from, rows, cols);
+}
+
+/* One weight's conversion (pw_model_prefer_layout), cut over threads by
+ * chunks of whole groups of 16 rows (the last: the rest), so each chunk's
+ * groups are the weight's; each part releases the file's pages of its own
+ * chunks as it goes. */
+typedef struct {
+    const pw_gguf *gguf;
+    const uint8_t *src;
+    uint8_t *dst;
+    size_t row;
+    int64_t rows, cols, chunk;
+    pw_dtype from, to;
+} layout_job;
+
+static void convert_chunks(void *arg, int part, int64_t c0, int64_t c1) {
+    (void)part;
+    const layout_job *j = arg;
+    for (int64_t c = c0; c < c1; c++) {
+        int64_t r0 = c * j->chunk, rows = j->rows - r0 < j->chunk ? j->rows - r0 : j->chunk;
+        (void)pw_op_convert_weight(j->dst + (size_t)r0 * j->row, j->src + (size_t)r0 * j->row,
+                                   j->from, j->to, rows, j->cols);
+        pw_gguf_release_pages(j->gguf, j->src + (size_t)r0 * j->row, (size_t)rows * j->row);
+    }
 }
 
 pw_status pw_model_prefer_layout(pw_model *m, pw_tensor **t) {
@@ -151,16 +175,12 @@ pw_status pw_model_prefer_layout(pw_model *m, pw_tensor **t) {
         pw_clear_error(); /* no memory: the file's layout */
         return PW_OK;
     }
-    /* chunks of whole groups of 16 rows (the last: the rest), so each
-     * chunk's groups are the weight's */
     int64_t chunk = (int64_t)(LAYOUT_CHUNK_BYTES / row) / 16 * 16;
     if (chunk < 16) chunk = 16;
-    for (int64_t r0 = 0; r0 < shape[0]; r0 += chunk) {
-        int64_t rows = shape[0] - r0 < chunk ? shape[0] - r0 : chunk;
-        (void)pw_op_convert_weight(dst + (size_t)r0 * row, src + (size_t)r0 * row, from, to,
-                                   rows, shape[1]);
-        pw_gguf_release_pages(m->gguf, src, (size_t)(r0 + rows) * row);
-    }
+    layout_job j = {m->gguf, src, dst, row, shape[0], shape[1], chunk, from, to};
+    pw_run_split((shape[0] + chunk - 1) / chunk, pw_host_threads(), convert_chunks, &j);
+    /* the pages a chunk boundary split (a part releases whole pages only) */
+    pw_gguf_release_pages(m->gguf, src, bytes);
     m->owned[m->n_owned++] = (float *)(void *)dst;
     pw_tensor_release(w);
     *t = x;

@@ -187,10 +187,41 @@ static pw_status keep_copy(pw_model *m, pw_tensor *full, pw_dtype t, uint8_t *bu
     return PW_OK;
 }
 
+/* One copy of a weight's column shards (copy_col_shards), cut over
+ * threads by units of `group` rows of one shard: unit u is shard u / units
+ * per shard, rows from (u % units per shard) * group. */
+typedef struct {
+    const uint8_t *src;
+    uint8_t *buf;
+    uint8_t **rows; /* per part: scratch of a group's rows, or NULL (no conversion) */
+    int64_t n_units, d1, group, s0, width;
+    size_t full_row, shard_row;
+    pw_dtype from, to;
+} shard_copy;
+
+static void copy_units(void *arg, int part, int64_t u0, int64_t u1) {
+    const shard_copy *c = arg;
+    uint8_t *rows = c->rows ? c->rows[part] : NULL;
+    int64_t per_shard = c->d1 / c->group;
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t s = u / per_shard, r0 = u % per_shard * c->group;
+        size_t col = (size_t)pw_dtype_row_bytes(c->from, (c->s0 + s) * c->width);
+        uint8_t *dst = c->buf + (size_t)(s * c->d1 + r0) * c->shard_row;
+        uint8_t *at = rows ? rows : dst;
+        for (int64_t r = 0; r < c->group; r++)
+            memcpy(at + (size_t)r * c->shard_row, c->src + (size_t)(r0 + r) * c->full_row + col,
+                   c->shard_row);
+        if (rows) (void)pw_op_convert_weight(dst, rows, c->from, c->to, c->group, c->width);
+    }
+}
+
 /* Weight `name` [d1 rows][d0] as shards of `width` of its d0 columns:
  * shards [s0, s1), each a contiguous [d1][width] matrix, one after the
  * other, in one tensor [(s1 - s0) * d1][width]. The plan chose widths of
- * whole blocks of the stored type; a file that disagrees is refused. */
+ * whole blocks of the stored type; a file that disagrees is refused. The
+ * copy runs on the host's threads (pw_host_threads): most of its time is
+ * the kernel faulting in the buffer's fresh pages, which each thread does
+ * for its own part. */
 static pw_status copy_col_shards(pw_model *m, const char *name, int64_t d0, int64_t d1,
                                  int64_t width, int64_t s0, int64_t s1, bool keep,
                                  pw_tensor **out) {
@@ -215,29 +246,30 @@ static pw_status copy_col_shards(pw_model *m, const char *name, int64_t d0, int6
     }
     /* One process: the shards in the kernels' preferred layout (Q4_0x16),
      * when each shard's rows are whole groups (so the tensor is also that
-     * layout as a whole), converted from a group's rows copied at a time:
-     * the same bytes moved once, no second copy. */
+     * layout as a whole), converted from a group's rows copied at a time
+     * (a scratch of them per thread): the same bytes moved once, no second
+     * copy. */
     pw_dtype to = m->tp_size <= 1 ? pw_model_preferred_dtype(t, d1, width) : t;
     int64_t group = pw_op_weight_row_group(to);
-    uint8_t *rows = NULL;
-    if (to != t && d1 % group == 0) rows = pw_host_alloc((size_t)group * shard_row);
-    if (!rows) { /* (or no memory for the rows: the file's layout) */
+    if (to != t && d1 % group != 0) to = t, group = 1;
+    int parts = pw_host_threads();
+    if ((int64_t)parts > n * (d1 / group)) parts = (int)(n * (d1 / group));
+    uint8_t *scratch[PW_HOST_THREADS_MAX] = {NULL};
+    bool converting = to != t;
+    for (int i = 0; converting && i < parts; i++) {
+        scratch[i] = pw_host_alloc((size_t)group * shard_row);
+        if (!scratch[i]) converting = false;
+    }
+    if (to != t && !converting) { /* no memory for the rows: the file's layout */
         pw_clear_error();
         to = t, group = 1;
     }
-    const uint8_t *src = pw_tensor_data(full);
-    for (int64_t s = 0; s < n; s++) {
-        size_t col = (size_t)pw_dtype_row_bytes(t, (s0 + s) * width);
-        for (int64_t r0 = 0; r0 < d1; r0 += group) {
-            uint8_t *dst = buf + (size_t)(s * d1 + r0) * shard_row;
-            uint8_t *at = rows ? rows : dst;
-            for (int64_t r = 0; r < group; r++)
-                memcpy(at + (size_t)r * shard_row, src + (size_t)(r0 + r) * full_row + col,
-                       shard_row);
-            if (rows) (void)pw_op_convert_weight(dst, rows, t, to, group, width);
-        }
-    }
-    pw_host_free(rows);
+    shard_copy c = {.src = pw_tensor_data(full), .buf = buf, .rows = converting ? scratch : NULL,
+                    .n_units = n * (d1 / group), .d1 = d1, .group = group,
+                    .s0 = s0, .width = width, .full_row = full_row, .shard_row = shard_row,
+                    .from = t, .to = to};
+    pw_run_split(c.n_units, parts, copy_units, &c);
+    for (int i = 0; i < parts; i++) pw_host_free(scratch[i]);
     return keep_copy(m, full, to, buf, n * d1, width, out);
 }
 
