@@ -595,6 +595,36 @@ MQ_INLINE q40_vi q40_dot_w(q40_vi start, q40_vi u, const int8_t *a, pw_dtype typ
 /* Where a tile's weights come from (a constant at each call site). */
 enum { Q40_SRC_BLOCKS, Q40_SRC_PANEL, Q40_SRC_X16 };
 
+/* The blocks a Q4_0x16 tile asks for ahead of those it reads, in the order
+ * the groups are read (gstride bytes apart, 16 row strides: contiguous
+ * when the rows are dense), up to end (the call's last group's end). Both
+ * decode (q40x_row) and the first row tile of a batch over each group take
+ * the group from memory; without it a batch of 16 rows waited on memory
+ * for most of its first tile. */
+#ifndef Q40_X16_PF_BLOCKS
+#define Q40_X16_PF_BLOCKS 86 /* 24.2 KiB */
+#endif
+typedef struct {
+    int64_t gstride;
+    const uint8_t *end;
+} q40_x16_prefetch;
+
+MQ_INLINE void q40_x16_prefetch_start(const q40_x16_prefetch *pf, const uint8_t *g, int64_t nb,
+                                      const uint8_t **pfg, int64_t *pfb) {
+    *pfg = g + Q40_X16_PF_BLOCKS / nb * pf->gstride;
+    *pfb = Q40_X16_PF_BLOCKS % nb;
+}
+
+MQ_INLINE void q40_x16_prefetch_next(const q40_x16_prefetch *pf, int64_t nb, const uint8_t **pfg,
+                                     int64_t *pfb) {
+    if (*pfg < pf->end) {
+        const uint8_t *p = *pfg + *pfb * PW_K_Q40X16_BLOCK_BYTES;
+        for (int l = 0; l < PW_K_Q40X16_BLOCK_BYTES; l += 64)
+            _mm_prefetch((const char *)(p + l), PW_K_DECODE_PREFETCH);
+    }
+    if (++*pfb == nb) *pfb = 0, *pfg += pf->gstride;
+}
+
 /* Block b of a Q4_0x16 group (g: the group's block 0; half: which 8
  * columns in the 256-bit copies): the nibbles as q40_weights gives them and
  * the scales, lane c being column c (plus 8 * half). */
@@ -696,15 +726,19 @@ MQ_INLINE void q40_panel_fill(uint8_t *panel, const uint8_t *w, int64_t wrow, in
 MQ_INLINE void q40_tile(float *y, int64_t ldy, const uint8_t *const *xr, const int64_t *xb,
                         const float *xd, const float *xs, const int32_t *ft, int64_t n_tokens,
                         const uint8_t *w, int64_t wrow, int src, int64_t nb, pw_dtype type,
-                        int rows, int c0, int cols) {
+                        int rows, int c0, int cols, const q40_x16_prefetch *pf) {
     const int64_t bb = q40_block_bytes(type);
     q40_vf acc[Q40_ROWS], mn[Q40_ROWS];
 #pragma GCC unroll 8
     for (int r = 0; r < rows; r++) acc[r] = mn[r] = (q40_vf){0};
+    const uint8_t *pfg = NULL;
+    int64_t pfb = 0;
+    if (pf) q40_x16_prefetch_start(pf, w, nb, &pfg, &pfb);
     for (int64_t b = 0; b < nb; b++) {
         q40_vi lo[4], hi[4];
         q40_vf dw, mw, mc;
         if (src == Q40_SRC_X16) {
+            if (pf) q40_x16_prefetch_next(pf, nb, &pfg, &pfb);
             q40_x16_weights(w, b, (int)wrow, lo, hi, &dw);
         } else if (src == Q40_SRC_PANEL) {
             const uint8_t *pb = w + b * Q40_PANEL_BLOCK_BYTES;
@@ -934,22 +968,19 @@ MQ_INLINE void q8_row(float *y, const uint8_t *xv0, int64_t xb, const float *xd,
  * p and the same float steps per block as the other tiles: the same bits.
  *
  * The weights stream from memory once per token, so the tile asks for the
- * blocks Q40_X16_PF_BLOCKS ahead in the order it reads them (through the
- * following groups, 16 row strides apart: contiguous when the rows are
- * dense), up to pf_end, the end of the call's last group. The distance is
+ * blocks Q40_X16_PF_BLOCKS ahead in the order it reads them (pf,
+ * q40_x16_prefetch: through the following groups, up to the end of the
+ * call's last group). The distance is
  * Q4_K's or more (KQ_DECODE_PF_BYTES): at 8 blocks (2.3 KiB), less than a
  * shared host's memory latency of this tile's work, Q4_0x16 decode read
  * 11.8 GB/s where Q4_K's one-row tile read 17.5 (pw_kbench_decode, AMD
  * EPYC, AVX-512 VNNI). */
-#ifndef Q40_X16_PF_BLOCKS
-#define Q40_X16_PF_BLOCKS 86 /* 24.2 KiB */
-#endif
 MQ_INLINE void q40x_row(float *y, const uint8_t *xv0, int64_t xb, const float *xd,
-                        const int32_t *ft, const uint8_t *g, int64_t wrow, int64_t nb, int c0,
-                        int c1, const uint8_t *pf_end) {
-    const int64_t gstride = PW_K_Q40X16_ROWS * wrow;
-    const uint8_t *pfg = g + Q40_X16_PF_BLOCKS / nb * gstride;
-    int64_t pfb = Q40_X16_PF_BLOCKS % nb;
+                        const int32_t *ft, const uint8_t *g, int64_t nb, int c0, int c1,
+                        const q40_x16_prefetch *pf) {
+    const uint8_t *pfg;
+    int64_t pfb;
+    q40_x16_prefetch_start(pf, g, nb, &pfg, &pfb);
 #if Q40_COLS == 16
     const __m512i m = _mm512_set1_epi8(0x0F);
     __m512 acc[1] = {_mm512_setzero_ps()};
@@ -958,12 +989,7 @@ MQ_INLINE void q40x_row(float *y, const uint8_t *xv0, int64_t xb, const float *x
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
 #endif
     for (int64_t b = 0; b < nb; b++) {
-        if (pfg < pf_end) {
-            const uint8_t *p = pfg + pfb * PW_K_Q40X16_BLOCK_BYTES;
-            for (int l = 0; l < PW_K_Q40X16_BLOCK_BYTES; l += 64)
-                _mm_prefetch((const char *)(p + l), PW_K_DECODE_PREFETCH);
-        }
-        if (++pfb == nb) pfb = 0, pfg += gstride;
+        q40_x16_prefetch_next(pf, nb, &pfg, &pfb);
         const uint8_t *gb = g + b * PW_K_Q40X16_BLOCK_BYTES;
         const int8_t *a = (const int8_t *)(xv0 + b * xb);
         const int32_t f0 = ft ? ft[b] : q40_fold_total(xv0 + b * xb, PW_Q4_0);
@@ -1045,7 +1071,8 @@ MQ_INLINE void q40x_row(float *y, const uint8_t *xv0, int64_t xb, const float *x
 MQ_INLINE void q40_rows(float *y, int64_t n, const uint8_t *xa, const float *xd,
                         const float *xs, const int32_t *ft, int64_t n_tokens, int64_t k,
                         const uint8_t *w, int64_t wrow, int src, int64_t half, pw_dtype type,
-                        int64_t j0, int64_t j1, int64_t t, int rows) {
+                        int64_t j0, int64_t j1, int64_t t, int rows,
+                        const q40_x16_prefetch *pf) {
     const int64_t nb = k / QK;
     const uint8_t *xr[Q40_ROWS];
     int64_t xb[Q40_ROWS];
@@ -1060,19 +1087,19 @@ MQ_INLINE void q40_rows(float *y, int64_t n, const uint8_t *xa, const float *xd,
     if (src == Q40_SRC_X16) {
         if (j0 == 0 && j1 == Q40_COLS)
             q40_tile(y, n, xr, xb, xd, xs, ftt, n_tokens, w, half, Q40_SRC_X16, nb, type, rows,
-                     0, Q40_COLS);
+                     0, Q40_COLS, pf);
         else
             q40_tile(y + j0, n, xr, xb, xd, xs, ftt, n_tokens, w, half, Q40_SRC_X16, nb, type,
-                     rows, (int)j0, (int)(j1 - j0));
+                     rows, (int)j0, (int)(j1 - j0), pf);
         return;
     }
     if (src == Q40_SRC_PANEL) {
         if (j1 - j0 == Q40_COLS)
             q40_tile(y + j0, n, xr, xb, xd, xs, ftt, n_tokens, w, wrow, Q40_SRC_PANEL, nb, type,
-                     rows, 0, Q40_COLS);
+                     rows, 0, Q40_COLS, NULL);
         else
             q40_tile(y + j0, n, xr, xb, xd, xs, ftt, n_tokens, w, wrow, Q40_SRC_PANEL, nb, type,
-                     rows, 0, (int)(j1 - j0));
+                     rows, 0, (int)(j1 - j0), NULL);
         return;
     }
     int64_t j = j0;
@@ -1081,22 +1108,24 @@ MQ_INLINE void q40_rows(float *y, int64_t n, const uint8_t *xa, const float *xd,
             q8_row(y + j, xr[0], xb[0], xd, n_tokens, w + j * wrow, wrow, nb);
     for (; j + Q40_COLS <= j1; j += Q40_COLS)
         q40_tile(y + j, n, xr, xb, xd, xs, ftt, n_tokens, w + j * wrow, wrow, Q40_SRC_BLOCKS, nb,
-                 type, rows, 0, Q40_COLS);
+                 type, rows, 0, Q40_COLS, NULL);
     if (j < j1)
         q40_tile(y + j, n, xr, xb, xd, xs, ftt, n_tokens, w + j * wrow, wrow, Q40_SRC_BLOCKS, nb,
-                 type, rows, 0, (int)(j1 - j));
+                 type, rows, 0, (int)(j1 - j), NULL);
 }
 
 /* Every row over columns [n0, n1) (q40_rows): tiles of Q40_ROWS rows, then
  * one tile of the rows left (a constant row count at each call: unrolled
- * tiles). */
+ * tiles). A Q4_0x16 group's first tile asks for the blocks ahead (pf, or
+ * NULL); the others find the group in cache. */
 MQ_INLINE void q40_all_rows(float *y, int64_t n, const uint8_t *xa, const float *xd,
                             const float *xs, const int32_t *ft, int64_t n_tokens, int64_t k,
                             const uint8_t *w, int64_t wrow, int src, int64_t half, pw_dtype type,
-                            int64_t n0, int64_t n1) {
+                            int64_t n0, int64_t n1, const q40_x16_prefetch *pf) {
     int64_t t = 0;
 #define Q40_ROWS_AT(rows)                                                                      \
-    q40_rows(y, n, xa, xd, xs, ft, n_tokens, k, w, wrow, src, half, type, n0, n1, t, rows)
+    q40_rows(y, n, xa, xd, xs, ft, n_tokens, k, w, wrow, src, half, type, n0, n1, t, rows,       \
+             t == 0 ? pf : NULL)
     for (; t + Q40_ROWS <= n_tokens; t += Q40_ROWS) Q40_ROWS_AT(Q40_ROWS);
     switch (n_tokens - t) {
     case 0: break;
@@ -1128,7 +1157,7 @@ MQ_INLINE void q40_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t wr
             int64_t j2 = j + Q40_COLS < j1 ? j + Q40_COLS : j1;
             q40_panel_fill(panel, w + j * wrow, wrow, nb, type, (int)(j2 - j));
             q40_all_rows(y, n, xa, xd, xs, ft, n_tokens, k, panel, wrow, Q40_SRC_PANEL, 0, type,
-                         j, j2);
+                         j, j2, NULL);
         }
         return;
     }
@@ -1139,7 +1168,7 @@ MQ_INLINE void q40_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t wr
     for (int64_t n0 = j0; n0 < j1; n0 += col_block) {
         int64_t n1 = n0 + col_block < j1 ? n0 + col_block : j1;
         q40_all_rows(y, n, xa, xd, xs, ft, n_tokens, k, w, wrow, Q40_SRC_BLOCKS, 0, type, n0,
-                     n1);
+                     n1, NULL);
     }
 }
 
@@ -1154,13 +1183,13 @@ static void q40x_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow
     int32_t *ft = pw_k_fold_scratch((size_t)(n_tokens * nb) * sizeof(int32_t));
     if (ft) q40_fold_totals(ft, xa, n_tokens, k, PW_Q4_0);
     const int64_t jb = j1 < whole ? j1 : whole;
-    /* the end of the range's last group: decode's prefetch stops there */
-    const uint8_t *pf_end = w + (jb + 15) / 16 * 16 * wrow;
+    /* the prefetch stops at the end of the range's last group */
+    const q40_x16_prefetch pf = {PW_K_Q40X16_ROWS * wrow, w + (jb + 15) / 16 * 16 * wrow};
     for (int64_t g0 = j0 / 16 * 16; g0 < jb; g0 += 16) {
         const int64_t c0 = (j0 > g0 ? j0 : g0) - g0, c1 = (jb < g0 + 16 ? jb : g0 + 16) - g0;
         if (n_tokens == 1) { /* decode: the whole group in one pass */
-            q40x_row(y + g0, xa, xq_block_stride(1, 0), xd, ft, w + g0 * wrow, wrow, nb, (int)c0,
-                     (int)c1, pf_end);
+            q40x_row(y + g0, xa, xq_block_stride(1, 0), xd, ft, w + g0 * wrow, nb, (int)c0,
+                     (int)c1, &pf);
             continue;
         }
         for (int64_t h = 0; h < 16 / Q40_COLS; h++) { /* the 256-bit copies: two halves */
@@ -1168,7 +1197,7 @@ static void q40x_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow
                           e = c1 < l0 + Q40_COLS ? c1 - l0 : Q40_COLS;
             if (a < e)
                 q40_all_rows(y + g0 + l0, n, xa, xd, xs, ft, n_tokens, k, w + g0 * wrow, 0,
-                             Q40_SRC_X16, h, PW_Q4_0, a, e);
+                             Q40_SRC_X16, h, PW_Q4_0, a, e, h == 0 ? &pf : NULL);
         }
     }
     if (j1 > whole)
