@@ -1739,7 +1739,9 @@ static __attribute__((noinline)) void q5p_run(float *y, const uint8_t *xa, const
  * its running sums kept in y between them (a float stored and loaded is
  * the same float), so K has no limit. */
 #define KP_COLS 16
+#ifndef KP_SB /* -D overrides are for measuring */
 #define KP_SB 8 /* super-blocks per panel slice: about 45 KiB */
+#endif
 /* Fewer rows go through kq_tile, where the panel fill is not shared
  * enough. AVX-512 from 4 rows: its 4 x 2 batch tile is slower there than
  * the panel (Q4_K 8192 x 2048, 4 rows: 3.4 ms against 1.5 ms; 3 rows, as
@@ -2122,6 +2124,15 @@ KQ_INLINE void kp_rows(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, i
             }
 #pragma GCC unroll 8
             for (int r = 0; r < rows; r++) is[r] = KP_ADDI(is[r], KP_MULLO(pg[r], scv));
+#if defined(PW_ISA_AVX512VNNI_COPY)
+            /* An empty asm that takes each row's sum, so the compiler keeps
+             * the groups in order: without it GCC hoisted every group's
+             * zeroed dot-product registers (8 groups x 4 rows) to the top
+             * of the super-block and spilled sums to the stack. (The
+             * 256-bit copies' 2-row tiles measured no faster with it.) */
+#pragma GCC unroll 8
+            for (int r = 0; r < rows; r++) __asm__("" : "+v"(is[r]));
+#endif
 #else
             /* dwords per word sum (see above) */
             const int ws = type == PW_Q4_K ? 8 : type == PW_Q5_K ? 4 : 2;
