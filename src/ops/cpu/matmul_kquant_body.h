@@ -672,23 +672,34 @@ KQ_INLINE void kq_row_col(const uint8_t *blk, pw_dtype type, const __m512i a[4],
     *is = acc;
 }
 
+/* Up to KQ_ROW_COLS8 columns, in quads: Q6_K decode takes 8 at a time
+ * (kq_row_block), as the Q4_K/Q5_K tile does, the activations' loads
+ * shared by 8 columns; streamed from memory 1.03-1.04x (ffn_down) and
+ * 1.09-1.19x (LM head) faster than 4 columns (kbench_kq_ab.sh, AMD EPYC),
+ * 1.04-1.06x from L2. */
+#define KQ_ROW_COLS8 8
+#ifndef KQ_Q6_ROW8
+#define KQ_Q6_ROW8 1
+#endif
 KQ_INLINE void kq_tile_row(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
                            int64_t nsb, pw_dtype type, int64_t bb, int cols) {
     const int64_t pf = kq_pf_ahead(cols * wrow);
-    __m512 acc = _mm512_setzero_ps(); /* column c: dword 4c (kq_step_quads) */
+    const int quads = (cols + 3) / 4;
+    /* column 4q + c: dword 4c of acc[q] (kq_step_quads) */
+    __m512 acc[KQ_ROW_COLS8 / 4] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int64_t sb = 0; sb < nsb; sb++) {
         const int8_t *av = kx_values(xa) + sb * KQ_QKK;
         __m512i a[4];
         for (int m = 0; m < 4; m++) a[m] = _mm512_loadu_si512(av + 64 * m);
         const float da = kx_scales(xa, nsb)[sb];
         const __m256i bs = _mm256_loadu_si256((const __m256i *)(kx_sums(xa, nsb) + 16 * sb));
-        __m512i z[KQ_ROW_COLS];
-        __m256i side[KQ_ROW_COLS];
+        __m512i z[KQ_ROW_COLS8];
+        __m256i side[KQ_ROW_COLS8];
         /* the f16 d (and dmin) of each column in dword c: Q6_K's d in its
          * low word, Q4_K/Q5_K's d and dmin */
-        uint32_t dh[KQ_ROW_COLS] = {0};
-#pragma GCC unroll 4
-        for (int c = 0; c < KQ_ROW_COLS; c++) {
+        uint32_t dh[KQ_ROW_COLS8] = {0};
+#pragma GCC unroll 8
+        for (int c = 0; c < 4 * quads; c++) {
             if (c >= cols) {
                 z[c] = _mm512_setzero_si512();
                 side[c] = _mm256_setzero_si256();
@@ -709,23 +720,28 @@ KQ_INLINE void kq_tile_row(float *y, const uint8_t *xa, const uint8_t *w, int64_
                 dh[c] = kq_u32(blk);
             }
         }
-        /* d * d_a (and dmin * d_a), the products of the scalar code */
-        const __m256 dv = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh)),
-                                        _mm256_set1_ps(da));
-        __m512i t = kq_fold_quads(z[0], z[1], z[2], z[3]), u = t;
-        if (type == PW_Q6_K) {
-            /* the offset, 32 sum_g sc_g bs_g, two columns per vpmaddwd */
-            const __m512i bs2 = _mm512_broadcast_i64x4(bs);
-            const __m512i o01 = _mm512_madd_epi16(bs2, kq_pair(side[0], side[1]));
-            const __m512i o23 = _mm512_madd_epi16(bs2, kq_pair(side[2], side[3]));
-            t = _mm512_sub_epi32(t, _mm512_slli_epi32(kq_fold_pairs(o01, o23), 5));
-        } else {
-            u = kq_fold_quads(_mm512_zextsi256_si512(side[0]), _mm512_zextsi256_si512(side[1]),
-                              _mm512_zextsi256_si512(side[2]), _mm512_zextsi256_si512(side[3]));
+#pragma GCC unroll 2
+        for (int q = 0; q < quads; q++) {
+            __m512i *zq = z + 4 * q;
+            __m256i *sq = side + 4 * q;
+            /* d * d_a (and dmin * d_a), the products of the scalar code */
+            const __m256 dv = _mm256_mul_ps(
+                _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dh + 4 * q))), _mm256_set1_ps(da));
+            __m512i t = kq_fold_quads(zq[0], zq[1], zq[2], zq[3]), u = t;
+            if (type == PW_Q6_K) {
+                /* the offset, 32 sum_g sc_g bs_g, two columns per vpmaddwd */
+                const __m512i bs2 = _mm512_broadcast_i64x4(bs);
+                const __m512i o01 = _mm512_madd_epi16(bs2, kq_pair(sq[0], sq[1]));
+                const __m512i o23 = _mm512_madd_epi16(bs2, kq_pair(sq[2], sq[3]));
+                t = _mm512_sub_epi32(t, _mm512_slli_epi32(kq_fold_pairs(o01, o23), 5));
+            } else {
+                u = kq_fold_quads(_mm512_zextsi256_si512(sq[0]), _mm512_zextsi256_si512(sq[1]),
+                                  _mm512_zextsi256_si512(sq[2]), _mm512_zextsi256_si512(sq[3]));
+            }
+            acc[q] = kq_step_quads(acc[q], kq_fold_finish(t, u, type), dv, type);
         }
-        acc = kq_step_quads(acc, kq_fold_finish(t, u, type), dv, type);
     }
-    kq_store_quads(y, acc, cols);
+    for (int q = 0; q < quads; q++) kq_store_quads(y + 4 * q, acc[q], cols - 4 * q < 4 ? cols - 4 * q : 4);
 }
 
 /* Dword m (0-3) of each 128-bit lane in all four of its dwords: the
@@ -861,13 +877,21 @@ KQ_INLINE __m512i kq_pair_u64(uint64_t lo, uint64_t hi, int words) {
                  : _mm512_cvtepu8_epi32(x);
 }
 
+/* Up to 8 columns (four pairs; two quads of outputs, each folded and
+ * stepped as above): decode's Q4_K/Q5_K loop takes 8 columns at a time,
+ * whose super-block sb is 8 rows' blocks read together, the activations'
+ * loads and pair sums shared by 8 columns instead of 4. Streamed from
+ * memory this read Q4_K 1.02-1.18x and Q5_K 1.1x faster than 4 columns
+ * (kbench_kq_ab.sh, AMD EPYC); from L2 1.0-1.05x. */
+#define KQ_DP_COLS 8
 KQ_INLINE void kq_tile_row_dp2(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
                                int64_t nsb, pw_dtype type, int64_t bb, int cols) {
     const int64_t pf = kq_pf_ahead(cols * wrow);
     const __m512i lo4 = _mm512_set1_epi8(0x0F), hi4 = _mm512_set1_epi8((char)0xF0);
     const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
-    const int pairs = cols / 2;
-    __m512 acc = _mm512_setzero_ps(); /* column c: dword 4c (kq_step_quads) */
+    const int pairs = cols / 2, quads = (cols + 3) / 4;
+    /* column 4q + c: dword 4c of acc[q] (kq_step_quads) */
+    __m512 acc[KQ_DP_COLS / 4] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int64_t sb = 0; sb < nsb; sb++) {
         const int8_t *av = kx_values(xa) + sb * KQ_QKK;
         __m512i a[8];
@@ -878,10 +902,10 @@ KQ_INLINE void kq_tile_row_dp2(float *y, const uint8_t *xa, const uint8_t *w, in
         /* words 0-7 of every 128-bit lane: bs_2l + bs_2l+1 (|.| <= 32 * 127) */
         const __m512i bsp = _mm512_broadcast_i32x4(_mm256_cvtepi32_epi16(_mm256_madd_epi16(
             _mm256_loadu_si256((const __m256i *)(kx_sums(xa, nsb) + 16 * sb)), _mm256_set1_epi16(1))));
-        __m512i fis[KQ_ROW_COLS / 2];
-        uint32_t dh[KQ_ROW_COLS] = {0};
-        uint64_t mq[KQ_ROW_COLS] = {0};
-#pragma GCC unroll 2
+        __m512i fis[KQ_DP_COLS / 2];
+        uint32_t dh[KQ_DP_COLS] = {0};
+        uint64_t mq[KQ_DP_COLS] = {0};
+#pragma GCC unroll 4
         for (int pc = 0; pc < pairs; pc++) {
             const uint8_t *b0 = w + (2 * pc) * wrow + sb * bb, *b1 = b0 + wrow;
             for (int64_t o = 0; o < bb; o += 64) {
@@ -927,19 +951,25 @@ KQ_INLINE void kq_tile_row_dp2(float *y, const uint8_t *xa, const uint8_t *w, in
             fis[pc] = _mm512_add_epi32(is0, is1);
             dh[2 * pc] = kq_u32(b0), dh[2 * pc + 1] = kq_u32(b1);
         }
-        if (pairs == 1) fis[1] = _mm512_setzero_si512();
-        /* the mins of column c as words in 128-bit lane c: its four
-         * partial sums of mp by one vpmaddwd */
-        const __m512i mins = _mm512_cvtepu8_epi16(_mm256_setr_epi64x(
-            (long long)mq[0], (long long)mq[1], (long long)mq[2], (long long)mq[3]));
-        /* d, dmin of each column, times d_a as in the scalar code */
-        const __m256 dv = _mm256_mul_ps(
-            _mm256_cvtph_ps(_mm_setr_epi32((int)dh[0], (int)dh[1], (int)dh[2], (int)dh[3])),
-            _mm256_broadcastss_ps(da));
-        const __m512i v = kq_fold_finish(kq_fold_pairs(fis[0], fis[1]), _mm512_madd_epi16(mins, bsp), type);
-        acc = kq_step_quads(acc, v, dv, type);
+        if (pairs % 2) fis[pairs] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+        for (int q = 0; q < quads; q++) {
+            /* the mins of column c as words in 128-bit lane c: its four
+             * partial sums of mp by one vpmaddwd */
+            const __m512i mins = _mm512_cvtepu8_epi16(
+                _mm256_setr_epi64x((long long)mq[4 * q], (long long)mq[4 * q + 1],
+                                   (long long)mq[4 * q + 2], (long long)mq[4 * q + 3]));
+            /* d, dmin of each column, times d_a as in the scalar code */
+            const __m256 dv = _mm256_mul_ps(
+                _mm256_cvtph_ps(_mm_setr_epi32((int)dh[4 * q], (int)dh[4 * q + 1],
+                                               (int)dh[4 * q + 2], (int)dh[4 * q + 3])),
+                _mm256_broadcastss_ps(da));
+            const __m512i v = kq_fold_finish(kq_fold_pairs(fis[2 * q], fis[2 * q + 1]),
+                                             _mm512_madd_epi16(mins, bsp), type);
+            acc[q] = kq_step_quads(acc[q], v, dv, type);
+        }
     }
-    kq_store_quads(y, acc, cols);
+    for (int q = 0; q < quads; q++) kq_store_quads(y + 4 * q, acc[q], cols - 4 * q < 4 ? cols - 4 * q : 4);
 }
 
 #define KQ_KTILE(rows, cols)                                                                   \
@@ -2437,6 +2467,15 @@ KQ_INLINE void kq_row_block(float *y, const uint8_t *xa, const uint8_t *w, int64
 #endif
         return;
     }
+#if defined(PW_ISA_AVX512VNNI_COPY)
+    /* Q4_K/Q5_K decode: 8 columns a tile (kq_tile_row_dp2), then 4 */
+    if (super && type != PW_Q6_K)
+        for (; j + KQ_DP_COLS <= j1; j += KQ_DP_COLS)
+            kq_tile_row_dp2(y + j, xa, w + j * wrow, wrow, nb, type, bb, KQ_DP_COLS);
+    if (KQ_Q6_ROW8 && type == PW_Q6_K)
+        for (; j + KQ_ROW_COLS8 <= j1; j += KQ_ROW_COLS8)
+            kq_tile_row(y + j, xa, w + j * wrow, wrow, nb, type, bb, KQ_ROW_COLS8);
+#endif
     for (; j + KQ_ROW_COLS <= j1; j += KQ_ROW_COLS) KQ_TILE(1, KQ_ROW_COLS);
     switch (j1 - j) {
     case 0: break;
