@@ -5,9 +5,9 @@
  * that pw_last_error() returns, log through the same logger, read
  * environment variables the same checked way, allocate host memory that
  * reports PW_ERR_OOM like the library's own, split a short host job over
- * threads, and open, read and write files the same hardened way. Declared here, not
- * copied, so that every library in a process shares one error slot, one
- * log level and one allocation counter. */
+ * threads, and open, read and write files the same hardened way. Declared
+ * here, not copied, so that every library in a process shares one error
+ * slot, one log level and one allocation counter. */
 #ifndef PIECEWISE_EXTEND_H
 #define PIECEWISE_EXTEND_H
 

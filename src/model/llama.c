@@ -126,9 +126,9 @@ pw_status pw_model_load_weight_rows(pw_model *m, const char *name, int64_t d0, i
  * written into memory of the model's own, chunk by chunk (on the host's
  * threads: pw_host_threads), while the file's pages the chunks came from
  * are released (pw_gguf_release_pages), so the process holds about one
- * copy: the weight's, not also the page cache's. PW_INTERLEAVE=0 keeps the file's layout (for measurement), as
- * does no memory for the copy. Every product gives the same bits either
- * way. */
+ * copy: the weight's, not also the page cache's. PW_INTERLEAVE=0 keeps
+ * the file's layout (for measurement), as does no memory for the copy.
+ * Every product gives the same bits either way. */
 pw_dtype pw_model_preferred_dtype(pw_dtype from, int64_t rows, int64_t cols) {
     static const char *const values[] = {"1", "0", NULL};
     if (pw_env_choice(PW_ENV_INTERLEAVE, values, 0) != 0) return from;

@@ -194,7 +194,7 @@ typedef struct {
     const uint8_t *src;
     uint8_t *buf;
     uint8_t **rows; /* per part: scratch of a group's rows, or NULL (no conversion) */
-    int64_t n_units, d1, group, s0, width;
+    int64_t d1, group, s0, width;
     size_t full_row, shard_row;
     pw_dtype from, to;
 } shard_copy;
@@ -265,10 +265,9 @@ static pw_status copy_col_shards(pw_model *m, const char *name, int64_t d0, int6
         to = t, group = 1;
     }
     shard_copy c = {.src = pw_tensor_data(full), .buf = buf, .rows = converting ? scratch : NULL,
-                    .n_units = n * (d1 / group), .d1 = d1, .group = group,
-                    .s0 = s0, .width = width, .full_row = full_row, .shard_row = shard_row,
-                    .from = t, .to = to};
-    pw_run_split(c.n_units, parts, copy_units, &c);
+                    .d1 = d1, .group = group, .s0 = s0, .width = width, .full_row = full_row,
+                    .shard_row = shard_row, .from = t, .to = to};
+    pw_run_split(n * (d1 / group), parts, copy_units, &c);
     for (int i = 0; i < parts; i++) pw_host_free(scratch[i]);
     return keep_copy(m, full, to, buf, n * d1, width, out);
 }

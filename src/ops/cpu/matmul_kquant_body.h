@@ -586,10 +586,14 @@ KQ_INLINE __m512 kq_step_quads(__m512 acc, __m512i v, __m256 dv, pw_dtype type) 
     return acc;
 }
 
-KQ_INLINE void kq_store_quads(float *y, __m512 acc, int cols) {
+/* Columns [0, cols) from the quads' accumulators: column 4q + c is dword
+ * 4c of acc[q] (kq_step_quads). */
+KQ_INLINE void kq_store_quads(float *y, const __m512 *acc, int cols) {
     float out[16];
-    _mm512_storeu_ps(out, acc);
-    for (int c = 0; c < cols; c++) y[c] = out[4 * c];
+    for (int q = 0; 4 * q < cols; q++) {
+        _mm512_storeu_ps(out, acc[q]);
+        for (int c = 0; c < 4 && 4 * q + c < cols; c++) y[4 * q + c] = out[4 * c];
+    }
 }
 
 /* One column's super-block against the activation chunks a[0..3] (64
@@ -678,9 +682,6 @@ KQ_INLINE void kq_row_col(const uint8_t *blk, pw_dtype type, const __m512i a[4],
  * 1.09-1.19x (LM head) faster than 4 columns (kbench_kq_ab.sh, AMD EPYC),
  * 1.04-1.06x from L2. */
 #define KQ_ROW_COLS8 8
-#ifndef KQ_Q6_ROW8
-#define KQ_Q6_ROW8 1
-#endif
 KQ_INLINE void kq_tile_row(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
                            int64_t nsb, pw_dtype type, int64_t bb, int cols) {
     const int64_t pf = kq_pf_ahead(cols * wrow);
@@ -741,7 +742,7 @@ KQ_INLINE void kq_tile_row(float *y, const uint8_t *xa, const uint8_t *w, int64_
             acc[q] = kq_step_quads(acc[q], kq_fold_finish(t, u, type), dv, type);
         }
     }
-    for (int q = 0; q < quads; q++) kq_store_quads(y + 4 * q, acc[q], cols - 4 * q < 4 ? cols - 4 * q : 4);
+    kq_store_quads(y, acc, cols);
 }
 
 /* Dword m (0-3) of each 128-bit lane in all four of its dwords: the
@@ -969,7 +970,7 @@ KQ_INLINE void kq_tile_row_dp2(float *y, const uint8_t *xa, const uint8_t *w, in
             acc[q] = kq_step_quads(acc[q], v, dv, type);
         }
     }
-    for (int q = 0; q < quads; q++) kq_store_quads(y + 4 * q, acc[q], cols - 4 * q < 4 ? cols - 4 * q : 4);
+    kq_store_quads(y, acc, cols);
 }
 
 #define KQ_KTILE(rows, cols)                                                                   \
@@ -2472,7 +2473,7 @@ KQ_INLINE void kq_row_block(float *y, const uint8_t *xa, const uint8_t *w, int64
     if (super && type != PW_Q6_K)
         for (; j + KQ_DP_COLS <= j1; j += KQ_DP_COLS)
             kq_tile_row_dp2(y + j, xa, w + j * wrow, wrow, nb, type, bb, KQ_DP_COLS);
-    if (KQ_Q6_ROW8 && type == PW_Q6_K)
+    if (type == PW_Q6_K)
         for (; j + KQ_ROW_COLS8 <= j1; j += KQ_ROW_COLS8)
             kq_tile_row(y + j, xa, w + j * wrow, wrow, nb, type, bb, KQ_ROW_COLS8);
 #endif
