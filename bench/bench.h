@@ -21,6 +21,10 @@ double pw_bench_peak_gflops(int repeats, const char **how);
 /* One core's measured int8 dot-product peak in GOP/s (a multiply-add is 2),
  * with the instructions the quantized matmul's best copy uses. */
 double pw_bench_peak_int8_gops(int repeats, const char **how);
+/* The same chains on `threads` threads at once: their GOP/s together
+ * (median of `repeats` turns), 0 when a thread cannot be started. Below
+ * `threads` times one core's figure where threads share a core. */
+double pw_bench_peak_int8_gops_threads(int threads, int repeats, const char **how);
 
 /* The cores this process may run on (online CPUs). */
 int pw_bench_cores(void);

@@ -361,6 +361,7 @@ typedef struct capture_result {
     double peak_int8_gops; /* one core's int8 dot-product peak (bench peak); 0 on CUDA */
     double bytes_per_token; /* weight bytes one decode token reads (weight_bytes_per_token) */
     double stream_gbs[MAX_BATCHES]; /* read bandwidth at each --threads count; 0: not measured */
+    double int8_gops_at[MAX_BATCHES]; /* int8 peak of that many threads together; 0: not measured */
 } capture_result;
 
 /* Weight bytes a decode token reads: every tensor of the file once, but of
@@ -385,12 +386,16 @@ static double weight_bytes_per_token(const char *path) {
     return bytes;
 }
 
-/* The decode ceiling at each thread count: bytes per token and the read
- * bandwidth with that many threads. */
+/* The decode ceilings at each thread count: bytes per token and the read
+ * bandwidth with that many threads, and the int8 dot-product peak of that
+ * many threads together (threads sharing a core add less than a core). */
 static void measure_bandwidth(const model_opts *o, capture_result *c) {
     c->bytes_per_token = weight_bytes_per_token(o->path);
-    for (int t = 0; t < o->n_thread_counts; t++)
+    for (int t = 0; t < o->n_thread_counts; t++) {
+        const char *how;
         c->stream_gbs[t] = pw_bench_stream_gbs((int)o->thread_counts[t], 5);
+        c->int8_gops_at[t] = pw_bench_peak_int8_gops_threads((int)o->thread_counts[t], 5, &how);
+    }
 }
 
 static pw_status measure_prefill(pw_engine *e, pw_model *m, const model_opts *o,
@@ -713,8 +718,13 @@ static void print_scaling(const model_opts *o, decode_result scaling[MAX_BATCHES
 
 /* Batch-1 FULL decode at each thread count as bytes read per second, and
  * its share of the read bandwidth that many threads measured (tok_s[t]:
- * the decode rate at thread_counts[t]). */
-static void print_bandwidth(const model_opts *o, const capture_result *c, const double *tok_s) {
+ * the decode rate at thread_counts[t]); then its matrix products' share of
+ * the int8 peak of that many threads together, the other ceiling (a
+ * quantized product's dot products, unpacking and scaling cost more than
+ * one instruction per 64 multiply-adds, so decode can be bound by the
+ * arithmetic well below 100%). */
+static void print_bandwidth(const model_opts *o, const pw_model_info *in,
+                            const capture_result *c, const double *tok_s) {
     if (c->bytes_per_token <= 0 || c->stream_gbs[0] <= 0) return;
     printf("\ndecode batch 1 against memory bandwidth (%.1f MB of weights read per token):\n",
            c->bytes_per_token / 1e6);
@@ -725,6 +735,19 @@ static void print_bandwidth(const model_opts *o, const capture_result *c, const 
                c->bytes_per_token / 1e6, tok_s[t] * c->bytes_per_token / 1e9,
                c->stream_gbs[t] > 0 ? 100.0 * tok_s[t] * c->bytes_per_token / 1e9 / c->stream_gbs[t] : 0.0,
                c->stream_gbs[t], o->thread_counts[t], o->thread_counts[t] == 1 ? "" : "s");
+    if (c->int8_gops_at[0] <= 0) return;
+    printf("and against the int8 dot-product peak (%.2f MOP of matrix products per token):\n",
+           matmul_ops_per_token(in) / 1e6);
+    for (int t = 0; t < o->n_thread_counts; t++)
+        printf("  %3" PRId64 " thread%s %8.1f GOP/s, %5.1f%% of the %.1f GOP/s %" PRId64
+               " thread%s reach together (%.2fx one)\n",
+               o->thread_counts[t], o->thread_counts[t] == 1 ? " " : "s",
+               tok_s[t] * matmul_ops_per_token(in) / 1e9,
+               c->int8_gops_at[t] > 0
+                   ? 100.0 * tok_s[t] * matmul_ops_per_token(in) / 1e9 / c->int8_gops_at[t]
+                   : 0.0,
+               c->int8_gops_at[t], o->thread_counts[t], o->thread_counts[t] == 1 ? "" : "s",
+               c->int8_gops_at[t] / c->int8_gops_at[0]);
 }
 
 /* The batch-1 column's index, or -1. */
@@ -737,9 +760,9 @@ static int batch1_index(const model_opts *o) {
 static void bandwidth_json(const model_opts *o, const capture_result *c, const double *tok_s) {
     printf("\"weight_bytes_per_token\":%.0f,\"bandwidth\":[", c->bytes_per_token);
     for (int t = 0; t < o->n_thread_counts; t++)
-        printf("%s{\"threads\":%" PRId64 ",\"stream_gb_s\":%.2f,\"decode_gb_s\":%.3f,"
-               "\"stream_fraction\":%.4f}",
-               t ? "," : "", o->thread_counts[t], c->stream_gbs[t],
+        printf("%s{\"threads\":%" PRId64 ",\"stream_gb_s\":%.2f,\"peak_int8_gop_s\":%.2f,"
+               "\"decode_gb_s\":%.3f,\"stream_fraction\":%.4f}",
+               t ? "," : "", o->thread_counts[t], c->stream_gbs[t], c->int8_gops_at[t],
                tok_s ? tok_s[t] * c->bytes_per_token / 1e9 : 0.0,
                tok_s && c->stream_gbs[t] > 0
                    ? tok_s[t] * c->bytes_per_token / 1e9 / c->stream_gbs[t] : 0.0);
@@ -800,7 +823,7 @@ static void print_lean(const model_opts *o, const pw_model_info *in,
            " tokens per request, median of %d (lean: FULL decode and prefill only)\n",
            in->name, in->n_layers, in->dim, in->vocab, o->tokens, o->repeats);
     print_scaling(o, scaling);
-    if (b1 >= 0) print_bandwidth(o, c, b1_tok_s);
+    if (b1 >= 0) print_bandwidth(o, in, c, b1_tok_s);
     printf("\nprefill   %" PRId64 "-token prompt, %d thread%s: %.0f tok/s\n", c->prefill_tokens,
            o->threads, o->threads == 1 ? "" : "s", c->prefill_tok_s);
     if (c->peak_int8_gops > 0) {
@@ -867,7 +890,7 @@ int pw_bench_model(int argc, char **argv) {
     } else {
         print_table(&o, in, res, &cap);
         if (o.n_thread_counts > 1) print_scaling(&o, scaling);
-        if (b1 >= 0) print_bandwidth(&o, &cap, b1_tok_s);
+        if (b1 >= 0) print_bandwidth(&o, in, &cap, b1_tok_s);
     }
     pw_model_free(m);
     return 0;

@@ -13,11 +13,19 @@
  * with AVX-VNNI, else vpmaddubsw + vpmaddwd + vpaddd), from registers; one
  * int8 multiply-add counts 2 operations.
  *
+ * The int8 chains also run on one thread per core at once: where two of
+ * the cores the system shows are one physical core's hardware threads (a
+ * VM's vCPUs may be), the sum stays near one core's figure, and that, not
+ * twice one core, is the arithmetic ceiling of a product on every thread.
+ *
  * Then the memory read bandwidth (bench_stream.c) with one thread and with
  * one thread per core reading at once: the ceilings of decode, which reads
  * every weight once per token. */
 #include "bench.h"
 
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -166,18 +174,22 @@ double pw_bench_peak_gflops(int repeats, const char **how) {
     return pw_bench_median(g, (size_t)repeats);
 }
 
-double pw_bench_peak_int8_gops(int repeats, const char **how) {
-    int (*fn)(long) = int8_chains_plain;
-    double macs_per_turn = 8.0; /* per chain */
+/* The int8 chain routine of the quantized matmul's best copy on this CPU,
+ * its multiply-adds per chain and turn, and its name. */
+typedef int (*int8_chain_fn)(long iters);
+
+static int8_chain_fn int8_chain_pick(double *macs_per_turn, const char **how) {
+    int8_chain_fn fn = int8_chains_plain;
+    *macs_per_turn = 8.0; /* per chain */
     *how = "C 32-bit vector multiplies and adds, 12 chains x 8 lanes";
 #if PEAK_X86
     __builtin_cpu_init();
     if (have_fma()) {
-        macs_per_turn = 32.0;
+        *macs_per_turn = 32.0;
         if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
             __builtin_cpu_supports("avx512bw")) {
             fn = int8_chains_avx512vnni;
-            macs_per_turn = 64.0;
+            *macs_per_turn = 64.0;
             *how = "AVX-512 VNNI vpdpbusd on 512 bits, 12 chains";
         } else if (have_avxvnni()) {
             fn = int8_chains_avxvnni;
@@ -188,6 +200,12 @@ double pw_bench_peak_int8_gops(int repeats, const char **how) {
         }
     }
 #endif
+    return fn;
+}
+
+double pw_bench_peak_int8_gops(int repeats, const char **how) {
+    double macs_per_turn;
+    int8_chain_fn fn = int8_chain_pick(&macs_per_turn, how);
     double g[64];
     if (repeats > 64) repeats = 64;
     if (repeats < 1) repeats = 1;
@@ -201,12 +219,71 @@ double pw_bench_peak_int8_gops(int repeats, const char **how) {
     return pw_bench_median(g, (size_t)repeats);
 }
 
+/* ---- the int8 peak of several cores at once ----------------------------- */
+
+#define PEAK_MAX_THREADS 256
+
+typedef struct chain_thread {
+    int8_chain_fn fn;
+    atomic_int *go;
+    int sink;
+} chain_thread;
+
+static void *chain_thread_main(void *arg) {
+    chain_thread *c = arg;
+    while (!atomic_load(c->go)) sched_yield();
+    c->sink = c->fn(ITERS);
+    return NULL;
+}
+
+/* One timed turn of `threads` threads (the caller's among them) each
+ * running the chains; GOP/s of all of them together over the wall time,
+ * 0 when a thread cannot be started. */
+static double int8_threads_once(int8_chain_fn fn, double macs_per_turn, int threads) {
+    chain_thread ct[PEAK_MAX_THREADS];
+    pthread_t tids[PEAK_MAX_THREADS];
+    atomic_int go = 0;
+    for (int t = 0; t < threads; t++) ct[t] = (chain_thread){fn, &go, 0};
+    int started = 1;
+    while (started < threads &&
+           pthread_create(&tids[started], NULL, chain_thread_main, &ct[started]) == 0)
+        started++;
+    uint64_t t0 = pw_bench_now_ns();
+    atomic_store(&go, 1);
+    if (started == threads) ct[0].sink = fn(ITERS);
+    for (int t = 1; t < started; t++) pthread_join(tids[t], NULL);
+    uint64_t t1 = pw_bench_now_ns();
+    if (started < threads) return 0;
+    int sum = 0;
+    for (int t = 0; t < threads; t++) sum ^= ct[t].sink;
+    pw_bench_sink(&sum);
+    return 2.0 * macs_per_turn * CHAINS * (double)ITERS * threads / (double)(t1 - t0 ? t1 - t0 : 1);
+}
+
+double pw_bench_peak_int8_gops_threads(int threads, int repeats, const char **how) {
+    double macs_per_turn;
+    int8_chain_fn fn = int8_chain_pick(&macs_per_turn, how);
+    if (threads < 1) threads = 1;
+    if (threads > PEAK_MAX_THREADS) threads = PEAK_MAX_THREADS;
+    if (threads == 1) return pw_bench_peak_int8_gops(repeats, how);
+    double g[64];
+    if (repeats > 64) repeats = 64;
+    if (repeats < 1) repeats = 1;
+    for (int r = 0; r < repeats; r++) {
+        g[r] = int8_threads_once(fn, macs_per_turn, threads);
+        if (g[r] <= 0) return 0;
+    }
+    return pw_bench_median(g, (size_t)repeats);
+}
+
 static void usage(FILE *f) {
     fprintf(f, "usage: piecewise bench peak [--json]\n\n"
                "One core's f32 multiply-add peak and int8 dot-product peak, measured from\n"
                "registers (median of 9): the ceilings for the f32 kernels and for the\n"
                "quantized matmul's integer dot products (bench model sets its figures\n"
-               "against both). Then the memory read bandwidth (best of 5 passes over\n"
+               "against both); the int8 peak again with one thread per core, all at\n"
+               "once (hardware threads of one core share its units, so the sum shows\n"
+               "what the cores add). Then the memory read bandwidth (best of 5 passes over\n"
                "512 MiB) with one thread and with one thread per core, all reading at\n"
                "once: the ceiling of decode, which reads every weight once per token.\n");
 }
@@ -220,17 +297,21 @@ int pw_bench_peak(int argc, char **argv) {
     const char *how_int8;
     double gi = pw_bench_peak_int8_gops(9, &how_int8);
     int cores = pw_bench_cores();
+    double gin = cores > 1 ? pw_bench_peak_int8_gops_threads(cores, 9, &how_int8) : gi;
     double bw1 = pw_bench_stream_gbs(1, 5), bwn = cores > 1 ? pw_bench_stream_gbs(cores, 5) : bw1;
     if (json)
         printf("{\"peak_gflop_s\":%.2f,\"method\":\"%s\",\"peak_int8_gop_s\":%.2f,"
-               "\"int8_method\":\"%s\",\"stream_gb_s_1\":%.2f,\"cores\":%d,"
-               "\"stream_gb_s_all\":%.2f}\n",
-               g, how, gi, how_int8, bw1, cores, bwn);
+               "\"int8_method\":\"%s\",\"peak_int8_gop_s_all\":%.2f,\"stream_gb_s_1\":%.2f,"
+               "\"cores\":%d,\"stream_gb_s_all\":%.2f}\n",
+               g, how, gi, how_int8, gin, bw1, cores, bwn);
     else
         printf("f32 peak, 1 thread: %.1f GFLOP/s (%s)\n"
                "int8 dot-product peak, 1 thread: %.1f GOP/s (%s; a multiply-add is 2)\n"
+               "int8 dot-product peak, %d thread%s (one per core, together): %.1f GOP/s "
+               "(%.2fx one thread)\n"
                "memory read bandwidth, 1 thread: %.1f GB/s\n"
                "memory read bandwidth, %d thread%s (one per core, together): %.1f GB/s\n",
-               g, how, gi, how_int8, bw1, cores, cores == 1 ? "" : "s", bwn);
+               g, how, gi, how_int8, cores, cores == 1 ? "" : "s", gin, gi > 0 ? gin / gi : 0.0,
+               bw1, cores, cores == 1 ? "" : "s", bwn);
     return 0;
 }

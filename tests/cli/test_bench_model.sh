@@ -19,7 +19,7 @@ expect_fail 2 "unexpected argument '--bogus'" bench model m.gguf --bogus
 expect_fail 1 "/no/such/model.gguf" bench model /no/such/model.gguf
 "$bin" bench model --help | grep -q "usage: piecewise bench model" || { echo "FAIL: --help"; fail=1; }
 expect_fail 2 "unknown option '--fast'" bench peak --fast
-"$bin" bench peak --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["peak_gflop_s"] > 0 and d["peak_int8_gop_s"] > 0 and d["stream_gb_s_1"] > 0 and d["stream_gb_s_all"] > 0 and d["cores"] >= 1' \
+"$bin" bench peak --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["peak_gflop_s"] > 0 and d["peak_int8_gop_s"] > 0 and d["stream_gb_s_1"] > 0 and d["stream_gb_s_all"] > 0 and d["cores"] >= 1 and d["peak_int8_gop_s_all"] > 0' \
   || { echo "FAIL: bench peak --json"; fail=1; }
 
 if [ -f "$model" ]; then
@@ -72,7 +72,7 @@ assert d["prefill_tok_s"] > 0 and all(r["decode_tok_s"] > 0 for r in d["thread_s
 # decode's bytes per token times tok/s against the read bandwidth, per thread count
 assert d["weight_bytes_per_token"] > 0 and [b["threads"] for b in d["bandwidth"]] == [1, 2], d
 for b, r in zip(d["bandwidth"], [r for r in d["thread_scaling"] if r["batch"] == 1]):
-    assert b["stream_gb_s"] > 0, b
+    assert b["stream_gb_s"] > 0 and b["peak_int8_gop_s"] > 0, b
     want = r["decode_tok_s"] * d["weight_bytes_per_token"] / 1e9
     assert abs(b["decode_gb_s"] - want) < 1e-3 * want + 1e-3, (b, r)
     assert abs(b["stream_fraction"] - b["decode_gb_s"] / b["stream_gb_s"]) < 1e-2 * b["stream_fraction"] + 1e-3, b
@@ -84,6 +84,7 @@ PY
   grep -q "lean: FULL decode and prefill only" "$tmp/table" || { echo "FAIL: lean table"; fail=1; }
   grep -q "of the .* GB/s 1 thread read" "$tmp/table" || { echo "FAIL: lean table lacks the bandwidth share"; fail=1; }
   grep -q "the int8 dot-product peak of 1 core" "$tmp/table" || { echo "FAIL: lean table lacks prefill's int8-peak share"; fail=1; }
+  grep -q "GOP/s 1 thread reach together" "$tmp/table" || { echo "FAIL: lean table lacks decode's int8-peak share"; fail=1; }
 else
   skip_part "stories260K.gguf not found: the short runs"
 fi
