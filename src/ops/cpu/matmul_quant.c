@@ -310,11 +310,13 @@ void pw_k_matmul_quant_strided(float *y, const float *x, const void *w, int64_t 
  * run (pw_k_qdot_steps.shards), whose tiles take a few rows across every
  * shard in turn, so each row is read whole, in address order, once (a
  * shard's product over runs of 64 rows read a quarter of each row per
- * pass, 1.1-2.1x the time of a dense copy: kbench_shards). A batch: output
- * columns of every shard in runs of SHARD_RUN, shard after shard over each
- * run, the run's rows read while they are in cache. A multiple of 16
+ * pass, 1.1-2.1x the time of a dense copy: kbench_shards). A batch, which
+ * reads each weight byte for many rows: output columns of every shard in
+ * runs of SHARD_RUN, shard after shard over each run (runs of 64 took
+ * 1.1-1.6x the dense time at 16 rows, Q4_0x16 the most, each run's first
+ * tiles waiting on memory; of 1024, 1.0-1.1x). A multiple of 16
  * (Q4_0x16's group). */
-#define SHARD_RUN 64
+#define SHARD_RUN 1024
 
 typedef struct shards_job {
     pw_k_qdot_steps steps;
