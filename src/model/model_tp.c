@@ -27,12 +27,12 @@
  *     a rank whose heads cross a group boundary without whole groups
  *     (SmolLM2 at --tp 4: heads 2-3 of groups 0-2) holds one copy per query
  *     head;
- *   - o and down by rows (their K): its shards, copied out of the mapping
- *     (a shard is a run of columns of every row), which decode streams
- *     fastest. One process can instead keep them whole in the mapping
- *     (PW_SHARDS=in-place: no copy at load, a slower decode); matmul_shards
- *     then reads each shard where it lies, its rows a whole row apart (the
- *     kernels' row stride), with the same bits;
+ *   - o and down by rows (their K): a rank's shards copied out of the
+ *     mapping (a shard is a run of columns of every row). One process keeps
+ *     them whole in the mapping instead (no copy at load; PW_SHARDS=copy
+ *     copies them as a rank does): matmul_shards reads each shard where it
+ *     lies, its rows a whole row apart (the kernels' row stride), decode's
+ *     tiles a few rows across every shard in one pass, with the same bits;
  *   - the embedding and the LM head by vocabulary rows (above one rank),
  *     gathered after the lookup and after the head (ops embedding_vocab,
  *     lm_head_vocab): no sum, so no change of bits.
@@ -52,8 +52,8 @@
  * measures it). */
 #define PW_TP_SHARDS 4
 
-/* How one process holds o's and down's shards: copied (default) or read
- * in place from the mapping (load_col_shards). */
+/* How one process holds o's and down's shards: read in place from the
+ * mapping (default) or copied (load_col_shards). */
 #define PW_ENV_SHARDS "PW_SHARDS"
 
 bool pw_model_tp_supported(pw_model_arch arch) {
@@ -292,16 +292,17 @@ static pw_status map_col_shards(pw_model *m, const char *name, int64_t d0, int64
     return pw_model_prefer_layout(m, out);
 }
 
-/* o's or down's shards [s0, s1) of `width` columns (above). Copied out by
- * default: decode reads a shard fastest as a dense matrix (a row-strided
- * shard, whose rows' runs of bytes are a quarter of a row, streamed at
- * 0.6-0.9x the rate: BENCHMARKS.md, "o and down in place"); in place on
- * request, which saves the copy's fresh pages at load. */
+/* o's or down's shards [s0, s1) of `width` columns (above). One process
+ * reads them in place by default: no copy at load (its fresh pages were
+ * most of an 8B file's start-up), and decode streams the whole rows in one
+ * pass across the shards (pw_k_matmul_quant_shards) about as fast as the
+ * dense copies (BENCHMARKS.md, "o and down in place"). PW_SHARDS=copy
+ * copies them out as a rank always does. */
 static pw_status load_col_shards(pw_model *m, const char *name, int64_t d0, int64_t d1,
                                  int64_t width, int64_t s0, int64_t s1, bool keep,
                                  pw_tensor **out) {
     static const char *const values[] = {"copy", "in-place", NULL};
-    if (m->tp_size <= 1 && pw_env_choice(PW_ENV_SHARDS, values, 0) == 1)
+    if (m->tp_size <= 1 && pw_env_choice(PW_ENV_SHARDS, values, 1) == 1)
         return map_col_shards(m, name, d0, d1, width, keep, out);
     return copy_col_shards(m, name, d0, d1, width, s0, s1, keep, out);
 }

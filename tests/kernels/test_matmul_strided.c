@@ -4,7 +4,8 @@
  * threads, decode and batches, gives bit for bit what it gives on the
  * same columns copied out into a dense matrix. Q4_0x16 (a column range of
  * an interleaved weight: each group's blocks [b0, b1)) gives the Q4_0
- * copy's bits. */
+ * copy's bits. The K-shards of a whole weight run together
+ * (pw_k_matmul_quant_shards) give each shard's own product's bits. */
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/matmul_isa.h"
 #include "ops/cpu/matmul_quant_isa.h"
@@ -101,6 +102,74 @@ static void test_quant(void) {
     pw_set_num_threads(1);
 }
 
+/* pw_k_matmul_quant_shards_with over a whole [n][shards * ks] weight in
+ * place (one row: the copy's one-pass tiles across the shards; a batch:
+ * runs of rows) against each shard copied out and multiplied alone, at the
+ * shard counts the models use and row counts that leave partial tiles
+ * (Q4_0x16: whole groups, the row stride's condition). */
+static bool shards_case(pw_k_int8_isa level, pw_dtype type, int64_t t, int64_t n,
+                        int64_t shards, int64_t blocks) {
+    pw_dtype stored = type == PW_Q4_0X16 ? PW_Q4_0 : type;
+    const int64_t ks = blocks * pw_dtype_block_elems(stored), k = shards * ks;
+    const size_t row = (size_t)pw_dtype_row_bytes(stored, k), part = row / (size_t)shards;
+    uint8_t *wq = random_blocks(stored, n, k), *w = wq;
+    if (type == PW_Q4_0X16) {
+        w = malloc(row * (size_t)n);
+        CHECK(w != NULL);
+        pw_k_q4_0_interleave(w, wq, n, k);
+    }
+    const int64_t group = type == PW_Q4_0X16 ? PW_K_Q40X16_ROWS : 1;
+    float *x = kt_random((size_t)(t * k)), *xs = kt_random((size_t)(t * ks));
+    float *y = kt_random((size_t)(shards * t * n)), *want = kt_random((size_t)(t * n));
+    uint8_t *c = malloc(part * (size_t)n);
+    CHECK(c != NULL);
+    pw_k_matmul_quant_shards_with(level, y, x, w, (int64_t)row, (size_t)group * part, type, t, n,
+                                  ks, shards);
+    bool same = true;
+    for (int64_t s = 0; s < shards; s++) {
+        for (int64_t r = 0; r < n; r++) memcpy(c + r * part, wq + r * row + s * part, part);
+        for (int64_t r = 0; r < t; r++)
+            memcpy(xs + r * ks, x + r * k + s * ks, (size_t)ks * sizeof *xs);
+        pw_k_matmul_quant_with(level, want, xs, c, stored, t, n, ks);
+        same &= kt_bitwise_equal(y + s * t * n, want, (size_t)(t * n) * sizeof *y);
+    }
+    if (w != wq) free(w);
+    free(wq), free(c), free(x), free(xs), free(y), free(want);
+    return same;
+}
+
+static void test_shards(void) {
+    static const pw_dtype types[] = {PW_Q8_0, PW_Q4_0, PW_Q4_0X16, PW_Q4_1, PW_Q5_0,
+                                     PW_Q5_1, PW_Q4_K, PW_Q5_K,    PW_Q6_K};
+    static const int64_t tokens[] = {1, 2, 5}, counts[] = {2, 3, 4}, rows[] = {48, 29, 8};
+    for (int l = PW_K_INT8_GENERIC; l <= PW_K_INT8_AVX512VNNI; l++) {
+        if (!pw_k_isa_int8_runs((pw_k_int8_isa)l)) continue;
+        for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+            for (int th = 1; th <= 2; th++) {
+                pw_set_num_threads(th);
+                for (size_t j = 0; j < sizeof tokens / sizeof tokens[0]; j++)
+                    for (size_t a = 0; a < sizeof counts / sizeof counts[0]; a++)
+                        for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+                            int64_t n = rows[r];
+                            if (types[i] == PW_Q4_0X16) n = n / 16 * 16 + 16;
+                            /* Q5_0: also shards past its decode panels' 64 blocks */
+                            int64_t blocks = types[i] == PW_Q5_0 && r == 2 ? 65 : 3;
+                            bool ok = shards_case((pw_k_int8_isa)l, types[i], tokens[j], n,
+                                                  counts[a], blocks);
+                            if (!ok)
+                                fprintf(stderr,
+                                        "copy %s, %s, %d thread(s), T = %lld, %lld shards, "
+                                        "N = %lld: differs\n",
+                                        pw_k_isa_int8_name(l), pw_dtype_name(types[i]), th,
+                                        (long long)tokens[j], (long long)counts[a],
+                                        (long long)n);
+                            CHECK(ok);
+                        }
+            }
+    }
+    pw_set_num_threads(1);
+}
+
 /* The f32 tiles of both copies (ldw), and pw_k_matmul_strided (the BLAS
  * path where the build has it, at a weight big enough for it). */
 static void f32_case(int64_t ks, int64_t t) {
@@ -144,6 +213,7 @@ static void test_f32(void) {
 
 int main(void) {
     test_quant();
+    test_shards();
     test_f32();
     return pw_test_finish("kernels_matmul_strided");
 }

@@ -208,7 +208,8 @@ void pw_k_matmul_quant_strided(float *y, const float *x, const void *w, int64_t 
  * for s < shards, x_s columns [s k, (s + 1) k) of x [T][shards * k], W_s
  * at w + s * shard_bytes with rows wrow bytes apart (as
  * pw_k_matmul_quant_strided). Each shard's activations are quantized once
- * and the shards run over the same runs of output columns in turn, so each
+ * and the shards run over the same output columns in turn (one row: each
+ * tile's few rows across every shard; a batch: runs of 64 rows), so each
  * weight row is read whole, once; every output is the strided product's. */
 void pw_k_matmul_quant_shards(float *y, const float *x, const void *w, int64_t wrow,
                               size_t shard_bytes, pw_dtype type, int64_t n_tokens, int64_t n,

@@ -149,25 +149,27 @@ typedef void (*offsets_fn)(uint8_t *xa, int64_t n_rows, int64_t k);
 typedef struct kq_copy {
     quantize_fn quantize;
     qdot_fn run;
+    void (*shards) PW_K_QDOT_SHARDS_PARAMS;
     offsets_fn offsets; /* Q5_0 only */
     int64_t row_bytes;
 } kq_copy;
 
 static kq_copy copy_for(pw_k_int8_isa level, pw_dtype type, int64_t k) {
-    kq_copy c = {pw_k_q8_quantize_rows_generic, pw_k_kqdot_run_strided_generic, q5_0_offsets, 0};
+    kq_copy c = {pw_k_q8_quantize_rows_generic, pw_k_kqdot_run_strided_generic,
+                 pw_k_kqdot_run_shards_generic, q5_0_offsets, 0};
     switch (level) {
 #if PW_HAVE_FMA_KERNELS
     case PW_K_INT8_AVX2:
         c = (kq_copy){pw_k_q8_quantize_rows_fma, pw_k_kqdot_run_strided_fma,
-                      pw_k_q5_0_offsets_fma, 0};
+                      pw_k_kqdot_run_shards_fma, pw_k_q5_0_offsets_fma, 0};
         break;
     case PW_K_INT8_AVXVNNI:
         c = (kq_copy){pw_k_q8_quantize_rows_avxvnni, pw_k_kqdot_run_strided_avxvnni,
-                      pw_k_q5_0_offsets_avxvnni, 0};
+                      pw_k_kqdot_run_shards_avxvnni, pw_k_q5_0_offsets_avxvnni, 0};
         break;
     case PW_K_INT8_AVX512VNNI:
         c = (kq_copy){pw_k_q8_quantize_rows_avx512vnni, pw_k_kqdot_run_strided_avx512vnni,
-                      pw_k_q5_0_offsets_avx512vnni, 0};
+                      pw_k_kqdot_run_shards_avx512vnni, pw_k_q5_0_offsets_avx512vnni, 0};
         break;
 #endif
     default: break;
@@ -221,7 +223,7 @@ static void kqdot(kq_copy c, float *y, const uint8_t *xa, const uint8_t *w, int6
 
 pw_k_qdot_steps pw_k_kquant_steps(pw_k_int8_isa level, pw_dtype type, int64_t k) {
     kq_copy c = copy_for(level, type, k);
-    return (pw_k_qdot_steps){c.run, (size_t)c.row_bytes};
+    return (pw_k_qdot_steps){c.run, c.shards, (size_t)c.row_bytes};
 }
 
 void pw_k_kquant_quantize(pw_k_int8_isa level, uint8_t *xa, const float *x, int64_t n_rows,

@@ -132,19 +132,24 @@ typedef void (*qdot_fn) PW_K_QDOT_STRIDED_PARAMS;
 typedef struct int8_copy {
     quantize_fn quantize;
     qdot_fn run;
+    void (*shards) PW_K_QDOT_SHARDS_PARAMS;
 } int8_copy;
 
 static int8_copy copy_for(pw_k_int8_isa level) {
     switch (level) {
 #if PW_HAVE_FMA_KERNELS
     case PW_K_INT8_AVX2:
-        return (int8_copy){pw_k_q8b_quantize_rows_fma, pw_k_qdot_run_strided_fma};
+        return (int8_copy){pw_k_q8b_quantize_rows_fma, pw_k_qdot_run_strided_fma,
+                            pw_k_qdot_run_shards_fma};
     case PW_K_INT8_AVXVNNI:
-        return (int8_copy){pw_k_q8b_quantize_rows_avxvnni, pw_k_qdot_run_strided_avxvnni};
+        return (int8_copy){pw_k_q8b_quantize_rows_avxvnni, pw_k_qdot_run_strided_avxvnni,
+                            pw_k_qdot_run_shards_avxvnni};
     case PW_K_INT8_AVX512VNNI:
-        return (int8_copy){pw_k_q8b_quantize_rows_avx512vnni, pw_k_qdot_run_strided_avx512vnni};
+        return (int8_copy){pw_k_q8b_quantize_rows_avx512vnni, pw_k_qdot_run_strided_avx512vnni,
+                            pw_k_qdot_run_shards_avx512vnni};
 #endif
-    default: return (int8_copy){pw_k_q8b_quantize_rows_generic, pw_k_qdot_run_strided_generic};
+    default: return (int8_copy){pw_k_q8b_quantize_rows_generic, pw_k_qdot_run_strided_generic,
+                            pw_k_qdot_run_shards_generic};
     }
 }
 
@@ -301,12 +306,17 @@ void pw_k_matmul_quant_strided(float *y, const float *x, const void *w, int64_t 
 
 /* ---- the K-shards of one product (op matmul_shards) ---------------------- */
 
-/* Output columns of every shard in runs of this many, shard after shard
- * over each run: the shards' blocks of a row are neighbours in memory, so
- * a run's rows are read whole, once, while they are in cache (shard by
- * shard over all of N, each pass read a quarter of every row, 1.3-1.9x
- * the time at decode: kbench_shards). A multiple of 16 (Q4_0x16's group). */
-#define SHARD_RUN 64
+/* Shards read in place. One activation row (decode): the copy's one-pass
+ * run (pw_k_qdot_steps.shards), whose tiles take a few rows across every
+ * shard in turn, so each row is read whole, in address order, once (a
+ * shard's product over runs of 64 rows read a quarter of each row per
+ * pass, 1.1-2.1x the time of a dense copy: kbench_shards). A batch, which
+ * reads each weight byte for many rows: output columns of every shard in
+ * runs of SHARD_RUN, shard after shard over each run (runs of 64 took
+ * 1.1-1.6x the dense time at 16 rows, Q4_0x16 the most, each run's first
+ * tiles waiting on memory; of 1024, 1.0-1.1x). A multiple of 16
+ * (Q4_0x16's group). */
+#define SHARD_RUN 1024
 
 typedef struct shards_job {
     pw_k_qdot_steps steps;
@@ -316,10 +326,16 @@ typedef struct shards_job {
     int64_t wrow;
     pw_dtype type;
     int64_t n_tokens, n, k, shards, run;
+    bool one_pass;
 } shards_job;
 
 static void shards_range(void *ctx, int64_t j0, int64_t j1) {
     const shards_job *j = ctx;
+    if (j->one_pass) {
+        j->steps.shards(j->y, j->xa, j->xa_bytes, j->w, j->wrow, j->shard_bytes, j->shards,
+                        j->type, j->n, j->k, j0, j1);
+        return;
+    }
     int64_t run = j->run > 0 ? j->run : j1 - j0;
     for (int64_t a = j0; a < j1; a += run) {
         int64_t b = a + run < j1 ? a + run : j1;
@@ -334,13 +350,20 @@ static void shards_range(void *ctx, int64_t j0, int64_t j1) {
 void pw_k_matmul_quant_shards(float *y, const float *x, const void *w, int64_t wrow,
                               size_t shard_bytes, pw_dtype type, int64_t n_tokens, int64_t n,
                               int64_t k, int64_t shards) {
-    pw_k_int8_isa level = pw_k_isa_int8();
+    pw_k_matmul_quant_shards_with(pw_k_isa_int8(), y, x, w, wrow, shard_bytes, type, n_tokens,
+                                  n, k, shards);
+}
+
+void pw_k_matmul_quant_shards_with(pw_k_int8_isa level, float *y, const float *x, const void *w,
+                                   int64_t wrow, size_t shard_bytes, pw_dtype type,
+                                   int64_t n_tokens, int64_t n, int64_t k, int64_t shards) {
     bool kq = pw_k_kquant_supported(type);
     pw_k_qdot_steps steps;
     if (kq) {
         steps = pw_k_kquant_steps(level, type, k);
     } else {
-        steps = (pw_k_qdot_steps){copy_for(level).run, (size_t)PW_K_Q8B_BYTES(1, k)};
+        int8_copy c = copy_for(level);
+        steps = (pw_k_qdot_steps){c.run, c.shards, (size_t)PW_K_Q8B_BYTES(1, k)};
     }
     const size_t xa_bytes = steps.row_bytes * (size_t)n_tokens;
     uint8_t *xa = pw_k_act_scratch(xa_bytes * (size_t)shards);
@@ -356,9 +379,9 @@ void pw_k_matmul_quant_shards(float *y, const float *x, const void *w, int64_t w
             return;
         }
         for (int64_t s = 0; s < shards; s++) /* one row: its shard is contiguous */
-            pw_k_matmul_quant_strided(y + s * n, x + s * k,
-                                      (const uint8_t *)w + (size_t)s * shard_bytes, wrow, type,
-                                      1, n, k);
+            pw_k_matmul_quant_strided_with(level, y + s * n, x + s * k,
+                                           (const uint8_t *)w + (size_t)s * shard_bytes, wrow,
+                                           type, 1, n, k);
         return;
     }
     for (int64_t s = 0; s < shards; s++) {
@@ -373,9 +396,21 @@ void pw_k_matmul_quant_shards(float *y, const float *x, const void *w, int64_t w
         else copy_for(level).quantize(xas, xs, n_tokens, k, type);
     }
     /* dense shards (copied out): each over the whole range in turn */
-    int64_t run = wrow > pw_dtype_row_bytes(type, k) ? SHARD_RUN : 0;
-    shards_job job = {steps, y,    xa, w, xa_bytes, shard_bytes, wrow,
-                      type,  n_tokens, n, k, shards, run};
+    const bool strided = wrow > pw_dtype_row_bytes(type, k);
+    shards_job job = {.steps = steps,
+                      .y = y,
+                      .xa = xa,
+                      .w = w,
+                      .xa_bytes = xa_bytes,
+                      .shard_bytes = shard_bytes,
+                      .wrow = wrow,
+                      .type = type,
+                      .n_tokens = n_tokens,
+                      .n = n,
+                      .k = k,
+                      .shards = shards,
+                      .run = strided ? SHARD_RUN : 0,
+                      .one_pass = strided && n_tokens == 1};
     if (pw_k_split_cols(n_tokens, n * shards, k))
         pw_k_parallel_cols(n, COL_GROUP, shards_range, &job);
     else

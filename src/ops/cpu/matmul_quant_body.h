@@ -1286,3 +1286,79 @@ void PW_ISA(pw_k_qdot_run)(float *y, const uint8_t *xa, const uint8_t *w, pw_dty
     PW_ISA(pw_k_qdot_run_strided)(y, xa, w, pw_dtype_row_bytes(type, k), type, n_tokens, n, k,
                                   j0, j1);
 }
+
+/* ---- K-shards in one pass (PW_K_QDOT_SHARDS_PARAMS) ---------------------- */
+
+/* Output columns of one step across the shards: the decode tiles' width
+ * (Q8_ROW_COLS, Q40_COLS; a Q4_0x16 group). Each shard's tile over these
+ * rows is the call its own product makes (q40_rows or q40x_row, one row),
+ * so every output keeps its bits; the shards' tiles follow each other, so
+ * the rows (a Q4_0x16 group's blocks) are read whole and in address order,
+ * and each tile's prefetch of later rows asks, over the shards, for the
+ * whole of them. */
+#define MQ_SHARD_COLS 16
+/* Rows per shard and step in the portable copy. */
+#define MQ_SHARD_RUN 64
+
+#if MQ_X86
+MQ_INLINE void q40_shards(float *y, const uint8_t *xa, size_t xa_bytes, const uint8_t *w,
+                          int64_t wrow, size_t shard_bytes, int64_t shards, pw_dtype type,
+                          int64_t n, int64_t k, int64_t j0, int64_t j1) {
+    const int64_t nb = k / QK;
+    const pw_dtype fold = type == PW_Q4_0X16 ? PW_Q4_0 : type;
+    int32_t *ft = pw_k_fold_scratch((size_t)(shards * nb) * sizeof(int32_t));
+    if (ft)
+        for (int64_t s = 0; s < shards; s++)
+            q40_fold_totals(ft + s * nb, xa + s * xa_bytes, 1, k, fold);
+    if (type == PW_Q4_0X16) {
+        const int64_t whole = n / 16 * 16, jb = j1 < whole ? j1 : whole;
+        for (int64_t g0 = j0 / 16 * 16; g0 < jb; g0 += 16) {
+            const int64_t c0 = (j0 > g0 ? j0 : g0) - g0, c1 = (jb < g0 + 16 ? jb : g0 + 16) - g0;
+            for (int64_t s = 0; s < shards; s++) {
+                const uint8_t *xs = xa + s * xa_bytes, *ws = w + s * shard_bytes;
+                /* as q40x_run's: up to the end of the range's last group */
+                const q40_x16_prefetch pf = {PW_K_Q40X16_ROWS * wrow,
+                                             ws + (jb + 15) / 16 * 16 * wrow};
+                q40x_row(y + s * n + g0, xs, xq_block_stride(1, 0), xq_cscales(xs, 1, k),
+                         ft ? ft + s * nb : NULL, ws + g0 * wrow, nb, (int)c0, (int)c1, &pf);
+            }
+        }
+        if (j1 <= whole) return;
+        j0 = j0 > whole ? j0 : whole; /* the rows past the groups, kept as Q4_0 rows */
+    }
+    for (int64_t j = j0; j < j1; j += MQ_SHARD_COLS) {
+        const int64_t e = j + MQ_SHARD_COLS < j1 ? j + MQ_SHARD_COLS : j1;
+        for (int64_t s = 0; s < shards; s++) {
+            const uint8_t *xs = xa + s * xa_bytes;
+            q40_rows(y + s * n, n, xs, xq_cscales(xs, 1, k), xq_csums(xs, 1, k),
+                     ft ? ft + s * nb : NULL, 1, k, w + s * shard_bytes, wrow, Q40_SRC_BLOCKS, 0,
+                     fold, j, e, 0, 1, NULL);
+        }
+    }
+}
+#endif
+
+void PW_ISA(pw_k_qdot_run_shards)(float *y, const uint8_t *xa, size_t xa_bytes,
+                                  const uint8_t *w, int64_t wrow, size_t shard_bytes,
+                                  int64_t shards, pw_dtype type, int64_t n, int64_t k,
+                                  int64_t j0, int64_t j1) {
+#if MQ_X86
+#define MQ_SHARDS(T) q40_shards(y, xa, xa_bytes, w, wrow, shard_bytes, shards, T, n, k, j0, j1)
+    switch (type) {
+    case PW_Q8_0: MQ_SHARDS(PW_Q8_0); return;
+    case PW_Q4_0: MQ_SHARDS(PW_Q4_0); return;
+    case PW_Q4_0X16: MQ_SHARDS(PW_Q4_0X16); return;
+    case PW_Q4_1: MQ_SHARDS(PW_Q4_1); return;
+    default: assert(!"pw_k_matmul_quant: unsupported weight type"); return;
+    }
+#undef MQ_SHARDS
+#else
+    /* each shard's own run over a few rows at a time */
+    for (int64_t a = j0; a < j1; a += MQ_SHARD_RUN) {
+        const int64_t b = a + MQ_SHARD_RUN < j1 ? a + MQ_SHARD_RUN : j1;
+        for (int64_t s = 0; s < shards; s++)
+            PW_ISA(pw_k_qdot_run_strided)(y + s * n, xa + s * xa_bytes, w + s * shard_bytes,
+                                          wrow, type, 1, n, k, a, b);
+    }
+#endif
+}

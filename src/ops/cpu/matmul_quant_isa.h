@@ -92,23 +92,41 @@
     (float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow, pw_dtype type,               \
      int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1)
 
+/* Columns [j0, j1) of every K-shard of one activation row, in one pass
+ * along W's rows (op matmul_shards in place, n_tokens 1): shard s is
+ * xa + s * xa_bytes (one row of its own k, from the type's quantizer)
+ * against the block-aligned column range w + s * shard_bytes of rows wrow
+ * bytes apart, into y + s * n. Each output is the call
+ * PW_K_QDOT_STRIDED_PARAMS would make for its shard (the same blocks,
+ * products and float order, so the same bits); only the order in which
+ * the tiles visit the shards changes: a tile's rows are read across every
+ * shard, whole and in address order, before the next rows. */
+#define PW_K_QDOT_SHARDS_PARAMS                                                                \
+    (float *y, const uint8_t *xa, size_t xa_bytes, const uint8_t *w, int64_t wrow,            \
+     size_t shard_bytes, int64_t shards, pw_dtype type, int64_t n, int64_t k, int64_t j0,      \
+     int64_t j1)
+
 void pw_k_q8_quantize_rows_generic PW_K_Q8_QUANTIZE_PARAMS;
 void pw_k_q8b_quantize_rows_generic PW_K_Q8B_QUANTIZE_PARAMS;
 void pw_k_qdot_run_generic PW_K_QDOT_PARAMS;
 void pw_k_qdot_run_strided_generic PW_K_QDOT_STRIDED_PARAMS;
+void pw_k_qdot_run_shards_generic PW_K_QDOT_SHARDS_PARAMS;
 #if PW_HAVE_FMA_KERNELS
 void pw_k_q8_quantize_rows_fma PW_K_Q8_QUANTIZE_PARAMS;
 void pw_k_q8b_quantize_rows_fma PW_K_Q8B_QUANTIZE_PARAMS;
 void pw_k_qdot_run_fma PW_K_QDOT_PARAMS;
 void pw_k_qdot_run_strided_fma PW_K_QDOT_STRIDED_PARAMS;
+void pw_k_qdot_run_shards_fma PW_K_QDOT_SHARDS_PARAMS;
 void pw_k_q8_quantize_rows_avxvnni PW_K_Q8_QUANTIZE_PARAMS;
 void pw_k_q8b_quantize_rows_avxvnni PW_K_Q8B_QUANTIZE_PARAMS;
 void pw_k_qdot_run_avxvnni PW_K_QDOT_PARAMS;
 void pw_k_qdot_run_strided_avxvnni PW_K_QDOT_STRIDED_PARAMS;
+void pw_k_qdot_run_shards_avxvnni PW_K_QDOT_SHARDS_PARAMS;
 void pw_k_q8_quantize_rows_avx512vnni PW_K_Q8_QUANTIZE_PARAMS;
 void pw_k_q8b_quantize_rows_avx512vnni PW_K_Q8B_QUANTIZE_PARAMS;
 void pw_k_qdot_run_avx512vnni PW_K_QDOT_PARAMS;
 void pw_k_qdot_run_strided_avx512vnni PW_K_QDOT_STRIDED_PARAMS;
+void pw_k_qdot_run_shards_avx512vnni PW_K_QDOT_SHARDS_PARAMS;
 #endif
 
 /* ---- Q4_K, Q5_K, Q6_K, Q5_0 and Q5_1 (matmul_kquant.c) -------------------- */
@@ -133,6 +151,7 @@ void pw_k_q8k_quantize_rows(uint8_t *xa, const float *x, int64_t n_rows, int64_t
  * K-quants, from the Q8 quantizer above for Q5_0 / Q5_1. */
 void pw_k_kqdot_run_generic PW_K_QDOT_PARAMS;
 void pw_k_kqdot_run_strided_generic PW_K_QDOT_STRIDED_PARAMS;
+void pw_k_kqdot_run_shards_generic PW_K_QDOT_SHARDS_PARAMS;
 #if PW_HAVE_FMA_KERNELS
 void pw_k_kqdot_run_fma PW_K_QDOT_PARAMS;
 void pw_k_kqdot_run_avxvnni PW_K_QDOT_PARAMS;
@@ -140,13 +159,18 @@ void pw_k_kqdot_run_avx512vnni PW_K_QDOT_PARAMS;
 void pw_k_kqdot_run_strided_fma PW_K_QDOT_STRIDED_PARAMS;
 void pw_k_kqdot_run_strided_avxvnni PW_K_QDOT_STRIDED_PARAMS;
 void pw_k_kqdot_run_strided_avx512vnni PW_K_QDOT_STRIDED_PARAMS;
+void pw_k_kqdot_run_shards_fma PW_K_QDOT_SHARDS_PARAMS;
+void pw_k_kqdot_run_shards_avxvnni PW_K_QDOT_SHARDS_PARAMS;
+void pw_k_kqdot_run_shards_avx512vnni PW_K_QDOT_SHARDS_PARAMS;
 #endif
 
 /* A product in two steps, for a driver that quantizes activation rows
  * once and runs column ranges of them at will (pw_k_matmul_quant_shards):
- * the copy's run and the bytes of one quantized row of k. */
+ * the copy's run, its run of K-shards and the bytes of one quantized row
+ * of k. */
 typedef struct pw_k_qdot_steps {
     void (*run) PW_K_QDOT_STRIDED_PARAMS;
+    void (*shards) PW_K_QDOT_SHARDS_PARAMS; /* the copy's one-pass run of K-shards */
     size_t row_bytes;
 } pw_k_qdot_steps;
 /* For a pw_k_kquant_supported type: its steps, and its quantizer (rows of
@@ -187,5 +211,10 @@ void pw_k_matmul_quant_with(pw_k_int8_isa level, float *y, const float *x, const
 void pw_k_matmul_quant_strided_with(pw_k_int8_isa level, float *y, const float *x,
                                     const void *w, int64_t wrow, pw_dtype type,
                                     int64_t n_tokens, int64_t n, int64_t k);
+
+/* pw_k_matmul_quant_shards with the copy fixed (as above). */
+void pw_k_matmul_quant_shards_with(pw_k_int8_isa level, float *y, const float *x, const void *w,
+                                   int64_t wrow, size_t shard_bytes, pw_dtype type,
+                                   int64_t n_tokens, int64_t n, int64_t k, int64_t shards);
 
 #endif
