@@ -1901,11 +1901,10 @@ KQ_INLINE void kp_blocks(const uint8_t **blk, const uint8_t *w, int64_t wrow, in
 }
 
 /* Q6_K's 16 columns of nsb super-blocks into the panel: columns c and
- * c + 8 unpacked together in one vector (as kq_chunk_pair, each ql and qh
- * load shared by the chunks it holds), then one 16-column transpose per
- * panel row group. Its 6-bit codes take as many steps to form from ql and
- * qh transposed first (three 16 x 16 transposes and four operations a
- * vector) as this, measured no faster. */
+ * c + 8 unpacked together in one vector (kq_chunk_pair), then one
+ * 16-column transpose per panel row group. Its 6-bit codes take as many
+ * steps to form from ql and qh transposed first (three 16 x 16 transposes
+ * and four operations a vector) as this, measured no faster. */
 KQ_INLINE void kp_pack_q6(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t nsb, int64_t bb,
                           int cols) {
     const pw_dtype type = PW_Q6_K;
@@ -1926,30 +1925,11 @@ KQ_INLINE void kp_pack_q6(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t n
         }
         kq_transpose16_store(sa, &p->sc[s][0][0], KP_COLS);
         kq_transpose16_store(sb, &p->sc[s][8][0], KP_COLS);
-        /* Chunks 4h + t and 4h + t + 2 (t = 0, 1) are the low and high
-         * nibbles of the same ql bytes, and the four chunks of half h take
-         * their two high bits from the same qh bytes: each pair of 32-byte
-         * loads serves two chunks (ql) or four (qh), not one. */
-        const __m512i lo4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
-        for (int h = 0; h < 2; h++) {
-            __m512i qh[8];
+        for (int i = 0; i < 8; i++) {
+            __m512i r[8];
             for (int c = 0; c < 8; c++)
-                qh[c] = kq_load_pair(blk[c] + 128 + 32 * h, blk[c + 8] + 128 + 32 * h);
-            for (int t = 0; t < 2; t++) {
-                __m512i ra[8], rb[8];
-                for (int c = 0; c < 8; c++) {
-                    const int o = 64 * h + 32 * t;
-                    const __m512i ql = kq_load_pair(blk[c] + o, blk[c + 8] + o);
-                    /* chunk 4h + t: qh bits 2t, 2t + 1; 4h + t + 2: 2t + 4, 2t + 5 */
-                    const __m512i ha = _mm512_slli_epi16(qh[c], 4 - 2 * t);
-                    const __m512i hb = t == 0 ? qh[c] : _mm512_srli_epi16(qh[c], 2);
-                    ra[c] = _mm512_or_si512(_mm512_and_si512(ql, lo4), _mm512_and_si512(ha, m30));
-                    rb[c] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), lo4),
-                                            _mm512_and_si512(hb, m30));
-                }
-                kq_transpose16_store(ra, &p->w[s][8 * (4 * h + t)][0], KP_COLS);
-                kq_transpose16_store(rb, &p->w[s][8 * (4 * h + t + 2)][0], KP_COLS);
-            }
+                r[c] = kq_chunk_pair(blk[c], blk[c + 8], _mm512_setzero_si512(), type, i);
+            kq_transpose16_store(r, &p->w[s][8 * i][0], KP_COLS);
         }
     }
 }
