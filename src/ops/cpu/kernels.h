@@ -209,7 +209,7 @@ void pw_k_matmul_quant_strided(float *y, const float *x, const void *w, int64_t 
  * at w + s * shard_bytes with rows wrow bytes apart (as
  * pw_k_matmul_quant_strided). Each shard's activations are quantized once
  * and the shards run over the same output columns in turn (one row: each
- * tile's few rows across every shard; a batch: runs of 64 rows), so each
+ * tile's few rows across every shard; a batch: runs of 1024 rows), so each
  * weight row is read whole, once; every output is the strided product's. */
 void pw_k_matmul_quant_shards(float *y, const float *x, const void *w, int64_t wrow,
                               size_t shard_bytes, pw_dtype type, int64_t n_tokens, int64_t n,
