@@ -48,11 +48,14 @@ expect_run PW_LOG_LEVEL DEBUG "error, warn, info or debug"
 expect_run PW_KERNEL_ISA avx512 "auto, generic, avx2, avx-vnni or avx512-vnni"
 expect_run PW_DEQUANTIZE yes "0 or 1"
 expect_run PW_SHARDS bogus "copy or in-place"
-# o's and down's shards read in place: no warning, the same text
-run_clean PW_SHARDS=in-place "$bin" "${run_args[@]}" >"$tmp/out" 2>"$tmp/err" \
-  || { echo "FAIL: PW_SHARDS=in-place: $(cat "$tmp/err")"; fail=1; }
-[ -s "$tmp/err" ] && { echo "FAIL: PW_SHARDS=in-place warned: $(cat "$tmp/err")"; fail=1; }
-cmp -s "$tmp/out" "$tmp/run.ref" || { echo "FAIL: PW_SHARDS=in-place changed the text: $(cat "$tmp/out")"; fail=1; }
+# o's and down's shards read in place (the default) or copied out: no
+# warning, the same text
+for shards in in-place copy; do
+  run_clean PW_SHARDS=$shards "$bin" "${run_args[@]}" >"$tmp/out" 2>"$tmp/err" \
+    || { echo "FAIL: PW_SHARDS=$shards: $(cat "$tmp/err")"; fail=1; }
+  [ -s "$tmp/err" ] && { echo "FAIL: PW_SHARDS=$shards warned: $(cat "$tmp/err")"; fail=1; }
+  cmp -s "$tmp/out" "$tmp/run.ref" || { echo "FAIL: PW_SHARDS=$shards changed the text: $(cat "$tmp/out")"; fail=1; }
+done
 
 # Variables of native stitching (bench stitch compiles the stitching
 # function): the default applies, so the function still compiles. Timings

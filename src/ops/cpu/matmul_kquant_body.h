@@ -2639,11 +2639,6 @@ void PW_ISA(pw_k_kqdot_run_shards)(float *y, const uint8_t *xa, size_t xa_bytes,
     }
 #undef KQ_SHARDS
 #endif
-    /* each shard's own run over a few rows at a time */
-    for (int64_t a = j0; a < j1; a += KQ_SHARD_RUN) {
-        const int64_t b = a + KQ_SHARD_RUN < j1 ? a + KQ_SHARD_RUN : j1;
-        for (int64_t s = 0; s < shards; s++)
-            PW_ISA(pw_k_kqdot_run_strided)(y + s * n, xa + s * xa_bytes, w + s * shard_bytes,
-                                           wrow, type, 1, n, k, a, b);
-    }
+    pw_k_shards_by_runs(PW_ISA(pw_k_kqdot_run_strided), KQ_SHARD_RUN, y, xa, xa_bytes, w, wrow,
+                        shard_bytes, shards, type, 1, n, k, j0, j1);
 }

@@ -318,6 +318,18 @@ void pw_k_matmul_quant_strided(float *y, const float *x, const void *w, int64_t 
  * (Q4_0x16's group). */
 #define SHARD_RUN 1024
 
+void pw_k_shards_by_runs(void (*run) PW_K_QDOT_STRIDED_PARAMS, int64_t rows, float *y,
+                         const uint8_t *xa, size_t xa_bytes, const uint8_t *w, int64_t wrow,
+                         size_t shard_bytes, int64_t shards, pw_dtype type, int64_t n_tokens,
+                         int64_t n, int64_t k, int64_t j0, int64_t j1) {
+    for (int64_t a = j0; a < j1; a += rows) {
+        const int64_t b = a + rows < j1 ? a + rows : j1;
+        for (int64_t s = 0; s < shards; s++)
+            run(y + s * n_tokens * n, xa + (size_t)s * xa_bytes, w + (size_t)s * shard_bytes, wrow,
+                type, n_tokens, n, k, a, b);
+    }
+}
+
 typedef struct shards_job {
     pw_k_qdot_steps steps;
     float *y;
@@ -336,15 +348,9 @@ static void shards_range(void *ctx, int64_t j0, int64_t j1) {
                         j->type, j->n, j->k, j0, j1);
         return;
     }
-    int64_t run = j->run > 0 ? j->run : j1 - j0;
-    for (int64_t a = j0; a < j1; a += run) {
-        int64_t b = a + run < j1 ? a + run : j1;
-        for (int64_t s = 0; s < j->shards; s++) {
-            j->steps.run(j->y + s * j->n_tokens * j->n, j->xa + (size_t)s * j->xa_bytes,
-                         j->w + (size_t)s * j->shard_bytes, j->wrow, j->type, j->n_tokens, j->n,
-                         j->k, a, b);
-        }
-    }
+    pw_k_shards_by_runs(j->steps.run, j->run > 0 ? j->run : j1 - j0, j->y, j->xa, j->xa_bytes,
+                        j->w, j->wrow, j->shard_bytes, j->shards, j->type, j->n_tokens, j->n, j->k,
+                        j0, j1);
 }
 
 void pw_k_matmul_quant_shards(float *y, const float *x, const void *w, int64_t wrow,

@@ -106,6 +106,15 @@
      size_t shard_bytes, int64_t shards, pw_dtype type, int64_t n, int64_t k, int64_t j0,      \
      int64_t j1)
 
+/* Columns [j0, j1) of every K-shard, each shard's own strided run over
+ * `rows` output columns at a time, shard after shard (x of n_tokens rows:
+ * shard s's activations at xa + s * xa_bytes, its output at
+ * y + s * n_tokens * n): the order where no one-pass tile applies. */
+void pw_k_shards_by_runs(void (*run) PW_K_QDOT_STRIDED_PARAMS, int64_t rows, float *y,
+                         const uint8_t *xa, size_t xa_bytes, const uint8_t *w, int64_t wrow,
+                         size_t shard_bytes, int64_t shards, pw_dtype type, int64_t n_tokens,
+                         int64_t n, int64_t k, int64_t j0, int64_t j1);
+
 void pw_k_q8_quantize_rows_generic PW_K_Q8_QUANTIZE_PARAMS;
 void pw_k_q8b_quantize_rows_generic PW_K_Q8B_QUANTIZE_PARAMS;
 void pw_k_qdot_run_generic PW_K_QDOT_PARAMS;
