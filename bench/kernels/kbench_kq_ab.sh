@@ -27,6 +27,7 @@ kb_fetch_base "$BASE" "$TMP" matmul_kquant_isa.h matmul_kquant_body.h "matmul_kq
 kb_copy_flags "$COPY"
 REN="-Dpw_k_kqdot_run_$COPY=kb_old_kqdot -Dpw_k_q8k_quantize_rows_$COPY=kb_old_kquant"
 REN="$REN -Dpw_k_q5_0_offsets_$COPY=kb_old_q5_offsets -Dpw_k_kqdot_run_strided_$COPY=kb_old_kqdot_strided"
+REN="$REN -Dpw_k_kqdot_run_shards_$COPY=kb_old_kqdot_shards"
 # the base's headers first, so that its tile macros are the ones it was built with
 cc -I"$TMP" $KB_CFLAGS $KB_FLAGS $REN -c "$TMP/ops/cpu/matmul_kquant_$COPY.c" -o "$TMP/old.o"
 cc $KB_CFLAGS -DKB_COPY_$COPY -c "$HERE/bench/kernels/kbench_kq_ab.c" -o "$TMP/ab.o"
