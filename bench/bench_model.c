@@ -39,8 +39,13 @@
 #include "cli.h"
 #include "cli_args.h"
 
+#include "model/engine_internal.h" /* the engine's module and stream: replaying a graph alone */
 #include "model/gguf.h"
 #include "piecewise_llm.h"
+#include "pw_config.h"
+#if PW_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 #include <dirent.h>
 #include <errno.h>
@@ -82,6 +87,9 @@ typedef struct decode_result {
     double tok_s, step_ms; /* the decode loop's wall clock; the engine's step timer */
     double cpu_tok_s;      /* the stepping thread's CPU time: less sensitive to a loaded
                               machine; with --threads > 1 it leaves out the workers */
+    /* FULL only: the batch's graph replayed alone, back to back (0: not measured) */
+    double replay_us;
+    size_t replay_launches, replay_nodes; /* piecewise launches; device graph nodes (CUDA) */
 } decode_result;
 
 static const pw_graph_mode bench_modes[MODES] = {PW_GRAPH_NONE, PW_GRAPH_PIECEWISE,
@@ -343,6 +351,42 @@ static pw_status measure_decode(pw_engine *e, pw_model *m, const model_opts *o, 
     return PW_OK;
 }
 
+/* The FULL graph of a pure-decode batch replayed alone, back to back: the
+ * time of one step's kernels without the engine's host work around them
+ * (inputs, scheduling, logits, sampling), which the decode table's ms/step
+ * includes. Replaying it again rewrites the last step's KV-cache slots with
+ * the same values, so the engine is left as it was. */
+#define REPLAY_ROUNDS 100
+static pw_status measure_replay(pw_engine *e, const model_opts *o, int64_t batch,
+                                decode_result *out) {
+    pw_graph_wrapper *w = pw_module_full_wrapper(e->module);
+    /* FULL mode keeps one graph per size for every batch (relaxed key);
+     * auto mode one per uniform decode size */
+    pw_batch_desc d = pw_batch_desc_make(batch, batch, true, false);
+    if (w && !pw_graph_wrapper_has_graph(w, &d))
+        d = pw_batch_desc_make(batch, PW_NUM_REQS_UNSET, false, false);
+    if (!w || !pw_graph_wrapper_has_graph(w, &d)) return PW_OK; /* not a capture size */
+    pw_graph *g;
+    TRY(pw_graph_wrapper_graph(w, &d, &g));
+    out->replay_launches = pw_graph_num_launches(g);
+#if PW_HAVE_CUDA
+    if (bench_device == PW_DEVICE_CUDA) TRY(pw_cuda_graph_num_nodes(g, &out->replay_nodes));
+#endif
+    double us[64];
+    int n = o->repeats < 64 ? o->repeats : 64;
+    TRY(pw_stream_synchronize(e->stream));
+    for (int r = 0; r < n; r++) {
+        for (int k = 0; k < 3; k++) TRY(pw_graph_replay(g, e->stream));
+        TRY(pw_stream_synchronize(e->stream));
+        double t0 = wall_seconds();
+        for (int k = 0; k < REPLAY_ROUNDS; k++) TRY(pw_graph_replay(g, e->stream));
+        TRY(pw_stream_synchronize(e->stream));
+        us[r] = (wall_seconds() - t0) * 1e6 / REPLAY_ROUNDS;
+    }
+    out->replay_us = pw_bench_median(us, (size_t)n);
+    return PW_OK;
+}
+
 typedef struct capture_result {
     uint64_t graphs;
     uint64_t graphs_patched, pieces_patched_in_full; /* distinct-piece capture */
@@ -594,6 +638,15 @@ static void print_table(const model_opts *o, const pw_model_info *in,
     for (int b = 0; b < o->n_batches; b++)
         printf("  batch %-4" PRId64 " %8.1f us per step\n", o->batches[b],
                1e3 * (res[0][b].step_ms - res[2][b].step_ms));
+    printf("full graph replayed alone (one step's kernels without the host work around them):\n");
+    for (int b = 0; b < o->n_batches; b++) {
+        const decode_result *r = &res[2][b];
+        if (r->replay_us <= 0) continue;
+        printf("  batch %-4" PRId64 " %8.1f us per replay, %zu launches", o->batches[b],
+               r->replay_us, r->replay_launches);
+        if (r->replay_nodes) printf(" (%zu device graph nodes)", r->replay_nodes);
+        printf("; host work %.1f us per step\n", 1e3 * r->step_ms - r->replay_us);
+    }
     int last = o->n_batches - 1;
     printf("full: batch %" PRId64 " throughput is %.2fx batch %" PRId64 "\n", o->batches[last],
            res[2][last].tok_s / res[2][0].tok_s, o->batches[0]);
@@ -647,11 +700,15 @@ static void print_json(const model_opts *o, const pw_model_info *in,
             const decode_result *r = &res[mi][b];
             printf("%s{\"mode\":\"%s\",\"batch\":%" PRId64
                    ",\"decode_tok_s\":%.1f,\"step_ms\":%.5f,\"speedup_vs_none\":%.3f,"
-                   "\"decode_tok_s_cpu\":%.1f,\"gflop_s\":%.3f,\"int8_peak_fraction\":%.4f}",
+                   "\"decode_tok_s_cpu\":%.1f,\"gflop_s\":%.3f,\"int8_peak_fraction\":%.4f",
                    first ? "" : ",", mode_names[mi], o->batches[b], r->tok_s, r->step_ms,
                    r->tok_s / res[0][b].tok_s, r->cpu_tok_s,
                    r->tok_s * flops_per_token(in, o->tokens) / 1e9,
                    int8_fraction(in, c, r->tok_s, o->threads));
+            if (r->replay_us > 0) /* FULL: its graph replayed alone */
+                printf(",\"replay_us\":%.3f,\"replay_launches\":%zu,\"replay_nodes\":%zu",
+                       r->replay_us, r->replay_launches, r->replay_nodes);
+            printf("}");
             first = 0;
         }
     printf("],\"threads\":%d,\"tokens\":%" PRId64 ",\"prefill_tok_s\":%.1f,", o->threads,
@@ -864,8 +921,12 @@ int pw_bench_model(int argc, char **argv) {
     for (int mi = 0; mi < MODES && s == PW_OK; mi++) {
         pw_engine *e = NULL;
         s = decode_engine(m, &o, bench_modes[mi], &e);
-        for (int b = 0; b < o.n_batches && s == PW_OK; b++)
+        for (int b = 0; b < o.n_batches && s == PW_OK; b++) {
+            res[mi][b] = (decode_result){0};
             s = measure_decode(e, m, &o, o.batches[b], &res[mi][b]);
+            if (s == PW_OK && bench_modes[mi] == PW_GRAPH_FULL)
+                s = measure_replay(e, &o, o.batches[b], &res[mi][b]);
+        }
         pw_engine_free(e);
     }
     if (s == PW_OK) s = measure_capture(m, &o, &cap);

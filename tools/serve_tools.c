@@ -2,6 +2,7 @@
  * definitions the model's chat template receives as `tools`. piecewise
  * shows the tools to the model; it does not read tool calls out of the
  * answer, which comes back as text (docs/serve.md). */
+#ifdef PW_HAVE_SERVE
 #include "serve.h"
 
 #include <cjson/cJSON.h>
@@ -102,3 +103,4 @@ bool serve_chat_tools(const cJSON *root, char **tools_json, serve_error *err) {
     }
     return true;
 }
+#endif

@@ -27,7 +27,9 @@
  * folder from llama.cpp's vocabulary GGUF VOCAB (in $PW_LLAMACPP_MODELS, by
  * default the unpacked llama-cpp-python sdist that bench/peers/llamacpp.sh
  * fetches); without it that family is skipped. The others are files in
- * models/ (PW_MODELS_DIR overrides). A file with another sha256 fails: the
+ * models/ (PW_MODELS_DIR overrides) or, for stories260K, ../shared/models.
+ * The engine runs on the device PW_DEVICE names (the CPU by default), so
+ * PW_DEVICE=cuda holds the CUDA kernels to the same rule. A file with another sha256 fails: the
  * references name their exact file. A model piecewise refuses to load
  * (PW_ERR_UNSUPPORTED) is skipped with the loader's message.
  *
@@ -148,6 +150,10 @@ static const char *model_path(const golden_ref *r, char *buf, size_t cap, char *
         const char *env = getenv("PW_MODELS_DIR");
         snprintf(buf, cap, "%s/%s", env && *env ? env : MODELS_DIR, r->model);
         if (exists(buf)) return buf;
+        /* stories260K lives beside the repository (../shared/models) */
+        char rel[512];
+        snprintf(rel, sizeof rel, "models/%s", r->model);
+        if (pw_test_shared_path(rel, buf, cap)) return buf;
         snprintf(why, wcap, "%s: not in models/ (scripts/fetch-model.sh fetches it)", r->model);
         return NULL;
     }

@@ -76,7 +76,7 @@ pw_status pw_cuda_graph_compare(const pw_graph *a, const pw_graph *b, bool *same
 
 /* Kernels in this backend: fixed token tile of every cuBLAS call (see
  * docs/cuda.md: batch invariance) and the scratch a matmul needs for the
- * zero-padded last tile. */
+ * partial last tile. */
 #define PW_CUDA_MATMUL_TILE 16
 static inline size_t pw_cuda_matmul_scratch_floats(int64_t n_tokens, int64_t n, int64_t k) {
     if (n_tokens % PW_CUDA_MATMUL_TILE == 0) return 0;

@@ -8,7 +8,7 @@
 // inputs and on shape constants that do not involve the token count. The
 // matmul calls cuBLAS only with a fixed token tile (PW_CUDA_MATMUL_TILE), so
 // cuBLAS sees the same (m, n, k) whatever the batch; the partial last tile
-// is zero-padded in scratch. See docs/cuda.md.
+// goes through scratch. See docs/cuda.md.
 extern "C" {
 #include "internal.h"
 #include "ops/comm.h"
@@ -156,9 +156,11 @@ static pw_status launch_matmul(const void *args, const pw_cuda_stream_ctx *ctx) 
                         "CUDA matmul: %lld tokens is not a multiple of %d and no scratch was "
                         "given (pw_cuda_matmul_scratch_floats)",
                         (long long)a->n_tokens, PW_CUDA_MATMUL_TILE);
+    // The tile's rows past `rest` are left as the scratch holds them: row t
+    // of y depends on row t of x alone (no cuBLAS algorithm mixes columns
+    // of its n dimension), so they feed only output rows that are dropped,
+    // and zeroing them would cost a memset node per matmul.
     float *xs = a->scratch, *ys = a->scratch + tile * a->k;
-    size_t xbytes = (size_t)(tile * a->k) * sizeof(float);
-    PW_CUDA_TRY(cudaMemsetAsync(xs, 0, xbytes, ctx->stream));
     PW_CUDA_TRY(cudaMemcpyAsync(xs, a->x + full * a->k, (size_t)(rest * a->k) * sizeof(float),
                                 cudaMemcpyDeviceToDevice, ctx->stream));
     PW_TRY(sgemm_tile(ctx, ys, xs, a->w, ldw, a->n, a->k));
