@@ -11,18 +11,21 @@
 #      where llama.cpp's vocabulary is at hand) and compares greedy tokens of
 #      `piecewise run` on the CPU and on CUDA in NONE, PIECEWISE and FULL,
 #      batched and one prompt at a time;
-#   4. runs the engine and runtime tests that the emulated device runs, with
-#      PW_DEVICE=cuda (reported: some use CPU-only test kernels or models
-#      that are not here);
-#   5. runs `piecewise bench model --device cuda` (capture, FULL / PIECEWISE /
-#      NONE decode at batch 1 and 8, the FULL graph replayed alone, prefill)
-#      on stories260K and on a synthetic model with Llama-3.2-1B's shapes
-#      and vocabulary (llama3 family, random Q8_0 weights, f32 on the GPU);
-#   6. times a graph of as many small kernels as stories260K's FULL batch-1
+#   4. runs `piecewise bench model --device cuda` on stories260K (capture,
+#      FULL / PIECEWISE / NONE decode at batch 1 and 8, the FULL graph
+#      replayed alone, prefill);
+#   5. times a graph of as many small kernels as stories260K's FULL batch-1
 #      graph has nodes, against torch.cuda.CUDAGraph replaying the same
 #      count, where PyTorch with CUDA is installed;
-#   7. runs the CUDA engine test under compute-sanitizer's memcheck;
-#   8. prints one table.
+#   6. the same bench on a synthetic model with Llama-3.2-1B's shapes and
+#      vocabulary (llama3 family, random Q8_0 weights, f32 on the GPU);
+#   7. runs the engine tests that the emulated device runs, with
+#      PW_DEVICE=cuda (reported: models the CUDA kernel set cannot run are
+#      refused by name, and tests whose models are not here skip);
+#   8. runs the CUDA engine test under compute-sanitizer's memcheck and
+#      (9.) times each kernel of a few FULL decode steps with Nsight Compute,
+#      where they are installed (reported);
+#   then prints one table.
 #
 # Inputs: stories260K.gguf under $PW_SHARED_DIR/models (default ../shared);
 # llama.cpp's ggml-vocab-llama-bpe.gguf in $PW_LLAMACPP_MODELS for the 1B
@@ -44,7 +47,10 @@ WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"; [ -n "${2:-}" ] || rm -rf "$LOGS"' EXIT
 JOBS="$(nproc 2>/dev/null || echo 4)"
 declare -a ROWS
-row() { ROWS+=("$(printf '%-46s %s' "$1" "$2")"); }
+row() { # a line of the final table, also printed at once (a check cut short keeps its rows)
+  ROWS+=("$(printf '%-46s %s' "$1" "$2")")
+  echo "ROW ${ROWS[${#ROWS[@]}-1]}"
+}
 fail=0
 export PW_SHARED_DIR="${PW_SHARED_DIR:-$SRC/../shared}"
 STORIES="$PW_SHARED_DIR/models/stories260K.gguf"
@@ -142,21 +148,7 @@ else
   row "stories260K tokens" "model missing ($STORIES)"
 fi
 
-echo "== 4. engine tests with PW_DEVICE=cuda (reported)"
-# The emulated device's list without its runtime_* tests, whose toy kernels
-# are host functions (a CUDA stream refuses a kernel without a CUDA entry).
-# Models that need kernels the CUDA set lacks are refused by name, and tests
-# that need models not here skip.
-ENGINE_TESTS="$(echo "$EMU_TESTS" | tr '|' '\n' | grep -v '^runtime_' | paste -sd '|')"
-PW_DEVICE=cuda timeout 150 ctest --test-dir "$BUILD" -R "^($ENGINE_TESTS)\$" -j 8 --timeout 120 \
-  --output-on-failure >"$LOGS/ctest-device-cuda.log" 2>&1
-summary="$(grep -E 'tests passed|tests failed' "$LOGS/ctest-device-cuda.log" | tail -1)"
-grep -E '^\s+[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess)' "$LOGS/ctest-device-cuda.log"
-refused="$(grep -o "the cuda kernel set has no [a-z_]* kernel" "$LOGS/ctest-device-cuda.log" | sort -u |
-           sed 's/the cuda kernel set has no //; s/ kernel//' | paste -sd ' ')"
-row "engine tests on CUDA" "${summary:-did not finish}${refused:+ (refused for lack of: $refused)}"
-
-echo "== 5. piecewise bench model --device cuda"
+echo "== 4. piecewise bench model --device cuda: stories260K"
 bench() { # label model
   local out="$LOGS/bench-$1.txt"
   if [ -z "$2" ] || [ ! -f "$2" ]; then row "bench $1" "model missing"; return; fi
@@ -177,15 +169,7 @@ bench() { # label model
   fi
 }
 bench stories260K "$STORIES"
-SYN=""
-if [ -f "$VOCABS/ggml-vocab-llama-bpe.gguf" ]; then
-  SYN="$WORK/llama3-1b-q8_0-random.gguf"
-  timeout 120 "$PW" synth --family llama3 --shape 1b --type q8_0 \
-    --vocab "$VOCABS/ggml-vocab-llama-bpe.gguf" -o "$SYN" >"$LOGS/synth.log" 2>&1 || {
-    tail -3 "$LOGS/synth.log"; SYN=""; }
-fi
-bench llama3-1b-shapes-RANDOM "$SYN"
-echo "== 6. graph replay: piecewise against torch.cuda.CUDAGraph, same kernel count"
+echo "== 5. graph replay: piecewise against torch.cuda.CUDAGraph, same kernel count"
 # As many kernels as stories260K's FULL batch-1 graph has nodes.
 NK="$(sed -n 's/^  batch 1 .*(\([0-9]*\) device graph nodes).*/\1/p' "$LOGS/bench-stories260K.txt" 2>/dev/null)"
 NK="${PW_GPU_CHECK_KERNELS:-${NK:-68}}"
@@ -227,20 +211,57 @@ else
   row "torch.cuda.CUDAGraph replay" "skipped (no PyTorch with CUDA)"
 fi
 
-echo "== 7. compute-sanitizer memcheck of the CUDA engine test (reported)"
+echo "== 6. piecewise bench model --device cuda: Llama-3.2-1B shapes"
+SYN=""
+if [ -f "$VOCABS/ggml-vocab-llama-bpe.gguf" ]; then
+  SYN="$WORK/llama3-1b-q8_0-random.gguf"
+  timeout 120 "$PW" synth --family llama3 --shape 1b --type q8_0 \
+    --vocab "$VOCABS/ggml-vocab-llama-bpe.gguf" -o "$SYN" >"$LOGS/synth.log" 2>&1 || {
+    tail -3 "$LOGS/synth.log"; SYN=""; }
+fi
+bench llama3-1b-shapes-RANDOM "$SYN"
+
+echo "== 7. engine tests with PW_DEVICE=cuda (reported)"
+# The emulated device's list without its runtime_* tests, whose toy kernels
+# are host functions (a CUDA stream refuses a kernel without a CUDA entry).
+# Models that need kernels the CUDA set lacks are refused by name, and tests
+# that need models not here skip.
+ENGINE_TESTS="$(echo "$EMU_TESTS" | tr '|' '\n' | grep -v '^runtime_' | paste -sd '|')"
+PW_DEVICE=cuda timeout 150 ctest --test-dir "$BUILD" -R "^($ENGINE_TESTS)\$" -j 8 --timeout 120 \
+  --output-on-failure >"$LOGS/ctest-device-cuda.log" 2>&1
+summary="$(grep -E 'tests passed|tests failed' "$LOGS/ctest-device-cuda.log" | tail -1)"
+grep -E '^\s+[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess)' "$LOGS/ctest-device-cuda.log"
+refused="$(grep -o "the cuda kernel set has no [a-z_]* kernel" "$LOGS/ctest-device-cuda.log" | sort -u |
+           sed 's/the cuda kernel set has no //; s/ kernel//' | paste -sd ' ')"
+row "engine tests on CUDA" "${summary:-did not finish}${refused:+ (refused for lack of: $refused)}"
+
+echo "== 8. compute-sanitizer memcheck of the CUDA engine test (reported)"
 SAN="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
 if [ -x "$SAN" ]; then
-  timeout 90 "$SAN" --tool memcheck --error-exitcode 3 "$BUILD/tests/test_cuda_engine_cuda" \
+  timeout 60 "$SAN" --tool memcheck --error-exitcode 3 "$BUILD/tests/test_cuda_engine_cuda" \
     >"$LOGS/memcheck.log" 2>&1
   rc=$?
   tail -4 "$LOGS/memcheck.log"
   case $rc in
     0) row "memcheck: CUDA engine test" "no errors ($(grep -o 'ERROR SUMMARY: [0-9]* errors' "$LOGS/memcheck.log" | head -1))" ;;
-    124) row "memcheck: CUDA engine test" "did not finish in 90 s" ;;
+    124) row "memcheck: CUDA engine test" "did not finish in 60 s" ;;
     *) row "memcheck: CUDA engine test" "FAILED (rc $rc, memcheck.log)"; fail=1 ;;
   esac
 else
   row "memcheck: CUDA engine test" "skipped (no compute-sanitizer)"
+fi
+
+echo "== 9. GPU time per kernel in FULL decode steps (Nsight Compute, reported)"
+NCU="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"
+if [ -n "$NCU" ] && [ -f "$STORIES" ]; then
+  # the kernels after start-up and the prompt: about three decode steps
+  timeout 60 "$NCU" --clock-control none --graph-profiling node --metrics gpu__time_duration.sum \
+    --print-summary per-kernel --launch-skip 400 --launch-count 500 \
+    "$PW" run "$STORIES" -p "Once upon a time" -n 24 --device cuda --mode full --capture-sizes 1 -q \
+    >"$LOGS/ncu.txt" 2>&1
+  row "ncu per-kernel summary" "rc $? (ncu.txt)"
+else
+  row "ncu per-kernel summary" "skipped (no ncu)"
 fi
 
 echo
