@@ -152,27 +152,57 @@ static pw_status dequantize_weight(const pw_tensor *w, float *out) {
     return s;
 }
 
+/* src [n][k] f32 as its `shards` column shards stacked one after the
+ * other: dst [shards * n][k / shards]. */
+static void stack_col_shards(float *dst, const float *src, int64_t n, int64_t k, int64_t shards) {
+    int64_t ks = k / shards;
+    for (int64_t s = 0; s < shards; s++)
+        for (int64_t r = 0; r < n; r++)
+            memcpy(dst + (s * n + r) * ks, src + r * k + s * ks, (size_t)ks * sizeof(float));
+}
+
 /* A copy of a host weight that the device's kernels can read: the same
- * dtype where they read it, f32 (dequantized) otherwise. */
+ * dtype where they read it, f32 (dequantized) otherwise.
+ *
+ * o's and down's whole weights (op matmul_shards reads their K as column
+ * shards) go to the device in f32 as the shards stacked one after the
+ * other, the layout a tensor-parallel rank's copies have: the device
+ * multiplies each shard as a dense matrix, which it then reads where it
+ * lies instead of packing it into scratch at every step (for a 1B model,
+ * about half the weights copied once more per step). Same products, same
+ * bits (ops.c, matmul_shards). Kept block types are left whole: the CPU
+ * kernels' interleaved layouts (Q4_0x16) do not cut by columns. */
 static pw_status upload_weight(pw_engine *e, const pw_tensor *w, pw_tensor **out) {
     int64_t shape[PW_MAX_DIMS];
     int nd = pw_tensor_ndim(w);
     for (int i = 0; i < nd; i++) shape[i] = pw_tensor_dim(w, i);
     pw_dtype dt = pw_tensor_dtype(w);
     bool keep = pw_op_reads_weight_dtype(e->cfg.device, dt);
-    PW_TRY(pw_tensor_new(e->persistent, keep ? dt : PW_F32, nd, shape, out));
+    pw_dtype to = keep ? dt : PW_F32;
+    int64_t shards = to == PW_F32 ? pw_model_weight_col_shards(e->model, w) : 0;
+    if (shards > 1 && shape[1] % shards != 0) shards = 0; /* the plan cut whole blocks */
+    if (shards > 1) shape[0] *= shards, shape[1] /= shards;
+    PW_TRY(pw_tensor_new(e->persistent, to, nd, shape, out));
     size_t bytes = pw_tensor_nbytes(*out);
-    float *host = NULL;
+    float *host = NULL, *stacked = NULL;
+    pw_status s = PW_OK;
     if (!keep) {
         host = pw_host_alloc(bytes);
-        if (!host) return PW_ERR_OOM;
+        s = host ? dequantize_weight(w, host) : PW_ERR_OOM;
     }
-    pw_status s = keep ? PW_OK : dequantize_weight(w, host);
-    if (s == PW_OK)
-        s = pw_stream_copy_h2d(e->stream, pw_tensor_data(*out), keep ? pw_tensor_data(w) : host,
-                               bytes);
+    const void *from = keep ? pw_tensor_data(w) : host;
+    if (s == PW_OK && shards > 1) {
+        stacked = pw_host_alloc(bytes);
+        if (stacked)
+            stack_col_shards(stacked, from, pw_tensor_dim(w, 0), pw_tensor_dim(w, 1), shards);
+        else
+            s = PW_ERR_OOM;
+        from = stacked;
+    }
+    if (s == PW_OK) s = pw_stream_copy_h2d(e->stream, pw_tensor_data(*out), from, bytes);
     /* the copy reads host memory asynchronously: wait before freeing it */
     if (s == PW_OK) s = pw_stream_synchronize(e->stream);
+    pw_host_free(stacked);
     pw_host_free(host);
     return s;
 }

@@ -79,6 +79,11 @@ typedef struct pw_model_local {
 } pw_model_local;
 pw_model_local pw_model_local_shape(const pw_model *m);
 
+/* The number of column shards op matmul_shards reads w in when w is o's
+ * or down's whole weight, as one process holds them in place (model_tp.c);
+ * 0 for any other tensor (a rank's stacked copies included). */
+int64_t pw_model_weight_col_shards(const pw_model *m, const pw_tensor *w);
+
 /* model_tp.c: true for the architectures that run in the fixed shard
  * order (Llama, Gemma 3). */
 bool pw_model_tp_supported(pw_model_arch arch);

@@ -60,6 +60,17 @@ bool pw_model_tp_supported(pw_model_arch arch) {
     return arch == PW_ARCH_LLAMA || arch == PW_ARCH_GEMMA3;
 }
 
+int64_t pw_model_weight_col_shards(const pw_model *m, const pw_tensor *w) {
+    if (m->tp_size < 1 || !w || pw_tensor_ndim(w) != 2) return 0;
+    const pw_model_info *in = &m->info;
+    for (int64_t l = 0; l < in->n_layers; l++) {
+        const pw_llama_layer *L = &m->layers[l];
+        if (w == L->wo && pw_tensor_dim(w, 1) == in->n_heads * in->head_dim) return m->tp_o_shards;
+        if (w == L->w_down && pw_tensor_dim(w, 1) == in->ffn_dim) return m->tp_ffn_shards;
+    }
+    return 0;
+}
+
 pw_model_local pw_model_local_shape(const pw_model *m) {
     const pw_model_info *in = &m->info;
     pw_model_local l = {in->n_heads, in->n_kv_heads, in->ffn_dim};

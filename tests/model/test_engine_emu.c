@@ -9,6 +9,7 @@
 
 #include "backend/emu/emu_backend.h"
 #include "model/engine_internal.h"
+#include "model/llama.h"
 
 #define TOKENS 16
 #define REQS 3
@@ -39,6 +40,26 @@ static pw_status run(pw_model *m, pw_device dev, pw_graph_mode mode, pw_capture_
     /* per-step inputs go through page-locked staging where copies are
      * asynchronous, and straight from the host arrays on the CPU */
     CHECK((e->run.staging != NULL) == (dev != PW_DEVICE_CPU));
+    /* o's and down's f32 weights reach a device as their column shards
+     * stacked ([S*N][K/S]), which the tokens below prove gives the CPU's
+     * bits; on the CPU they stay whole, in place */
+    const pw_llama_layer *L0 = &m->layers[0];
+    int64_t o_shards = pw_model_weight_col_shards(m, L0->wo);
+    int64_t ffn_shards = pw_model_weight_col_shards(m, L0->w_down);
+    CHECK(o_shards > 1 && ffn_shards > 1);
+    CHECK(pw_model_weight_col_shards(m, L0->wq) == 0);
+    int64_t stacked = 0;
+    for (int i = 1; i < e->weights.n_params; i++) {
+        const pw_tensor *t = e->weights.copies[i];
+        if (!t) continue;
+        if (pw_tensor_dim(t, 1) == pw_tensor_dim(L0->wo, 1) / o_shards &&
+            pw_tensor_dim(t, 0) == pw_tensor_dim(L0->wo, 0) * o_shards)
+            stacked++;
+        else if (pw_tensor_dim(t, 1) == pw_tensor_dim(L0->w_down, 1) / ffn_shards &&
+                 pw_tensor_dim(t, 0) == pw_tensor_dim(L0->w_down, 0) * ffn_shards)
+            stacked++;
+    }
+    CHECK_EQ_INT(stacked, dev == PW_DEVICE_CPU ? 0 : 2 * pw_model_get_info(m)->n_layers);
     int64_t ids[REQS];
     pw_status s = PW_OK;
     for (int r = 0; r < REQS && s == PW_OK; r++) {
