@@ -1,5 +1,7 @@
 #include "test_util.h"
 
+#include "piecewise/extend.h"
+
 #include <unistd.h>
 
 int pw_test_failures = 0;
@@ -29,6 +31,18 @@ int pw_test_finish(const char *name) {
 void pw_test_skip_part(const char *what) {
     printf("SKIP (part): %s\n", what);
     pw_test_skipped_parts++;
+}
+
+bool pw_test_device_refused(pw_status s, const char *what) {
+    if (s != PW_ERR_UNSUPPORTED || pw_device_from_env() == PW_DEVICE_CPU) return false;
+    const char *msg = pw_last_error();
+    if (!strstr(msg, "kernel set has no")) return false;
+    pw_test_checks++;
+    char part[1024];
+    snprintf(part, sizeof part, "%s on device %s: %s", what, pw_device_name(pw_device_from_env()),
+             msg);
+    pw_test_skip_part(part);
+    return true;
 }
 
 void pw_test_skip(const char *reason) {

@@ -80,6 +80,12 @@ void pw_test_skip(const char *reason);
  * missing) and says which: the other parts still run, and pw_test_finish
  * then reports a skip instead of a pass. */
 void pw_test_skip_part(const char *what);
+/* The engine on a device other than the CPU (PW_DEVICE) may be refused a
+ * model whose kernels that device's kernel set lacks (the CUDA set runs
+ * the Llama family): pw_engine_new's PW_ERR_UNSUPPORTED names the kernel.
+ * True for that refusal, which counts as a check (the message names the
+ * kernel) and skips the part `what`; false for anything else. */
+bool pw_test_device_refused(pw_status s, const char *what);
 /* The fetched model `file` under models/, or the path in the environment
  * variable `env` (PW_SMOLLM2_GGUF, PW_GEMMA3_GGUF) when set; NULL when that
  * file cannot be read. */
