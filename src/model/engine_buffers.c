@@ -20,7 +20,16 @@ static pw_status alloc_host_arrays(pw_engine *e) {
     pw_run_state *r = &e->run;
     PW_TRY(pw_step_inputs_init(&r->host, e->cfg.max_num_batched_tokens));
     r->step_tokens = pw_host_calloc((size_t)S, sizeof *r->step_tokens);
-    r->last_logits = pw_host_calloc((size_t)(S * in->vocab), sizeof(float));
+    size_t logits_bytes = (size_t)(S * in->vocab) * sizeof(float);
+    pw_device_caps caps;
+    PW_TRY(pw_device_get_caps(e->cfg.device, &caps));
+    if (caps.async_copy) {
+        PW_TRY(pw_device_host_alloc(e->cfg.device, logits_bytes, (void **)&r->last_logits));
+        r->last_logits_pinned = true;
+        memset(r->last_logits, 0, logits_bytes);
+    } else {
+        r->last_logits = pw_host_calloc(1, logits_bytes);
+    }
     /* zeroed: the sampler's per-token marks start clear */
     r->sample_scratch = pw_host_calloc(1, pw_sampler_scratch_bytes(in->vocab));
     r->k_cache = pw_host_calloc((size_t)in->n_layers, sizeof(float *));
@@ -253,7 +262,10 @@ void pw_engine_free_buffers(pw_engine *e) {
     pw_device_host_free(e->cfg.device, r->staging);
     pw_host_free(r->k_cache);
     pw_host_free(r->v_cache);
-    pw_host_free(r->last_logits);
+    if (r->last_logits_pinned)
+        pw_device_host_free(e->cfg.device, r->last_logits);
+    else
+        pw_host_free(r->last_logits);
     pw_host_free(r->sample_scratch);
     pw_host_free(r->step_tokens);
     memset(w, 0, sizeof *w);

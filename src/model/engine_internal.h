@@ -54,7 +54,11 @@ typedef struct pw_run_state {
      * and over) instead of a new view per step; NULL until the first forward. */
     pw_tensor *ids_slice;
     float **k_cache, **v_cache; /* per layer [num_blocks][block_size][n_kv_heads][head_dim] */
-    float *last_logits;         /* [max_num_seqs][vocab] */
+    /* [max_num_seqs][vocab]; page-locked where staging is (the rows the
+     * LM head sampled come back into it every step: a pageable
+     * destination halves a device's copy rate and makes it synchronous) */
+    float *last_logits;
+    bool last_logits_pinned;
     prob_index_scratch *sample_scratch;
     pw_step_token *step_tokens; /* [max_num_seqs]: what the last step generated */
 } pw_run_state;
