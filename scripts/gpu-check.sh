@@ -201,9 +201,10 @@ for _ in range(7):  # as bench launch: 5 replays, then 200 back to back, wall cl
     times.append((time.perf_counter_ns() - t0) / 1e3 / 200)
 times.sort()
 print(f"{times[len(times)//2]:.2f}")
+print(torch.__version__, file=sys.stderr)
 EOF
 )"
-  row "torch.cuda.CUDAGraph replay" "${TORCH:-FAILED} us per replay of $NK kernels"
+  row "torch.cuda.CUDAGraph replay" "${TORCH:-FAILED} us per replay of $NK kernels (torch $(tail -1 "$LOGS/torch.err"))"
   if [ -n "$TORCH" ] && [ -n "$PW_REPLAY" ]; then
     row "piecewise / torch replay time" "$(awk -v a="$PW_REPLAY" -v b="$TORCH" 'BEGIN{printf "%.3f", a/b}')"
   fi

@@ -19,6 +19,13 @@ expect_fail 2 "unexpected argument '--bogus'" bench model m.gguf --bogus
 expect_fail 1 "/no/such/model.gguf" bench model /no/such/model.gguf
 "$bin" bench model --help | grep -q "usage: piecewise bench model" || { echo "FAIL: --help"; fail=1; }
 expect_fail 2 "unknown option '--fast'" bench peak --fast
+expect_fail 2 "--kernels: '0' is not a count from 1 to 100000" bench launch --kernels 0
+expect_fail 2 "--device:" bench launch --device tpu
+expect_fail 2 "unknown option '--bogus'" bench launch --bogus
+if ! "$bin" bench launch --device cuda --kernels 4 >/dev/null 2>"$tmp/err"; then
+  # without a GPU (or the CUDA backend) the refusal says why, exit 1
+  grep -qE "device cuda: |no CUDA kernel set" "$tmp/err" || { echo "FAIL: bench launch --device cuda: $(cat "$tmp/err")"; fail=1; }
+fi
 "$bin" bench peak --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["peak_gflop_s"] > 0 and d["peak_int8_gop_s"] > 0 and d["stream_gb_s_1"] > 0 and d["stream_gb_s_all"] > 0 and d["cores"] >= 1 and d["peak_int8_gop_s_all"] > 0' \
   || { echo "FAIL: bench peak --json"; fail=1; }
 
@@ -54,6 +61,12 @@ assert 0 < c["largest_single_bytes"] <= c["pool_peak_bytes"], c
 assert c["graphs_captured"] + c["graphs_patched"] == c["graphs"] and c["graphs_patched"] > 0, c
 assert c["ms_no_distinct"] > 0 and c["warm_ms"] > 0, c
 assert c["warm_graphs_from_cache"] == c["graphs"], c
+# FULL's graph of each decode batch, replayed alone
+for r in runs:
+    if r["mode"] == "full":
+        assert r["replay_us"] > 0 and r["replay_launches"] > 0, r
+    else:
+        assert "replay_us" not in r, r
 PY
   fi
   # --lean: FULL decode at every thread count and prefill, nothing else
