@@ -598,18 +598,21 @@ KQ_INLINE void kq_store_quads(float *y, const __m512 *acc, int cols) {
 
 /* One column's super-block against the activation chunks a[0..3] (64
  * bytes each, chunks 2m and 2m+1): 16 exact integer lanes whose sum is the
- * super-block's is into *is (Q6_K: of u = q + 32, without the offset),
- * and Q4_K/Q5_K: 8 lanes whose sum is the min term mp into *mp; Q6_K: its
- * 16 scales as words, which the caller's offset term takes. */
+ * super-block's is into *is, and Q4_K/Q5_K: 8 lanes whose sum is the min
+ * term mp into *mp. Q6_K: bs holds the negated group sums -bs_g, and the
+ * lanes start from the offset term -32 sum_g sc_g bs_g (one vpmaddwd of
+ * the scale words times 32, |32 sc| <= 4096, against them), so that is
+ * comes out whole; *mp is unused. */
 KQ_INLINE void kq_row_col(const uint8_t *blk, pw_dtype type, const __m512i a[4], __m256i bs,
                           __m512i *is, __m256i *mp) {
     const __m512i lo4 = _mm512_set1_epi8(0x0F);
     __m512i acc = _mm512_setzero_si512();
     if (type == PW_Q6_K) {
-        /* the 16 int8 scales as words, in both halves */
+        /* the 16 int8 scales as words (the permutes below read words 0-15) */
         __m128i sc8 = _mm_loadu_si128((const __m128i *)(blk + 192));
         __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
-        __m512i scw2 = _mm512_inserti64x4(_mm512_castsi256_si512(sc16), sc16, 1);
+        __m512i scw2 = _mm512_zextsi256_si512(sc16);
+        acc = _mm512_zextsi256_si512(_mm256_madd_epi16(_mm256_slli_epi16(sc16, 5), bs));
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             __m512i ql = _mm512_loadu_si512(blk + 64 * h);
@@ -641,9 +644,8 @@ KQ_INLINE void kq_row_col(const uint8_t *blk, pw_dtype type, const __m512i a[4],
             acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u01, a[2 * h]), s01);
             acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u23, a[2 * h + 1]), s23);
         }
-        (void)bs;
         *is = acc;
-        *mp = sc16; /* the offset's scale words, for kq_tile_row */
+        *mp = _mm256_setzero_si256();
         return;
     }
     __m512i smb = _mm512_broadcast_i32x4(kq_scales_mins_vec(blk + 4));
@@ -693,7 +695,9 @@ KQ_INLINE void kq_tile_row(float *y, const uint8_t *xa, const uint8_t *w, int64_
         __m512i a[4];
         for (int m = 0; m < 4; m++) a[m] = _mm512_loadu_si512(av + 64 * m);
         const float da = kx_scales(xa, nsb)[sb];
-        const __m256i bs = _mm256_loadu_si256((const __m256i *)(kx_sums(xa, nsb) + 16 * sb));
+        __m256i bs = _mm256_loadu_si256((const __m256i *)(kx_sums(xa, nsb) + 16 * sb));
+        /* Q6_K: -bs_g for kq_row_col's offset term (|bs_g| <= 16 * 127) */
+        if (type == PW_Q6_K) bs = _mm256_sub_epi16(_mm256_setzero_si256(), bs);
         __m512i z[KQ_ROW_COLS8];
         __m256i side[KQ_ROW_COLS8];
         /* the f16 d (and dmin) of each column in dword c: Q6_K's d in its
@@ -729,13 +733,7 @@ KQ_INLINE void kq_tile_row(float *y, const uint8_t *xa, const uint8_t *w, int64_
             const __m256 dv = _mm256_mul_ps(
                 _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dh + 4 * q))), _mm256_set1_ps(da));
             __m512i t = kq_fold_quads(zq[0], zq[1], zq[2], zq[3]), u = t;
-            if (type == PW_Q6_K) {
-                /* the offset, 32 sum_g sc_g bs_g, two columns per vpmaddwd */
-                const __m512i bs2 = _mm512_broadcast_i64x4(bs);
-                const __m512i o01 = _mm512_madd_epi16(bs2, kq_pair(sq[0], sq[1]));
-                const __m512i o23 = _mm512_madd_epi16(bs2, kq_pair(sq[2], sq[3]));
-                t = _mm512_sub_epi32(t, _mm512_slli_epi32(kq_fold_pairs(o01, o23), 5));
-            } else {
+            if (type != PW_Q6_K) {
                 u = kq_fold_quads(_mm512_zextsi256_si512(sq[0]), _mm512_zextsi256_si512(sq[1]),
                                   _mm512_zextsi256_si512(sq[2]), _mm512_zextsi256_si512(sq[3]));
             }
