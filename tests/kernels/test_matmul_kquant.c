@@ -7,6 +7,7 @@
  * model, bitwise batch and thread-count invariance, the out-of-memory
  * path, and the gguf-py reference blocks of tests/data/quant (the test's
  * own decoder, the embedding and the product all agree with them). */
+#include "ops/cpu/isa.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/matmul_kquant_isa.h"
 #include "ops/cpu/matmul_quant_isa.h"
@@ -537,40 +538,52 @@ static void check_fixture(const char *name, pw_dtype type) {
     free(x), free(rows), free(values), free(mine), free(blocks), free(file);
 }
 
+static void check_type(pw_dtype type) {
+    CHECK(pw_k_quant_supported(type));
+    int64_t be = elems(type);
+    /* T mod 4 and N mod 4 / 8 reach every tile and tail; several
+     * blocks per row */
+    static const int64_t shapes[][3] = {{1, 1, 1}, {1, 7, 2},  {3, 5, 3},  {4, 9, 1},
+                                        {6, 13, 5}, {9, 4, 2}, {13, 17, 1}, {2, 14, 2},
+                                        {5, 31, 1}, {8, 19, 3}, {17, 6, 4},
+                                        /* batches of rows longer than a panel
+                                         * holds (Q5_0: 64 blocks, K-quants: 8) */
+                                        {9, 18, 9},
+                                        /* and over several panel slices of
+                                         * K, the last partial */
+                                        {10, 20, 20},
+                                        /* odd batches over three panels, the
+                                         * last partial: the two-row tiles,
+                                         * their leftover row and the next
+                                         * panel's prefetch */
+                                        {37, 45, 2},
+                                        /* decode (one row): Q5_0's 16-column
+                                         * tiles, whole and with tails */
+                                        {1, 16, 1}, {1, 45, 3}, {1, 33, 2}};
+    for (size_t s = 0; s < KT_LEN(shapes); s++)
+        check_random(type, shapes[s][0], shapes[s][1], shapes[s][2] * (be == 32 ? 8 : 1) * be);
+    check_invariance(type, 21, 2 * 256);
+    check_threads(type, 1); /* decode's column split */
+    check_threads(type, 5);
+    check_threads(type, 9); /* the K-quant panels */
+    check_embedding(type);
+    check_out_of_memory(type);
+    if (is_super(type)) check_extremes(type);
+}
+
 int main(void) {
     kt_seed(17);
-    for (size_t i = 0; i < KT_LEN(types); i++) {
-        pw_dtype type = types[i];
-        CHECK(pw_k_quant_supported(type));
-        int64_t be = elems(type);
-        /* T mod 4 and N mod 4 / 8 reach every tile and tail; several
-         * blocks per row */
-        static const int64_t shapes[][3] = {{1, 1, 1}, {1, 7, 2},  {3, 5, 3},  {4, 9, 1},
-                                            {6, 13, 5}, {9, 4, 2}, {13, 17, 1}, {2, 14, 2},
-                                            {5, 31, 1}, {8, 19, 3}, {17, 6, 4},
-                                            /* batches of rows longer than a panel
-                                             * holds (Q5_0: 64 blocks, K-quants: 8) */
-                                            {9, 18, 9},
-                                            /* and over several panel slices of
-                                             * K, the last partial */
-                                            {10, 20, 20},
-                                            /* odd batches over three panels, the
-                                             * last partial: the two-row tiles,
-                                             * their leftover row and the next
-                                             * panel's prefetch */
-                                            {37, 45, 2},
-                                            /* decode (one row): Q5_0's 16-column
-                                             * tiles, whole and with tails */
-                                            {1, 16, 1}, {1, 45, 3}, {1, 33, 2}};
-        for (size_t s = 0; s < KT_LEN(shapes); s++)
-            check_random(type, shapes[s][0], shapes[s][1], shapes[s][2] * (be == 32 ? 8 : 1) * be);
-        check_invariance(type, 21, 2 * 256);
-        check_threads(type, 1); /* decode's column split */
-        check_threads(type, 5);
-        check_threads(type, 9); /* the K-quant panels */
-        check_embedding(type);
-        check_out_of_memory(type);
-        if (is_super(type)) check_extremes(type);
+    for (size_t i = 0; i < KT_LEN(types); i++) check_type(types[i]);
+    /* the AVX-512 copy's Q6_K decode tile without GFNI too, where the CPU
+     * has it (a CPU without runs only that path above) */
+    if (pw_k_isa_gfni()) {
+        pw_k_isa_gfni_set(false);
+        CHECK(!pw_k_isa_gfni());
+        check_type(PW_Q6_K);
+        pw_k_isa_gfni_set(true);
+        CHECK(pw_k_isa_gfni());
+    } else {
+        printf("CPU without GFNI: the Q6_K decode tile's GFNI path not run\n");
     }
     check_quantizer();
     check_fixture("q5_0", PW_Q5_0);

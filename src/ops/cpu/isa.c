@@ -87,6 +87,32 @@ static bool has_avx512vnni(void) {
 }
 #endif
 
+/* -1 = not decided yet, else 0 or 1; racing first calls compute the same */
+static _Atomic int gfni_choice = -1;
+
+bool pw_k_isa_gfni(void) {
+    int c = atomic_load_explicit(&gfni_choice, memory_order_relaxed);
+    if (c < 0) {
+        c = 0;
+#if PW_HAVE_FMA_KERNELS
+        /* GFNI: CPUID leaf 7 subleaf 0, ECX bit 8 (asked of CPUID, as
+         * AVX-VNNI is, for compilers whose __builtin_cpu_supports lacks it) */
+        unsigned eax, ebx, ecx = 0, edx;
+        if (__get_cpuid_max(0, NULL) >= 7) {
+            __cpuid_count(7, 0, eax, ebx, ecx, edx);
+            c = (ecx & (1u << 8)) != 0;
+        }
+#endif
+        atomic_store_explicit(&gfni_choice, c, memory_order_relaxed);
+    }
+    return c == 1;
+}
+
+void pw_k_isa_gfni_set(bool on) {
+    atomic_store_explicit(&gfni_choice, -1, memory_order_relaxed);
+    if (!on || !pw_k_isa_gfni()) atomic_store_explicit(&gfni_choice, 0, memory_order_relaxed);
+}
+
 bool pw_k_isa_int8_runs(pw_k_int8_isa level) {
     switch (level) {
     case PW_K_INT8_GENERIC: return true;

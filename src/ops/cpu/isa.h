@@ -71,5 +71,12 @@ pw_k_int8_isa pw_k_isa_int8(void);
 bool pw_k_isa_int8_runs(pw_k_int8_isa level);
 /* "generic", "avx2", "avx-vnni", "avx512-vnni". */
 const char *pw_k_isa_int8_name(pw_k_int8_isa level);
+/* Whether the AVX-512 VNNI copy may use GFNI's affine byte transform
+ * (vgf2p8affineqb, in its Q6_K decode tile): the CPU has it (AMD Zen 4,
+ * Intel Ice Lake and later; not Cascade Lake), unless a test turned it off
+ * with pw_k_isa_gfni_set(false) to run the path without it, which returns
+ * the same bits. Decided once per process. */
+bool pw_k_isa_gfni(void);
+void pw_k_isa_gfni_set(bool on);
 
 #endif

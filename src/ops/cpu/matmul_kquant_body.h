@@ -596,34 +596,64 @@ KQ_INLINE void kq_store_quads(float *y, const __m512 *acc, int cols) {
     }
 }
 
+/* vgf2p8affineqb (GFNI) with immediate 0: byte i of x through the 8x8
+ * bit matrix in the qword of m that holds it, output bit b the parity of x
+ * and matrix byte 7 - b. Inline assembly, because the copy is built
+ * without -mgfni (which would let the compiler place GFNI anywhere) and
+ * takes this path only where pw_k_isa_gfni() says the CPU has it. */
+KQ_INLINE __m512i kq_affine(__m512i x, __m512i m) {
+    __m512i r;
+    __asm__("vgf2p8affineqb $0, %2, %1, %0" : "=v"(r) : "v"(x), "v"(m));
+    return r;
+}
+
 /* One column's super-block against the activation chunks a[0..3] (64
  * bytes each, chunks 2m and 2m+1): 16 exact integer lanes whose sum is the
- * super-block's is into *is (Q6_K: of u = q + 32, without the offset),
- * and Q4_K/Q5_K: 8 lanes whose sum is the min term mp into *mp; Q6_K: its
- * 16 scales as words, which the caller's offset term takes. */
+ * super-block's is into *is, and Q4_K/Q5_K: 8 lanes whose sum is the min
+ * term mp into *mp. Q6_K: bs holds the negated group sums -bs_g, and the
+ * lanes start from the offset term -32 sum_g sc_g bs_g (one vpmaddwd of
+ * the scale words times 32, |32 sc| <= 4096, against them), so that is
+ * comes out whole; *mp is unused. gf: the 6-bit codes' high bits placed by
+ * GFNI's affine byte transform (a CPU that has it, pw_k_isa_gfni()), two
+ * operations fewer per 64 codes than the shifts and masks. */
 KQ_INLINE void kq_row_col(const uint8_t *blk, pw_dtype type, const __m512i a[4], __m256i bs,
-                          __m512i *is, __m256i *mp) {
+                          bool gf, __m512i *is, __m256i *mp) {
     const __m512i lo4 = _mm512_set1_epi8(0x0F);
     __m512i acc = _mm512_setzero_si512();
     if (type == PW_Q6_K) {
-        /* the 16 int8 scales as words, in both halves */
+        /* the 16 int8 scales as words (the permutes below read words 0-15) */
         __m128i sc8 = _mm_loadu_si128((const __m128i *)(blk + 192));
         __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
-        __m512i scw2 = _mm512_inserti64x4(_mm512_castsi256_si512(sc16), sc16, 1);
+        __m512i scw2 = _mm512_zextsi256_si512(sc16);
+        acc = _mm512_zextsi256_si512(_mm256_madd_epi16(_mm256_slli_epi16(sc16, 5), bs));
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             __m512i ql = _mm512_loadu_si512(blk + 64 * h);
             __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h)));
-            /* chunks 4h, 4h+1: low nibbles, qh bits 0-1 and 2-3 to bits 4-5 */
-            __m512i h01 = _mm512_sllv_epi16(qh, _mm512_mask_blend_epi64(0xF0, _mm512_set1_epi16(4),
-                                                                        _mm512_set1_epi16(2)));
-            __m512i u01 = _mm512_or_si512(_mm512_and_si512(ql, lo4),
-                                          _mm512_and_si512(h01, _mm512_set1_epi8(0x30)));
-            /* chunks 4h+2, 4h+3: high nibbles, qh bits 4-5 and 6-7 */
-            __m512i h23 = _mm512_srlv_epi16(qh, _mm512_mask_blend_epi64(0xF0, _mm512_set1_epi16(0),
-                                                                        _mm512_set1_epi16(2)));
-            __m512i u23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), lo4),
-                                          _mm512_and_si512(h23, _mm512_set1_epi8(0x30)));
+            __m512i u01, u23;
+            if (gf) {
+                /* qh's 2-bit fields straight to bits 4-5, one affine byte
+                 * transform per vector (kq_affine): chunk 4h bits 0-1,
+                 * 4h+1 bits 2-3 (lanes 8-15), 4h+2 bits 4-5, 4h+3 bits 6-7 */
+                const __m512i m01 = _mm512_mask_blend_epi64(0xF0, _mm512_set1_epi64(0x01020000),
+                                                            _mm512_set1_epi64(0x04080000));
+                const __m512i m23 = _mm512_mask_blend_epi64(0xF0, _mm512_set1_epi64(0x10200000),
+                                                            _mm512_set1_epi64(0x40800000));
+                u01 = _mm512_or_si512(_mm512_and_si512(ql, lo4), kq_affine(qh, m01));
+                u23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), lo4),
+                                      kq_affine(qh, m23));
+            } else {
+                /* chunks 4h, 4h+1: low nibbles, qh bits 0-1 and 2-3 to bits 4-5 */
+                __m512i h01 = _mm512_sllv_epi16(
+                    qh, _mm512_mask_blend_epi64(0xF0, _mm512_set1_epi16(4), _mm512_set1_epi16(2)));
+                u01 = _mm512_or_si512(_mm512_and_si512(ql, lo4),
+                                      _mm512_and_si512(h01, _mm512_set1_epi8(0x30)));
+                /* chunks 4h+2, 4h+3: high nibbles, qh bits 4-5 and 6-7 */
+                __m512i h23 = _mm512_srlv_epi16(
+                    qh, _mm512_mask_blend_epi64(0xF0, _mm512_set1_epi16(0), _mm512_set1_epi16(2)));
+                u23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), lo4),
+                                      _mm512_and_si512(h23, _mm512_set1_epi8(0x30)));
+            }
             /* chunk i: lanes 0-3 scale sc_2i, lanes 4-7 sc_2i+1 */
             const int g = 8 * h;
             __m512i s01 = _mm512_permutexvar_epi16(
@@ -641,9 +671,8 @@ KQ_INLINE void kq_row_col(const uint8_t *blk, pw_dtype type, const __m512i a[4],
             acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u01, a[2 * h]), s01);
             acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u23, a[2 * h + 1]), s23);
         }
-        (void)bs;
         *is = acc;
-        *mp = sc16; /* the offset's scale words, for kq_tile_row */
+        *mp = _mm256_setzero_si256();
         return;
     }
     __m512i smb = _mm512_broadcast_i32x4(kq_scales_mins_vec(blk + 4));
@@ -683,7 +712,7 @@ KQ_INLINE void kq_row_col(const uint8_t *blk, pw_dtype type, const __m512i a[4],
  * 1.04-1.06x from L2. */
 #define KQ_ROW_COLS8 8
 KQ_INLINE void kq_tile_row(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
-                           int64_t nsb, pw_dtype type, int64_t bb, int cols) {
+                           int64_t nsb, pw_dtype type, int64_t bb, int cols, bool gf) {
     const int64_t pf = kq_pf_ahead(cols * wrow);
     const int quads = (cols + 3) / 4;
     /* column 4q + c: dword 4c of acc[q] (kq_step_quads) */
@@ -693,7 +722,9 @@ KQ_INLINE void kq_tile_row(float *y, const uint8_t *xa, const uint8_t *w, int64_
         __m512i a[4];
         for (int m = 0; m < 4; m++) a[m] = _mm512_loadu_si512(av + 64 * m);
         const float da = kx_scales(xa, nsb)[sb];
-        const __m256i bs = _mm256_loadu_si256((const __m256i *)(kx_sums(xa, nsb) + 16 * sb));
+        __m256i bs = _mm256_loadu_si256((const __m256i *)(kx_sums(xa, nsb) + 16 * sb));
+        /* Q6_K: -bs_g for kq_row_col's offset term (|bs_g| <= 16 * 127) */
+        if (type == PW_Q6_K) bs = _mm256_sub_epi16(_mm256_setzero_si256(), bs);
         __m512i z[KQ_ROW_COLS8];
         __m256i side[KQ_ROW_COLS8];
         /* the f16 d (and dmin) of each column in dword c: Q6_K's d in its
@@ -712,7 +743,7 @@ KQ_INLINE void kq_tile_row(float *y, const uint8_t *xa, const uint8_t *w, int64_
              * into L2 (KQ_DECODE_PREFETCH, kq_pf_ahead). */
             for (int64_t o = 0; o < bb; o += 64)
                 _mm_prefetch((const char *)(blk + pf + o), KQ_DECODE_PREFETCH);
-            kq_row_col(blk, type, a, bs, &z[c], &side[c]);
+            kq_row_col(blk, type, a, bs, gf, &z[c], &side[c]);
             if (type == PW_Q6_K) {
                 uint16_t h;
                 memcpy(&h, blk + 208, sizeof h);
@@ -729,13 +760,7 @@ KQ_INLINE void kq_tile_row(float *y, const uint8_t *xa, const uint8_t *w, int64_
             const __m256 dv = _mm256_mul_ps(
                 _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dh + 4 * q))), _mm256_set1_ps(da));
             __m512i t = kq_fold_quads(zq[0], zq[1], zq[2], zq[3]), u = t;
-            if (type == PW_Q6_K) {
-                /* the offset, 32 sum_g sc_g bs_g, two columns per vpmaddwd */
-                const __m512i bs2 = _mm512_broadcast_i64x4(bs);
-                const __m512i o01 = _mm512_madd_epi16(bs2, kq_pair(sq[0], sq[1]));
-                const __m512i o23 = _mm512_madd_epi16(bs2, kq_pair(sq[2], sq[3]));
-                t = _mm512_sub_epi32(t, _mm512_slli_epi32(kq_fold_pairs(o01, o23), 5));
-            } else {
+            if (type != PW_Q6_K) {
                 u = kq_fold_quads(_mm512_zextsi256_si512(sq[0]), _mm512_zextsi256_si512(sq[1]),
                                   _mm512_zextsi256_si512(sq[2]), _mm512_zextsi256_si512(sq[3]));
             }
@@ -979,7 +1004,7 @@ KQ_INLINE void kq_tile_row_dp2(float *y, const uint8_t *xa, const uint8_t *w, in
          ? kq_tile_row_dp2(y + j, xa, w + j * wrow, wrow, nb, type, bb, cols)                   \
      : (rows) == 1 && type != PW_Q6_K                                                          \
          ? kq_tile_row_dp(y + j, xa, w + j * wrow, wrow, nb, type, bb, cols)                    \
-     : (rows) == 1 ? kq_tile_row(y + j, xa, w + j * wrow, wrow, nb, type, bb, cols)           \
+     : (rows) == 1 ? kq_tile_row(y + j, xa, w + j * wrow, wrow, nb, type, bb, cols, false)    \
      : (cols) % 2 == 0                                                                         \
          ? kq_tile_pairs(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols)     \
          : kq_tile(y + j, n, xa, xrow, w + j * wrow, wrow, nb, type, bb, rows, cols))
@@ -2474,9 +2499,14 @@ KQ_INLINE void kq_row_block(float *y, const uint8_t *xa, const uint8_t *w, int64
     if (super && type != PW_Q6_K)
         for (; j + KQ_DP_COLS <= j1; j += KQ_DP_COLS)
             kq_tile_row_dp2(y + j, xa, w + j * wrow, wrow, nb, type, bb, KQ_DP_COLS);
+    /* Q6_K decode: 8 columns a tile, with GFNI where the CPU has it (the
+     * leftover columns' tiles without: the same bits) */
+    if (type == PW_Q6_K && pw_k_isa_gfni())
+        for (; j + KQ_ROW_COLS8 <= j1; j += KQ_ROW_COLS8)
+            kq_tile_row(y + j, xa, w + j * wrow, wrow, nb, type, bb, KQ_ROW_COLS8, true);
     if (type == PW_Q6_K)
         for (; j + KQ_ROW_COLS8 <= j1; j += KQ_ROW_COLS8)
-            kq_tile_row(y + j, xa, w + j * wrow, wrow, nb, type, bb, KQ_ROW_COLS8);
+            kq_tile_row(y + j, xa, w + j * wrow, wrow, nb, type, bb, KQ_ROW_COLS8, false);
 #endif
     for (; j + KQ_ROW_COLS <= j1; j += KQ_ROW_COLS) KQ_TILE(1, KQ_ROW_COLS);
     switch (j1 - j) {
