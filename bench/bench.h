@@ -30,8 +30,19 @@ double pw_bench_peak_int8_gops_threads(int threads, int repeats, const char **ho
 int pw_bench_cores(void);
 /* Memory read bandwidth in GB/s with `threads` threads reading their own
  * slices of one 512 MiB buffer at once (best of `repeats` passes;
- * bench_stream.c); 0 when it cannot be measured. */
+ * bench_stream.c), over 4 KiB pages and over 2 MiB pages where the kernel
+ * grants them: the faster, the ceiling; 0 when it cannot be measured. */
 double pw_bench_stream_gbs(int threads, int repeats);
+/* One page size: `huge` nonzero asks for 2 MiB pages; *huge_share (may be
+ * NULL) is the share of the buffer the kernel backed with them. */
+double pw_bench_stream_gbs_pages(int threads, int repeats, int huge, double *huge_share);
+/* Bytes of the mapping that holds p (at most n) mapped with huge pages,
+ * anonymous or file: 0 where /proc/self/smaps cannot say. */
+size_t pw_bench_mapped_huge_bytes(const void *p, size_t n);
+/* Bytes of this process's mappings of the file at path held in huge
+ * pages; *mapped (may be NULL) gets how many of its bytes are resident in
+ * them at all. 0 where /proc/self/smaps cannot say. */
+size_t pw_bench_file_huge_bytes(const char *path, size_t *mapped);
 
 /* Options of a suite that takes only --json and --help: sets *json and
  * returns -1 to go on, or the exit code (0 after --help, 2 on an unknown

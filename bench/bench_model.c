@@ -406,6 +406,10 @@ typedef struct capture_result {
     double bytes_per_token; /* weight bytes one decode token reads (weight_bytes_per_token) */
     double stream_gbs[MAX_BATCHES]; /* read bandwidth at each --threads count; 0: not measured */
     double int8_gops_at[MAX_BATCHES]; /* int8 peak of that many threads together; 0: not measured */
+    /* the model file's mapped bytes resident, and of them those in huge
+     * pages (bench_stream.c): how the page cache holds the file decides
+     * what decode's reads cost */
+    size_t file_resident, file_huge;
 } capture_result;
 
 /* Weight bytes a decode token reads: every tensor of the file once, but of
@@ -435,6 +439,7 @@ static double weight_bytes_per_token(const char *path) {
  * many threads together (threads sharing a core add less than a core). */
 static void measure_bandwidth(const model_opts *o, capture_result *c) {
     c->bytes_per_token = weight_bytes_per_token(o->path);
+    c->file_huge = pw_bench_file_huge_bytes(o->path, &c->file_resident);
     for (int t = 0; t < o->n_thread_counts; t++) {
         const char *how;
         c->stream_gbs[t] = pw_bench_stream_gbs((int)o->thread_counts[t], 5);
@@ -785,6 +790,10 @@ static void print_bandwidth(const model_opts *o, const pw_model_info *in,
     if (c->bytes_per_token <= 0 || c->stream_gbs[0] <= 0) return;
     printf("\ndecode batch 1 against memory bandwidth (%.1f MB of weights read per token):\n",
            c->bytes_per_token / 1e6);
+    if (c->file_resident > 0)
+        printf("  the file's mapping: %.1f MB resident, %.1f%% of it in 2 MiB pages\n",
+               (double)c->file_resident / 1e6,
+               100.0 * (double)c->file_huge / (double)c->file_resident);
     for (int t = 0; t < o->n_thread_counts; t++)
         printf("  %3" PRId64 " thread%s %8.1f tok/s x %.1f MB = %6.1f GB/s, %5.1f%% of the %.1f "
                "GB/s %" PRId64 " thread%s read\n",
@@ -815,7 +824,9 @@ static int batch1_index(const model_opts *o) {
 }
 
 static void bandwidth_json(const model_opts *o, const capture_result *c, const double *tok_s) {
-    printf("\"weight_bytes_per_token\":%.0f,\"bandwidth\":[", c->bytes_per_token);
+    printf("\"weight_bytes_per_token\":%.0f,\"file_resident_bytes\":%zu,"
+           "\"file_huge_page_bytes\":%zu,\"bandwidth\":[",
+           c->bytes_per_token, c->file_resident, c->file_huge);
     for (int t = 0; t < o->n_thread_counts; t++)
         printf("%s{\"threads\":%" PRId64 ",\"stream_gb_s\":%.2f,\"peak_int8_gop_s\":%.2f,"
                "\"decode_gb_s\":%.3f,\"stream_fraction\":%.4f}",

@@ -285,7 +285,8 @@ static void usage(FILE *f) {
                "once (hardware threads of one core share its units, so the sum shows\n"
                "what the cores add). Then the memory read bandwidth (best of 5 passes over\n"
                "512 MiB) with one thread and with one thread per core, all reading at\n"
-               "once: the ceiling of decode, which reads every weight once per token.\n");
+               "once, over 4 KiB pages and over 2 MiB pages: the faster is the ceiling\n"
+               "of decode, which reads every weight once per token.\n");
 }
 
 int pw_bench_peak(int argc, char **argv) {
@@ -298,20 +299,34 @@ int pw_bench_peak(int argc, char **argv) {
     double gi = pw_bench_peak_int8_gops(9, &how_int8);
     int cores = pw_bench_cores();
     double gin = cores > 1 ? pw_bench_peak_int8_gops_threads(cores, 9, &how_int8) : gi;
-    double bw1 = pw_bench_stream_gbs(1, 5), bwn = cores > 1 ? pw_bench_stream_gbs(cores, 5) : bw1;
+    /* [0]: 1 thread, [1]: one per core; small, then huge pages */
+    double bw[2][2], share[2] = {0, 0};
+    for (int w = 0; w < 2; w++) {
+        int threads = w ? cores : 1;
+        bw[w][0] = pw_bench_stream_gbs_pages(threads, 5, 0, NULL);
+        bw[w][1] = pw_bench_stream_gbs_pages(threads, 5, 1, &share[w]);
+    }
+    double bw1 = bw[0][1] > bw[0][0] ? bw[0][1] : bw[0][0];
+    double bwn = bw[1][1] > bw[1][0] ? bw[1][1] : bw[1][0];
     if (json)
         printf("{\"peak_gflop_s\":%.2f,\"method\":\"%s\",\"peak_int8_gop_s\":%.2f,"
                "\"int8_method\":\"%s\",\"peak_int8_gop_s_all\":%.2f,\"stream_gb_s_1\":%.2f,"
-               "\"cores\":%d,\"stream_gb_s_all\":%.2f}\n",
-               g, how, gi, how_int8, gin, bw1, cores, bwn);
+               "\"cores\":%d,\"stream_gb_s_all\":%.2f,\"stream_gb_s_1_small_pages\":%.2f,"
+               "\"stream_gb_s_1_huge_pages\":%.2f,\"stream_gb_s_all_small_pages\":%.2f,"
+               "\"stream_gb_s_all_huge_pages\":%.2f,\"huge_page_share\":%.3f}\n",
+               g, how, gi, how_int8, gin, bw1, cores, bwn, bw[0][0], bw[0][1], bw[1][0], bw[1][1],
+               share[0]);
     else
         printf("f32 peak, 1 thread: %.1f GFLOP/s (%s)\n"
                "int8 dot-product peak, 1 thread: %.1f GOP/s (%s; a multiply-add is 2)\n"
                "int8 dot-product peak, %d thread%s (one per core, together): %.1f GOP/s "
                "(%.2fx one thread)\n"
-               "memory read bandwidth, 1 thread: %.1f GB/s\n"
-               "memory read bandwidth, %d thread%s (one per core, together): %.1f GB/s\n",
+               "memory read bandwidth, 1 thread: %.1f GB/s (4 KiB pages %.1f, 2 MiB pages %.1f)\n"
+               "memory read bandwidth, %d thread%s (one per core, together): %.1f GB/s "
+               "(4 KiB pages %.1f, 2 MiB pages %.1f)\n"
+               "(2 MiB pages: the kernel backed %.0f%% of the buffer with them)\n",
                g, how, gi, how_int8, cores, cores == 1 ? "" : "s", gin, gi > 0 ? gin / gi : 0.0,
-               bw1, cores, cores == 1 ? "" : "s", bwn);
+               bw1, bw[0][0], bw[0][1], cores, cores == 1 ? "" : "s", bwn, bw[1][0], bw[1][1],
+               100.0 * share[0]);
     return 0;
 }

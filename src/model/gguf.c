@@ -507,6 +507,17 @@ pw_status pw_gguf_open(const char *path, pw_gguf **out) {
         }
         g->mapping = m;
         g->base = m;
+#ifdef MADV_HUGEPAGE
+        /* Decode reads every weight once per token, and a read that
+         * crosses a 4 KiB page every 4 KiB waits on the TLB: one core
+         * streams about a third faster over 2 MiB pages (bench peak). With
+         * this advice the kernel reads the file's pages that are not yet
+         * cached in 2 MiB folios and maps those with huge pages; pages
+         * already cached keep the size they were cached with. Advice
+         * only: where the kernel has no huge pages for files, or refuses,
+         * the mapping reads as before. */
+        (void)madvise(m, g->size, MADV_HUGEPAGE);
+#endif
     }
     close(fd); /* the mapping keeps the file's pages */
     return open_parsed(g, out);

@@ -26,7 +26,7 @@ if ! "$bin" bench launch --device cuda --kernels 4 >/dev/null 2>"$tmp/err"; then
   # without a GPU (or the CUDA backend) the refusal says why, exit 1
   grep -qE "device cuda: |no CUDA kernel set" "$tmp/err" || { echo "FAIL: bench launch --device cuda: $(cat "$tmp/err")"; fail=1; }
 fi
-"$bin" bench peak --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["peak_gflop_s"] > 0 and d["peak_int8_gop_s"] > 0 and d["stream_gb_s_1"] > 0 and d["stream_gb_s_all"] > 0 and d["cores"] >= 1 and d["peak_int8_gop_s_all"] > 0' \
+"$bin" bench peak --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["peak_gflop_s"] > 0 and d["peak_int8_gop_s"] > 0 and d["stream_gb_s_1"] > 0 and d["stream_gb_s_all"] > 0 and d["cores"] >= 1 and d["peak_int8_gop_s_all"] > 0 and d["stream_gb_s_1"] == max(d["stream_gb_s_1_small_pages"], d["stream_gb_s_1_huge_pages"]) and d["stream_gb_s_all"] == max(d["stream_gb_s_all_small_pages"], d["stream_gb_s_all_huge_pages"]) and 0 <= d["huge_page_share"] <= 1' \
   || { echo "FAIL: bench peak --json"; fail=1; }
 
 if [ -f "$model" ]; then
@@ -84,6 +84,10 @@ assert [r["decode_tok_s"] for r in d["runs"]] == [r["decode_tok_s"] for r in d["
 assert d["prefill_tok_s"] > 0 and all(r["decode_tok_s"] > 0 for r in d["thread_scaling"]), d
 # decode's bytes per token times tok/s against the read bandwidth, per thread count
 assert d["weight_bytes_per_token"] > 0 and [b["threads"] for b in d["bandwidth"]] == [1, 2], d
+# the model file's mapping, resident, and how much of it huge pages hold
+assert 0 <= d["file_huge_page_bytes"] <= d["file_resident_bytes"], d
+if sys.platform.startswith("linux"):
+    assert d["file_resident_bytes"] > 0, d
 for b, r in zip(d["bandwidth"], [r for r in d["thread_scaling"] if r["batch"] == 1]):
     assert b["stream_gb_s"] > 0 and b["peak_int8_gop_s"] > 0, b
     want = r["decode_tok_s"] * d["weight_bytes_per_token"] / 1e9
@@ -96,6 +100,7 @@ PY
   "$bin" bench model "$model" --batch 1 --tokens 4 --repeats 1 --lean >"$tmp/table" 2>&1
   grep -q "lean: FULL decode and prefill only" "$tmp/table" || { echo "FAIL: lean table"; fail=1; }
   grep -q "of the .* GB/s 1 thread read" "$tmp/table" || { echo "FAIL: lean table lacks the bandwidth share"; fail=1; }
+  grep -q "the file's mapping: .* MB resident, .*% of it in 2 MiB pages" "$tmp/table" || { echo "FAIL: lean table lacks the mapping's page sizes"; fail=1; }
   grep -q "the int8 dot-product peak of 1 core" "$tmp/table" || { echo "FAIL: lean table lacks prefill's int8-peak share"; fail=1; }
   grep -q "GOP/s 1 thread reach together" "$tmp/table" || { echo "FAIL: lean table lacks decode's int8-peak share"; fail=1; }
 else
