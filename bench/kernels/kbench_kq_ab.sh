@@ -7,6 +7,9 @@
 #   bench/kernels/kbench_kq_ab.sh [BASE] [COPY] [ROUNDS] [FILTER] [stream|l2] [ROWS]
 #     COPY: fma (AVX2), avxvnni, avx512vnni (default)
 #     ROWS: activation rows per product (default 1, decode; 16, 128: batches)
+#   KB_PAGES=small: weights in malloc's 4 KiB pages instead of 2 MiB pages
+#     (kbench_util.h; decode reads a model file mapped in 2 MiB pages
+#     where the page cache holds it so, docs/gguf.md)
 #
 # Needs a built tree (build/libpw_ops.a etc.). The base's
 # matmul_kquant_{isa.h,body.h,COPY.c} are compiled with their symbols

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 static uint32_t kb_rng = 12345u;
@@ -33,14 +34,28 @@ static inline void kb_put_half(uint8_t *p) {
     memcpy(p, &h, sizeof h);
 }
 
+/* Weight bytes as decode reads them from a model file mapped in 2 MiB
+ * pages (docs/gguf.md): on a 2 MiB boundary with huge-page advice, unless
+ * KB_PAGES=small asks for the 4 KiB pages malloc gives. Freed by free(). */
+static inline uint8_t *kb_alloc_weights(size_t bytes) {
+    const char *pages = getenv("KB_PAGES");
+    bool small = pages && strcmp(pages, "small") == 0;
+    void *w = NULL;
+    if (small ? (w = malloc(bytes)) == NULL : posix_memalign(&w, (size_t)2 << 20, bytes) != 0)
+        abort();
+#ifdef MADV_HUGEPAGE
+    if (!small) (void)madvise(w, bytes, MADV_HUGEPAGE);
+#endif
+    return w;
+}
+
 /* n x k weights of `type` (n * k / block elements blocks): random bytes,
  * then the block's f16 scales made normal (d at 0, and m or dmin at 2 for
  * Q4_1 and Q4_K/Q5_K; Q6_K's d sits at the end of its block). */
 static inline uint8_t *kb_weights(pw_dtype type, int64_t n, int64_t k) {
     int64_t be = pw_dtype_block_elems(type), bb = pw_dtype_block_bytes(type);
     int64_t nb = n * (k / be);
-    uint8_t *w = malloc((size_t)(nb * bb));
-    if (!w) abort();
+    uint8_t *w = kb_alloc_weights((size_t)(nb * bb));
     for (int64_t b = 0; b < nb; b++) {
         uint8_t *blk = w + b * bb;
         for (int64_t i = 0; i < bb; i++) blk[i] = (uint8_t)kb_next();
