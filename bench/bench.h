@@ -36,13 +36,6 @@ double pw_bench_stream_gbs(int threads, int repeats);
 /* One page size: `huge` nonzero asks for 2 MiB pages; *huge_share (may be
  * NULL) is the share of the buffer the kernel backed with them. */
 double pw_bench_stream_gbs_pages(int threads, int repeats, int huge, double *huge_share);
-/* Bytes of the mapping that holds p (at most n) mapped with huge pages,
- * anonymous or file: 0 where /proc/self/smaps cannot say. */
-size_t pw_bench_mapped_huge_bytes(const void *p, size_t n);
-/* Bytes of this process's mappings of the file at path held in huge
- * pages; *mapped (may be NULL) gets how many of its bytes are resident in
- * them at all. 0 where /proc/self/smaps cannot say. */
-size_t pw_bench_file_huge_bytes(const char *path, size_t *mapped);
 
 /* Options of a suite that takes only --json and --help: sets *json and
  * returns -1 to go on, or the exit code (0 after --help, 2 on an unknown

@@ -439,7 +439,7 @@ static double weight_bytes_per_token(const char *path) {
  * many threads together (threads sharing a core add less than a core). */
 static void measure_bandwidth(const model_opts *o, capture_result *c) {
     c->bytes_per_token = weight_bytes_per_token(o->path);
-    c->file_huge = pw_bench_file_huge_bytes(o->path, &c->file_resident);
+    c->file_huge = pw_pages_file_huge_bytes(o->path, &c->file_resident);
     for (int t = 0; t < o->n_thread_counts; t++) {
         const char *how;
         c->stream_gbs[t] = pw_bench_stream_gbs((int)o->thread_counts[t], 5);

@@ -16,7 +16,8 @@
  * buffer is read both ways and the ceiling is the faster. */
 #include "bench.h"
 
-#include <limits.h>
+#include "piecewise/extend.h" /* pw_pages_huge_bytes */
+
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -90,55 +91,6 @@ static double one_pass(const uint64_t *buf, size_t words, int threads) {
 
 #define HUGE_PAGE ((size_t)2 << 20)
 
-/* /proc/self/smaps: a header line per mapping ("lo-hi perms offset dev
- * inode path"), then its fields. Sums the huge-page fields of the
- * mappings that hold address p (path NULL) or map the file at path (p
- * NULL); *mapped, when asked, gets their Rss. */
-static size_t smaps_huge(const void *p, const char *path, size_t *mapped) {
-    if (mapped) *mapped = 0;
-    FILE *f = fopen("/proc/self/smaps", "r");
-    if (!f) return 0;
-    char line[4096 + 128];
-    int inside = 0;
-    size_t huge = 0;
-    while (fgets(line, sizeof line, f)) {
-        unsigned long lo, hi, kb;
-        char dash;
-        int name_at = 0;
-        if (sscanf(line, "%lx%c%lx %*s %*s %*s %*s %n", &lo, &dash, &hi, &name_at) == 3 &&
-            dash == '-') {
-            if (p) {
-                inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
-            } else {
-                char *name = line + name_at;
-                name[strcspn(name, "\n")] = 0;
-                inside = name_at > 0 && strcmp(name, path) == 0;
-            }
-            continue;
-        }
-        if (!inside) continue;
-        if (sscanf(line, "AnonHugePages: %lu kB", &kb) == 1 ||
-            sscanf(line, "FilePmdMapped: %lu kB", &kb) == 1)
-            huge += (size_t)kb * 1024;
-        else if (mapped && sscanf(line, "Rss: %lu kB", &kb) == 1)
-            *mapped += (size_t)kb * 1024;
-    }
-    fclose(f);
-    return huge;
-}
-
-size_t pw_bench_mapped_huge_bytes(const void *p, size_t n) {
-    size_t huge = smaps_huge(p, NULL, NULL);
-    return huge < n ? huge : n;
-}
-
-size_t pw_bench_file_huge_bytes(const char *path, size_t *mapped) {
-    char real[PATH_MAX];
-    if (mapped) *mapped = 0;
-    if (!path || !realpath(path, real)) return 0;
-    return smaps_huge(NULL, real, mapped);
-}
-
 double pw_bench_stream_gbs_pages(int threads, int repeats, int huge, double *huge_share) {
     if (huge_share) *huge_share = 0;
     if (threads < 1) threads = 1;
@@ -156,7 +108,7 @@ double pw_bench_stream_gbs_pages(int threads, int repeats, int huge, double *hug
 #endif
     for (size_t i = 0; i < words; i++) buf[i] = i; /* every page backed before timing */
     if (huge_share)
-        *huge_share = (double)pw_bench_mapped_huge_bytes(buf, STREAM_BYTES) / (double)STREAM_BYTES;
+        *huge_share = (double)pw_pages_huge_bytes(buf, NULL) / (double)STREAM_BYTES;
     double best = 0;
     for (int r = 0; r < repeats; r++) {
         double g = one_pass(buf, words, threads);

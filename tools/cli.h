@@ -18,6 +18,7 @@ int pw_cmd_chat(int argc, char **argv);
 int pw_cmd_serve(int argc, char **argv);
 int pw_cmd_synth(int argc, char **argv);
 int pw_cmd_perplexity(int argc, char **argv);
+int pw_cmd_cache(int argc, char **argv);
 
 /* Prints "piecewise: <what>: <last error>" to stderr and returns 1. */
 int pw_cli_fail(const char *what, pw_status s);

@@ -21,6 +21,7 @@ static const pw_cli_command commands[] = {
     {"chat", pw_cmd_chat, "chat interactively with a model that has a chat template"},
     {"serve", pw_cmd_serve, "serve a model over HTTP with OpenAI's API (continuous batching)"},
     {"perplexity", pw_cmd_perplexity, "perplexity and KL divergence of a model on a text (llama.cpp's method)"},
+    {"cache", pw_cmd_cache, "read a model file into the page cache in 2 MiB pages, which decode reads faster"},
     {"synth", pw_cmd_synth, "write a synthetic model at a real model's shape (1B-8B) for benchmarks"},
 };
 

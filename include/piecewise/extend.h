@@ -189,6 +189,32 @@ PW_API pw_status pw_file_create_new(const char *path, const char *what, int *fd)
 PW_API pw_status pw_file_write_all_sync(int fd, const void *buf, size_t n, const char *what,
                                         const char *path);
 
+/* How the kernel holds a file's pages (src/core/pages.c): its size, the
+ * bytes of it resident in a mapping, and of those the ones mapped in huge
+ * pages (2 MiB on x86-64). */
+typedef struct pw_file_pages {
+    uint64_t size, resident, huge;
+} pw_file_pages;
+
+/* Bytes of the mapping that holds addr mapped in huge pages (anonymous,
+ * file or shared memory); *resident (may be NULL) gets its resident bytes.
+ * 0 where /proc/self/smaps cannot say (not Linux, no /proc). */
+PW_API size_t pw_pages_huge_bytes(const void *addr, size_t *resident);
+/* The same over this process's mappings of the file at path. */
+PW_API size_t pw_pages_file_huge_bytes(const char *path, size_t *resident);
+
+/* Brings the regular file at path (links followed, as a model path) into
+ * the page cache: maps it with huge-page advice and reads a byte of every
+ * page, then reports in *before how it is held. With `recache`, when part
+ * of it sits in small pages, drops the file's cached pages that no process
+ * maps and reads them again, now in 2 MiB folios where the kernel makes
+ * them for files, and reports that in *after (else *after = *before).
+ * Nothing is written; a process that maps the file keeps its pages.
+ * Errors: those of pw_file_open_regular; PW_ERR_IO when it cannot be
+ * mapped or its pages dropped. */
+PW_API pw_status pw_file_cache_pages(const char *path, bool recache, pw_file_pages *before,
+                                     pw_file_pages *after);
+
 #ifdef __cplusplus
 }
 #endif
