@@ -63,6 +63,9 @@ printf '%-8s %10s %10s %7s %12s %12s %7s\n' family "llama t/s" "pw t/s" ratio "l
 for fam in "${families[@]}"; do
   v=$(vocab_of "$fam")
   file=$("$pw" synth --family "$fam" --shape "$shape" --type "$type" --vocab "$vocabs/$v" 2>/dev/null)
+  # both engines map the file from the page cache: the same pages for
+  # both, in 2 MiB folios where the kernel makes them (docs/gguf.md)
+  "$pw" cache "$file" | sed -n '1p;$p' | sed "s|^|page cache: |" >&2
   : >"$tmp/lw"; : >"$tmp/pwall"; : >"$tmp/lc"; : >"$tmp/pc"
   for ((r = 0; r < rounds; r++)); do
     for who in llama pw; do

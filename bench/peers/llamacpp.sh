@@ -416,6 +416,9 @@ compare() {
     start_load=$(loadavg)
     start_time=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
     log "llama.cpp from $BIN; $REPEATS rounds of $RUNS run(s) per measurement, $TOKENS decode tokens, piecewise PW_KERNEL_ISA=$PW_ISA"
+    # both engines map MODEL from the page cache: the same pages for both,
+    # in 2 MiB folios where the kernel makes them (docs/gguf.md)
+    log "page cache: $("$PW_BUILD/piecewise" cache "$MODEL" | tail -1)"
     # tg1's piecewise run also gives the prefill figure: its llama.cpp
     # partners (tg1 and pp) sit on either side of it, in turn.
     local r key
