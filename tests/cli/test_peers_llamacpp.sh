@@ -167,6 +167,7 @@ mkdir -p "$pwfake"
 cat >"$pwfake/piecewise" <<'EOF'
 #!/usr/bin/env bash
 if [ "$1" = run ]; then echo "P rss" >>"$PEER_LOG"; exit 0; fi
+if [ "$1" = cache ]; then echo "$2: 1.0 MiB, 100.0% of it in 2 MiB pages"; echo "C $2" >>"$PEER_LOG.cache"; exit 0; fi
 args="$*"
 case $args in *"--batch 16"*) kind=b16 ;; *"--threads 2"*) kind=tg2 ;; *) kind=tg1 ;; esac
 echo "P $kind ISA=$PW_KERNEL_ISA" >>"$PEER_LOG"
@@ -209,9 +210,12 @@ p b16 1 100
 p b16 2 100
 p b16 3 100
 EOF
-: >"$tmp/log"
+: >"$tmp/log"; : >"$tmp/log.cache"
 PEER_LOG=$tmp/log PEER_FIGURES=$tmp/figures PW_BUILD=$pwfake \
   expect 0 "llama-bench -p 0 -n 64 -t 2 failed" compare --repeats 3 "$model"
+# the file page-cached once, before the first round, and the state logged
+[ "$(cat "$tmp/log.cache")" = "C $model" ] || { echo "FAIL: piecewise cache calls: $(cat "$tmp/log.cache")"; fail=1; }
+grep -qF "page cache: $model: 1.0 MiB, 100.0% of it in 2 MiB pages" "$tmp/err" || { echo "FAIL: no page-cache line: $(cat "$tmp/err")"; fail=1; }
 expect_out "| decode batch 1, 1 thread (tok/s)      |     100.0 |     200.0 |  2.00x |       2.00x |    1.50-3.00x |     3 |"
 expect_out "| decode batch 1, 2 threads (tok/s)     |     100.0 |     130.0 |  1.30x |       1.25x |    1.20-1.30x |     2 |"
 expect_out "| prefill 128 tokens, 1 thread (tok/s)  |      10.0 |      30.0 |  3.00x |       3.00x |    2.00-4.00x |     3 |"
