@@ -21,7 +21,9 @@
  *             the weight bytes a token reads (every tensor once, one row
  *             of the token embedding unless it is also the LM head; the
  *             KV cache left out) times tok/s, and its share of the read
- *             bandwidth the same number of threads measure (bench_stream.c).
+ *             bandwidth the same number of threads measure over 4 KiB and
+ *             over 2 MiB pages, the faster (bench_stream.c); and how much
+ *             of the model file's mapping the kernel holds in 2 MiB pages.
  *   prefill   one request whose prompt fills max_num_batched_tokens, in the
  *             default mode (FULL_AND_PIECEWISE: a prefill step runs
  *             PIECEWISE) and without the prefix cache, so every run
@@ -126,8 +128,10 @@ static void usage(FILE *f) {
             "                             only: no NONE or PIECEWISE decode, no capture-path,\n"
             "                             forced warm-up or graph-pool measurements (what the\n"
             "                             peer script compares; a fraction of the time); decode\n"
-            "                             against the read bandwidth and prefill against the\n"
-            "                             int8 dot-product peak (bench peak) on the CPU\n"
+            "                             against the read bandwidth (the faster of 4 KiB and\n"
+            "                             2 MiB pages) with the model file's share in 2 MiB\n"
+            "                             pages, and prefill against the int8 dot-product\n"
+            "                             peak (bench peak) on the CPU\n"
             PW_CLI_CAPTURE_HELP
             PW_CLI_GRAPH_CACHE_HELP
             PW_CLI_TP_HELP

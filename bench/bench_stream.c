@@ -9,9 +9,10 @@
  * the best of `repeats` passes of the whole buffer: a ceiling, which a
  * loaded machine can only lower.
  *
- * The page size moves the figure by a third on some hosts (AMD EPYC, one
- * thread: about 17-20 GB/s over 4 KiB pages, 25-30 GB/s over 2 MiB ones):
- * a read that crosses a page every 4 KiB waits on the TLB. The weights are
+ * The page size moves the figure on some hosts (AMD EPYC, one thread:
+ * 24.5-27.8 GB/s over 4 KiB pages against 28.0-29.0 over 2 MiB ones in
+ * three runs): a read that crosses a page every 4 KiB waits on the TLB,
+ * more or less as the host's other tenants fill it. The weights are
  * mapped with huge pages where the kernel grants them (gguf.c), so the
  * buffer is read both ways and the ceiling is the faster. */
 #include "bench.h"

@@ -2,8 +2,9 @@
  * brought into 2 MiB folios (include/piecewise/extend.h).
  *
  * Decode reads every weight once per token. Over 4 KiB pages each 4 KiB of
- * weights costs a TLB walk, and one core streams about a tenth to a third
- * slower than over 2 MiB pages (`piecewise bench peak` measures both). The
+ * weights costs a TLB walk: one core of the AMD EPYC test host streamed
+ * 1-18% slower than over 2 MiB pages (`piecewise bench peak` measures
+ * both), and decode ran about 7% slower (docs/gguf.md). The
  * model file is mapped with huge-page advice (model/gguf.c), which makes
  * the kernel read uncached parts of it in 2 MiB folios; parts already
  * cached keep the folios their writer (a download, a copy) made. The only

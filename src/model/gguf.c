@@ -509,8 +509,9 @@ pw_status pw_gguf_open(const char *path, pw_gguf **out) {
         g->base = m;
 #ifdef MADV_HUGEPAGE
         /* Decode reads every weight once per token, and a read that
-         * crosses a 4 KiB page every 4 KiB waits on the TLB: one core
-         * streams about a third faster over 2 MiB pages (bench peak). With
+         * crosses a 4 KiB page every 4 KiB waits on the TLB: one core of
+         * the AMD EPYC test host streamed 1-18% faster over 2 MiB pages
+         * (bench peak, three runs), decode 7% (docs/gguf.md). With
          * this advice the kernel reads the file's pages that are not yet
          * cached in 2 MiB folios and maps those with huge pages; pages
          * already cached keep the size they were cached with. Advice
