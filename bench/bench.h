@@ -28,14 +28,16 @@ double pw_bench_peak_int8_gops_threads(int threads, int repeats, const char **ho
 
 /* The cores this process may run on (online CPUs). */
 int pw_bench_cores(void);
-/* Memory read bandwidth in GB/s with `threads` threads reading their own
- * slices of one 512 MiB buffer at once (best of `repeats` passes;
- * bench_stream.c), over 4 KiB pages and over 2 MiB pages where the kernel
- * grants them: the faster, the ceiling; 0 when it cannot be measured. */
-double pw_bench_stream_gbs(int threads, int repeats);
-/* One page size: `huge` nonzero asks for 2 MiB pages; *huge_share (may be
- * NULL) is the share of the buffer the kernel backed with them. */
-double pw_bench_stream_gbs_pages(int threads, int repeats, int huge, double *huge_share);
+/* Memory read bandwidth with `threads` threads reading their own slices
+ * of one 512 MiB buffer at once (best of `repeats` passes; bench_stream.c),
+ * over 4 KiB pages and over 2 MiB pages where the kernel grants them. */
+typedef struct pw_bench_stream {
+    double small_gbs, huge_gbs; /* GB/s over each page size; 0: not measured */
+    double huge_share;          /* of the 2 MiB-page buffer, backed with them */
+} pw_bench_stream;
+/* The faster of the two in GB/s, decode's ceiling (0 when neither could
+ * be measured); both, when pages is not NULL. */
+double pw_bench_stream_gbs(int threads, int repeats, pw_bench_stream *pages);
 
 /* Options of a suite that takes only --json and --help: sets *json and
  * returns -1 to go on, or the exit code (0 after --help, 2 on an unknown

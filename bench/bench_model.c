@@ -446,7 +446,7 @@ static void measure_bandwidth(const model_opts *o, capture_result *c) {
     c->file_huge = pw_pages_file_huge_bytes(o->path, &c->file_resident);
     for (int t = 0; t < o->n_thread_counts; t++) {
         const char *how;
-        c->stream_gbs[t] = pw_bench_stream_gbs((int)o->thread_counts[t], 5);
+        c->stream_gbs[t] = pw_bench_stream_gbs((int)o->thread_counts[t], 5, NULL);
         c->int8_gops_at[t] = pw_bench_peak_int8_gops_threads((int)o->thread_counts[t], 5, &how);
     }
 }

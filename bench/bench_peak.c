@@ -299,23 +299,16 @@ int pw_bench_peak(int argc, char **argv) {
     double gi = pw_bench_peak_int8_gops(9, &how_int8);
     int cores = pw_bench_cores();
     double gin = cores > 1 ? pw_bench_peak_int8_gops_threads(cores, 9, &how_int8) : gi;
-    /* [0]: 1 thread, [1]: one per core; small, then huge pages */
-    double bw[2][2], share[2] = {0, 0};
-    for (int w = 0; w < 2; w++) {
-        int threads = w ? cores : 1;
-        bw[w][0] = pw_bench_stream_gbs_pages(threads, 5, 0, NULL);
-        bw[w][1] = pw_bench_stream_gbs_pages(threads, 5, 1, &share[w]);
-    }
-    double bw1 = bw[0][1] > bw[0][0] ? bw[0][1] : bw[0][0];
-    double bwn = bw[1][1] > bw[1][0] ? bw[1][1] : bw[1][0];
+    pw_bench_stream s1, sn;
+    double bw1 = pw_bench_stream_gbs(1, 5, &s1), bwn = pw_bench_stream_gbs(cores, 5, &sn);
     if (json)
         printf("{\"peak_gflop_s\":%.2f,\"method\":\"%s\",\"peak_int8_gop_s\":%.2f,"
                "\"int8_method\":\"%s\",\"peak_int8_gop_s_all\":%.2f,\"stream_gb_s_1\":%.2f,"
                "\"cores\":%d,\"stream_gb_s_all\":%.2f,\"stream_gb_s_1_small_pages\":%.2f,"
                "\"stream_gb_s_1_huge_pages\":%.2f,\"stream_gb_s_all_small_pages\":%.2f,"
                "\"stream_gb_s_all_huge_pages\":%.2f,\"huge_page_share\":%.3f}\n",
-               g, how, gi, how_int8, gin, bw1, cores, bwn, bw[0][0], bw[0][1], bw[1][0], bw[1][1],
-               share[0]);
+               g, how, gi, how_int8, gin, bw1, cores, bwn, s1.small_gbs, s1.huge_gbs, sn.small_gbs,
+               sn.huge_gbs, s1.huge_share);
     else
         printf("f32 peak, 1 thread: %.1f GFLOP/s (%s)\n"
                "int8 dot-product peak, 1 thread: %.1f GOP/s (%s; a multiply-add is 2)\n"
@@ -326,7 +319,7 @@ int pw_bench_peak(int argc, char **argv) {
                "(4 KiB pages %.1f, 2 MiB pages %.1f)\n"
                "(2 MiB pages: the kernel backed %.0f%% of the buffer with them)\n",
                g, how, gi, how_int8, cores, cores == 1 ? "" : "s", gin, gi > 0 ? gin / gi : 0.0,
-               bw1, bw[0][0], bw[0][1], cores, cores == 1 ? "" : "s", bwn, bw[1][0], bw[1][1],
-               100.0 * share[0]);
+               bw1, s1.small_gbs, s1.huge_gbs, cores, cores == 1 ? "" : "s", bwn, sn.small_gbs,
+               sn.huge_gbs, 100.0 * s1.huge_share);
     return 0;
 }

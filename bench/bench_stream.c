@@ -27,7 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #define STREAM_BYTES ((size_t)512 << 20)
@@ -90,37 +89,31 @@ static double one_pass(const uint64_t *buf, size_t words, int threads) {
     return (double)(words * sizeof(uint64_t)) / (double)(t1 - t0 ? t1 - t0 : 1);
 }
 
-#define HUGE_PAGE ((size_t)2 << 20)
-
-double pw_bench_stream_gbs_pages(int threads, int repeats, int huge, double *huge_share) {
-    if (huge_share) *huge_share = 0;
-    if (threads < 1) threads = 1;
-    if (threads > STREAM_MAX_THREADS) threads = STREAM_MAX_THREADS;
-    if (repeats < 1) repeats = 1;
+/* One page size: GB/s, and the share of the buffer the kernel backed
+ * with 2 MiB pages (huge) into *huge_share. */
+static double stream_pages(int threads, int repeats, bool huge, double *huge_share) {
+    *huge_share = 0;
     size_t words = STREAM_BYTES / sizeof(uint64_t);
-    /* a mapping of its own, on a 2 MiB boundary, so that the advice (and
-     * nothing malloc decides) sets the page size */
-    size_t len = STREAM_BYTES + HUGE_PAGE;
-    char *raw = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED) return 0;
-    uint64_t *buf = (uint64_t *)(((uintptr_t)raw + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE);
-#if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
-    (void)madvise(buf, STREAM_BYTES, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
-#endif
+    uint64_t *buf = pw_pages_alloc(STREAM_BYTES, huge);
+    if (!buf) return 0;
     for (size_t i = 0; i < words; i++) buf[i] = i; /* every page backed before timing */
-    if (huge_share)
-        *huge_share = (double)pw_pages_huge_bytes(buf, NULL) / (double)STREAM_BYTES;
+    if (huge) *huge_share = (double)pw_pages_huge_bytes(buf, NULL) / (double)STREAM_BYTES;
     double best = 0;
     for (int r = 0; r < repeats; r++) {
         double g = one_pass(buf, words, threads);
         if (g > best) best = g;
     }
-    munmap(raw, len);
+    pw_pages_free(buf, STREAM_BYTES);
     return best;
 }
 
-double pw_bench_stream_gbs(int threads, int repeats) {
-    double small = pw_bench_stream_gbs_pages(threads, repeats, 0, NULL);
-    double huge = pw_bench_stream_gbs_pages(threads, repeats, 1, NULL);
-    return huge > small ? huge : small;
+double pw_bench_stream_gbs(int threads, int repeats, pw_bench_stream *pages) {
+    if (threads < 1) threads = 1;
+    if (threads > STREAM_MAX_THREADS) threads = STREAM_MAX_THREADS;
+    if (repeats < 1) repeats = 1;
+    pw_bench_stream p;
+    p.small_gbs = stream_pages(threads, repeats, false, &p.huge_share);
+    p.huge_gbs = stream_pages(threads, repeats, true, &p.huge_share);
+    if (pages) *pages = p;
+    return p.huge_gbs > p.small_gbs ? p.huge_gbs : p.small_gbs;
 }

@@ -13,16 +13,16 @@
  *   build/pw_kbench_read_pattern [BLOCK_BYTES] [BLOCKS_PER_ROW]
  * Defaults: 144 and 16 (Q4_K at K = 4096, Llama-3.1-8B's rows); 210 and 8
  * are Q6_K at K = 2048. One thread. */
+#include "piecewise/extend.h" /* pw_pages_alloc */
+
 #include <immintrin.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 
 #define BYTES ((size_t)512 << 20)
-#define HUGE_PAGE ((size_t)2 << 20)
 #define TURNS 5
 
 static double seconds(void) {
@@ -95,13 +95,11 @@ int main(int argc, char **argv) {
         printf("SKIP: this CPU has no AVX-512 (the pattern reads 64-byte vectors)\n");
         return 0;
     }
-    char *raw = mmap(NULL, BYTES + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED) {
-        perror("mmap");
+    char *p = pw_pages_alloc(BYTES, true);
+    if (!p) {
+        fprintf(stderr, "pw_kbench_read_pattern: cannot map %zu bytes\n", BYTES);
         return 1;
     }
-    char *p = (char *)(((uintptr_t)raw + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE);
-    (void)madvise(p, BYTES, MADV_HUGEPAGE);
     memset(p, 1, BYTES);
     const int64_t wrow = bb * nsb;
     printf("blocks of %lld bytes, %lld per row (%lld-byte rows), 512 MiB in 2 MiB pages; "
@@ -119,6 +117,6 @@ int main(int argc, char **argv) {
         }
         printf("%-6d %10.1f %12.1f %14.1f\n", rows, median5(s), median5(t), median5(f));
     }
-    munmap(raw, BYTES + HUGE_PAGE);
+    pw_pages_free(p, BYTES);
     return 0;
 }

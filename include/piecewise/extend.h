@@ -203,6 +203,14 @@ PW_API size_t pw_pages_huge_bytes(const void *addr, size_t *resident);
 /* The same over this process's mappings of the file at path. */
 PW_API size_t pw_pages_file_huge_bytes(const char *path, size_t *resident);
 
+/* Anonymous zeroed memory of `bytes` on a 2 MiB boundary, a mapping of its
+ * own whose page size the advice sets (huge: 2 MiB pages where the kernel
+ * grants them; else 4 KiB ones), not malloc: for measuring what the page
+ * size does. NULL when it cannot be mapped. Free with pw_pages_free(p,
+ * bytes). */
+PW_API void *pw_pages_alloc(size_t bytes, bool huge);
+PW_API void pw_pages_free(void *p, size_t bytes);
+
 /* Brings the regular file at path (links followed, as a model path) into
  * the page cache: maps it with huge-page advice and reads a byte of every
  * page, then reports in *before how it is held. With `recache`, when part

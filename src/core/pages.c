@@ -76,6 +76,31 @@ size_t pw_pages_file_huge_bytes(const char *path, size_t *resident) {
     return h;
 }
 
+#define HUGE_PAGE ((size_t)2 << 20)
+
+void *pw_pages_alloc(size_t bytes, bool huge) {
+    if (bytes == 0 || bytes > SIZE_MAX - 2 * HUGE_PAGE) return NULL;
+    size_t len = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+    /* mapped with a huge page to spare, then trimmed to the boundary, so
+     * that the region is a mapping of its own that pw_pages_free unmaps */
+    char *raw = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return NULL;
+    char *p = (char *)(((uintptr_t)raw + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE);
+    if (p > raw) munmap(raw, (size_t)(p - raw));
+    if (raw + len + HUGE_PAGE > p + len) munmap(p + len, (size_t)(raw + len + HUGE_PAGE - (p + len)));
+#if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
+    (void)madvise(p, len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+#else
+    (void)huge;
+#endif
+    return p;
+}
+
+void pw_pages_free(void *p, size_t bytes) {
+    if (!p || bytes == 0) return;
+    munmap(p, (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE);
+}
+
 /* Maps fd's size bytes with huge-page advice, reads a byte of every page
  * (what is not cached is read from disk), and reports what is resident. */
 static pw_status touch_all(int fd, uint64_t size, const char *path, pw_file_pages *out) {
