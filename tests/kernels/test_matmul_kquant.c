@@ -337,14 +337,16 @@ static void check_random(pw_dtype type, int64_t t, int64_t n, int64_t k) {
  * min at its maximum (all bits set) or every weight zero, against
  * activations all at +127, all at -127, or alternating, so that the
  * decode tiles' packed forms (two chunks' sums in one dword's words, the
- * high nibbles' sums times 16) meet their bounds. One row, then two (the
- * batch tiles), 1 to 9 columns (every decode tile and tail), 2 super-blocks
- * per row. */
+ * high nibbles' sums times 16, the column panels' group sums taking their
+ * scale as words) meet their bounds. One row, then two (the batch tiles),
+ * 1 to 9 columns (every decode tile and tail), then 8 rows (the column
+ * panels of every copy) over 9 and 17 columns (a part panel, a full one and
+ * a tail); 2 super-blocks per row. */
 static void check_extremes(pw_dtype type) {
-    const int64_t k = 2 * 256, n = 9;
+    const int64_t k = 2 * 256, n = 17;
     const int64_t bb = bytes_of(type), nb = n * (k / 256);
     uint8_t *w = malloc((size_t)(nb * bb));
-    float *x = malloc((size_t)(2 * k) * sizeof *x);
+    float *x = malloc((size_t)(8 * k) * sizeof *x);
     for (int wk = 0; wk < 2; wk++) {
         for (int64_t b = 0; b < nb; b++) {
             uint8_t *blk = w + b * bb;
@@ -359,12 +361,14 @@ static void check_extremes(pw_dtype type) {
             }
         }
         for (int xk = 0; xk < 3; xk++) {
-            for (int64_t j = 0; j < 2 * k; j++)
+            for (int64_t j = 0; j < 8 * k; j++)
                 x[j] = xk == 0 ? 1.0f : xk == 1 ? -1.0f : (j % 2 ? -2.0f : 2.0f);
-            for (int64_t cols = 1; cols <= n; cols += 2) {
+            for (int64_t cols = 1; cols <= 9; cols += 2) {
                 check_product(type, x, w, 1, cols, k, "extreme");
-                check_product(type, x, w, 2, cols + 1 < n ? cols + 1 : n, k, "extreme");
+                check_product(type, x, w, 2, cols + 1, k, "extreme");
             }
+            check_product(type, x, w, 8, 9, k, "extreme");
+            check_product(type, x, w, 8, n, k, "extreme");
         }
     }
     free(w), free(x);

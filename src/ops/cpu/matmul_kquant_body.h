@@ -2124,6 +2124,23 @@ KQ_INLINE __m256 kp_load_cols(const float *y, int hc) {
 }
 #endif
 
+/* The vpdpbusd chains of a row's group sum (kp_rows): Q4_K's two sums of
+ * 16 elements and Q5_K's four of 8 each fit a signed word, so each takes
+ * its scale in one vpdpwssd; Q6_K's one sum of 16 takes vpmulld (two
+ * chains measured 0.96-0.98x from L2). -D overrides are for measuring. */
+#ifndef KP_CHAINS_Q4_K
+#define KP_CHAINS_Q4_K 2
+#endif
+#ifndef KP_CHAINS_Q5_K
+#define KP_CHAINS_Q5_K 4
+#endif
+#ifndef KP_CHAINS_Q6_K
+#define KP_CHAINS_Q6_K 1
+#endif
+KQ_INLINE int kp_chains(pw_dtype type) {
+    return type == PW_Q4_K ? KP_CHAINS_Q4_K : type == PW_Q5_K ? KP_CHAINS_Q5_K : KP_CHAINS_Q6_K;
+}
+
 /* rows x KP_VLANES outputs (panel columns c0.., hc of them real) over the
  * panel's ns super-blocks, which are the row's s0..s0+ns-1; the running
  * sums start from +0 (s0 = 0) or from y. Each panel vector is loaded once
@@ -2168,19 +2185,42 @@ KQ_INLINE void kp_rows(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, i
         for (int g = 0; g < groups; g++) {
             const kp_vi scv = KP_LOADI(&p->sc[s][g][c0]);
 #if KP_DPBUSD
-            kp_vi pg[KP_TILE_ROWS];
+            /* nch sums per row (kp_chains), dword j into sum j % nch: the
+             * integer sums are exact in any order */
+            const int nch = kp_chains(type);
+            kp_vi pg[4][KP_TILE_ROWS];
 #pragma GCC unroll 8
-            for (int r = 0; r < rows; r++)
-                pg[r] = type == PW_Q6_K ? KP_SET1(aside[r][g]) : KP_ZERO();
+            for (int r = 0; r < rows; r++) {
+                pg[0][r] = type == PW_Q6_K ? KP_SET1(aside[r][g]) : KP_ZERO();
+#pragma GCC unroll 4
+                for (int h = 1; h < nch; h++) pg[h][r] = KP_ZERO();
+            }
 #pragma GCC unroll 8
             for (int j = gd * g; j < gd * g + gd; j++) {
                 const kp_vi wv = KP_LOADI(&p->w[s][j][c0]);
+                const int h = (j - gd * g) % nch;
 #pragma GCC unroll 8
                 for (int r = 0; r < rows; r++)
-                    pg[r] = KP_DOT4(pg[r], wv, KP_SET1(kq_dword(a[r] + 4 * j)));
+                    pg[h][r] = KP_DOT4(pg[h][r], wv, KP_SET1(kq_dword(a[r] + 4 * j)));
             }
+            if (type != PW_Q6_K && gd / nch * 4 * (type == PW_Q4_K ? 15 : 31) * 128 < 32768) {
+                /* each chain's sum fits a signed word, and its high word is
+                 * its sign: vpdpwssd against the scale dword (sc, 0) adds
+                 * sum * sc exactly, one operation for vpmulld's two and the
+                 * add */
 #pragma GCC unroll 8
-            for (int r = 0; r < rows; r++) is[r] = KP_ADDI(is[r], KP_MULLO(pg[r], scv));
+                for (int r = 0; r < rows; r++)
+#pragma GCC unroll 4
+                    for (int h = 0; h < nch; h++) is[r] = KP_DOTW(is[r], pg[h][r], scv);
+            } else {
+#pragma GCC unroll 8
+                for (int r = 0; r < rows; r++) {
+                    kp_vi t = pg[0][r];
+#pragma GCC unroll 4
+                    for (int h = 1; h < nch; h++) t = KP_ADDI(t, pg[h][r]);
+                    is[r] = KP_ADDI(is[r], KP_MULLO(t, scv));
+                }
+            }
 #if defined(PW_ISA_AVX512VNNI_COPY)
             /* An empty asm that takes each row's sum, so the compiler keeps
              * the groups in order: without it GCC hoisted every group's
