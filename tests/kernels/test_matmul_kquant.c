@@ -555,7 +555,7 @@ static void check_type(pw_dtype type) {
                                         {9, 18, 9},
                                         /* and over several panel slices of
                                          * K, the last partial */
-                                        {10, 20, 20},
+                                        {10, 20, 22},
                                         /* odd batches over three panels, the
                                          * last partial: the two-row tiles,
                                          * their leftover row and the next
