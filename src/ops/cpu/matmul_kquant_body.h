@@ -2290,22 +2290,25 @@ KQ_INLINE void kp_rows(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, i
  * rows run, so that its pack does not wait on memory. */
 typedef struct kp_prefetch {
     const char *p;
-    int64_t stride, lines, per_tile;
-    int rows, r, line;
+    int64_t stride, lines;
+    int rows, per_tile, r;
 } kp_prefetch;
 
 KQ_INLINE kp_prefetch kp_prefetch_make(const uint8_t *p, int64_t stride, int64_t bytes, int rows,
                                        int64_t tiles) {
-    kp_prefetch f = {(const char *)p, stride, (bytes + 63) / 64 + 1, 0, rows, 0, 0};
     if (tiles < 1) tiles = 1;
-    f.per_tile = (f.lines * rows + tiles - 1) / tiles;
+    /* whole rows per tile: a row's lines are one short loop, where a
+     * line at a time cost a few instructions of bookkeeping each (about
+     * a sixth of a 4-row product's time, weights in L2) */
+    kp_prefetch f = {(const char *)p, stride, (bytes + 63) / 64 + 1, rows,
+                     (int)((rows + tiles - 1) / tiles), 0};
     return f;
 }
 
 KQ_INLINE void kp_prefetch_step(kp_prefetch *f) {
-    for (int64_t i = 0; i < f->per_tile && f->r < f->rows; i++) {
-        _mm_prefetch(f->p + f->r * f->stride + f->line * 64, _MM_HINT_T1);
-        if (++f->line == f->lines) f->line = 0, f->r++;
+    for (int i = 0; i < f->per_tile && f->r < f->rows; i++, f->r++) {
+        const char *row = f->p + f->r * f->stride;
+        for (int64_t l = 0; l < f->lines; l++) _mm_prefetch(row + l * 64, _MM_HINT_T1);
     }
 }
 
