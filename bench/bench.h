@@ -30,13 +30,15 @@ double pw_bench_peak_int8_gops_threads(int threads, int repeats, const char **ho
 int pw_bench_cores(void);
 /* Memory read bandwidth with `threads` threads reading their own slices
  * of one 512 MiB buffer at once (best of `repeats` passes; bench_stream.c),
- * over 4 KiB pages and over 2 MiB pages where the kernel grants them. */
+ * over 4 KiB pages and over 2 MiB pages where the kernel grants them, and
+ * over the latter again with software prefetch, as decode's tiles read. */
 typedef struct pw_bench_stream {
     double small_gbs, huge_gbs; /* GB/s over each page size; 0: not measured */
+    double prefetch_gbs;        /* GB/s, 2 MiB pages, lines prefetched ahead */
     double huge_share;          /* of the 2 MiB-page buffer, backed with them */
 } pw_bench_stream;
-/* The faster of the two in GB/s, decode's ceiling (0 when neither could
- * be measured); both, when pages is not NULL. */
+/* The fastest of the three in GB/s, decode's ceiling (0 when none could
+ * be measured); each, when pages is not NULL. */
 double pw_bench_stream_gbs(int threads, int repeats, pw_bench_stream *pages);
 
 /* Options of a suite that takes only --json and --help: sets *json and

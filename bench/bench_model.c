@@ -128,8 +128,9 @@ static void usage(FILE *f) {
             "                             only: no NONE or PIECEWISE decode, no capture-path,\n"
             "                             forced warm-up or graph-pool measurements (what the\n"
             "                             peer script compares; a fraction of the time); decode\n"
-            "                             against the read bandwidth (the faster of 4 KiB and\n"
-            "                             2 MiB pages) with the model file's share in 2 MiB\n"
+            "                             against the read bandwidth (the fastest of 4 KiB\n"
+            "                             pages, 2 MiB pages and 2 MiB pages with software\n"
+            "                             prefetch) with the model file's share in 2 MiB\n"
             "                             pages, and prefill against the int8 dot-product\n"
             "                             peak (bench peak) on the CPU\n"
             PW_CLI_CAPTURE_HELP

@@ -306,20 +306,22 @@ int pw_bench_peak(int argc, char **argv) {
                "\"int8_method\":\"%s\",\"peak_int8_gop_s_all\":%.2f,\"stream_gb_s_1\":%.2f,"
                "\"cores\":%d,\"stream_gb_s_all\":%.2f,\"stream_gb_s_1_small_pages\":%.2f,"
                "\"stream_gb_s_1_huge_pages\":%.2f,\"stream_gb_s_all_small_pages\":%.2f,"
-               "\"stream_gb_s_all_huge_pages\":%.2f,\"huge_page_share\":%.3f}\n",
+               "\"stream_gb_s_all_huge_pages\":%.2f,\"stream_gb_s_1_prefetch\":%.2f,"
+               "\"stream_gb_s_all_prefetch\":%.2f,\"huge_page_share\":%.3f}\n",
                g, how, gi, how_int8, gin, bw1, cores, bwn, s1.small_gbs, s1.huge_gbs, sn.small_gbs,
-               sn.huge_gbs, s1.huge_share);
+               sn.huge_gbs, s1.prefetch_gbs, sn.prefetch_gbs, s1.huge_share);
     else
         printf("f32 peak, 1 thread: %.1f GFLOP/s (%s)\n"
                "int8 dot-product peak, 1 thread: %.1f GOP/s (%s; a multiply-add is 2)\n"
                "int8 dot-product peak, %d thread%s (one per core, together): %.1f GOP/s "
                "(%.2fx one thread)\n"
-               "memory read bandwidth, 1 thread: %.1f GB/s (4 KiB pages %.1f, 2 MiB pages %.1f)\n"
+               "memory read bandwidth, 1 thread: %.1f GB/s (4 KiB pages %.1f, 2 MiB pages %.1f, "
+               "2 MiB pages with software prefetch %.1f)\n"
                "memory read bandwidth, %d thread%s (one per core, together): %.1f GB/s "
-               "(4 KiB pages %.1f, 2 MiB pages %.1f)\n"
+               "(4 KiB pages %.1f, 2 MiB pages %.1f, with software prefetch %.1f)\n"
                "(2 MiB pages: the kernel backed %.0f%% of the buffer with them)\n",
                g, how, gi, how_int8, cores, cores == 1 ? "" : "s", gin, gi > 0 ? gin / gi : 0.0,
-               bw1, s1.small_gbs, s1.huge_gbs, cores, cores == 1 ? "" : "s", bwn, sn.small_gbs,
-               sn.huge_gbs, 100.0 * s1.huge_share);
+               bw1, s1.small_gbs, s1.huge_gbs, s1.prefetch_gbs, cores, cores == 1 ? "" : "s", bwn,
+               sn.small_gbs, sn.huge_gbs, sn.prefetch_gbs, 100.0 * s1.huge_share);
     return 0;
 }

@@ -26,7 +26,7 @@ if ! "$bin" bench launch --device cuda --kernels 4 >/dev/null 2>"$tmp/err"; then
   # without a GPU (or the CUDA backend) the refusal says why, exit 1
   grep -qE "device cuda: |no CUDA kernel set" "$tmp/err" || { echo "FAIL: bench launch --device cuda: $(cat "$tmp/err")"; fail=1; }
 fi
-"$bin" bench peak --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["peak_gflop_s"] > 0 and d["peak_int8_gop_s"] > 0 and d["stream_gb_s_1"] > 0 and d["stream_gb_s_all"] > 0 and d["cores"] >= 1 and d["peak_int8_gop_s_all"] > 0 and d["stream_gb_s_1"] == max(d["stream_gb_s_1_small_pages"], d["stream_gb_s_1_huge_pages"]) and d["stream_gb_s_all"] == max(d["stream_gb_s_all_small_pages"], d["stream_gb_s_all_huge_pages"]) and 0 <= d["huge_page_share"] <= 1' \
+"$bin" bench peak --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["peak_gflop_s"] > 0 and d["peak_int8_gop_s"] > 0 and d["stream_gb_s_1"] > 0 and d["stream_gb_s_all"] > 0 and d["cores"] >= 1 and d["peak_int8_gop_s_all"] > 0 and d["stream_gb_s_1"] == max(d["stream_gb_s_1_small_pages"], d["stream_gb_s_1_huge_pages"], d["stream_gb_s_1_prefetch"]) and d["stream_gb_s_all"] == max(d["stream_gb_s_all_small_pages"], d["stream_gb_s_all_huge_pages"], d["stream_gb_s_all_prefetch"]) and d["stream_gb_s_1_prefetch"] > 0 and 0 <= d["huge_page_share"] <= 1' \
   || { echo "FAIL: bench peak --json"; fail=1; }
 
 if [ -f "$model" ]; then
