@@ -2149,8 +2149,20 @@ KQ_INLINE __m256 kp_load_cols(const float *y, int hc) {
 #ifndef KP_CHAINS_Q6_K
 #define KP_CHAINS_Q6_K 1
 #endif
+#define KP_MAX_CHAINS 4 /* sums a row that kp_rows holds */
+_Static_assert(KP_CHAINS_Q4_K <= KP_MAX_CHAINS && KP_CHAINS_Q5_K <= KP_MAX_CHAINS &&
+                   KP_CHAINS_Q6_K <= KP_MAX_CHAINS,
+               "kp_rows holds at most KP_MAX_CHAINS sums a row");
 KQ_INLINE int kp_chains(pw_dtype type) {
     return type == PW_Q4_K ? KP_CHAINS_Q4_K : type == PW_Q5_K ? KP_CHAINS_Q5_K : KP_CHAINS_Q6_K;
+}
+/* Whether each chain's sum fits a signed word (so that vpdpwssd against
+ * the scale dword (sc, 0) adds sum * sc exactly): the elements of a chain
+ * times the largest |u a|, u up to 15 (Q4_K) or 31 (Q5_K), below 2^15.
+ * Q6_K's sums start from the offset -32 bs_g and never take this path. */
+KQ_INLINE bool kp_word_sums(pw_dtype type) {
+    return type != PW_Q6_K &&
+           8 / kp_chains(type) * 4 * (type == PW_Q4_K ? 15 : 31) * 128 < 32768;
 }
 
 /* rows x KP_VLANES outputs (panel columns c0.., hc of them real) over the
@@ -2200,7 +2212,7 @@ KQ_INLINE void kp_rows(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, i
             /* nch sums per row (kp_chains), dword j into sum j % nch: the
              * integer sums are exact in any order */
             const int nch = kp_chains(type);
-            kp_vi pg[4][KP_TILE_ROWS];
+            kp_vi pg[KP_MAX_CHAINS][KP_TILE_ROWS];
 #pragma GCC unroll 8
             for (int r = 0; r < rows; r++) {
                 pg[0][r] = type == PW_Q6_K ? KP_SET1(aside[r][g]) : KP_ZERO();
@@ -2215,11 +2227,9 @@ KQ_INLINE void kp_rows(float *y, int64_t ldy, const uint8_t *xa, int64_t xrow, i
                 for (int r = 0; r < rows; r++)
                     pg[h][r] = KP_DOT4(pg[h][r], wv, KP_SET1(kq_dword(a[r] + 4 * j)));
             }
-            if (type != PW_Q6_K && gd / nch * 4 * (type == PW_Q4_K ? 15 : 31) * 128 < 32768) {
-                /* each chain's sum fits a signed word, and its high word is
-                 * its sign: vpdpwssd against the scale dword (sc, 0) adds
-                 * sum * sc exactly, one operation for vpmulld's two and the
-                 * add */
+            if (kp_word_sums(type)) {
+                /* a word-sized sum's high word is its sign: one vpdpwssd
+                 * for vpmulld's two operations and the add */
 #pragma GCC unroll 8
                 for (int r = 0; r < rows; r++)
 #pragma GCC unroll 4
