@@ -16,6 +16,7 @@
 #include "internal.h" /* pw_host_fail_nth */
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 
 static const pw_dtype types[] = {PW_Q5_0, PW_Q5_1, PW_Q4_K, PW_Q5_K, PW_Q6_K};
@@ -340,13 +341,14 @@ static void check_random(pw_dtype type, int64_t t, int64_t n, int64_t k) {
  * high nibbles' sums times 16, the column panels' group sums taking their
  * scale as words) meet their bounds. One row, then two (the batch tiles),
  * 1 to 9 columns (every decode tile and tail), then 8 rows (the column
- * panels of every copy) over 9 and 17 columns (a part panel, a full one and
- * a tail); 2 super-blocks per row. */
+ * panels of every copy) and 16 (the AVX-512 copy's row-lane panels) over 9
+ * and 17 columns (a part panel, a full one and a tail); 2 super-blocks per
+ * row. */
 static void check_extremes(pw_dtype type) {
     const int64_t k = 2 * 256, n = 17;
     const int64_t bb = bytes_of(type), nb = n * (k / 256);
     uint8_t *w = malloc((size_t)(nb * bb));
-    float *x = malloc((size_t)(8 * k) * sizeof *x);
+    float *x = malloc((size_t)(16 * k) * sizeof *x);
     for (int wk = 0; wk < 2; wk++) {
         for (int64_t b = 0; b < nb; b++) {
             uint8_t *blk = w + b * bb;
@@ -361,7 +363,7 @@ static void check_extremes(pw_dtype type) {
             }
         }
         for (int xk = 0; xk < 3; xk++) {
-            for (int64_t j = 0; j < 8 * k; j++)
+            for (int64_t j = 0; j < 16 * k; j++)
                 x[j] = xk == 0 ? 1.0f : xk == 1 ? -1.0f : (j % 2 ? -2.0f : 2.0f);
             for (int64_t cols = 1; cols <= 9; cols += 2) {
                 check_product(type, x, w, 1, cols, k, "extreme");
@@ -369,6 +371,8 @@ static void check_extremes(pw_dtype type) {
             }
             check_product(type, x, w, 8, 9, k, "extreme");
             check_product(type, x, w, 8, n, k, "extreme");
+            check_product(type, x, w, 16, 9, k, "extreme");
+            check_product(type, x, w, 16, n, k, "extreme");
         }
     }
     free(w), free(x);
@@ -469,18 +473,51 @@ static void check_invariance(pw_dtype type, int64_t n, int64_t k) {
     free(x), free(w), free(y);
 }
 
-/* When the activations' buffer cannot grow, rows go a few at a time
- * through the stack and give the same bits. */
+/* A product on a thread of its own, with the fail-th host allocation
+ * failing (0: none). A new thread has no per-thread buffers yet, so its
+ * allocations come in a fixed order: the activations' buffer record, then
+ * its bytes; then (the AVX-512 copy's row-lane panels, 16 rows and more)
+ * the panels' buffer record, then its bytes. */
+typedef struct fresh_run {
+    pw_dtype type;
+    const float *x;
+    const uint8_t *w;
+    int64_t t, n, k;
+    int fail;
+    float *y;
+} fresh_run;
+
+static void *fresh_run_main(void *arg) {
+    fresh_run *r = arg;
+    pw_host_fail_nth(r->fail);
+    r->y = run(r->type, r->x, r->w, r->t, r->n, r->k);
+    pw_host_fail_nth(0);
+    return NULL;
+}
+
+static float *run_on_fresh_thread(int fail, pw_dtype type, const float *x, const uint8_t *w,
+                                  int64_t t, int64_t n, int64_t k) {
+    fresh_run r = {type, x, w, t, n, k, fail, NULL};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, fresh_run_main, &r) == 0);
+    CHECK(pthread_join(th, NULL) == 0);
+    return r.y;
+}
+
+/* When the activations' buffer cannot be had, rows go a few at a time
+ * through the stack; when the row-lane panels' buffer cannot, their rows
+ * go through the column panels. Both give the same bits. */
 static void check_out_of_memory(pw_dtype type) {
     const int64_t t = 40, n = 12, k = 4096;
     float *x = kt_random((size_t)(t * k));
     uint8_t *w = random_blocks(type, n, k);
-    pw_host_fail_nth(1);
-    float *chunked = run(type, x, w, t, n, k);
-    pw_host_fail_nth(0);
-    float *whole = run(type, x, w, t, n, k);
-    CHECK(kt_bitwise_equal(chunked, whole, (size_t)(t * n) * sizeof *whole));
-    free(x), free(w), free(chunked), free(whole);
+    float *whole = run_on_fresh_thread(0, type, x, w, t, n, k);
+    for (int fail = 2; fail <= (is_super(type) ? 4 : 2); fail += 2) {
+        float *y = run_on_fresh_thread(fail, type, x, w, t, n, k);
+        CHECK(kt_bitwise_equal(y, whole, (size_t)(t * n) * sizeof *whole));
+        free(y);
+    }
+    free(x), free(w), free(whole);
 }
 
 static void check_embedding(pw_dtype type) {
@@ -561,6 +598,12 @@ static void check_type(pw_dtype type) {
                                          * their leftover row and the next
                                          * panel's prefetch */
                                         {37, 45, 2},
+                                        /* the AVX-512 copy's row-lane panels:
+                                         * one and two whole 16-row vectors,
+                                         * a part and a whole column panel;
+                                         * and (Q6_K) two passes of 128 rows
+                                         * and the leftover rows' path */
+                                        {16, 9, 2}, {32, 33, 3}, {150, 20, 3},
                                         /* decode (one row): Q5_0's 16-column
                                          * tiles, whole and with tails */
                                         {1, 16, 1}, {1, 45, 3}, {1, 33, 2}};

@@ -1937,26 +1937,33 @@ KQ_INLINE void kp_blocks(const uint8_t **blk, const uint8_t *w, int64_t wrow, in
  * 16-column transpose per panel row group. Its 6-bit codes take as many
  * steps to form from ql and qh transposed first (three 16 x 16 transposes
  * and four operations a vector) as this, measured no faster. */
+/* The scale words of 16 Q6_K blocks: sc[g][c] = sc_g of column c (a
+ * dword), d[c], and dmin[c] = 0. */
+KQ_INLINE void kp_pack_scales_q6(const uint8_t *const blk[KP_COLS], uint32_t (*sc)[KP_COLS],
+                                 float *d, float *dmin) {
+    for (int c = 0; c < KP_COLS; c++) {
+        d[c] = kq_half(blk[c] + 208);
+        dmin[c] = 0.0f;
+    }
+    __m512i sa[8], sb[8];
+    for (int c = 0; c < 8; c++) {
+        __m256i a0, b0, d0, a1, b1, d1; /* d0, d1 unused: vpdpbusd needs no offset */
+        kp_col_scales(blk[c], PW_Q6_K, &a0, &b0, &d0);
+        kp_col_scales(blk[c + 8], PW_Q6_K, &a1, &b1, &d1);
+        sa[c] = kq_pair(a0, a1);
+        sb[c] = kq_pair(b0, b1);
+    }
+    kq_transpose16_store(sa, &sc[0][0], KP_COLS);
+    kq_transpose16_store(sb, &sc[8][0], KP_COLS);
+}
+
 KQ_INLINE void kp_pack_q6(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t nsb, int64_t bb,
                           int cols) {
     const pw_dtype type = PW_Q6_K;
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *blk[KP_COLS];
         kp_blocks(blk, w, wrow, bb, s, cols);
-        for (int c = 0; c < KP_COLS; c++) {
-            p->d[s][c] = kq_half(blk[c] + 208);
-            p->dmin[s][c] = 0.0f;
-        }
-        __m512i sa[8], sb[8];
-        for (int c = 0; c < 8; c++) {
-            __m256i a0, b0, d0, a1, b1, d1; /* d0, d1 unused: vpdpbusd needs no offset */
-            kp_col_scales(blk[c], type, &a0, &b0, &d0);
-            kp_col_scales(blk[c + 8], type, &a1, &b1, &d1);
-            sa[c] = kq_pair(a0, a1);
-            sb[c] = kq_pair(b0, b1);
-        }
-        kq_transpose16_store(sa, &p->sc[s][0][0], KP_COLS);
-        kq_transpose16_store(sb, &p->sc[s][8][0], KP_COLS);
+        kp_pack_scales_q6(blk, p->sc[s], p->d[s], p->dmin[s]);
         for (int i = 0; i < 8; i++) {
             __m512i r[8];
             for (int c = 0; c < 8; c++)
@@ -1964,6 +1971,35 @@ KQ_INLINE void kp_pack_q6(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t n
             kq_transpose16_store(r, &p->w[s][8 * i][0], KP_COLS);
         }
     }
+}
+
+/* The scale words of 16 Q4_K or Q5_K blocks (their first 16 bytes
+ * transposed, then each 6-bit value picked out across the 16 lanes):
+ * sc[i][c] = sc_i of column c (a dword: the word pair (sc_i, 0)), side[j][c]
+ * = the word pair (m_2j, m_2j+1), d[c] and dmin[c]. */
+KQ_INLINE void kp_pack_scales(const uint8_t *const blk[KP_COLS], uint32_t (*sc)[KP_COLS],
+                              uint32_t (*side)[KP_COLS], float *d, float *dmin) {
+    __m512i h[4];
+    /* h[0]: d | dmin << 16; h[1..3]: the 12 scale bytes */
+    kq_load_transpose4(blk, 0, h);
+    _mm512_store_ps(d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0])));
+    _mm512_store_ps(dmin, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16))));
+    const __m512i m3f = _mm512_set1_epi32(0x3F), m0f = _mm512_set1_epi32(0x0F),
+                  m30 = _mm512_set1_epi32(0x30);
+    __m512i mins[8];
+    for (int j = 0; j < 4; j++) {
+        /* as kq_scales_mins_u64, byte j of each word */
+        _mm512_store_si512(sc[j], _mm512_and_si512(_mm512_srli_epi32(h[1], 8 * j), m3f));
+        mins[j] = _mm512_and_si512(_mm512_srli_epi32(h[2], 8 * j), m3f);
+        _mm512_store_si512(sc[4 + j],
+                           _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(h[3], 8 * j), m0f),
+                                           _mm512_and_si512(_mm512_srli_epi32(h[1], 8 * j + 2), m30)));
+        mins[4 + j] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(h[3], 8 * j + 4), m0f),
+                                      _mm512_and_si512(_mm512_srli_epi32(h[2], 8 * j + 2), m30));
+    }
+    /* side dword j: the word pair (m_2j, m_2j+1) */
+    for (int j = 0; j < 4; j++)
+        _mm512_store_si512(side[j], _mm512_or_si512(mins[2 * j], _mm512_slli_epi32(mins[2 * j + 1], 16)));
 }
 
 /* All 16 columns (cols real; the others read a zero block) of nsb
@@ -1987,28 +2023,7 @@ KQ_INLINE void kp_pack(kp_panel *p, const uint8_t *w, int64_t wrow, int64_t nsb,
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *blk[KP_COLS];
         kp_blocks(blk, w, wrow, bb, s, cols);
-        __m512i h[4];
-        /* h[0]: d | dmin << 16; h[1..3]: the 12 scale bytes */
-        kq_load_transpose4(blk, 0, h);
-        _mm512_store_ps(p->d[s], _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0])));
-        _mm512_store_ps(p->dmin[s], _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16))));
-        const __m512i m3f = _mm512_set1_epi32(0x3F), m0f = _mm512_set1_epi32(0x0F),
-                      m30 = _mm512_set1_epi32(0x30);
-        __m512i mins[8];
-        for (int j = 0; j < 4; j++) {
-            /* as kq_scales_mins_u64, byte j of each word */
-            _mm512_store_si512(p->sc[s][j], _mm512_and_si512(_mm512_srli_epi32(h[1], 8 * j), m3f));
-            mins[j] = _mm512_and_si512(_mm512_srli_epi32(h[2], 8 * j), m3f);
-            _mm512_store_si512(p->sc[s][4 + j],
-                               _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(h[3], 8 * j), m0f),
-                                               _mm512_and_si512(_mm512_srli_epi32(h[1], 8 * j + 2), m30)));
-            mins[4 + j] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(h[3], 8 * j + 4), m0f),
-                                          _mm512_and_si512(_mm512_srli_epi32(h[2], 8 * j + 2), m30));
-        }
-        /* side dword j: the word pair (m_2j, m_2j+1) */
-        for (int j = 0; j < 4; j++)
-            _mm512_store_si512(p->side[s][j],
-                               _mm512_or_si512(mins[2 * j], _mm512_slli_epi32(mins[2 * j + 1], 16)));
+        kp_pack_scales(blk, p->sc[s], p->side[s], p->d[s], p->dmin[s]);
         /* q[i]: qs dword i of the 16 columns; Q5_K's qh dwords 0-7 first */
         __m512i q[40];
         if (type == PW_Q4_K) {
@@ -2387,6 +2402,10 @@ KP_RUN_TYPED(PW_Q4_K, KQ_Q4_K_BYTES)
 KP_RUN_TYPED(PW_Q5_K, KQ_Q5_K_BYTES)
 KP_RUN_TYPED(PW_Q6_K, KQ_Q6_K_BYTES)
 #undef KP_RUN_TYPED
+
+#if defined(PW_ISA_AVX512VNNI_COPY)
+#include "ops/cpu/matmul_kquant_lanes_body.h"
+#endif
 #endif
 
 /* ---- Q5_0's activation offsets ------------------------------------------- */
@@ -2599,6 +2618,33 @@ KQ_INLINE void kq_typed(float *y, const uint8_t *xa, const uint8_t *w, int64_t w
     }
 }
 
+#if defined(PW_ISA_AVX512VNNI_COPY)
+/* Batches of 16 rows and more: the whole 16-row blocks through the
+ * row-lane panels (kl_run) where the per-thread buffer can be had; the
+ * rows left over go on to the column panels or the tiles. Whether it took
+ * every row. */
+#define KL_TAKE(T)                                                                             \
+    (n_tokens >= KL_ROWS && (T == PW_Q6_K || n_tokens < KL_MAX_ROWS) &&                        \
+     kl_take(kl_run_##T, &y, &xa, w, wrow, &n_tokens, n, k, j0, j1))
+typedef void (*kl_run_fn)(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
+                          int64_t n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1,
+                          uint8_t *buf);
+KQ_INLINE bool kl_take(kl_run_fn run, float **y, const uint8_t **xa, const uint8_t *w, int64_t wrow,
+                       int64_t *n_tokens, int64_t n, int64_t k, int64_t j0, int64_t j1) {
+    const int64_t full = *n_tokens / KL_ROWS * KL_ROWS;
+    uint8_t *buf = pw_k_panel_scratch(kl_scratch_bytes(full, k) + 63);
+    if (!buf) return false;
+    buf += (64 - (uintptr_t)buf % 64) % 64;
+    run(*y, *xa, w, wrow, full, n, k, j0, j1, buf);
+    *y += full * n;
+    *xa += full * PW_K_Q8K_ROW_BYTES(k);
+    *n_tokens -= full;
+    return *n_tokens == 0;
+}
+#else
+#define KL_TAKE(T) false
+#endif
+
 /* The type switch is outside the loops so each type's tiles are
  * specialised. */
 void PW_ISA(pw_k_kqdot_run_strided)(float *y, const uint8_t *xa, const uint8_t *w, int64_t wrow,
@@ -2623,6 +2669,7 @@ void PW_ISA(pw_k_kqdot_run_strided)(float *y, const uint8_t *xa, const uint8_t *
  * not be shared, and long rows through the tiles. */
 #define KP_CASE(T, BYTES)                                                                      \
     case T:                                                                                    \
+        if (KL_TAKE(T)) break;                                                                 \
         if (n_tokens >= KP_MIN_ROWS)                                                           \
             kp_run_##T(y, xa, w, wrow, n_tokens, n, k, j0, j1);                                \
         else                                                                                   \
