@@ -27,6 +27,10 @@ trap 'rm -rf "$TMP"' EXIT
 # shellcheck source=bench/kernels/kbench_ab_lib.sh
 source "$HERE/bench/kernels/kbench_ab_lib.sh"
 kb_fetch_base "$BASE" "$TMP" matmul_kquant_isa.h matmul_kquant_body.h "matmul_kquant_$COPY.c"
+# the row-lane panels' part of the body, where the base has it
+if git -C "$HERE" cat-file -e "$BASE:src/ops/cpu/matmul_kquant_lanes_body.h" 2>/dev/null; then
+    kb_fetch_base "$BASE" "$TMP" matmul_kquant_lanes_body.h
+fi
 kb_copy_flags "$COPY"
 REN="-Dpw_k_kqdot_run_$COPY=kb_old_kqdot -Dpw_k_q8k_quantize_rows_$COPY=kb_old_kquant"
 REN="$REN -Dpw_k_q5_0_offsets_$COPY=kb_old_q5_offsets -Dpw_k_kqdot_run_strided_$COPY=kb_old_kqdot_strided"

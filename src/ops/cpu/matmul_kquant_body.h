@@ -2323,23 +2323,27 @@ typedef struct kp_prefetch {
     const char *p;
     int64_t stride, lines;
     int rows, per_tile, r;
+    bool l1; /* into L1 (kl_run's small slices) rather than L2 */
 } kp_prefetch;
 
 KQ_INLINE kp_prefetch kp_prefetch_make(const uint8_t *p, int64_t stride, int64_t bytes, int rows,
-                                       int64_t tiles) {
+                                       int64_t tiles, bool l1) {
     if (tiles < 1) tiles = 1;
     /* whole rows per tile: a row's lines are one short loop, where a
      * line at a time cost a few instructions of bookkeeping each (about
      * a sixth of a 4-row product's time, weights in L2) */
     kp_prefetch f = {(const char *)p, stride, (bytes + 63) / 64 + 1, rows,
-                     (int)((rows + tiles - 1) / tiles), 0};
+                     (int)((rows + tiles - 1) / tiles), 0, l1};
     return f;
 }
 
 KQ_INLINE void kp_prefetch_step(kp_prefetch *f) {
     for (int i = 0; i < f->per_tile && f->r < f->rows; i++, f->r++) {
         const char *row = f->p + f->r * f->stride;
-        for (int64_t l = 0; l < f->lines; l++) _mm_prefetch(row + l * 64, _MM_HINT_T1);
+        if (f->l1)
+            for (int64_t l = 0; l < f->lines; l++) _mm_prefetch(row + l * 64, _MM_HINT_T0);
+        else
+            for (int64_t l = 0; l < f->lines; l++) _mm_prefetch(row + l * 64, _MM_HINT_T1);
     }
 }
 
@@ -2361,11 +2365,12 @@ KQ_INLINE void kp_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t wro
             kp_prefetch pf;
             if (s0 + KP_SB < nsb) {
                 const int64_t nn = nsb - s0 - KP_SB < KP_SB ? nsb - s0 - KP_SB : KP_SB;
-                pf = kp_prefetch_make(w + c0 * wrow + (s0 + KP_SB) * bb, wrow, nn * bb, cols, tiles);
+                pf = kp_prefetch_make(w + c0 * wrow + (s0 + KP_SB) * bb, wrow, nn * bb, cols, tiles,
+                                      false);
             } else {
                 const int64_t c1 = c0 + cols, cn = j1 - c1 < KP_COLS ? j1 - c1 : KP_COLS;
                 const int64_t nn = nsb < KP_SB ? nsb : KP_SB;
-                pf = kp_prefetch_make(w + c1 * wrow, wrow, nn * bb, (int)cn, tiles);
+                pf = kp_prefetch_make(w + c1 * wrow, wrow, nn * bb, (int)cn, tiles, false);
             }
             for (int h = 0; h < KP_COLS / KP_VLANES; h++) {
                 const int hc0 = h * KP_VLANES;
