@@ -49,8 +49,9 @@
  * scalar model of the sequence. The K-quant activation quantizer is
  * defined by the C one here; the x86 copies have their own, which give the
  * same bytes (matmul_kquant_body.h). The register tiles, the column
- * blocking, the panels' slices of K (whose running sums wait in y) and the
- * split over threads only change how many outputs are in flight. */
+ * blocking, the panels' slices of K (whose running sums wait in y, or in
+ * the row-lane panels' buffer), the lanes (columns or rows) and the split
+ * over threads only change how many outputs are in flight. */
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/matmul_kquant_isa.h"
 #include "ops/cpu/matmul_quant_isa.h"

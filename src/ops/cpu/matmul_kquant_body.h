@@ -10,7 +10,9 @@
  * differ only in how they form the exact integer lane sums and in their
  * tile shapes, so they return the same bits. On x86, Q5_0 and batches of
  * K-quant rows go through column panels (q5p_*, kp_* below): the same
- * sequence with the vector lanes across 16 columns.
+ * sequence with the vector lanes across 16 columns; the AVX-512 copy runs
+ * whole 16-row batches through row-lane panels instead, the lanes across
+ * 16 rows (kl_*, matmul_kquant_lanes_body.h).
  *
  * Not a normal header: included once per copy, defines PW_ISA(...)
  * functions and static helpers of its own. */
