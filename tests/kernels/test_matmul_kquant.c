@@ -612,7 +612,8 @@ static void check_type(pw_dtype type) {
     check_invariance(type, 21, 2 * 256);
     check_threads(type, 1); /* decode's column split */
     check_threads(type, 5);
-    check_threads(type, 9); /* the K-quant panels */
+    check_threads(type, 9);  /* the K-quant panels */
+    check_threads(type, 21); /* and the row-lane ones (AVX-512), split at any 8 columns */
     check_embedding(type);
     check_out_of_memory(type);
     if (is_super(type)) check_extremes(type);
