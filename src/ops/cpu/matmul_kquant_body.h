@@ -2349,6 +2349,21 @@ KQ_INLINE void kp_prefetch_step(kp_prefetch *f) {
     }
 }
 
+/* The prefetch of what follows the slice of columns c0..c0+cols-1 that
+ * starts at super-block s0 (slices of `slice` super-blocks): these
+ * columns' next slice, or the next 16 columns' first. */
+KQ_INLINE kp_prefetch kp_prefetch_next(const uint8_t *w, int64_t wrow, int64_t bb, int64_t nsb,
+                                       int64_t slice, int64_t s0, int64_t c0, int cols,
+                                       int64_t j1, int64_t tiles, bool l1) {
+    if (s0 + slice < nsb) {
+        const int64_t nn = nsb - s0 - slice < slice ? nsb - s0 - slice : slice;
+        return kp_prefetch_make(w + c0 * wrow + (s0 + slice) * bb, wrow, nn * bb, cols, tiles, l1);
+    }
+    const int64_t c1 = c0 + cols, cn = j1 - c1 < KP_COLS ? j1 - c1 : KP_COLS;
+    const int64_t nn = nsb < slice ? nsb : slice;
+    return kp_prefetch_make(w + c1 * wrow, wrow, nn * bb, (int)cn, tiles, l1);
+}
+
 /* Columns [j0, j1) of every row: a panel of 16 columns and up to KP_SB
  * super-blocks, filled once and run over by every row; then the next
  * slice of the same columns, then the next 16 columns. */
@@ -2362,18 +2377,7 @@ KQ_INLINE void kp_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t wro
         for (int64_t s0 = 0; s0 < nsb; s0 += KP_SB) {
             const int64_t ns = nsb - s0 < KP_SB ? nsb - s0 : KP_SB;
             kp_pack(&panel, w + c0 * wrow + s0 * bb, wrow, ns, type, bb, cols);
-            /* what comes next: this panel's next slice, or the next
-             * panel's first */
-            kp_prefetch pf;
-            if (s0 + KP_SB < nsb) {
-                const int64_t nn = nsb - s0 - KP_SB < KP_SB ? nsb - s0 - KP_SB : KP_SB;
-                pf = kp_prefetch_make(w + c0 * wrow + (s0 + KP_SB) * bb, wrow, nn * bb, cols, tiles,
-                                      false);
-            } else {
-                const int64_t c1 = c0 + cols, cn = j1 - c1 < KP_COLS ? j1 - c1 : KP_COLS;
-                const int64_t nn = nsb < KP_SB ? nsb : KP_SB;
-                pf = kp_prefetch_make(w + c1 * wrow, wrow, nn * bb, (int)cn, tiles, false);
-            }
+            kp_prefetch pf = kp_prefetch_next(w, wrow, bb, nsb, KP_SB, s0, c0, cols, j1, tiles, false);
             for (int h = 0; h < KP_COLS / KP_VLANES; h++) {
                 const int hc0 = h * KP_VLANES;
                 if (hc0 >= cols) break;

@@ -311,20 +311,11 @@ KQ_INLINE void kl_run(float *y, const uint8_t *xa, const uint8_t *w, int64_t wro
             for (int64_t s0 = 0; s0 < nsb; s0 += KL_SB) {
                 const int64_t ns = nsb - s0 < KL_SB ? nsb - s0 : KL_SB;
                 kl_pack(&panel, w + c0 * wrow + s0 * bb, wrow, ns, type, bb, cols);
-                /* what comes next: these columns' next slice, or the next
-                 * columns' first; into L1, where a slice of one
-                 * super-block (2.3-3.4 KiB) fits beside the panel and the
-                 * rows (1.02-1.03x over L2 at 16 rows) */
-                kp_prefetch pf;
-                if (s0 + KL_SB < nsb) {
-                    const int64_t nn = nsb - s0 - KL_SB < KL_SB ? nsb - s0 - KL_SB : KL_SB;
-                    pf = kp_prefetch_make(w + c0 * wrow + (s0 + KL_SB) * bb, wrow, nn * bb, cols,
-                                          tiles * ns, true);
-                } else {
-                    const int64_t c1 = c0 + cols, cn = j1 - c1 < KP_COLS ? j1 - c1 : KP_COLS;
-                    const int64_t nn = nsb < KL_SB ? nsb : KL_SB;
-                    pf = kp_prefetch_make(w + c1 * wrow, wrow, nn * bb, (int)cn, tiles * ns, true);
-                }
+                /* into L1, where a slice of one super-block (2.3-3.4 KiB)
+                 * fits beside the panel and the rows (1.02-1.03x over L2 at
+                 * 16 rows); a share at each super-block of each tile */
+                kp_prefetch pf =
+                    kp_prefetch_next(w, wrow, bb, nsb, KL_SB, s0, c0, cols, j1, tiles * ns, true);
                 for (int64_t b = 0; b < blocks; b++)
                     for (int ct = 0; ct < cols; ct += C)
                         kl_cols(acc[b] + ct, act + b * nsb + s0, &panel, ns, type, ct, s0 == 0, &pf);
