@@ -17,29 +17,27 @@
  * sums do not see) and the same float steps in the same order, so the
  * results are the bits of every other copy. */
 
-/* Super-blocks per panel slice. */
+/* Super-blocks per panel slice: one (a 6 KiB panel), so that the slice's
+ * transposed rows (6 KiB per 16) fit L1 beside it. With 4 (23 KiB of
+ * panel) Q4_K ran 0.86-0.92x of the column panels at 16 rows, with 2
+ * 1.04-1.08x, with 1 1.05-1.08x (Q5_K 1.35x against 1.23x with 2).
+ * -D overrides are for measuring. */
 #ifndef KL_SB
 #define KL_SB 1
-#endif
-#ifndef KL_PF
-#define KL_PF 1
 #endif
 /* Activation rows per lane vector. */
 #define KL_ROWS 16
 /* Q4_K and Q5_K batches from this many rows go to the column panels,
  * whose fill is shared by enough rows there and whose activations take
  * less of L1 (128 rows, Intel Xeon: Q4_K 0.92-1.06x, Q5_K 0.97-0.98x
- * here against them; 64 rows 1.00-1.07x; 16 rows 1.10-1.40x). Q6_K's
+ * here against them; 64 rows 1.00-1.07x; 16 rows 1.15-1.38x). Q6_K's
  * word-sized sums make these faster at every size (128 rows 1.34-1.50x). */
 #ifndef KL_MAX_ROWS
 #define KL_MAX_ROWS 96
 #endif
-/* Rows transposed per pass, bounding the per-thread buffer (5 KiB per
+/* Rows transposed per pass, bounding the per-thread buffer (6 KiB per
  * super-block and 16 rows); larger batches take several passes. */
 #define KL_PASS_ROWS 128
-/* Columns per register tile: Q4_K (two sums a group) and Q6_K (one) 8,
- * Q5_K (four sums a group) 4: chains x columns + columns of the 32
- * registers, with room for the activation vector and the broadcasts. */
 #ifndef KL_CHAINS_Q5_K
 #define KL_CHAINS_Q5_K 4
 #endif
@@ -54,6 +52,10 @@ KQ_INLINE bool kl_word_sums(pw_dtype type) {
     return type == PW_Q6_K ? kl_chains(type) == 2
                            : 8 / kl_chains(type) * 4 * (type == PW_Q4_K ? 15 : 31) * 128 < 32768;
 }
+/* Columns per register tile: 8 with two sums a group, 4 with Q5_K's four
+ * (chains x columns + columns of the 32 registers, with room for the
+ * activation vector and the broadcasts; 4 columns of Q4_K measured
+ * 0.92-0.95x of 8). */
 KQ_INLINE int kl_tile_cols(pw_dtype type) { return kl_chains(type) > 2 ? 4 : 8; }
 
 /* One super-block of 16 activation rows, transposed: v[P][r] is dword P of
@@ -208,7 +210,7 @@ KQ_INLINE void kl_cols(float (*acc)[KL_ROWS], const kl_act *act, const kl_panel 
     const int gd = type == PW_Q6_K ? 4 : 8; /* dwords per scale group */
     const int groups = 64 / gd, nch = kl_chains(type);
     for (int64_t s = 0; s < ns; s++) {
-        if (KL_PF) kp_prefetch_step(pf);
+        kp_prefetch_step(pf);
         const kl_act *a = act + s;
         __m512i is[C_MAX];
 #pragma GCC unroll 8
@@ -221,10 +223,8 @@ KQ_INLINE void kl_cols(float (*acc)[KL_ROWS], const kl_act *act, const kl_panel 
             for (int c = 0; c < C; c++) {
 #pragma GCC unroll 4
                 for (int h = 0; h < nch; h++)
-                    pg[h][c] = type != PW_Q6_K ? _mm512_setzero_si512()
-                               : nch == 2  ? _mm512_load_si512(a->x[2 * G + h])
-                                           : _mm512_add_epi32(_mm512_load_si512(a->x[2 * G]),
-                                                              _mm512_load_si512(a->x[2 * G + 1]));
+                    pg[h][c] = type == PW_Q6_K ? _mm512_load_si512(a->x[2 * G + h])
+                                               : _mm512_setzero_si512();
             }
 #pragma GCC unroll 8
             for (int t = 0; t < gd; t++) {
